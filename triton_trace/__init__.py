@@ -1,0 +1,25 @@
+"""triton_trace: trace Triton kernels on the CPU through Triton's interpreter, analyse and view the trace.
+
+The recording core imports without Flask or plotly; the web and notebook views load them when used.
+"""
+from __future__ import annotations
+
+from .record import hooks as _hooks
+
+_hooks.check_version()
+_hooks.require_seams()
+
+from .errors import (OutOfBoundsAccess, ProgramError, TraceFileError, TraceUsageError,  # noqa: E402
+                     TritonTraceError, UnsupportedOp, UnsupportedTritonVersion)
+from .model import KINDS, Access, Launch, TensorInfo, Trace  # noqa: E402
+from .record.session import current_trace, reset, set_progress, trace  # noqa: E402
+from .store import load  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "trace", "current_trace", "reset", "load", "set_progress",
+    "Trace", "Launch", "Access", "TensorInfo", "KINDS",
+    "TritonTraceError", "ProgramError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
+    "UnsupportedTritonVersion", "OutOfBoundsAccess",
+]

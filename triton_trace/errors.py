@@ -1,0 +1,46 @@
+"""Every error triton_trace raises. Each message names the thing the user has to fix."""
+from __future__ import annotations
+
+
+class TritonTraceError(Exception):
+    """Base class of all triton_trace errors."""
+
+
+class UnsupportedTritonVersion(TritonTraceError, ImportError):
+    """The installed Triton is outside the range whose interpreter internals we hook."""
+
+
+class TraceUsageError(TritonTraceError, ValueError):
+    """A bad argument to the public API (decorator options, grid, kernel arguments, program filters)."""
+
+
+class ProgramError(TritonTraceError):
+    """An exception inside one program of a traced kernel.
+
+    The launch it happened in is kept in the current trace with every program that completed
+    (and the ops the failing program recorded before it failed), so nothing recorded is lost.
+    """
+
+    def __init__(self, kernel: str, program: tuple, file: str | None, line: int | None, cause: BaseException):
+        self.kernel = kernel
+        self.program = tuple(program)
+        self.file = file
+        self.line = line
+        self.cause = cause
+        where = f"{file}:{line}" if line else "an unknown line"
+        super().__init__(
+            f"kernel '{kernel}' failed in program {self.program} at {where}: "
+            f"{type(cause).__name__}: {cause}. The programs that completed are kept in "
+            f"triton_trace.current_trace().")
+
+
+class UnsupportedOp(TritonTraceError):
+    """An operation the tracer cannot record (named with its source line)."""
+
+
+class OutOfBoundsAccess(TritonTraceError):
+    """Raised at the first out-of-bounds lane when tracing with ``on_oob="raise"``."""
+
+
+class TraceFileError(TritonTraceError, ValueError):
+    """A trace file that is damaged, of an unknown format version, or too large to load safely."""

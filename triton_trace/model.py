@@ -1,0 +1,248 @@
+"""The frozen data model: a Trace holds Launches; a Launch holds a tensor table and columnar op records.
+
+One row of ``Launch.ops`` is one operation executed by one program. Rows are keyed by their program id
+column, never by a "current program", so a batch of programs can append its rows in one chunk. The
+lane-level data (element offsets, masks, values) live in flat buffers that the rows slice into.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+
+# Op kinds, stored as uint8 codes. Memory kinds come first; analyses rely on the split.
+KINDS: tuple = (
+    "load", "store",
+    "atomic_add", "atomic_min", "atomic_max", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg",
+    "atomic_cas",
+    "dot", "reduce", "scan", "math",
+)
+KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+MEMORY_KINDS = frozenset(KINDS[:10])
+ATOMIC_KINDS = frozenset(k for k in KINDS if k.startswith("atomic_"))
+WRITE_KINDS = frozenset({"store"}) | ATOMIC_KINDS
+READ_KINDS = frozenset({"load"}) | ATOMIC_KINDS
+MAX_RANK = 8
+
+# Columns of the op table, with their dtypes and trailing shapes. The store validates against this.
+OP_COLUMNS: dict = {
+    "program": (np.int32, (3,)),     # (x, y, z) program id
+    "seq": (np.int32, ()),           # position of the op within its program, in execution order
+    "kind": (np.uint8, ()),          # index into KINDS
+    "file": (np.int32, ()),          # index into Launch.files
+    "line": (np.int32, ()),          # source line in that file (0 when unknown)
+    "tensor": (np.int32, ()),        # index into Launch.tensors, -1 for non-memory ops
+    "elem_bytes": (np.int32, ()),    # bytes per element of the access
+    "ndim": (np.int32, ()),
+    "shape": (np.int64, (MAX_RANK,)),  # block shape, zero padded
+    "lane_start": (np.int64, ()),    # slice into Launch.offsets / Launch.mask
+    "lane_count": (np.int64, ()),
+    "value_start": (np.int64, ()),   # byte slice into Launch.values
+    "value_dtype": (np.int32, ()),   # index into Launch.value_dtypes, -1 when values were not recorded
+    "aux": (np.int64, (3,)),         # dot: M, N, K; reduce/scan: input elements, output elements; math: flops
+}
+
+
+def empty_ops(n: int = 0) -> dict:
+    return {name: np.zeros((n,) + shape, dtype=dt) for name, (dt, shape) in OP_COLUMNS.items()}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor argument of a launch, as the kernel saw it."""
+    name: str
+    dtype: str            # torch dtype name without the "torch." prefix, e.g. "float32"
+    shape: tuple
+    strides: tuple        # in elements
+    storage_offset: int   # in elements
+    storage_size: int     # elements of this dtype that fit in the underlying storage
+    elem_bytes: int
+    device: str = "cpu"
+
+    def view_offsets(self) -> np.ndarray:
+        """Storage offsets of every element of the view, in the view's index order (row-major)."""
+        off = np.full((), self.storage_offset, dtype=np.int64)
+        for size, stride in zip(self.shape, self.strides):
+            off = off[..., None] + np.arange(size, dtype=np.int64) * stride
+        return off
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "strides": list(self.strides),
+                "storage_offset": self.storage_offset, "storage_size": self.storage_size,
+                "elem_bytes": self.elem_bytes, "device": self.device}
+
+    @staticmethod
+    def from_dict(d: dict) -> "TensorInfo":
+        return TensorInfo(str(d["name"]), str(d["dtype"]), tuple(int(s) for s in d["shape"]),
+                          tuple(int(s) for s in d["strides"]), int(d["storage_offset"]), int(d["storage_size"]),
+                          int(d["elem_bytes"]), str(d.get("device", "cpu")))
+
+
+@dataclass(frozen=True)
+class Access:
+    """One recorded operation of one program, with its lane-level arrays in the op's block shape."""
+    index: int             # row in Launch.ops
+    program: tuple
+    seq: int
+    kind: str
+    tensor: Optional[str]
+    file: Optional[str]
+    line: int
+    elem_bytes: int
+    shape: tuple
+    offsets: Optional[np.ndarray]   # element offsets into the tensor's storage
+    mask: Optional[np.ndarray]      # active lanes
+    values: Optional[np.ndarray]    # loaded / stored / atomic operand values; None when not recorded
+    dims: tuple = ()                # dot: (M, N, K)
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel_name: str
+    source: str
+    source_file: str
+    source_line: int                # line of the kernel's ``def``
+    grid: tuple                     # (x, y, z)
+    args: dict                      # scalar and constexpr arguments, JSON-ready
+    tensors: tuple                  # TensorInfo, in argument order
+    files: tuple                    # file names the op table's "file" column indexes
+    value_dtypes: tuple             # numpy dtype strings the "value_dtype" column indexes
+    ops: dict                       # column name -> numpy array, see OP_COLUMNS
+    offsets: np.ndarray             # int64, all lanes of all memory ops
+    mask: np.ndarray                # bool, parallel to offsets
+    values: np.ndarray              # uint8 byte buffer
+    config: Optional[dict] = None   # the autotune / heuristics config that ran
+    outputs: tuple = ()             # argument names declared as outputs (undefined at launch)
+    recorded_programs: int = 0      # programs whose ops were recorded
+    skipped_programs: int = 0       # programs that ran but were filtered out of the recording
+    values_truncated: bool = False  # the value cap was hit: later ops have value_dtype == -1
+    completed: bool = True          # False when a program raised; the ops recorded so far are kept
+    error: Optional[str] = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def num_ops(self) -> int:
+        return int(len(self.ops["kind"]))
+
+    @property
+    def num_programs(self) -> int:
+        return int(self.grid[0] * self.grid[1] * self.grid[2])
+
+    def tensor_index(self, name: str) -> int:
+        for i, t in enumerate(self.tensors):
+            if t.name == name:
+                return i
+        raise KeyError(f"launch of '{self.kernel_name}' has no tensor argument named '{name}'; "
+                       f"it has {[t.name for t in self.tensors]}")
+
+    def programs(self) -> np.ndarray:
+        """The distinct program ids that recorded ops, sorted, as an (n, 3) array."""
+        if self.num_ops == 0:
+            return np.zeros((0, 3), dtype=np.int32)
+        return np.unique(self.ops["program"], axis=0)
+
+    def rows(self, program=None, kind=None, tensor=None, memory_only: bool = True) -> np.ndarray:
+        """Indices of op rows matching the filters, in (program, seq) order."""
+        sel = np.ones(self.num_ops, dtype=bool)
+        if memory_only:
+            sel &= self.ops["kind"] < len(MEMORY_KINDS)
+        if program is not None:
+            pid = _as_pid(program)
+            sel &= np.all(self.ops["program"] == np.asarray(pid, dtype=np.int32), axis=1)
+        if kind is not None:
+            kinds = [kind] if isinstance(kind, str) else list(kind)
+            codes = [KIND_CODE[k] for k in kinds if k in KIND_CODE]
+            if len(codes) != len(kinds):
+                raise KeyError(f"unknown op kind in {kinds}; kinds are {list(KINDS)}")
+            sel &= np.isin(self.ops["kind"], codes)
+        if tensor is not None:
+            sel &= self.ops["tensor"] == self.tensor_index(tensor)
+        idx = np.nonzero(sel)[0]
+        p = self.ops["program"][idx]
+        order = np.lexsort((self.ops["seq"][idx], p[:, 2], p[:, 1], p[:, 0]))
+        return idx[order]
+
+    def access(self, i: int) -> Access:
+        o = self.ops
+        ndim = int(o["ndim"][i])
+        shape = tuple(int(s) for s in o["shape"][i][:ndim])
+        kind = KINDS[int(o["kind"][i])]
+        t = int(o["tensor"][i])
+        offsets = mask = values = None
+        if kind in MEMORY_KINDS:
+            s, n = int(o["lane_start"][i]), int(o["lane_count"][i])
+            offsets = self.offsets[s:s + n].reshape(shape)
+            mask = self.mask[s:s + n].reshape(shape)
+            vd = int(o["value_dtype"][i])
+            if vd >= 0:
+                dt = np.dtype(self.value_dtypes[vd])
+                vs = int(o["value_start"][i])
+                values = np.frombuffer(self.values[vs:vs + n * dt.itemsize].tobytes(), dtype=dt).reshape(shape)
+        f = int(o["file"][i])
+        return Access(
+            index=int(i), program=tuple(int(v) for v in o["program"][i]), seq=int(o["seq"][i]), kind=kind,
+            tensor=self.tensors[t].name if t >= 0 else None, file=self.files[f] if 0 <= f < len(self.files) else None,
+            line=int(o["line"][i]), elem_bytes=int(o["elem_bytes"][i]), shape=shape, offsets=offsets, mask=mask,
+            values=values, dims=tuple(int(v) for v in o["aux"][i]) if kind == "dot" else ())
+
+    def accesses(self, program=None, kind=None, tensor=None) -> list:
+        """The memory operations (loads, stores, atomics) of the launch, in execution order per program."""
+        return [self.access(i) for i in self.rows(program, kind, tensor)]
+
+    def all_ops(self, program=None) -> list:
+        """Every recorded op, memory and compute (dot, reduce, scan, math), in execution order."""
+        return [self.access(i) for i in self.rows(program, memory_only=False)]
+
+    def __repr__(self) -> str:
+        return (f"<Launch {self.kernel_name} grid={self.grid} ops={self.num_ops} "
+                f"programs={self.recorded_programs}{'' if self.completed else ' INCOMPLETE'}>")
+
+
+def _as_pid(program) -> tuple:
+    if isinstance(program, (int, np.integer)):
+        return (int(program), 0, 0)
+    p = tuple(int(v) for v in program)
+    if not 1 <= len(p) <= 3:
+        raise ValueError(f"a program id has 1 to 3 coordinates, got {program!r}")
+    return p + (0,) * (3 - len(p))
+
+
+@dataclass(frozen=True)
+class Trace:
+    launches: tuple = ()
+
+    def save(self, path) -> None:
+        from .store import save
+        save(self, path)
+
+    def kernels(self) -> list:
+        return sorted({lc.kernel_name for lc in self.launches})
+
+    def __iter__(self) -> Iterator[Launch]:
+        return iter(self.launches)
+
+    def __len__(self) -> int:
+        return len(self.launches)
+
+    def __repr__(self) -> str:
+        return f"<Trace launches={len(self.launches)} kernels={self.kernels()}>"
+
+    def summary(self) -> str:
+        lines = [f"trace: {len(self.launches)} launch(es)"]
+        for i, lc in enumerate(self.launches):
+            kinds = np.bincount(lc.ops["kind"], minlength=len(KINDS)) if lc.num_ops else np.zeros(len(KINDS), int)
+            counts = ", ".join(f"{KINDS[k]}={int(c)}" for k, c in enumerate(kinds) if c)
+            lanes = int(lc.mask.sum())
+            lines.append(f"  [{i}] {lc.kernel_name} grid={lc.grid} programs={lc.recorded_programs}"
+                         f"{f' (+{lc.skipped_programs} not recorded)' if lc.skipped_programs else ''}"
+                         f" ops: {counts or 'none'}; active lanes={lanes}"
+                         f"{'; values truncated' if lc.values_truncated else ''}"
+                         f"{'' if lc.completed else '; INCOMPLETE: ' + (lc.error or '')}")
+        return "\n".join(lines)
+
+
+def concat_ops(chunks: Sequence[dict]) -> dict:
+    if not chunks:
+        return empty_ops()
+    return {name: np.concatenate([c[name] for c in chunks]) for name in OP_COLUMNS}

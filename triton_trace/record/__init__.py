@@ -1,0 +1,1 @@
+"""Recording: the trace decorator and session, the interpreter hooks, the collector."""

@@ -1,0 +1,150 @@
+"""The address space a traced kernel runs in: padded host copies of its tensor arguments.
+
+Every distinct storage behind the tensor arguments is copied into its own CPU buffer with a guard zone on
+each side. The interpreter dereferences raw addresses, so this gives two things the original memory
+cannot: an address just past one tensor can never land inside another argument (so every lane is
+attributed to the tensor it was meant for), and a lane outside its tensor's storage is known before the
+access executes and is skipped instead of reading or corrupting foreign memory. After the launch the
+copies are written back to the caller's tensors, whatever device they live on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..model import TensorInfo
+
+GUARD_MIN = 1 << 16          # bytes of guard zone on each side of a storage, at least
+ALIGN = 256                  # storages start on this alignment, like cudaMalloc's
+
+
+@dataclass
+class _Storage:
+    key: tuple
+    original: torch.UntypedStorage
+    buffer: torch.Tensor      # uint8, guard + data + guard
+    base: int                 # address of the first data byte in the copy
+    nbytes: int
+    guard: int
+    written: bool = False
+
+
+def _unwrap(arg):
+    # triton.reinterpret wraps a tensor with another dtype; the storage is the base's.
+    base = getattr(arg, "base", None)
+    if base is not None and hasattr(arg, "dtype") and isinstance(base, torch.Tensor) and not isinstance(arg, torch.Tensor):
+        return base, arg.dtype
+    return arg, getattr(arg, "dtype", None)
+
+
+class HostMemory:
+    """Owns the padded copies; maps raw addresses back to (tensor, element offset)."""
+
+    def __init__(self):
+        self.storages: list = []
+        self._by_key: dict = {}
+        self.tensors: list = []           # TensorInfo, parallel to _tensor_storage
+        self._tensor_storage: list = []   # index into self.storages
+        self._starts = np.zeros(0, dtype=np.int64)
+        self._order = np.zeros(0, dtype=np.int64)
+
+    # -- building -----------------------------------------------------------------------------------------
+    def host_tensor(self, name: str, arg) -> torch.Tensor:
+        """Return a CPU tensor that views the padded copy of ``arg``'s storage, and register it."""
+        t, dtype = _unwrap(arg)
+        storage = t.untyped_storage()
+        key = (str(t.device), storage.data_ptr())
+        st = self._by_key.get(key)
+        if st is None:
+            nbytes = storage.nbytes()
+            guard = max(GUARD_MIN, -(-min(nbytes, 1 << 24) // ALIGN) * ALIGN)
+            buf = torch.zeros(guard + nbytes + guard + ALIGN, dtype=torch.uint8)
+            shift = (-buf.data_ptr()) % ALIGN
+            data = buf[shift + guard: shift + guard + nbytes]
+            if nbytes:
+                src = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
+                data.copy_(src.cpu())
+            st = _Storage(key, storage, buf, buf.data_ptr() + shift + guard, nbytes, guard)
+            self._by_key[key] = st
+            self.storages.append(st)
+        itemsize = t.element_size()
+        offset_bytes = st.base - st.buffer.data_ptr()
+        host = torch.empty(0, dtype=t.dtype).set_(
+            st.buffer.untyped_storage(), offset_bytes // itemsize + t.storage_offset(), t.size(), t.stride())
+        if offset_bytes % itemsize:
+            raise AssertionError("guard zones are aligned to every element size")
+        info = TensorInfo(
+            name=name, dtype=str(t.dtype).replace("torch.", ""), shape=tuple(t.shape), strides=tuple(t.stride()),
+            storage_offset=int(t.storage_offset()), storage_size=st.nbytes // itemsize, elem_bytes=itemsize,
+            device=str(t.device))
+        self.tensors.append(info)
+        self._tensor_storage.append(self.storages.index(st))
+        self._reindex()
+        if dtype is not None and dtype != t.dtype:
+            import triton
+            return triton.reinterpret(host, dtype)
+        return host
+
+    def _reindex(self):
+        starts = np.array([s.base - s.guard for s in self.storages], dtype=np.int64)
+        self._order = np.argsort(starts, kind="stable")
+        self._starts = starts[self._order]
+
+    # -- attribution --------------------------------------------------------------------------------------
+    def attribute(self, addrs: np.ndarray, active: np.ndarray, elem_bytes: int):
+        """Attribute one op's lanes to a tensor argument.
+
+        Returns (tensor index or -1, element offsets relative to that tensor's storage (int64, same
+        shape as addrs), lanes that are safe to execute). A lane is safe when it is active and inside the
+        attributed tensor's storage; every other active lane is out of bounds and must be skipped.
+        """
+        a = addrs.astype(np.int64, copy=False)
+        if not self.storages:
+            return -1, np.zeros(a.shape, np.int64), np.zeros(a.shape, bool)
+        # Storage of each lane by its padded region; lanes below every region go to the first one.
+        pos = np.clip(np.searchsorted(self._starts, a, side="right") - 1, 0, len(self._starts) - 1)
+        lane_storage = self._order[pos]
+        pick = lane_storage[active] if active.any() else lane_storage.reshape(-1)[:1]
+        sid = int(np.bincount(pick, minlength=len(self.storages)).argmax())
+        st = self.storages[sid]
+        tid = self._choose_tensor(sid, a, active, st)
+        itemsize = self.tensors[tid].elem_bytes if tid >= 0 else elem_bytes
+        if elem_bytes != itemsize:
+            itemsize = elem_bytes   # a pointer cast to another element type: offsets in the access's units
+        rel = a - st.base
+        offsets = np.floor_divide(rel, itemsize)
+        safe = active & (rel >= 0) & (rel + elem_bytes <= st.nbytes)
+        return tid, offsets, safe
+
+    def _choose_tensor(self, sid: int, a, active, st) -> int:
+        cands = [i for i, s in enumerate(self._tensor_storage) if s == sid]
+        if len(cands) <= 1:
+            return cands[0] if cands else -1
+        # Several arguments view one storage (aliasing): pick the view that covers most active lanes.
+        best, best_hits = cands[0], -1
+        lanes = a[active] - st.base if active.any() else a.reshape(-1)[:1] - st.base
+        for i in cands:
+            t = self.tensors[i]
+            span = t.storage_offset + sum((s - 1) * abs(d) for s, d in zip(t.shape, t.strides) if s > 0)
+            lo, hi = t.storage_offset * t.elem_bytes, (span + 1) * t.elem_bytes
+            hits = int(((lanes >= lo) & (lanes < hi)).sum())
+            if hits > best_hits:
+                best, best_hits = i, hits
+        return best
+
+    def mark_written(self, tensor: int) -> None:
+        if tensor >= 0:
+            self.storages[self._tensor_storage[tensor]].written = True
+
+    def copy_back(self) -> None:
+        """Write the copies that the kernel stored to back into the caller's storages. Only safe lanes
+        execute and they stay inside their attributed storage, so the written flags are exact."""
+        for st in self.storages:
+            if not st.nbytes or not st.written:
+                continue
+            shift = st.base - st.buffer.data_ptr()
+            data = st.buffer[shift: shift + st.nbytes]
+            dst = torch.empty(0, dtype=torch.uint8, device=st.original.device).set_(st.original)
+            dst.copy_(data.to(dst.device))

@@ -1,0 +1,287 @@
+"""The ``@trace`` decorator and the session that collects launches into the current Trace."""
+from __future__ import annotations
+
+import threading
+from typing import Callable, Iterable, Optional, Union
+
+from ..errors import ProgramError, TraceUsageError
+from ..model import Launch, Trace
+from . import hooks
+from .collector import DEFAULT_VALUE_CAP, Collector
+from .memory import HostMemory
+
+
+class _Session:
+    """Launches recorded since the last reset. A lock keeps launches from two threads apart."""
+
+    def __init__(self):
+        self.launches: list = []
+        self.lock = threading.RLock()
+        self.progress: Optional[Callable] = None   # progress(done, total, kernel) while a launch runs
+
+    def add(self, launch: Launch) -> None:
+        with self.lock:
+            self.launches.append(launch)
+
+
+_SESSION = _Session()
+
+
+def current_trace() -> Trace:
+    """Every launch traced since the last ``reset()``, as a frozen Trace."""
+    with _SESSION.lock:
+        return Trace(tuple(_SESSION.launches))
+
+
+def reset() -> None:
+    """Start a new trace: forget the launches recorded so far."""
+    with _SESSION.lock:
+        _SESSION.launches.clear()
+
+
+def set_progress(callback: Optional[Callable]) -> None:
+    """Install ``callback(done, total, kernel_name)``, called after every program of a traced launch."""
+    _SESSION.progress = callback
+
+
+# --------------------------------------------------------------------------------------------------------
+# options
+# --------------------------------------------------------------------------------------------------------
+def _pid(p) -> tuple:
+    if isinstance(p, int):
+        return (p, 0, 0)
+    if isinstance(p, (tuple, list)) and 1 <= len(p) <= 3 and all(isinstance(v, int) for v in p):
+        return tuple(p) + (0,) * (3 - len(p))
+    raise TraceUsageError(f"trace(programs=...): {p!r} is not a program id; use an int or an (x, y, z) tuple")
+
+
+def program_filter(programs) -> Optional[Callable]:
+    """None records every program; a callable gets the (x, y, z) id; an iterable lists the ids to keep."""
+    if programs is None:
+        return None
+    if callable(programs):
+        return lambda pid: programs(pid)
+    if isinstance(programs, (int, tuple)) and not (isinstance(programs, tuple) and programs and
+                                                  isinstance(programs[0], (tuple, list))):
+        keep = {_pid(programs)}
+    else:
+        try:
+            keep = {_pid(p) for p in programs}
+        except TypeError:
+            raise TraceUsageError(f"trace(programs=...) takes program ids, a list of them or a callable; "
+                                  f"got {programs!r}") from None
+    return lambda pid: pid in keep
+
+
+def value_cap(values) -> int:
+    if values is True:
+        return DEFAULT_VALUE_CAP
+    if values is False or values is None:
+        return 0
+    if isinstance(values, int) and values >= 0:
+        return values
+    raise TraceUsageError(f"trace(values=...) takes True, False or a number of elements to keep; got {values!r}")
+
+
+class TraceOptions:
+    def __init__(self, programs=None, values=True, outputs: Iterable[str] = (), on_oob: str = "skip",
+                 config=None):
+        if on_oob not in ("skip", "raise"):
+            raise TraceUsageError(f"trace(on_oob=...) is 'skip' or 'raise', not {on_oob!r}")
+        if isinstance(outputs, str):
+            outputs = (outputs,)
+        self.programs = programs
+        self.filter = program_filter(programs)
+        self.values_cap = value_cap(values)
+        self.outputs = tuple(outputs)
+        self.on_oob = on_oob
+        self.config = config
+
+
+# --------------------------------------------------------------------------------------------------------
+# running one launch
+# --------------------------------------------------------------------------------------------------------
+def _normalize_grid(grid, meta: dict, kernel: str) -> tuple:
+    if callable(grid):
+        grid = grid(meta)
+    if isinstance(grid, int):
+        grid = (grid,)
+    try:
+        g = tuple(int(v) for v in grid)
+    except (TypeError, ValueError):
+        raise TraceUsageError(f"kernel '{kernel}': the grid must be a tuple of 1 to 3 ints or a "
+                              f"lambda meta: tuple; got {grid!r}") from None
+    if not 1 <= len(g) <= 3 or any(v < 0 for v in g):
+        raise TraceUsageError(f"kernel '{kernel}': the grid must have 1 to 3 non-negative sizes; got {g}")
+    return g + (1,) * (3 - len(g))
+
+
+def _json_arg(v):
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    if hasattr(v, "value"):            # tl.constexpr
+        return _json_arg(v.value)
+    if hasattr(v, "data_ptr"):
+        return None
+    if isinstance(v, (tuple, list)):
+        return [_json_arg(x) for x in v]
+    return repr(v)
+
+
+def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, config: Optional[dict] = None):
+    fn = hooks.python_fn(kernel_obj)
+    name = fn.__name__
+    try:
+        bound = hooks.bind_args(fn, args, kwargs)
+    except TypeError as e:
+        raise TraceUsageError(f"kernel '{name}': {e}") from None
+    missing = [o for o in opts.outputs if o not in bound]
+    if missing:
+        raise TraceUsageError(f"trace(outputs=...) names {missing}, which are not arguments of kernel '{name}' "
+                              f"(its arguments: {list(bound)})")
+    g = _normalize_grid(grid, dict(bound), name)
+    memory = HostMemory()
+    rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob)
+    source, file, def_line = hooks.kernel_source(fn)
+    scalars = {k: _json_arg(v) for k, v in bound.items() if not hasattr(v, "data_ptr")}
+    total, done = g[0] * g[1] * g[2], [0]
+    progress = _SESSION.progress
+
+    def on_end(pid):
+        done[0] += 1
+        if progress is not None:
+            progress(done[0], total, name)
+
+    meta = dict(kernel_name=name, source=source, source_file=file, source_line=def_line, grid=g, args=scalars,
+                config=config, outputs=opts.outputs)
+    try:
+        hooks.run_grid(fn, bound, g, memory, rec, on_program_end=on_end)
+    except hooks.ProgramFailure as f:
+        cause = hooks.unwrap_interpreter_error(f.cause)
+        _SESSION.add(rec.finish(completed=False, error=f"program {f.pid}: {type(cause).__name__}: {cause}", **meta))
+        _copy_back(memory)
+        raise ProgramError(name, f.pid, f.file, f.line, cause) from cause
+    except KeyboardInterrupt:
+        _SESSION.add(rec.finish(completed=False, error=f"interrupted after {done[0]} of {total} programs", **meta))
+        _copy_back(memory)
+        raise
+    except BaseException as e:
+        _SESSION.add(rec.finish(completed=False, error=f"{type(e).__name__}: {e}", **meta))
+        _copy_back(memory)
+        raise
+    launch = rec.finish(**meta)
+    _SESSION.add(launch)
+    memory.copy_back()
+    return launch
+
+
+def _copy_back(memory: HostMemory) -> None:
+    # After a failure the caller still gets what the completed programs stored, as on a GPU.
+    memory.copy_back()
+
+
+# --------------------------------------------------------------------------------------------------------
+# autotune and heuristics
+# --------------------------------------------------------------------------------------------------------
+def _choose_config(tuner, args, kwargs, opts: TraceOptions):
+    """Pick the autotune config without benchmarking: timing the interpreter says nothing about the GPU.
+
+    In order: the config the user pinned with ``trace(config=...)``, the one Triton's autotuner already
+    chose for this key (e.g. after a GPU run in this process), else the first config left after the
+    autotuner's own pruning.
+    """
+    configs = list(tuner.configs)
+    if opts.config is not None:
+        if isinstance(opts.config, int):
+            if not 0 <= opts.config < len(configs):
+                raise TraceUsageError(f"trace(config={opts.config}): the kernel has {len(configs)} configs")
+            return configs[opts.config], "pinned"
+        want = dict(opts.config)
+        for c in configs:
+            if all(c.kwargs.get(k) == v for k, v in want.items()):
+                return c, "pinned"
+        raise TraceUsageError(f"trace(config={want}) matches none of the configs {[c.kwargs for c in configs]}")
+    nargs = dict(zip(tuner.arg_names, args))
+    all_args = {**nargs, **kwargs}
+    key = [all_args[k] for k in tuner.keys if k in all_args]
+    key += [str(v.dtype) for k, v in all_args.items() if k in tuner.arg_names and hasattr(v, "dtype")]
+    cached = getattr(tuner, "cache", {}).get(tuple(key))
+    if cached is not None:
+        return cached, "autotuner cache"
+    if len(configs) > 1:
+        tuner.nargs = nargs
+        try:
+            configs = tuner.prune_configs(kwargs)
+        finally:
+            tuner.nargs = None
+    return configs[0], "first config"
+
+
+def _config_dict(cfg, how: str) -> dict:
+    d = {"kwargs": {k: _json_arg(v) for k, v in cfg.kwargs.items()}, "chosen_by": how}
+    for attr in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
+        if getattr(cfg, attr, None) is not None:
+            d[attr] = getattr(cfg, attr)
+    return d
+
+
+def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
+    """Apply autotune / heuristics wrappers the way Triton does, then run the jit function traced."""
+    kwargs = dict(kwargs)
+    config = None
+    for part in hooks.autotune_parts(kernel_obj):
+        if hasattr(part, "configs"):
+            cfg, how = _choose_config(part, args, kwargs, opts)
+            kwargs.update(cfg.all_kwargs() if hasattr(cfg, "all_kwargs") else cfg.kwargs)
+            if cfg.pre_hook is not None:
+                cfg.pre_hook({**dict(zip(part.arg_names, args)), **kwargs})
+            config = {**(config or {}), **_config_dict(cfg, how)}
+        else:   # Heuristics
+            for k, heur in part.values.items():
+                kwargs[k] = heur({**dict(zip(part.arg_names, args)), **kwargs})
+            config = {**(config or {}), "heuristics": {k: _json_arg(kwargs[k]) for k in part.values}}
+    for k in ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid"):
+        kwargs.pop(k, None)
+    return run_traced(kernel_obj, tuple(args), kwargs, grid, opts, config)
+
+
+# --------------------------------------------------------------------------------------------------------
+# the decorator
+# --------------------------------------------------------------------------------------------------------
+def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, outputs: Iterable[str] = (),
+          on_oob: str = "skip", config=None):
+    """Trace every launch of a Triton kernel through Triton's interpreter.
+
+    Use bare (``@trace``) or with options, above ``@triton.jit``, ``@triton.autotune`` or
+    ``@triton.heuristics``:
+
+    - ``programs``: record only these programs (ids, a list of ids or a callable on ``(x, y, z)``); all of
+      them still run, so outputs stay right, and the launch counts the ones left out.
+    - ``values``: record loaded/stored values (default, capped per launch), ``False``, or a cap in elements.
+    - ``outputs``: names of arguments whose contents are undefined at launch (``torch.empty`` results),
+      for the uninitialised-read and coverage checks of the analysis.
+    - ``on_oob``: ``"skip"`` records and skips out-of-bounds lanes; ``"raise"`` stops at the first one.
+    - ``config``: for an autotuned kernel, the config to run (index or dict of its kwargs).
+
+    The kernel object is returned with its ``run`` method replaced, so it still passes Triton's and
+    PyTorch's type checks (``wrap_triton``, ``triton_op``).
+    """
+    opts = TraceOptions(programs, values, outputs, on_oob, config)
+
+    def decorate(k):
+        if not hooks.is_kernel(k):
+            raise TraceUsageError(f"@triton_trace.trace goes above @triton.jit (or @triton.autotune / "
+                                  f"@triton.heuristics); {k!r} is not a Triton kernel")
+
+        def run(*args, grid, warmup=False, **kwargs):
+            if warmup:
+                return None
+            return run_chain(k, args, kwargs, grid, opts)
+
+        k.run = run
+        k.__triton_trace_options__ = opts
+        return k
+
+    if kernel is not None:
+        return decorate(kernel)
+    return decorate

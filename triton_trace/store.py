@@ -1,0 +1,200 @@
+"""The versioned trace file: the contract between recording and viewing.
+
+Layout: an 8-byte magic, a little-endian uint32 format version, a uint64 header length, a UTF-8 JSON
+header, then the array blocks it describes (each zlib-compressed). Loading never unpickles anything;
+every dtype comes from a whitelist, every block's offset and length is checked against the file before it
+is read, and the declared decompressed sizes are checked against a memory budget before anything is
+allocated, so a crafted file is refused instead of exhausting memory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import zlib
+
+import numpy as np
+
+from .errors import TraceFileError
+from .model import OP_COLUMNS, Launch, TensorInfo, Trace, KINDS, MAX_RANK
+
+MAGIC = b"TTRACE\x00\x01"
+VERSION = 1
+MAX_HEADER = 64 << 20
+DEFAULT_MAX_BYTES = 8 << 30
+_DTYPES = {"<i8", "<i4", "|u1", "|b1", "<f4", "<f8", "<f2", "<u2", "<u4", "<u8", "|i1", "<i2"}
+_LAUNCH_ARRAYS = ("offsets", "mask", "values")
+
+
+def _describe(arr: np.ndarray, f, pos: int) -> tuple:
+    arr = np.ascontiguousarray(arr)
+    raw = arr.tobytes()
+    comp = zlib.compress(raw, 1)
+    f.write(comp)
+    return {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": pos, "nbytes": len(comp),
+            "raw_nbytes": len(raw)}, pos + len(comp)
+
+
+def save(trace: Trace, path) -> None:
+    """Write ``trace`` to ``path`` (written to a temporary name first, then renamed into place)."""
+    path = os.fspath(path)
+    tmp = path + ".tmp"
+    blobs = tmp + ".blobs"
+    launches = []
+    with open(blobs, "wb") as bf:
+        pos = 0
+        for lc in trace.launches:
+            arrays = {}
+            for name in OP_COLUMNS:
+                arrays["ops." + name], pos = _describe(lc.ops[name], bf, pos)
+            for name in _LAUNCH_ARRAYS:
+                arrays[name], pos = _describe(getattr(lc, name), bf, pos)
+            launches.append({
+                "kernel_name": lc.kernel_name, "source": lc.source, "source_file": lc.source_file,
+                "source_line": lc.source_line, "grid": list(lc.grid), "args": lc.args,
+                "tensors": [t.to_dict() for t in lc.tensors], "files": list(lc.files),
+                "value_dtypes": list(lc.value_dtypes), "config": lc.config, "outputs": list(lc.outputs),
+                "recorded_programs": lc.recorded_programs, "skipped_programs": lc.skipped_programs,
+                "values_truncated": lc.values_truncated, "completed": lc.completed, "error": lc.error,
+                "meta": lc.meta, "arrays": arrays})
+    header = json.dumps({"format": "triton_trace", "version": VERSION, "kinds": list(KINDS),
+                         "launches": launches}, sort_keys=True, separators=(",", ":")).encode()
+    try:
+        with open(tmp, "wb") as f, open(blobs, "rb") as bf:
+            f.write(MAGIC + VERSION.to_bytes(4, "little") + len(header).to_bytes(8, "little"))
+            f.write(header)
+            while chunk := bf.read(1 << 24):
+                f.write(chunk)
+        os.replace(tmp, path)
+    finally:
+        for p in (tmp, blobs):
+            if os.path.exists(p):
+                os.remove(p)
+
+
+def _bad(path, why: str) -> TraceFileError:
+    return TraceFileError(f"{path}: not a usable triton_trace file ({why})")
+
+
+def load(path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
+    """Read a trace file. Refuses damaged files, newer format versions and files whose arrays would need
+    more than ``max_bytes`` of memory."""
+    path = os.fspath(path)
+    try:
+        size = os.path.getsize(path)
+        f = open(path, "rb")
+    except OSError as e:
+        raise TraceFileError(f"{path}: cannot open trace file ({e.strerror})") from None
+    with f:
+        head = f.read(20)
+        if len(head) < 20 or head[:8] != MAGIC:
+            raise _bad(path, "it does not start with the triton_trace magic bytes")
+        version = int.from_bytes(head[8:12], "little")
+        if version > VERSION:
+            raise TraceFileError(f"{path}: trace format version {version} is newer than this triton_trace "
+                                 f"understands (version {VERSION}); upgrade triton_trace to read it")
+        if version < 1:
+            raise _bad(path, f"format version {version}")
+        hlen = int.from_bytes(head[12:20], "little")
+        if hlen > min(MAX_HEADER, size - 20):
+            raise _bad(path, "header length exceeds the file")
+        try:
+            header = json.loads(f.read(hlen).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise _bad(path, f"header is not valid JSON: {e}") from None
+        data_start = 20 + hlen
+        try:
+            return _build(path, header, f, data_start, size, max_bytes)
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            if isinstance(e, TraceFileError):
+                raise
+            raise _bad(path, f"inconsistent header: {type(e).__name__}: {e}") from None
+
+
+def _build(path, header, f, data_start, size, max_bytes) -> Trace:
+    if header.get("format") != "triton_trace" or not isinstance(header.get("launches"), list):
+        raise _bad(path, "header is not a triton_trace header")
+    if list(header.get("kinds", KINDS)) != list(KINDS)[:len(header.get("kinds", KINDS))]:
+        raise _bad(path, "it was written with a different op-kind table")
+    total = 0
+    for lc in header["launches"]:
+        for d in lc["arrays"].values():
+            if d["dtype"] not in _DTYPES:
+                raise _bad(path, f"array dtype {d['dtype']!r} is not allowed")
+            n = int(np.prod([int(s) for s in d["shape"]], dtype=np.int64)) if d["shape"] else 1
+            if any(int(s) < 0 for s in d["shape"]) or n * np.dtype(d["dtype"]).itemsize != int(d["raw_nbytes"]):
+                raise _bad(path, "an array's shape does not match its size")
+            if int(d["offset"]) < 0 or data_start + int(d["offset"]) + int(d["nbytes"]) > size:
+                raise _bad(path, "an array block lies beyond the end of the file (truncated?)")
+            total += int(d["raw_nbytes"])
+    if total > max_bytes:
+        raise TraceFileError(f"{path}: loading would need {total / 2**30:.1f} GiB, more than the limit of "
+                             f"{max_bytes / 2**30:.1f} GiB; pass max_bytes= to load() to raise it")
+    launches = []
+    for lc in header["launches"]:
+        arrays = {name: _read(path, f, data_start, d) for name, d in lc["arrays"].items()}
+        ops = {}
+        for name, (dt, shape) in OP_COLUMNS.items():
+            a = arrays["ops." + name]
+            if a.dtype != np.dtype(dt) or a.shape[1:] != shape:
+                raise _bad(path, f"op column {name} has the wrong dtype or shape")
+            ops[name] = a
+        launch = Launch(
+            kernel_name=str(lc["kernel_name"]), source=str(lc["source"]), source_file=str(lc["source_file"]),
+            source_line=int(lc["source_line"]), grid=tuple(int(g) for g in lc["grid"]), args=dict(lc["args"]),
+            tensors=tuple(TensorInfo.from_dict(t) for t in lc["tensors"]), files=tuple(map(str, lc["files"])),
+            value_dtypes=tuple(map(str, lc["value_dtypes"])), ops=ops, offsets=arrays["offsets"],
+            mask=arrays["mask"], values=arrays["values"], config=lc["config"], outputs=tuple(lc["outputs"]),
+            recorded_programs=int(lc["recorded_programs"]), skipped_programs=int(lc["skipped_programs"]),
+            values_truncated=bool(lc["values_truncated"]), completed=bool(lc["completed"]), error=lc["error"],
+            meta=dict(lc.get("meta") or {}))
+        _validate(path, launch)
+        launches.append(launch)
+    return Trace(tuple(launches))
+
+
+def _read(path, f, data_start, d) -> np.ndarray:
+    f.seek(data_start + int(d["offset"]))
+    comp = f.read(int(d["nbytes"]))
+    raw_n = int(d["raw_nbytes"])
+    dec = zlib.decompressobj()
+    try:
+        raw = dec.decompress(comp, raw_n)
+    except zlib.error as e:
+        raise _bad(path, f"an array block is corrupt ({e})") from None
+    if len(raw) != raw_n or dec.unconsumed_tail:
+        raise _bad(path, "an array block does not decompress to its declared size")
+    return np.frombuffer(raw, dtype=np.dtype(d["dtype"])).reshape([int(s) for s in d["shape"]]).copy()
+
+
+def _validate(path, lc: Launch) -> None:
+    o = lc.ops
+    n = lc.num_ops
+    if any(len(o[c]) != n for c in o):
+        raise _bad(path, "op columns differ in length")
+    if len(lc.mask) != len(lc.offsets):
+        raise _bad(path, "mask and offsets differ in length")
+    if n == 0:
+        return
+    if o["kind"].max() >= len(KINDS) or o["tensor"].max() >= len(lc.tensors) or o["tensor"].min() < -1:
+        raise _bad(path, "op rows reference unknown kinds or tensors")
+    if o["file"].max() >= len(lc.files) or o["value_dtype"].max() >= len(lc.value_dtypes):
+        raise _bad(path, "op rows reference unknown files or value dtypes")
+    if o["ndim"].min() < 0 or o["ndim"].max() > MAX_RANK:
+        raise _bad(path, "op rows have an invalid rank")
+    end = o["lane_start"] + o["lane_count"]
+    if o["lane_start"].min() < 0 or o["lane_count"].min() < 0 or end.max() > len(lc.offsets):
+        raise _bad(path, "op rows point outside the lane buffers")
+    shapes_n = np.where(np.arange(MAX_RANK)[None, :] < o["ndim"][:, None], o["shape"], 1).prod(axis=1)
+    mem = o["kind"] < 10
+    if np.any(shapes_n[mem] != o["lane_count"][mem]):
+        raise _bad(path, "op shapes do not match their lane counts")
+    vd = o["value_dtype"]
+    has = vd >= 0
+    if has.any():
+        sizes = np.array([np.dtype(d).itemsize for d in lc.value_dtypes], dtype=np.int64)
+        vend = o["value_start"][has] + o["lane_count"][has] * sizes[vd[has]]
+        if o["value_start"][has].min() < 0 or vend.max() > len(lc.values):
+            raise _bad(path, "op rows point outside the value buffer")
+    for d in lc.value_dtypes:
+        if d not in _DTYPES:
+            raise _bad(path, f"value dtype {d!r} is not allowed")
