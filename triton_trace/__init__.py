@@ -17,9 +17,30 @@ from .store import load  # noqa: E402
 
 __version__ = "0.1.0"
 
+# Later pipeline stages load on first use: the recording core must import without Flask and plotly
+# (the GPU machine has neither), and analysis is not needed just to record.
+_LAZY = {
+    "analyze": ("triton_trace.analysis", "analyze"),
+    "check": ("triton_trace.analysis", "check"),
+    "Report": ("triton_trace.analysis", "Report"),
+    "launch": ("triton_trace.view.server", "launch"),
+    "create_app": ("triton_trace.view.server", "create_app"),
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'triton_trace' has no attribute '{name}'")
+
 __all__ = [
     "trace", "current_trace", "reset", "load", "set_progress",
     "Trace", "Launch", "Access", "TensorInfo", "KINDS",
     "TritonTraceError", "ProgramError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
     "UnsupportedTritonVersion", "OutOfBoundsAccess",
+    "analyze", "check", "Report", "launch", "create_app",
 ]

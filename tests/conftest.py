@@ -1,0 +1,16 @@
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_trace():
+    """Every test starts with an empty current trace."""
+    import triton_trace
+    triton_trace.reset()
+    yield
+    triton_trace.reset()
