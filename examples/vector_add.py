@@ -38,6 +38,9 @@ def main(argv=None):
 
     trace = triton_trace.current_trace()
     print(trace.summary())
+    launch = trace.launches[0]
+    tail = launch.accesses(program=launch.grid[0] - 1, kind="store")[0]
+    print(f"last program {tail.program} stores {int(tail.mask.sum())} of {tail.mask.size} lanes (the masked tail)")
     report = triton_trace.analyze(trace)
     print(report.summary())
     if not args.no_serve:

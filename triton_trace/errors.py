@@ -34,8 +34,24 @@ class ProgramError(TritonTraceError):
             f"triton_trace.current_trace().")
 
 
-class UnsupportedOp(TritonTraceError):
-    """An operation the tracer cannot record (named with its source line)."""
+class UnsupportedOp(ProgramError):
+    """A Triton operation that Triton's interpreter, and so the tracer, cannot run (inline assembly,
+    extern elementwise functions, block pointers on Triton releases that removed them), named with the
+    program and source line that called it."""
+
+    def __init__(self, kernel: str, program: tuple, file: str | None, line: int | None, cause: BaseException,
+                 op: str):
+        self.op = op
+        super().__init__(kernel, program, file, line, cause)
+        where = f"{file}:{line}" if line else "an unknown line"
+        self.args = (
+            f"kernel '{kernel}' calls tl.{op} at {where} (program {self.program}), which Triton's CPU "
+            f"interpreter cannot run ({cause}). triton_trace runs kernels through that interpreter: replace "
+            f"tl.{op} with plain tl operations, or put it behind a tl.constexpr flag that is off when tracing. "
+            f"The programs that completed are kept in triton_trace.current_trace().",)
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 class OutOfBoundsAccess(TritonTraceError):

@@ -120,6 +120,19 @@ class Launch:
     completed: bool = True          # False when a program raised; the ops recorded so far are kept
     error: Optional[str] = None
     meta: dict = field(default_factory=dict)
+    recorded_ids: Optional[np.ndarray] = None   # (n, 3) int32: the programs recorded, in execution order
+
+    def skipped_ids(self) -> np.ndarray:
+        """The programs of the grid that ran but were left out of the recording, as an (n, 3) array in
+        launch order. Without ``recorded_ids`` (a synthetic launch) it is every program that has no op."""
+        gx, gy, gz = (int(g) for g in self.grid)
+        x, y, z = np.meshgrid(np.arange(gx), np.arange(gy), np.arange(gz), indexing="ij")
+        every = np.stack([x.ravel(), y.ravel(), z.ravel()], axis=1).astype(np.int32)
+        kept = self.recorded_ids if self.recorded_ids is not None else self.programs()
+        if len(kept) == 0:
+            return every
+        linear = lambda p: (p[:, 0].astype(np.int64) * gy + p[:, 1]) * gz + p[:, 2]
+        return every[~np.isin(linear(every), linear(np.asarray(kept)))]
 
     @property
     def num_ops(self) -> int:

@@ -15,14 +15,15 @@ import zlib
 import numpy as np
 
 from .errors import TraceFileError
-from .model import OP_COLUMNS, Launch, TensorInfo, Trace, KINDS, MAX_RANK
+from .model import KINDS, MAX_RANK, MEMORY_KINDS, OP_COLUMNS, Launch, TensorInfo, Trace
 
 MAGIC = b"TTRACE\x00\x01"
 VERSION = 1
 MAX_HEADER = 64 << 20
 DEFAULT_MAX_BYTES = 8 << 30
+_MAX_RATIO = 1100     # zlib cannot compress better than about 1032:1
 _DTYPES = {"<i8", "<i4", "|u1", "|b1", "<f4", "<f8", "<f2", "<u2", "<u4", "<u8", "|i1", "<i2"}
-_LAUNCH_ARRAYS = ("offsets", "mask", "values")
+_LAUNCH_ARRAYS = ("offsets", "mask", "values", "recorded_ids")
 
 
 def _describe(arr: np.ndarray, f, pos: int) -> tuple:
@@ -47,7 +48,8 @@ def save(trace: Trace, path) -> None:
             for name in OP_COLUMNS:
                 arrays["ops." + name], pos = _describe(lc.ops[name], bf, pos)
             for name in _LAUNCH_ARRAYS:
-                arrays[name], pos = _describe(getattr(lc, name), bf, pos)
+                if getattr(lc, name) is not None:
+                    arrays[name], pos = _describe(getattr(lc, name), bf, pos)
             launches.append({
                 "kernel_name": lc.kernel_name, "source": lc.source, "source_file": lc.source_file,
                 "source_line": lc.source_line, "grid": list(lc.grid), "args": lc.args,
@@ -99,14 +101,14 @@ def load(path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
             raise _bad(path, "header length exceeds the file")
         try:
             header = json.loads(f.read(hlen).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise _bad(path, f"header is not valid JSON: {e}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+            raise _bad(path, f"header is not valid JSON: {type(e).__name__}: {e}") from None
         data_start = 20 + hlen
         try:
             return _build(path, header, f, data_start, size, max_bytes)
-        except (KeyError, TypeError, ValueError, IndexError) as e:
-            if isinstance(e, TraceFileError):
-                raise
+        except TraceFileError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
             raise _bad(path, f"inconsistent header: {type(e).__name__}: {e}") from None
 
 
@@ -118,14 +120,7 @@ def _build(path, header, f, data_start, size, max_bytes) -> Trace:
     total = 0
     for lc in header["launches"]:
         for d in lc["arrays"].values():
-            if d["dtype"] not in _DTYPES:
-                raise _bad(path, f"array dtype {d['dtype']!r} is not allowed")
-            n = int(np.prod([int(s) for s in d["shape"]], dtype=np.int64)) if d["shape"] else 1
-            if any(int(s) < 0 for s in d["shape"]) or n * np.dtype(d["dtype"]).itemsize != int(d["raw_nbytes"]):
-                raise _bad(path, "an array's shape does not match its size")
-            if int(d["offset"]) < 0 or data_start + int(d["offset"]) + int(d["nbytes"]) > size:
-                raise _bad(path, "an array block lies beyond the end of the file (truncated?)")
-            total += int(d["raw_nbytes"])
+            total += _check_block(path, d, data_start, size)
     if total > max_bytes:
         raise TraceFileError(f"{path}: loading would need {total / 2**30:.1f} GiB, more than the limit of "
                              f"{max_bytes / 2**30:.1f} GiB; pass max_bytes= to load() to raise it")
@@ -145,11 +140,30 @@ def _build(path, header, f, data_start, size, max_bytes) -> Trace:
             value_dtypes=tuple(map(str, lc["value_dtypes"])), ops=ops, offsets=arrays["offsets"],
             mask=arrays["mask"], values=arrays["values"], config=lc["config"], outputs=tuple(lc["outputs"]),
             recorded_programs=int(lc["recorded_programs"]), skipped_programs=int(lc["skipped_programs"]),
-            values_truncated=bool(lc["values_truncated"]), completed=bool(lc["completed"]), error=lc["error"],
-            meta=dict(lc.get("meta") or {}))
+            values_truncated=bool(lc["values_truncated"]), completed=bool(lc["completed"]),
+            error=None if lc["error"] is None else str(lc["error"]), meta=dict(lc.get("meta") or {}),
+            recorded_ids=arrays.get("recorded_ids"))
         _validate(path, launch)
         launches.append(launch)
     return Trace(tuple(launches))
+
+
+def _check_block(path, d: dict, data_start: int, size: int) -> int:
+    """Check one array block's description against the file; returns its decompressed size in bytes."""
+    if d["dtype"] not in _DTYPES:
+        raise _bad(path, f"array dtype {d['dtype']!r} is not allowed")
+    shape = [int(s) for s in d["shape"]]
+    n = 1
+    for s in shape:       # Python ints: a crafted shape cannot wrap around to a small size
+        n *= s
+    raw, comp, offset = int(d["raw_nbytes"]), int(d["nbytes"]), int(d["offset"])
+    if any(s < 0 for s in shape) or n * np.dtype(d["dtype"]).itemsize != raw:
+        raise _bad(path, "an array's shape does not match its size")
+    if offset < 0 or comp < 0 or data_start + offset + comp > size:
+        raise _bad(path, "an array block lies beyond the end of the file (truncated?)")
+    if raw > _MAX_RATIO * comp + 64:
+        raise _bad(path, "an array block declares more data than its compressed size can hold")
+    return raw
 
 
 def _read(path, f, data_start, d) -> np.ndarray:
@@ -169,12 +183,25 @@ def _read(path, f, data_start, d) -> np.ndarray:
 def _validate(path, lc: Launch) -> None:
     o = lc.ops
     n = lc.num_ops
+    if len(lc.grid) != 3 or min(lc.grid) < 0:
+        raise _bad(path, f"launch grid {lc.grid} is not three non-negative sizes")
     if any(len(o[c]) != n for c in o):
         raise _bad(path, "op columns differ in length")
+    if lc.offsets.dtype != np.int64 or lc.mask.dtype != np.bool_ or lc.values.dtype != np.uint8 or \
+            lc.offsets.ndim != 1 or lc.mask.ndim != 1 or lc.values.ndim != 1:
+        raise _bad(path, "the lane buffers have the wrong dtype or rank")
     if len(lc.mask) != len(lc.offsets):
         raise _bad(path, "mask and offsets differ in length")
+    ids = lc.recorded_ids
+    if ids is not None and (ids.dtype != np.int32 or ids.ndim != 2 or ids.shape[1] != 3 or
+                            (len(ids) and (ids.min() < 0 or np.any(ids.max(axis=0) >= np.array(lc.grid))))):
+        raise _bad(path, "recorded program ids are malformed or outside the grid")
     if n == 0:
         return
+    if o["program"].min() < 0 or np.any(o["program"].max(axis=0) >= np.array(lc.grid)):
+        raise _bad(path, "op rows name programs outside the launch grid")
+    if o["shape"].min() < 0 or o["file"].min() < -1 or o["value_dtype"].min() < -1:
+        raise _bad(path, "op rows have negative shapes or indices")
     if o["kind"].max() >= len(KINDS) or o["tensor"].max() >= len(lc.tensors) or o["tensor"].min() < -1:
         raise _bad(path, "op rows reference unknown kinds or tensors")
     if o["file"].max() >= len(lc.files) or o["value_dtype"].max() >= len(lc.value_dtypes):
@@ -185,16 +212,17 @@ def _validate(path, lc: Launch) -> None:
     if o["lane_start"].min() < 0 or o["lane_count"].min() < 0 or end.max() > len(lc.offsets):
         raise _bad(path, "op rows point outside the lane buffers")
     shapes_n = np.where(np.arange(MAX_RANK)[None, :] < o["ndim"][:, None], o["shape"], 1).prod(axis=1)
-    mem = o["kind"] < 10
-    if np.any(shapes_n[mem] != o["lane_count"][mem]):
+    mem = o["kind"] < len(MEMORY_KINDS)
+    too_big = o["shape"][mem] > np.maximum(o["lane_count"][mem], 1)[:, None]
+    if np.any(shapes_n[mem] != o["lane_count"][mem]) or np.any(too_big):
         raise _bad(path, "op shapes do not match their lane counts")
     vd = o["value_dtype"]
     has = vd >= 0
+    for d in lc.value_dtypes:
+        if d not in _DTYPES:
+            raise _bad(path, f"value dtype {d!r} is not allowed")
     if has.any():
         sizes = np.array([np.dtype(d).itemsize for d in lc.value_dtypes], dtype=np.int64)
         vend = o["value_start"][has] + o["lane_count"][has] * sizes[vd[has]]
         if o["value_start"][has].min() < 0 or vend.max() > len(lc.values):
             raise _bad(path, "op rows point outside the value buffer")
-    for d in lc.value_dtypes:
-        if d not in _DTYPES:
-            raise _bad(path, f"value dtype {d!r} is not allowed")

@@ -40,6 +40,7 @@ class Collector:
         self.recorded_programs = 0
         self.skipped_programs = 0
         self.pid = (0, 0, 0)
+        self._recorded_ids: list = []
 
     # -- program boundaries -------------------------------------------------------------------------------
     def begin_program(self, pid: tuple) -> None:
@@ -47,6 +48,7 @@ class Collector:
         self.recording = self.program_filter is None or bool(self.program_filter(pid))
         if self.recording:
             self.recorded_programs += 1
+            self._recorded_ids.append(pid)
         else:
             self.skipped_programs += 1
 
@@ -153,4 +155,5 @@ class Collector:
             ops=ops, offsets=cat(self._offsets, np.int64).astype(np.int64, copy=False),
             mask=cat(self._masks, bool).astype(bool, copy=False), values=cat(self._values, np.uint8),
             recorded_programs=self.recorded_programs, skipped_programs=self.skipped_programs,
-            values_truncated=self.values_truncated, **meta)
+            values_truncated=self.values_truncated,
+            recorded_ids=np.array(self._recorded_ids, dtype=np.int32).reshape(-1, 3), **meta)

@@ -9,9 +9,7 @@ of them; the version range below is what the test suite runs against.
 """
 from __future__ import annotations
 
-import dataclasses
-import inspect
-import sys
+import os
 from contextlib import contextmanager
 from typing import Callable, Optional
 
@@ -24,6 +22,9 @@ from triton.runtime.autotuner import Autotuner, Heuristics
 from triton.runtime.jit import JITFunction
 
 from ..errors import UnsupportedTritonVersion
+from . import frames
+from .frames import where
+from .patching import Scope, Snapshot
 
 SUPPORTED = ((3, 5), (3, 9))     # inclusive major.minor range
 
@@ -45,13 +46,15 @@ def check_version() -> None:
 SEAMS = (
     (_ti, "_interpreter"), (_ti, "interpreter_builder"), (_ti, "_patch_lang"), (_ti, "_implicit_cvt"),
     (_ti, "GridExecutor"), (_ti, "InterpretedFunction"), (_ti, "ReduceOps"), (_ti, "ScanOps"),
-    (_ti, "InterpreterBuilder"),
+    (_ti, "InterpreterBuilder"), (_ti, "FunctionRewriter"), (tl.core, "tensor_descriptor_base"),
+    (JITFunction, "run"), (Autotuner, "run"), (Heuristics, "run"),
 )
 
 
 def check_seams() -> list:
     """Names of hooked interpreter attributes that are missing in the installed Triton (empty when fine)."""
-    missing = [f"triton.runtime.interpreter.{name}" for mod, name in SEAMS if not hasattr(mod, name)]
+    missing = [f"{getattr(owner, '__qualname__', None) or owner.__name__}.{name}" for owner, name in SEAMS
+               if not hasattr(owner, name)]
     if hasattr(_ti, "_interpreter"):
         missing += [f"_interpreter.{n}" for n in ("load", "store", "atomic_rmw", "atomic_cas")
                     if not hasattr(_ti._interpreter, n)]
@@ -93,65 +96,31 @@ def python_fn(obj) -> Callable:
     return innermost(obj).fn
 
 
-def kernel_source(fn) -> tuple:
-    try:
-        lines, start = inspect.getsourcelines(fn)
-        src = "".join(lines)
-    except (OSError, TypeError):
-        return "", "", 0
-    file = inspect.getsourcefile(fn) or ""
-    for i, text in enumerate(lines):
-        if text.lstrip().startswith("def "):
-            return src, file, start + i
-    return src, file, start
-
-
 # --------------------------------------------------------------------------------------------------------
-# source lines: map an op to the user's (file, line) through the rewritten kernels' code objects
+# rewritten kernels: the interpreter runs a source-rewritten copy; ours is cached here, not in Triton's
+# class-level cache, so tracing leaves InterpretedFunction.rewritten_fn as it was
 # --------------------------------------------------------------------------------------------------------
-_CODE_IDS: set = set()
-_CODES: list = []      # keeps the registered code objects alive, so their ids stay unique
-
-
-def _register_codes(code) -> None:
-    if id(code) in _CODE_IDS:
-        return
-    _CODE_IDS.add(id(code))
-    _CODES.append(code)
-    for c in code.co_consts:
-        if inspect.iscode(c):
-            _register_codes(c)
-
-
 _TRITON_DIR = triton.__path__[0]
+_REWRITTEN: dict = {}
 
 
 def _rewritten(fn):
-    rewritten = _ti.InterpretedFunction(fn).rewrite()
-    # Triton's own library functions (tl.sum, tl.softmax, ...) are not "user lines": an op inside them
-    # is reported at the user's line that called them.
-    if not (rewritten.__code__.co_filename or "").startswith(_TRITON_DIR):
-        _register_codes(rewritten.__code__)
-    return rewritten
+    out = _REWRITTEN.get(fn)
+    if out is None:
+        out = _REWRITTEN[fn] = _ti.FunctionRewriter(fn).rewrite_ast()
+        # Triton's own library functions (tl.sum, tl.softmax, ...) are not "user lines": an op inside them
+        # is reported at the user's line that called them.
+        if not (out.__code__.co_filename or "").startswith(_TRITON_DIR):
+            frames.register_codes(out.__code__)
+    return out
 
 
-def where(depth: int = 2) -> tuple:
-    f = sys._getframe(depth)
-    ids = _CODE_IDS
-    while f is not None:
-        if id(f.f_code) in ids:
-            return f.f_code.co_filename, f.f_lineno
-        f = f.f_back
-    return None, 0
-
-
-def where_in_traceback(tb) -> tuple:
-    found = (None, 0)
-    while tb is not None:
-        if id(tb.tb_frame.f_code) in _CODE_IDS:
-            found = (tb.tb_frame.f_code.co_filename, tb.tb_lineno)
-        tb = tb.tb_next
-    return found
+def unsupported_op(exc: BaseException) -> Optional[str]:
+    """The name of the Triton function a kernel called that the interpreter cannot run (it raised
+    NotImplementedError from inside Triton: inline asm, extern elementwise, block pointers in 3.9), or None."""
+    if not isinstance(exc, NotImplementedError):
+        return None
+    return frames.raised_in_library(exc.__traceback__, _TRITON_DIR)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -213,10 +182,8 @@ class _MemoryProxy:
 # compute ops: dot, reductions and scans, elementwise math
 # --------------------------------------------------------------------------------------------------------
 def _is_float(handle) -> bool:
-    try:
-        return handle.dtype.scalar.is_floating()
-    except AttributeError:
-        return False
+    scalar = getattr(getattr(handle, "dtype", None), "scalar", None)
+    return scalar is not None and scalar.is_floating()
 
 
 def _install_compute_hooks(scope, rec) -> None:
@@ -254,10 +221,9 @@ def _install_compute_hooks(scope, rec) -> None:
 
         def apply(self, input, _orig=orig_apply, _kind=kind):
             ret = _orig(self, input)
-            if not isinstance(input, tuple):    # apply() re-enters itself with a 1-tuple
+            if not isinstance(input, tuple):    # apply() re-enters itself with a 1-tuple: record that once
                 return ret
-            first = input[0] if isinstance(input, tuple) else input
-            res = ret[0] if isinstance(ret, tuple) else ret
+            first, res = input[0], (ret[0] if isinstance(ret, tuple) else ret)
             if rec.recording and hasattr(first, "handle"):
                 file, line = where()
                 rec.compute_op(_kind, file, line, tuple(np.shape(first.handle.data)),
@@ -269,30 +235,9 @@ def _install_compute_hooks(scope, rec) -> None:
 # --------------------------------------------------------------------------------------------------------
 # running a launch
 # --------------------------------------------------------------------------------------------------------
-class _Scope:
-    """Records attribute changes and undoes them in reverse order."""
-
-    def __init__(self):
-        self._changes = []
-
-    def set_attr(self, obj, name, value):
-        self._changes.append((obj, name, obj.__dict__.get(name, _MISSING) if hasattr(obj, "__dict__") else
-                              getattr(obj, name, _MISSING)))
-        setattr(obj, name, value)
-
-    def restore(self):
-        while self._changes:
-            obj, name, old = self._changes.pop()
-            if old is _MISSING:
-                try:
-                    delattr(obj, name)
-                except AttributeError:
-                    pass
-            else:
-                setattr(obj, name, old)
-
-
-_MISSING = object()
+def _fix_index(scope: Scope) -> None:
+    # numpy >= 2.4 refuses int() of a 1-element array, which Triton 3.6's tensor.__index__ patch relies on
+    scope.set_attr(tl.tensor, "__index__", lambda t: int(np.asarray(t.handle.data).reshape(-1)[0]))
 
 
 class _LangPatches:
@@ -307,9 +252,8 @@ class _LangPatches:
         if key not in self.seen:
             self.seen.add(key)
             self.scopes.append(_ti._patch_lang(fn))
-            # numpy >= 2.4 refuses int() of a 1-element array, which Triton 3.6's patch relies on
-            fix = _Scope()
-            fix.set_attr(tl.tensor, "__index__", lambda t: int(np.asarray(t.handle.data).reshape(-1)[0]))
+            fix = Scope()
+            _fix_index(fix)
             self.scopes.append(fix)
 
     def restore(self):
@@ -328,57 +272,77 @@ def _call_nested(self, *args, **kwargs):
     return _rewritten(self.fn)(*args, **kwargs)
 
 
+def _language_objects() -> list:
+    """Everything Triton's language patch writes to. Its own restore puts back what getattr returned,
+    which copies inherited members into classes; a snapshot of these puts them back exactly."""
+    core = tl.core
+    return [tl, core, tl.math, core.tensor, core.dtype, getattr(core, "condition", core.tensor),
+            core.tensor_descriptor_base, type(_ti.interpreter_builder), _ti.interpreter_builder]
+
+
+def _set_interpret_knob(scope: Scope) -> None:
+    # Triton's constexpr functions consult knobs.runtime.interpret while a kernel runs. Setting the knob
+    # also writes TRITON_INTERPRET into os.environ, so both are put back.
+    runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
+    if runtime is None:
+        return
+    present, had = "interpret" in runtime.__dict__, runtime.__dict__.get("interpret")
+    env = os.environ.get("TRITON_INTERPRET")
+
+    def undo():
+        if not present:
+            runtime.__dict__.pop("interpret", None)
+        else:
+            runtime.__dict__["interpret"] = had
+        if env is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = env
+    scope.on_restore(undo)
+    runtime.interpret = True
+
+
 @contextmanager
 def interpreter_scope(fn, rec):
     """Install every hook for one launch of ``fn`` and restore Triton afterwards, whatever happens."""
-    scope = _Scope()
+    snapshot = Snapshot(_language_objects())
+    scope = Scope()
     lang_scope = _LangPatches()
-    knobs = getattr(triton, "knobs", None)
     _ACTIVE.append(lang_scope)
     try:
         lang_scope.ensure(fn)
         scope.set_attr(_ti, "_interpreter", _MemoryProxy(_ti._interpreter, rec))
         scope.set_attr(JITFunction, "__call__", _call_nested)
         scope.set_attr(_ti.InterpretedFunction, "__call__", _call_nested)
-        if knobs is not None and hasattr(knobs, "runtime"):
-            scope.set_attr(knobs.runtime, "interpret", True)
+        _set_interpret_knob(scope)
         _install_compute_hooks(scope, rec)
         yield
     finally:
         _ACTIVE.pop()
         scope.restore()
         lang_scope.restore()
+        snapshot.restore()
 
 
 def _constexpr_names(fn, arg_names) -> set:
     return set(_ti.GridExecutor(fn, arg_names, (1,)).constexprs)
 
 
-def _to_host(value, name, memory):
-    if isinstance(value, tuple):
-        return type(value)(*(_to_host(v, name, memory) for v in value)) if hasattr(value, "_fields") else \
-            tuple(_to_host(v, f"{name}[{i}]", memory) for i, v in enumerate(value))
-    if dataclasses.is_dataclass(value) and hasattr(value, "base") and hasattr(value, "block_shape"):
-        return dataclasses.replace(value, base=_to_host(value.base, name, memory))
-    if hasattr(value, "data_ptr"):
-        return memory.host_tensor(name, value)
-    return value
+class ProgramFailure(Exception):
+    """A program raised; carries its id and the user's source line to the session."""
+
+    def __init__(self, pid, file, line, cause):
+        super().__init__(str(cause))
+        self.pid, self.file, self.line, self.cause = pid, file, line, cause
 
 
-def bind_args(fn, args, kwargs) -> dict:
-    params = inspect.signature(fn).parameters
-    kwargs = {k: v for k, v in kwargs.items() if k in params}
-    return inspect.getcallargs(fn, *args, **kwargs)
-
-
-def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_program_start=None, on_program_end=None) -> None:
+def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_program_end=None) -> None:
     """Run every program of ``grid`` through the interpreter, recording into ``rec``.
 
-    Raises ``_ProgramFailure`` (carrying the program id and source line) when a program raises.
+    Raises ``ProgramFailure`` (carrying the program id and source line) when a program raises.
     """
-    names = list(bound)
-    constexprs = _constexpr_names(fn, names)
-    host = {name: (v if name in constexprs else _to_host(v, name, memory)) for name, v in bound.items()}
+    constexprs = _constexpr_names(fn, list(bound))
+    host = {name: (v if name in constexprs else memory.to_host(v, name)) for name, v in bound.items()}
     kernel = _rewritten(fn)
     with interpreter_scope(fn, rec):
         call_args = {name: (v if name in constexprs else _ti._implicit_cvt(v)) for name, v in host.items()}
@@ -390,27 +354,14 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_program_start=None, o
                     pid = (x, y, z)
                     builder.set_grid_idx(x, y, z)
                     rec.begin_program(pid)
-                    if on_program_start is not None:
-                        on_program_start(pid)
                     try:
                         kernel(**call_args)
                     except Exception as e:  # re-raised with the program and line attached
-                        file, line = where_in_traceback(e.__traceback__)
+                        file, line = frames.where_in_traceback(e.__traceback__)
                         raise ProgramFailure(pid, file, line, e) from e
                     rec.end_program()
                     if on_program_end is not None:
                         on_program_end(pid)
-
-
-class ProgramFailure(Exception):
-    def __init__(self, pid, file, line, cause):
-        super().__init__(str(cause))
-        self.pid, self.file, self.line, self.cause = pid, file, line, cause
-
-
-def constexpr_names(obj) -> set:
-    fn = python_fn(obj)
-    return _constexpr_names(fn, list(inspect.signature(fn).parameters))
 
 
 def unwrap_interpreter_error(e: BaseException) -> BaseException:
@@ -420,10 +371,29 @@ def unwrap_interpreter_error(e: BaseException) -> BaseException:
     return e
 
 
-def autotune_parts(obj) -> Optional[list]:
+def autotune_parts(obj) -> list:
     """The chain of Autotuner / Heuristics wrappers above the jit function, outermost first."""
     chain = []
     while isinstance(obj, (Autotuner, Heuristics)):
         chain.append(obj)
         obj = obj.fn
     return chain
+
+
+@contextmanager
+def kernel_runs_routed(handler: Callable):
+    """Route every launch of every kernel class (``kernel[grid](...)`` ends in ``<class>.run``) through
+    ``handler(kernel, original_run, *args, **kwargs)`` until the block exits. A kernel decorated with
+    ``@trace`` keeps its own ``run``, which an instance attribute makes win over the class."""
+    scope = Scope()
+
+    def route(original):
+        def run(self, *args, **kwargs):
+            return handler(self, original, *args, **kwargs)
+        return run
+    try:
+        for cls in (JITFunction, _ti.InterpretedFunction, Autotuner, Heuristics):
+            scope.set_attr(cls, "run", route(cls.run))
+        yield
+    finally:
+        scope.restore()

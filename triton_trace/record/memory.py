@@ -9,6 +9,7 @@ copies are written back to the caller's tensors, whatever device they live on.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,6 +87,19 @@ class HostMemory:
             import triton
             return triton.reinterpret(host, dtype)
         return host
+
+    def to_host(self, value, name: str):
+        """``value`` with every tensor in it (also inside tuples and host-side tensor descriptors) replaced
+        by its padded host copy; anything else is returned as is."""
+        if isinstance(value, tuple):
+            if hasattr(value, "_fields"):
+                return type(value)(*(self.to_host(v, name) for v in value))
+            return tuple(self.to_host(v, f"{name}[{i}]") for i, v in enumerate(value))
+        if dataclasses.is_dataclass(value) and hasattr(value, "base") and hasattr(value, "block_shape"):
+            return dataclasses.replace(value, base=self.to_host(value.base, name))
+        if hasattr(value, "data_ptr"):
+            return self.host_tensor(name, value)
+        return value
 
     def _reindex(self):
         starts = np.array([s.base - s.guard for s in self.storages], dtype=np.int64)

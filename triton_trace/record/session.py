@@ -1,12 +1,15 @@
 """The ``@trace`` decorator and the session that collects launches into the current Trace."""
 from __future__ import annotations
 
+import inspect
+import numbers
 import threading
+from contextlib import contextmanager
 from typing import Callable, Iterable, Optional, Union
 
-from ..errors import ProgramError, TraceUsageError
+from ..errors import ProgramError, TraceUsageError, TritonTraceError, UnsupportedOp
 from ..model import Launch, Trace
-from . import hooks
+from . import frames, hooks
 from .collector import DEFAULT_VALUE_CAP, Collector
 from .memory import HostMemory
 
@@ -48,10 +51,10 @@ def set_progress(callback: Optional[Callable]) -> None:
 # options
 # --------------------------------------------------------------------------------------------------------
 def _pid(p) -> tuple:
-    if isinstance(p, int):
-        return (p, 0, 0)
-    if isinstance(p, (tuple, list)) and 1 <= len(p) <= 3 and all(isinstance(v, int) for v in p):
-        return tuple(p) + (0,) * (3 - len(p))
+    if isinstance(p, numbers.Integral):
+        return (int(p), 0, 0)
+    if isinstance(p, (tuple, list)) and 1 <= len(p) <= 3 and all(isinstance(v, numbers.Integral) for v in p):
+        return tuple(int(v) for v in p) + (0,) * (3 - len(p))
     raise TraceUsageError(f"trace(programs=...): {p!r} is not a program id; use an int or an (x, y, z) tuple")
 
 
@@ -61,8 +64,8 @@ def program_filter(programs) -> Optional[Callable]:
         return None
     if callable(programs):
         return lambda pid: programs(pid)
-    if isinstance(programs, (int, tuple)) and not (isinstance(programs, tuple) and programs and
-                                                  isinstance(programs[0], (tuple, list))):
+    if isinstance(programs, (numbers.Integral, tuple)) and not (
+            isinstance(programs, tuple) and programs and isinstance(programs[0], (tuple, list))):
         keep = {_pid(programs)}
     else:
         try:
@@ -123,18 +126,38 @@ def _json_arg(v):
         return _json_arg(v.value)
     if hasattr(v, "data_ptr"):
         return None
+    if hasattr(v, "block_shape") and hasattr(getattr(v, "base", None), "data_ptr"):   # a TensorDescriptor
+        # the tensor itself is in the tensor table; its repr would print every element
+        return {"shape": [int(s) for s in v.shape], "strides": [int(s) for s in v.strides],
+                "block_shape": [int(s) for s in v.block_shape]}
     if isinstance(v, (tuple, list)):
         return [_json_arg(x) for x in v]
-    return repr(v)
+    text = repr(v)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _bind(fn, args, kwargs) -> dict:
+    # Launch options Triton accepts for the GPU (num_warps, ...) are not kernel parameters.
+    params = inspect.signature(fn).parameters
+    try:
+        return inspect.getcallargs(fn, *args, **{k: v for k, v in kwargs.items() if k in params})
+    except TypeError as e:
+        raise TraceUsageError(f"kernel '{fn.__name__}': {e}; pass every parameter of the kernel") from None
+
+
+def _failure_error(name: str, f: "hooks.ProgramFailure", cause: BaseException) -> BaseException:
+    if isinstance(cause, TritonTraceError):      # e.g. OutOfBoundsAccess: already names kernel and program
+        return cause
+    op = hooks.unsupported_op(cause)
+    if op is not None:
+        return UnsupportedOp(name, f.pid, f.file, f.line, cause, op)
+    return ProgramError(name, f.pid, f.file, f.line, cause)
 
 
 def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, config: Optional[dict] = None):
     fn = hooks.python_fn(kernel_obj)
     name = fn.__name__
-    try:
-        bound = hooks.bind_args(fn, args, kwargs)
-    except TypeError as e:
-        raise TraceUsageError(f"kernel '{name}': {e}") from None
+    bound = _bind(fn, args, kwargs)
     missing = [o for o in opts.outputs if o not in bound]
     if missing:
         raise TraceUsageError(f"trace(outputs=...) names {missing}, which are not arguments of kernel '{name}' "
@@ -142,7 +165,7 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
     g = _normalize_grid(grid, dict(bound), name)
     memory = HostMemory()
     rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob)
-    source, file, def_line = hooks.kernel_source(fn)
+    source, file, def_line = frames.kernel_source(fn)
     scalars = {k: _json_arg(v) for k, v in bound.items() if not hasattr(v, "data_ptr")}
     total, done = g[0] * g[1] * g[2], [0]
     progress = _SESSION.progress
@@ -156,28 +179,26 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
                 config=config, outputs=opts.outputs)
     try:
         hooks.run_grid(fn, bound, g, memory, rec, on_program_end=on_end)
-    except hooks.ProgramFailure as f:
-        cause = hooks.unwrap_interpreter_error(f.cause)
-        _SESSION.add(rec.finish(completed=False, error=f"program {f.pid}: {type(cause).__name__}: {cause}", **meta))
-        _copy_back(memory)
-        raise ProgramError(name, f.pid, f.file, f.line, cause) from cause
-    except KeyboardInterrupt:
-        _SESSION.add(rec.finish(completed=False, error=f"interrupted after {done[0]} of {total} programs", **meta))
-        _copy_back(memory)
-        raise
     except BaseException as e:
-        _SESSION.add(rec.finish(completed=False, error=f"{type(e).__name__}: {e}", **meta))
-        _copy_back(memory)
+        # Keep what was recorded, and give the caller what the completed programs stored, as a GPU would.
+        error = None
+        if isinstance(e, hooks.ProgramFailure):
+            cause = hooks.unwrap_interpreter_error(e.cause)
+            error = _failure_error(name, e, cause)
+            why = f"program {e.pid}: {type(cause).__name__}: {cause}"
+        elif isinstance(e, KeyboardInterrupt):
+            why = f"interrupted after {done[0]} of {total} programs"
+        else:
+            why = f"{type(e).__name__}: {e}"
+        _SESSION.add(rec.finish(completed=False, error=why, **meta))
+        memory.copy_back()
+        if error is not None:
+            raise error from cause
         raise
     launch = rec.finish(**meta)
     _SESSION.add(launch)
     memory.copy_back()
     return launch
-
-
-def _copy_back(memory: HostMemory) -> None:
-    # After a failure the caller still gets what the completed programs stored, as on a GPU.
-    memory.copy_back()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -217,8 +238,9 @@ def _choose_config(tuner, args, kwargs, opts: TraceOptions):
     return configs[0], "first config"
 
 
-def _config_dict(cfg, how: str) -> dict:
-    d = {"kwargs": {k: _json_arg(v) for k, v in cfg.kwargs.items()}, "chosen_by": how}
+def _config_dict(cfg, how: str, configs: list) -> dict:
+    index = next((i for i, c in enumerate(configs) if c is cfg), -1)
+    d = {"kwargs": {k: _json_arg(v) for k, v in cfg.kwargs.items()}, "chosen_by": how, "index": index}
     for attr in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
         if getattr(cfg, attr, None) is not None:
             d[attr] = getattr(cfg, attr)
@@ -235,7 +257,7 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
             kwargs.update(cfg.all_kwargs() if hasattr(cfg, "all_kwargs") else cfg.kwargs)
             if cfg.pre_hook is not None:
                 cfg.pre_hook({**dict(zip(part.arg_names, args)), **kwargs})
-            config = {**(config or {}), **_config_dict(cfg, how)}
+            config = {**(config or {}), **_config_dict(cfg, how, list(part.configs))}
         else:   # Heuristics
             for k, heur in part.values.items():
                 kwargs[k] = heur({**dict(zip(part.arg_names, args)), **kwargs})
@@ -285,3 +307,25 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
     if kernel is not None:
         return decorate(kernel)
     return decorate
+
+
+@contextmanager
+def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[None, str, Iterable[str]] = None):
+    """Trace every Triton kernel launched inside the block, without decorating it.
+
+    ``kernels`` limits tracing to kernels of these (Python function) names; others launch as usual.
+    ``programs`` and ``values`` are as for ``trace``. A kernel decorated with ``@trace`` keeps its own
+    options. Launches land in ``current_trace()``.
+    """
+    opts = TraceOptions(programs, values)
+    names = None if kernels is None else ({kernels} if isinstance(kernels, str) else set(kernels))
+
+    def handler(kernel_obj, original_run, *args, grid, warmup=False, **kwargs):
+        if names is not None and hooks.python_fn(kernel_obj).__name__ not in names:
+            return original_run(kernel_obj, *args, grid=grid, warmup=warmup, **kwargs)
+        if warmup:
+            return None
+        return run_chain(kernel_obj, args, kwargs, grid, opts)
+
+    with hooks.kernel_runs_routed(handler):
+        yield

@@ -1,0 +1,206 @@
+// Entry point: routing (#/launch/<i>/program/<x,y,z>/op/<seq>), data loading, and wiring the panels.
+// Every payload comes from the JSON API documented in triton_trace/view/payload.py.
+import { Charts } from "./charts.js";
+import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
+import { $, clear, fmtBytes, fmtMetric, fmtNum, fmtPct, h, pidText } from "./dom.js";
+import { ProgramGrid } from "./grid.js";
+import { TensorView } from "./tensor.js";
+
+const S = { trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null, op: null, program: null, pending: null };
+window.ttPerf = [];   // {what, ms}: click-to-update latencies, read by the benchmark
+
+async function api(path) {
+  try {
+    const r = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+    const body = await r.json().catch(() => ({ error: `${r.status} ${r.statusText}` }));
+    if (!r.ok) { showError(body.error || `request failed with ${r.status}`); return null; }
+    return body;
+  } catch (e) {
+    showError(`cannot reach the triton_trace server (${e.message})`);
+    return null;
+  }
+}
+
+function showError(msg) { const b = $("error"); b.textContent = msg; b.hidden = false; }
+function clearError() { $("error").hidden = true; }
+function status(msg) { $("status").textContent = msg; }
+
+const grid = new ProgramGrid((pid, t0) => go(S.li, pid, null, { what: "grid-click", t0 }));
+const tensor = new TensorView(api);
+const source = new SourceView();
+const charts = new Charts(api);
+let detail = null;
+const findings = new FindingsList((k, t0) => {
+  const f = S.findings;
+  findings.highlight(k);
+  if (f.program[k]) go(S.li, f.program[k], f.op[k], { what: "finding-click", t0 });
+  else if (f.line[k]) source.mark([], f.line[k]);
+});
+
+function go(li, pid, op, pending) {
+  S.pending = pending || null;
+  let hash = `#/launch/${li}`;
+  if (pid) hash += `/program/${pid.join(",")}`;
+  if (pid && op !== null && op !== undefined) hash += `/op/${op}`;
+  if (location.hash === hash) route(); else location.hash = hash;
+}
+
+function parseHash() {
+  const m = location.hash.match(/^#\/launch\/(\d+)(?:\/program\/(\d+(?:,\d+){0,2}))?(?:\/op\/(\d+))?\/?$/);
+  if (!m) return { view: "list" };
+  const pid = m[2] ? m[2].split(",").map(Number) : null;
+  while (pid && pid.length < 3) pid.push(0);
+  return { view: "launch", li: Number(m[1]), pid, op: m[3] !== undefined ? Number(m[3]) : null };
+}
+
+async function route() {
+  clearError();
+  const r = parseHash();
+  if (!S.trace) {
+    S.trace = await api("/api/trace");
+    if (!S.trace) return;
+    detail = new ProgramDetail(S.trace.kinds, (seq, t0) => go(S.li, S.pid, seq, { what: "op-click", t0 }));
+  }
+  if (r.view === "list") { showList(); crumbs([]); return; }
+  if (r.li >= S.trace.launches.kernel.length) { showError(`There is no launch ${r.li}; the trace has ${S.trace.launches.kernel.length}.`); showList(); return; }
+  $("list-view").hidden = true;
+  $("launch-view").hidden = false;
+  if (S.li !== r.li) await openLaunch(r.li);
+  await selectProgram(r.pid, r.op);
+  crumbs([[`#${r.li} ${S.launch.kernel}`, `#/launch/${r.li}`], r.pid && [`program ${pidText(r.pid)}`, `#/launch/${r.li}/program/${r.pid.join(",")}`],
+          r.pid && r.op !== null && [`op ${r.op}`, null]].filter(Boolean));
+  finishPending();
+}
+
+function finishPending() {
+  const p = S.pending;
+  S.pending = null;
+  if (!p) return;
+  const dom = performance.now() - p.t0;
+  requestAnimationFrame(() => setTimeout(() => window.ttPerf.push({ what: p.what, dom, ms: performance.now() - p.t0 }), 0));
+}
+
+function crumbs(items) {
+  const nav = clear($("crumbs"));
+  nav.append(h("a", { href: "#/" }, "Launches"));
+  for (const [text, href] of items) nav.append(h("span", { class: "sep" }, "›"), href ? h("a", { href }, text) : h("span", {}, text));
+}
+
+function showList() {
+  $("launch-view").hidden = true;
+  $("list-view").hidden = false;
+  const L = S.trace.launches, body = clear($("launches").querySelector("tbody"));
+  const a = S.trace.analysis;
+  $("analysis-note").textContent = a.available ? "" : `Findings and sector metrics are unavailable: ${a.error || "the analysis did not run"}.`;
+  L.kernel.forEach((name, i) => {
+    const state = L.completed[i] ? (L.skipped[i] ? `${L.skipped[i]} programs not recorded` : "complete") : `incomplete: ${L.error[i] || ""}`;
+    const tr = h("tr", { "data-launch": i, tabindex: 0 },
+      h("td", { class: "num" }, i), h("td", { class: "kernel" }, name), h("td", {}, L.grid[i].join(" × ")),
+      h("td", { class: "num" }, fmtNum(L.programs[i])), h("td", { class: "num" }, fmtNum(L.ops[i])),
+      h("td", { class: "num" }, L.findings[i] ? h("span", { class: "flag bad" }, L.findings[i]) : "0"), h("td", {}, state));
+    tr.addEventListener("click", () => go(i, null, null));
+    tr.addEventListener("keydown", (e) => { if (e.key === "Enter") go(i, null, null); });
+    body.append(tr);
+  });
+  if (!L.kernel.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "The trace is empty: run a kernel decorated with @triton_trace.trace first.")));
+  status(`${L.kernel.length} launch(es)`);
+  document.body.dataset.view = "list";
+}
+
+async function openLaunch(li) {
+  status("loading…");
+  const [launch, gridData, found] = await Promise.all([api(`/api/launch/${li}`), api(`/api/launch/${li}/grid?z=0`), api(`/api/launch/${li}/findings`)]);
+  if (!launch || !gridData || !found) return;
+  Object.assign(S, { li, launch, findings: found, z: 0, pid: null, op: null, program: null });
+  const labels = S.trace.metrics;
+  const msel = clear($("metric"));
+  for (const [k, label] of Object.entries(labels)) msel.append(h("option", { value: k }, label));
+  msel.value = S.metric;
+  grid.metric = S.metric;
+  grid.selected = null;
+  grid.set(gridData, labels);
+  const zs = clear($("z"));
+  for (let z = 0; z < launch.grid[2]; z++) zs.append(h("option", { value: z }, z));
+  $("z-label").hidden = launch.grid[2] <= 1;
+  summary(launch);
+  detail.setLaunch(launch);
+  source.set(launch, found);
+  source.mark([], null);
+  findings.set(found, S.trace.analysis.available ? null : "No analysis ran, so there are no findings.");
+  tensor.setLaunch(launch, li);
+  clear($("ops").querySelector("tbody")).append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "Click a program in the grid.")));
+  $("program-title").textContent = "Program";
+  $("program-metrics").textContent = "";
+  status(`${launch.kernel} · ${launch.recorded_programs} programs`);
+  document.body.dataset.view = "launch";
+  // plotly is big: load the charts after the grid and the rest of the page have painted
+  requestAnimationFrame(() => setTimeout(() => charts.load(li, labels), 0));
+}
+
+function summary(L) {
+  const m = L.metrics || {};
+  const box = clear($("summary"));
+  const stat = (label, value) => h("span", { class: "stat" }, h("b", {}, value), h("span", {}, label));
+  box.append(h("span", { class: "title" }, L.kernel), stat("grid", L.grid.join(" × ")),
+    stat("programs", fmtNum(L.recorded_programs) + (L.skipped_programs ? ` (+${fmtNum(L.skipped_programs)} not recorded)` : "")),
+    stat("loaded", fmtBytes(m.load_bytes ?? sum(L.tensors.load_bytes))), stat("stored", fmtBytes(m.store_bytes ?? sum(L.tensors.store_bytes))));
+  if (m.sector_efficiency !== undefined) box.append(stat("sector efficiency", fmtPct(m.sector_efficiency)));
+  if (m.dram_bytes_predicted !== undefined) box.append(stat("DRAM bytes (predicted)", fmtBytes(m.dram_bytes_predicted)));
+  if (m.flops !== undefined) box.append(stat("FLOPs", fmtNum(m.flops)));
+  if (m.arithmetic_intensity !== undefined && m.arithmetic_intensity !== null) box.append(stat("FLOP/byte", fmtNum(m.arithmetic_intensity)));
+  box.append(stat("findings", String(L.findings)));
+  if (!L.completed) box.append(h("span", { class: "flag bad" }, `incomplete: ${L.error || "a program failed"}`));
+  if (L.values_truncated) box.append(h("span", { class: "flag" }, "values truncated (the value cap was hit)"));
+  if (L.analysis_error) box.append(h("span", { class: "flag" }, L.analysis_error));
+  const args = Object.entries(L.args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ");
+  if (args) box.append(h("span", { class: "muted args" }, args));
+}
+const sum = (a) => a.reduce((x, y) => x + y, 0);
+
+async function selectProgram(pid, op) {
+  const same = pid && S.pid && pid.join() === S.pid.join();
+  if (!pid) {
+    S.pid = null; S.op = null; grid.selected = null; grid.draw();
+    source.mark([], null);
+    await tensor.select(null, null);
+    return;
+  }
+  if (!same) {
+    if (pid[2] !== S.z) await setZ(pid[2]);
+    const data = await api(`/api/launch/${S.li}/program/${pid.join(",")}`);
+    if (!data) return;
+    S.program = data;
+    S.pid = pid;
+    grid.selected = data.linear;
+    grid.draw();
+    detail.set(data, S.trace.metrics);
+  }
+  S.op = op;
+  const o = op !== null ? detail.op(op) : null;
+  if (op !== null && !o) showError(`Program ${pidText(pid)} has no op ${op}.`);
+  detail.highlight(op);
+  source.mark(S.program.ops.line, o ? o.line : null);
+  await tensor.select(pid, o && o.memory ? { seq: op, tensor: o.tensor } : null);
+}
+
+async function setZ(z) {
+  const data = await api(`/api/launch/${S.li}/grid?z=${z}`);
+  if (!data) return;
+  S.z = z;
+  $("z").value = String(z);
+  grid.set(data, S.trace.metrics);
+}
+
+$("metric").addEventListener("change", (e) => { S.metric = e.target.value; grid.metric = S.metric; grid.draw(); charts.setMetric(S.metric); });
+$("z").addEventListener("change", (e) => setZ(Number(e.target.value)));
+document.addEventListener("keydown", (e) => {
+  if (!S.program || e.target.closest("input, select") || !["ArrowDown", "ArrowUp", "j", "k"].includes(e.key)) return;
+  const n = S.program.ops.seq.length;
+  if (!n) return;
+  const cur = S.op === null ? -1 : S.op;
+  const next = Math.max(0, Math.min(n - 1, cur + (e.key === "ArrowDown" || e.key === "j" ? 1 : -1)));
+  e.preventDefault();
+  go(S.li, S.pid, next, { what: "key", t0: e.timeStamp });
+});
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,136 @@
+// Program detail (its ops in order), the kernel source with per-line margin metrics, and findings.
+import { $, clear, fmtBytes, fmtMetric, h, pidText } from "./dom.js";
+
+export class ProgramDetail {
+  constructor(kinds, onOp) {
+    this.kinds = kinds;
+    this.onOp = onOp;
+    this.data = null;
+    this.rows = [];
+    $("ops").querySelector("tbody").addEventListener("click", (e) => {
+      const tr = e.target.closest("tr");
+      if (tr && tr.dataset.seq !== undefined) this.onOp(Number(tr.dataset.seq), e.timeStamp);
+    });
+  }
+
+  setLaunch(launch) { this.launch = launch; this.data = null; }
+
+  set(data, metricLabels) {
+    this.data = data;
+    const o = data.ops, names = this.launch.tensors.name, files = this.launch.files, src = this.launch.source.file;
+    $("program-title").textContent = `Program ${pidText(data.program)}`;
+    const m = data.metrics;
+    $("program-metrics").textContent = ["load_bytes", "store_bytes", "masked_share", "sector_efficiency"]
+      .map((k) => `${metricLabels[k] || k} ${fmtMetric(k, m[k])}`).join(" · ") +
+      (data.total_ops > o.seq.length ? ` · showing ${o.seq.length} of ${data.total_ops} ops` : "");
+    const body = $("ops").querySelector("tbody");
+    const frag = document.createDocumentFragment();
+    this.rows = [];
+    for (let i = 0; i < o.seq.length; i++) {
+      const kind = this.kinds[o.kind[i]] || "?";
+      const mem = o.kind[i] < 10;
+      const cls = [mem ? "" : "compute", o.oob[i] ? "oob" : ""].join(" ").trim();
+      const line = o.line[i] ? (files[o.file[i]] === src ? String(o.line[i]) : `${basename(files[o.file[i]])}:${o.line[i]}`) : "–";
+      const kcls = "kind " + (kind.startsWith("atomic") ? "atomic" : kind);
+      const tr = h("tr", { "data-seq": o.seq[i], class: cls || null },
+        h("td", { class: "num" }, o.seq[i]), h("td", { class: kcls }, kind),
+        h("td", { title: o.tensor[i] >= 0 ? names[o.tensor[i]] : null }, o.tensor[i] >= 0 ? names[o.tensor[i]] : kind === "dot" ? `${o.aux[i][0]}×${o.aux[i][1]}×${o.aux[i][2]}` : ""),
+        h("td", { class: "num" }, line), h("td", {}, o.shape[i] || "–"),
+        h("td", { class: "num" }, mem ? `${o.active[i]}/${o.lanes[i]}` : ""),
+        h("td", { class: "num" }, mem ? fmtBytes(o.bytes[i]) : ""),
+        h("td", { class: "num" }, mem ? String(o.sectors[i]) : ""),
+        h("td", { class: "num" }, mem && o.oob[i] ? String(o.oob[i]) : ""));
+      this.rows.push(tr);
+      frag.append(tr);
+    }
+    clear(body).append(frag);
+    if (o.seq.length === 0) body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "This program recorded no ops.")));
+  }
+
+  // The op at position seq: {seq, kind, tensor, line, file, memory}
+  op(seq) {
+    const o = this.data && this.data.ops;
+    if (!o) return null;
+    const i = seq - this.data.offset;
+    if (i < 0 || i >= o.seq.length) return null;
+    return { seq, kind: o.kind[i], tensor: o.tensor[i], line: o.line[i], file: o.file[i], memory: o.kind[i] < 10 && o.tensor[i] >= 0 };
+  }
+
+  highlight(seq) {
+    for (const tr of this.rows) tr.classList.toggle("sel", Number(tr.dataset.seq) === seq);
+    const row = this.rows.find((tr) => Number(tr.dataset.seq) === seq);
+    if (row) scrollIntoViewIfNeeded(row);
+  }
+}
+
+function basename(p) { return String(p || "").split(/[\\/]/).pop(); }
+
+function scrollIntoViewIfNeeded(el) {
+  const box = el.closest(".scroll");
+  if (!box) return;
+  const r = el.getBoundingClientRect(), b = box.getBoundingClientRect();
+  if (r.top < b.top + 20 || r.bottom > b.bottom) box.scrollTop += r.top - b.top - b.height / 3;
+}
+
+export class SourceView {
+  set(launch, findings) {
+    const s = launch.source, box = clear($("source"));
+    $("source-file").textContent = s.file ? basename(s.file) : "source not recorded";
+    $("source-file").title = s.file || "";
+    const margin = new Map(s.margin.line.map((ln, i) => [ln, i]));
+    const flagged = new Set(findings.line.filter((x) => x !== null));
+    this.lines = new Map();
+    const frag = document.createDocumentFragment();
+    s.lines.forEach((text, k) => {
+      const ln = s.first_line + k, mi = margin.get(ln);
+      const m = mi === undefined ? "" : fmtBytes(s.margin.bytes[mi]);
+      const title = mi === undefined ? null : `${s.margin.ops[mi]} op(s) over all programs · ${fmtBytes(s.margin.bytes[mi])} · ${s.margin.sectors[mi]} sectors`;
+      const div = h("div", { class: "src-line" + (mi === undefined ? "" : " has-ops") + (flagged.has(ln) ? " finding" : ""), "data-line": ln, title },
+        h("span", { class: "m" }, m), h("span", { class: "n" }, ln), h("span", { class: "t" }, text));
+      this.lines.set(ln, div);
+      frag.append(div);
+    });
+    box.append(frag);
+    if (s.truncated) box.append(h("div", { class: "muted" }, "… source truncated"));
+    if (!s.lines.length) box.append(h("div", { class: "muted" }, "The kernel's source was not recorded."));
+    this.cur = null;
+    this.prog = [];
+  }
+
+  // Mark the lines the selected program executes, and the current op's line.
+  mark(programLines, line) {
+    for (const el of this.prog) el.classList.remove("prog");
+    this.prog = [];
+    for (const ln of programLines) { const el = this.lines.get(ln); if (el) { el.classList.add("prog"); this.prog.push(el); } }
+    if (this.cur) this.cur.classList.remove("cur");
+    this.cur = line ? this.lines.get(line) || null : null;
+    if (this.cur) { this.cur.classList.add("cur"); scrollIntoViewIfNeeded(this.cur); }
+    $("source").dataset.current = line ? String(line) : "";
+  }
+}
+
+export class FindingsList {
+  constructor(onPick) {
+    this.onPick = onPick;
+    $("findings").addEventListener("click", (e) => {
+      const li = e.target.closest("li");
+      if (li && li.dataset.k !== undefined) this.onPick(Number(li.dataset.k), e.timeStamp);
+    });
+  }
+
+  set(f, note) {
+    this.f = f;
+    const box = clear($("findings"));
+    $("findings-count").textContent = f.total ? `${f.total}${f.truncated ? ` (showing ${f.kind.length})` : ""}` : "";
+    if (!f.kind.length) { box.append(h("li", { class: "muted empty" }, note || "No findings for this launch.")); return; }
+    const frag = document.createDocumentFragment();
+    f.kind.forEach((kind, k) => {
+      const where = [f.program[k] ? `program ${pidText(f.program[k])}` : null, f.op[k] !== null ? `op ${f.op[k]}` : null,
+                     f.line[k] ? `line ${f.line[k]}` : null, f.tensor[k] ? `tensor ${f.tensor[k]}` : null].filter(Boolean).join(" · ");
+      frag.append(h("li", { "data-k": k, tabindex: 0 }, h("span", { class: "fk" }, kind), h("span", { class: "fm" }, f.message[k]), h("span", { class: "fl" }, where)));
+    });
+    box.append(frag);
+  }
+
+  highlight(k) { for (const li of $("findings").children) li.classList.toggle("sel", Number(li.dataset.k) === k); }
+}

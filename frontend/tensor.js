@@ -1,0 +1,215 @@
+// The tensor view: the elements one op, one program or every program touched, on a 2-D plane.
+import { $, clear, fmtNum, h, pidText, programColor, rgb, sizeCanvas } from "./dom.js";
+
+const KIND_COLOR = { 1: [37, 99, 235], 2: [234, 88, 12], 3: [124, 58, 237] };
+const KIND_TEXT = { 1: "loaded", 2: "stored", 3: "loaded and stored" };
+const UNTOUCHED = [233, 236, 240];
+
+export class TensorView {
+  constructor(api) {
+    this.api = api;
+    this.canvas = $("tensor-canvas");
+    this.launch = null;     // LaunchPayload
+    this.grid = [1, 1, 1];
+    this.t = 0;
+    this.mode = "all";
+    this.pid = null;
+    this.op = null;         // {seq, tensor} of the selected memory op
+    this.planes = {};       // tensor -> {rows, cols, index, wrap}
+    this.data = null;
+    this.req = 0;
+    this.canvas.addEventListener("mousemove", (e) => this.hover(e));
+    this.canvas.addEventListener("mouseleave", () => { $("tensor-hover").textContent = ""; });
+    $("tensor").addEventListener("change", (e) => { this.t = Number(e.target.value); if (this.mode === "op") this.mode = "program"; this.refresh(); });
+    for (const b of $("tensor-mode").querySelectorAll("button")) {
+      b.addEventListener("click", () => { this.mode = b.dataset.mode; if (this.mode === "op" && this.op) this.t = this.op.tensor; this.refresh(); });
+    }
+  }
+
+  setLaunch(launch, index) {
+    this.launch = launch;
+    this.index = index;
+    this.grid = launch.grid;
+    this.planes = {};
+    this.data = null;
+    const sel = clear($("tensor"));
+    launch.tensors.name.forEach((n, i) => sel.append(h("option", { value: i }, `${n} ${launch.tensors.shape[i].join("×") || "scalar"}`)));
+    this.t = 0;
+    this.mode = "all";
+    this.pid = null;
+    this.op = null;
+  }
+
+  // Called when the selected program or op changes; picks a sensible mode and tensor.
+  select(pid, op) {
+    this.pid = pid;
+    this.op = op;
+    if (op) { this.mode = "op"; this.t = op.tensor; }
+    else if (pid) { if (this.mode === "op") this.mode = "program"; if (this.mode === "all" && this.data === null) this.mode = "program"; }
+    else this.mode = "all";
+    return this.refresh();
+  }
+
+  plane() { return this.planes[this.t] || (this.planes[this.t] = {}); }
+
+  url() {
+    const p = new URLSearchParams({ mode: this.mode });
+    if (this.mode !== "all") p.set("program", this.pid.join(","));
+    if (this.mode === "op") p.set("op", String(this.op.seq));
+    const pl = this.plane();
+    for (const k of ["rows", "cols", "wrap"]) if (pl[k] !== undefined) p.set(k, String(pl[k]));
+    if (pl.index) p.set("index", pl.index.join(","));
+    return `/api/launch/${this.index}/tensor/${this.t}?${p}`;
+  }
+
+  async refresh() {
+    if (!this.launch || this.launch.tensors.name.length === 0) { $("tensor-note").textContent = "This launch has no tensor arguments."; return; }
+    if (this.mode === "op" && !this.op) this.mode = this.pid ? "program" : "all";
+    if (this.mode === "program" && !this.pid) this.mode = "all";
+    this.buttons();
+    $("tensor").value = String(this.t);
+    const mine = ++this.req;
+    const data = await this.api(this.url());
+    if (mine !== this.req || data === null) return;
+    this.data = data;
+    this.controls();
+    this.draw();
+  }
+
+  buttons() {
+    for (const b of $("tensor-mode").querySelectorAll("button")) {
+      const m = b.dataset.mode;
+      b.disabled = (m === "op" && !this.op) || (m === "program" && !this.pid);
+      b.setAttribute("aria-pressed", String(m === this.mode));
+    }
+  }
+
+  controls() {
+    const d = this.data, pl = d.plane, rank = d.shape.length, box = clear($("plane-controls"));
+    const change = (key, v) => { this.plane()[key] = v; this.refresh(); };
+    if (rank === 1) {
+      const w = h("input", { type: "number", min: 1, max: d.shape[0], value: pl.wrap, title: "elements per row" });
+      w.addEventListener("change", () => change("wrap", Math.max(1, Number(w.value) || 1)));
+      box.append(h("label", {}, "row length", w));
+    } else if (rank >= 2) {
+      const dimSelect = (key, cur) => {
+        const s = h("select", { "aria-label": key });
+        for (let k = 0; k < rank; k++) s.append(h("option", { value: k }, `dim ${k} (${d.shape[k]})`));
+        s.value = String(cur);
+        s.addEventListener("change", () => {
+          const other = key === "rows" ? pl.col_dim : pl.row_dim;
+          if (Number(s.value) === other) { this.plane()[key === "rows" ? "cols" : "rows"] = key === "rows" ? pl.row_dim : pl.col_dim; }
+          change(key, Number(s.value));
+        });
+        return s;
+      };
+      box.append(h("label", {}, "rows", dimSelect("rows", pl.row_dim)), h("label", {}, "cols", dimSelect("cols", pl.col_dim)));
+      for (let k = 0; k < rank; k++) {
+        if (k === pl.row_dim || k === pl.col_dim) continue;
+        const inp = h("input", { type: "number", min: 0, max: d.shape[k] - 1, value: pl.index[k], "aria-label": `index of dim ${k}` });
+        inp.addEventListener("change", () => {
+          const idx = pl.index.slice();
+          idx[k] = Math.min(d.shape[k] - 1, Math.max(0, Number(inp.value) || 0));
+          change("index", idx);
+        });
+        box.append(h("label", {}, `dim ${k} =`, inp));
+      }
+    }
+  }
+
+  draw() {
+    const d = this.data, pl = d.plane, cells = d.cells;
+    const wrap = $("tensor-wrap");
+    const maxW = Math.max(200, wrap.clientWidth - 4), maxH = 560;
+    const px = Math.max(1, Math.min(24, Math.floor(Math.min(maxW / Math.max(1, pl.cell_cols), maxH / Math.max(1, pl.cell_rows)))));
+    this.px = px;
+    const W = pl.cell_cols * px, H = pl.cell_rows * px;
+    const ctx = sizeCanvas(this.canvas, Math.max(W, 1), Math.max(H, 1));
+    const gap = px >= 6 ? 1 : 0;
+    ctx.fillStyle = rgb(UNTOUCHED);
+    ctx.fillRect(0, 0, W, H);
+    if (pl.wrap && d.shape[0] % pl.wrap) {   // the wrapped view's short last row
+      const tail = d.shape[0] % pl.wrap, lastRow = Math.floor((pl.rows - 1) / pl.cell[0]);
+      ctx.fillStyle = "#fff";
+      ctx.fillRect(Math.ceil(tail / pl.cell[1]) * px, lastRow * px, W, px);
+    }
+    if (gap) {
+      ctx.strokeStyle = "#fff";
+      ctx.beginPath();
+      for (let x = px; x < W; x += px) { ctx.moveTo(x - 0.5, 0); ctx.lineTo(x - 0.5, H); }
+      for (let y = px; y < H; y += px) { ctx.moveTo(0, y - 0.5); ctx.lineTo(W, y - 0.5); }
+      ctx.stroke();
+    }
+    this.lookup = new Map();
+    const all = d.selection.mode === "all";
+    for (let i = 0; i < cells.cell.length; i++) {
+      const c = cells.cell[i];
+      this.lookup.set(c, i);
+      let col = all && cells.program ? programColor(cells.program[i]) : KIND_COLOR[cells.kinds[i]] || KIND_COLOR[3];
+      if (cells.fill) {     // downsampled: shade by the share of the cell's elements touched
+        const a = 0.3 + 0.7 * cells.fill[i];
+        col = col.map((v, k) => Math.round(UNTOUCHED[k] + (v - UNTOUCHED[k]) * a));
+      }
+      ctx.fillStyle = rgb(col);
+      ctx.fillRect((c % pl.cell_cols) * px, Math.floor(c / pl.cell_cols) * px, px - gap, px - gap);
+    }
+    const ds = this.canvas.dataset;
+    ds.key = [d.selection.mode, d.tensor, d.selection.program ? d.selection.program.join(",") : "", d.selection.op ?? ""].join("|");
+    ds.px = String(px); ds.cellRows = String(pl.cell_rows); ds.cellCols = String(pl.cell_cols);
+    ds.fr = String(pl.cell[0]); ds.fc = String(pl.cell[1]);
+    this.legend();
+    performance.mark("tt-tensor-painted");
+  }
+
+  legend() {
+    const d = this.data, pl = d.plane, box = clear($("tensor-legend"));
+    const sw = (c, text) => { const s = h("span", { class: "swatch" }); s.style.background = rgb(c); return h("span", {}, s, text); };
+    if (d.selection.mode === "all" && d.cells.program) box.append(h("span", {}, "colour = the first program that touched the element"));
+    else box.append(sw(KIND_COLOR[1], "loaded"), sw(KIND_COLOR[2], "stored"), sw(KIND_COLOR[3], "both"));
+    box.append(sw(UNTOUCHED, "not touched"));
+    const what = d.selection.mode === "all" ? "all programs" : d.selection.mode === "program"
+      ? `program ${pidText(d.selection.program)}` : `op ${d.selection.op} of program ${pidText(d.selection.program)}`;
+    box.append(h("span", {}, `${d.name}: ${d.dtype} ${d.shape.join("×") || "scalar"}, strides (${d.strides.join(", ")}) · ${what}`));
+    const notes = [];
+    if (pl.cell[0] * pl.cell[1] > 1) notes.push(`Downsampled: each cell is ${pl.cell[0]}×${pl.cell[1]} elements, shaded by the share touched.`);
+    if (d.elements_other_planes) notes.push(`${fmtNum(d.elements_other_planes)} touched element(s) lie outside this slice of the view.`);
+    if (d.oob_lanes) notes.push(`⚠ ${fmtNum(d.oob_lanes)} active lane(s) fall outside the tensor's storage (offsets ${d.oob_examples.join(", ")}…); they are not drawn.`);
+    if (d.dropped.length) notes.push(`To stay small, this view left out: ${d.dropped.join(", ")}.`);
+    if (d.elements === 0 && !d.oob_lanes) notes.push("Nothing in this selection touches this tensor.");
+    $("tensor-note").textContent = notes.join(" ");
+  }
+
+  hover(e) {
+    const d = this.data;
+    if (!d) return;
+    const pl = d.plane, r = this.canvas.getBoundingClientRect();
+    const cx = Math.floor((e.clientX - r.left) / this.px), cy = Math.floor((e.clientY - r.top) / this.px);
+    if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows) { $("tensor-hover").textContent = ""; return; }
+    const [fr, fc] = pl.cell;
+    let where;
+    const idx = (row, col) => {
+      if (d.shape.length === 0) return `${d.name}[()]`;
+      if (pl.wrap) return `${d.name}[${row * pl.wrap + col}]`;
+      const ix = pl.index.slice();
+      if (pl.row_dim !== null) ix[pl.row_dim] = row;
+      ix[pl.col_dim] = col;
+      return `${d.name}[${ix.join(", ")}]`;
+    };
+    if (fr * fc === 1) where = idx(cy, cx);
+    else where = `${idx(cy * fr, cx * fc)} … ${idx(Math.min(pl.rows, (cy + 1) * fr) - 1, Math.min(pl.cols, (cx + 1) * fc) - 1)}`;
+    const i = this.lookup.get(cy * pl.cell_cols + cx);
+    if (i === undefined) { $("tensor-hover").textContent = `${where} · not touched`; return; }
+    const c = d.cells, parts = [where, KIND_TEXT[c.kinds[i]] || ""];
+    if (c.value && c.value[i] !== null && c.value[i] !== undefined) parts.push(`value ${fmtNum(c.value[i])}`);
+    if (c.fill) parts.push(`${(100 * c.fill[i]).toFixed(0)}% of the cell touched`);
+    if (c.lanes) parts.push(`${c.lanes[i]} lane(s)`);
+    if (c.program) parts.push(`program ${pidText(this.pidOf(c.program[i]))}`);
+    if (c.programs && c.programs[i] > 1) parts.push(`${c.programs[i]} programs touched it`);
+    $("tensor-hover").textContent = parts.join(" · ");
+  }
+
+  pidOf(lin) {
+    const [gx, gy] = this.grid;
+    return [lin % gx, Math.floor(lin / gx) % gy, Math.floor(lin / (gx * gy))];
+  }
+}

@@ -1,0 +1,266 @@
+"""End-to-end tests of the web UI in a real headless Chromium (Debian's, through Playwright).
+
+Every page load checks that no request leaves the server's loopback origin, that no script error or
+Content-Security-Policy violation happened, and saves a screenshot of the view under test-output/browser/.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import test_web_kernels as K
+import triton_trace
+from triton_trace.model import Trace
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions"]
+OUT = Path(os.environ.get("TT_TEST_OUTPUT", Path(__file__).resolve().parents[1] / "test-output")) / "browser"
+UNTOUCHED = (233, 236, 240)
+READ = (37, 99, 235)
+WATCH = """
+window.__csp = [];
+document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.violatedDirective + " " + e.blockedURI));
+"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def matmul_run():
+    triton_trace.reset()
+    a, b, c, args = K.traced_matmul()
+    K.traced_shift()
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    srv = triton_trace.launch(trace=tr, block=False, port=0)
+    yield {"url": srv.url, "args": args, "trace": tr, "b": b}
+    srv.stop()
+
+
+class Page:
+    """A page that records every request and every script or CSP error."""
+
+    def __init__(self, browser, base: str):
+        self.ctx = browser.new_context(viewport={"width": 1600, "height": 1250}, device_scale_factor=1)
+        self.page = self.ctx.new_page()
+        self.base = base.split("?")[0].rstrip("/")
+        self.requests, self.errors, self.dialogs = [], [], []
+        self.page.add_init_script(WATCH)
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        self.page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+
+    def open(self, hash_: str = "#/"):
+        self.page.goto(f"{self.base}/{hash_}")
+        return self.page
+
+    def check(self, name: str):
+        """Nothing left loopback, nothing failed; save a screenshot."""
+        OUT.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
+        outside = [u for u in self.requests if not u.startswith(self.base + "/")]
+        assert not outside, f"requests left the server: {outside}"
+        assert all(u.startswith("http://127.0.0.1:") for u in self.requests)
+        assert self.page.evaluate("window.__csp") == []
+        assert self.errors == [] and self.dialogs == []
+
+    def close(self):
+        self.ctx.close()
+
+
+@pytest.fixture
+def page(browser, matmul_run):
+    p = Page(browser, matmul_run["url"])
+    yield p
+    p.close()
+
+
+def tensor_key(pg, key: str):
+    pg.wait_for_selector(f'#tensor-canvas[data-key="{key}"]')
+
+
+def canvas_cells(pg) -> np.ndarray:
+    """The colour at the centre of every cell of the tensor heatmap, as an (rows, cols, 3) array."""
+    data = pg.eval_on_selector("#tensor-canvas", """(c) => {
+        const px = +c.dataset.px, R = +c.dataset.cellRows, C = +c.dataset.cellCols, dpr = c.width / (C * px);
+        const img = c.getContext("2d").getImageData(0, 0, c.width, c.height).data, out = [];
+        for (let r = 0; r < R; r++) for (let k = 0; k < C; k++) {
+            const x = Math.floor((k * px + px / 2) * dpr), y = Math.floor((r * px + px / 2) * dpr), i = (y * c.width + x) * 4;
+            out.push(img[i], img[i + 1], img[i + 2]);
+        }
+        return [R, C, out];
+    }""")
+    R, C, flat = data
+    return np.array(flat, dtype=np.int64).reshape(R, C, 3)
+
+
+def highlighted(pg, colour=READ) -> np.ndarray:
+    return np.all(canvas_cells(pg) == np.array(colour), axis=2)
+
+
+def click_program(pg, lin: int):
+    px = int(pg.get_attribute("#grid-canvas", "data-px"))
+    cols = int(pg.get_attribute("#grid-canvas", "data-cols"))
+    pg.click("#grid-canvas", position={"x": (lin % cols) * px + px // 2, "y": (lin // cols) * px + px // 2})
+
+
+# ---------------------------------------------------------------------------------------------------------
+def test_launch_list_opens_a_launch(page):
+    pg = page.open()
+    pg.wait_for_selector("#launches tbody tr")
+    rows = pg.locator("#launches tbody tr")
+    assert rows.count() == 2
+    assert rows.nth(0).locator("td.kernel").inner_text() == "matmul_kernel"
+    assert rows.nth(1).locator("td").nth(5).inner_text() != "0"     # the shift kernel has findings
+    page.check("launch-list")
+    rows.nth(0).click()
+    pg.wait_for_selector('#grid-canvas[data-metric="load_bytes"]')
+    assert pg.evaluate("location.hash") == "#/launch/0"
+    pg.wait_for_selector("#charts-panel[data-ready] #chart-hist .main-svg")
+    assert pg.locator("#chart-roofline .main-svg").count() >= 1
+    assert pg.locator("#chart-tensors .main-svg").count() >= 1
+    page.check("launch")
+    pg.locator("#charts-panel").screenshot(path=str(OUT / "charts.png"))
+
+
+def test_click_a_program_highlights_exactly_what_it_loaded(page, matmul_run):
+    args = matmul_run["args"]
+    pg = page.open("#/launch/0")
+    pg.wait_for_selector("#grid-canvas[data-px]")
+    for lin in (1, 4):
+        click_program(pg, lin)
+        tensor_key(pg, f"program|0|{lin},0,0|")
+        assert pg.evaluate("location.hash") == f"#/launch/0/program/{lin},0,0"
+        assert pg.locator("#ops tbody tr").count() == len(matmul_run["trace"].launches[0].all_ops(program=lin))
+        assert np.array_equal(highlighted(pg), K.matmul_loaded_a(lin, args))
+        pg.select_option("#tensor", "1")                         # B: a transposed, non-contiguous view
+        tensor_key(pg, f"program|1|{lin},0,0|")
+        assert np.array_equal(highlighted(pg), K.matmul_loaded_b(lin, args))
+        pg.select_option("#tensor", "0")
+        tensor_key(pg, f"program|0|{lin},0,0|")
+    page.check("program")
+
+
+def test_click_an_op_highlights_its_tile_and_line(page, matmul_run):
+    args = matmul_run["args"]
+    pg = page.open("#/launch/0/program/4,0,0")
+    tensor_key(pg, "program|0|4,0,0|")
+    pg.click('#ops tbody tr[data-seq="4"]')                       # the second load of B (k = 8..15)
+    tensor_key(pg, "op|1|4,0,0|4")
+    assert pg.evaluate("location.hash") == "#/launch/0/program/4,0,0/op/4"
+    want = np.zeros((args["K"], args["N"]), bool)
+    _, pn = K.matmul_program_tile(4, **args)
+    want[8:16, pn * 16:(pn + 1) * 16] = True
+    assert np.array_equal(highlighted(pg), want)
+    line = pg.locator("#source .src-line.cur")
+    assert "tl.load(b_ptrs" in line.inner_text()
+    assert pg.locator("#ops tbody tr.sel").get_attribute("data-seq") == "4"
+    # hovering an element shows its recorded value
+    px = int(pg.get_attribute("#tensor-canvas", "data-px"))
+    k, n = 9, pn * 16 + 2
+    pg.hover("#tensor-canvas", position={"x": n * px + px // 2, "y": k * px + px // 2})
+    text = pg.inner_text("#tensor-hover")
+    assert f"b_ptr[{k}, {n}]" in text and "loaded" in text
+    assert f"{float(matmul_run['b'][k, n]):.4g}"[:5] in text
+    page.check("tensor-op")
+
+
+def test_all_programs_mode_shows_the_tiling(page, matmul_run):
+    args = matmul_run["args"]
+    pg = page.open("#/launch/0")
+    pg.wait_for_selector("#grid-canvas[data-px]")
+    pg.select_option("#tensor", "2")
+    tensor_key(pg, "all|2||")
+    cells = canvas_cells(pg).reshape(-1, 3)
+    owner = np.zeros((args["M"], args["N"]), int)
+    for lin in range(6):
+        pm, pn = K.matmul_program_tile(lin, **args)
+        owner[pm * 16:(pm + 1) * 16, pn * 16:(pn + 1) * 16] = lin
+    colours = {}
+    for o, c in zip(owner.reshape(-1), map(tuple, cells)):
+        colours.setdefault(o, set()).add(c)
+    assert all(len(s) == 1 for s in colours.values()), "one colour per program"
+    assert len({next(iter(s)) for s in colours.values()}) == 6, "a different colour for every program"
+    page.check("tensor-all-programs")
+
+
+def test_follow_a_finding_to_its_line(page):
+    pg = page.open("#/launch/1")
+    pg.wait_for_selector("#findings li[data-k]")
+    item = pg.locator("#findings li[data-k]").first
+    assert "out_of_bounds" in item.inner_text()
+    item.click()
+    tensor_key(pg, "op|0|3,0,0|0")
+    assert pg.evaluate("location.hash") == "#/launch/1/program/3,0,0/op/0"
+    assert "planted bug" in pg.locator("#source .src-line.cur").inner_text()
+    assert pg.locator("#ops tbody tr.sel").get_attribute("data-seq") == "0"
+    assert "outside the tensor's storage" in pg.inner_text("#tensor-note")
+    page.check("finding")
+
+
+def test_grid_hover_and_metric_legend(page):
+    pg = page.open("#/launch/0")
+    pg.wait_for_selector("#grid-canvas[data-px]")
+    pg.hover("#grid-canvas", position={"x": 10, "y": 10})
+    assert "program (0, 0, 0)" in pg.inner_text("#grid-hover") and "Bytes loaded" in pg.inner_text("#grid-hover")
+    for metric in ("store_bytes", "masked_share", "sector_efficiency", "findings"):
+        pg.select_option("#metric", metric)
+        pg.wait_for_selector(f'#grid-canvas[data-metric="{metric}"]')
+    assert "%" in pg.inner_text("#grid-legend")
+
+
+def test_hostile_trace_is_shown_as_text(browser, tmp_path):
+    path = tmp_path / "hostile.ttrace"
+    K.hostile_trace().save(path)
+    srv = triton_trace.launch(trace=str(path), block=False, port=0)
+    p = Page(browser, srv.url)
+    try:
+        pg = p.open()
+        pg.wait_for_selector("#launches tbody tr")
+        assert K.HOSTILE in pg.inner_text("#launches")
+        p.check("hostile-list")
+        pg.locator("#launches tbody tr").first.click()
+        pg.wait_for_selector("#grid-canvas[data-px]")
+        click_program(pg, 3)
+        tensor_key(pg, "program|0|1,1,0|")
+        pg.click('#ops tbody tr[data-seq="0"]')
+        tensor_key(pg, "op|0|1,1,0|0")
+        pg.wait_for_selector("#charts-panel[data-ready]")
+        assert K.HOSTILE in pg.inner_text("#summary") and K.HOSTILE in pg.inner_text("#source")
+        assert pg.evaluate("typeof window.__pwned") == "undefined"
+        assert pg.locator("img, svg[onload]").count() == 0 or pg.evaluate(
+            "[...document.querySelectorAll('img')].every(i => !i.getAttribute('onerror'))")
+        p.check("hostile-launch")
+    finally:
+        p.close()
+        srv.stop()
+
+
+def test_token_page_works_through_its_cookie(browser, matmul_run):
+    srv = triton_trace.launch(trace=matmul_run["trace"], share=True, block=False, port=0)
+    p = Page(browser, srv.url)
+    try:
+        pg = p.page
+        pg.goto(srv.url + "#/launch/0/program/2,0,0")
+        tensor_key(pg, "program|0|2,0,0|")
+        p.check("shared")
+    finally:
+        p.close()
+        srv.stop()

@@ -1,0 +1,146 @@
+"""The triton-trace command line, run as a real subprocess (python -m triton_trace and the console script)."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+import triton_trace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPTS = os.path.join(HERE, "scripts")
+
+
+def cli(*args, cwd=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", "triton_trace", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+@pytest.fixture(scope="module")
+def plain_trace(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "plain.ttrace"
+    r = cli("run", os.path.join(SCRIPTS, "plain_script.py"), "200", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    return out, r
+
+
+def test_run_traces_an_unmodified_script(plain_trace):
+    out, r = plain_trace
+    assert "plain_script ok n=200" in r.stdout           # the script ran with its own arguments
+    trace = triton_trace.load(out)
+    assert [lc.kernel_name for lc in trace.launches] == ["scale_kernel", "shift_kernel"]
+    lc = trace.launches[0]
+    assert lc.grid == (4, 1, 1)
+    loads = lc.accesses(program=(3, 0, 0), kind="load")
+    assert len(loads) == 1
+    expected = 3 * 64 + np.arange(64)
+    np.testing.assert_array_equal(loads[0].offsets, expected)
+    np.testing.assert_array_equal(loads[0].mask, expected < 200)
+    np.testing.assert_array_equal(loads[0].values[loads[0].mask], expected[expected < 200].astype(np.float32))
+
+
+def test_run_filters_kernels_and_programs(tmp_path):
+    out = tmp_path / "f.ttrace"
+    r = cli("run", "-k", "shift_kernel", "--programs", "1;2", "-o", str(out),
+            os.path.join(SCRIPTS, "plain_script.py"), "200")
+    assert r.returncode == 0, r.stderr
+    trace = triton_trace.load(out)
+    assert [lc.kernel_name for lc in trace.launches] == ["shift_kernel"]
+    lc = trace.launches[0]
+    assert {tuple(p) for p in lc.programs().tolist()} == {(1, 0, 0), (2, 0, 0)}
+    assert lc.recorded_programs == 2 and lc.skipped_programs == 2
+
+
+def test_run_keeps_the_trace_when_the_script_fails(tmp_path):
+    out = tmp_path / "fail.ttrace"
+    r = cli("run", "-o", str(out), os.path.join(SCRIPTS, "plain_script.py"), "100", "--fail")
+    assert r.returncode == 1
+    assert "planted failure" in r.stderr and "Traceback" not in r.stderr
+    assert len(triton_trace.load(out).launches) == 2
+
+
+def test_report_table_and_json_exit_status(tmp_path, plain_trace):
+    out, _ = plain_trace
+    r = cli("report", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "scale_kernel" in r.stdout and "shift_kernel" in r.stdout
+    rj = cli("report", str(out), "--json")
+    assert rj.returncode == 0
+    data = json.loads(rj.stdout)
+    assert [lc["kernel"] for lc in data["launches"]] == ["scale_kernel", "shift_kernel"]
+    assert data["findings"] == []
+
+    bad = tmp_path / "oob.ttrace"
+    r = cli("run", "-o", str(bad), os.path.join(SCRIPTS, "oob_script.py"))
+    assert r.returncode == 0, r.stderr
+    r = cli("report", str(bad))
+    assert r.returncode == 1                                   # findings gate CI
+    assert "out_of_bounds" in r.stdout
+    data = json.loads(cli("report", str(bad), "--json").stdout)
+    kinds = {f["kind"] for f in data["findings"]}
+    assert "out_of_bounds" in kinds
+    assert all(f["program"] == [1, 0, 0] for f in data["findings"] if f["kind"] == "out_of_bounds")
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["view"], ["report"]])
+def test_help(command):
+    r = cli(*command, "--help")
+    assert r.returncode == 0 and "usage:" in r.stdout
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("triton-trace", path=os.path.dirname(sys.executable))
+    assert exe, "pip install should put a triton-trace console script next to python"
+    r = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and "run" in r.stdout and "report" in r.stdout
+
+
+@pytest.mark.parametrize("command", ["report", "view"])
+def test_bad_paths_and_damaged_files_give_one_line(tmp_path, command):
+    missing = cli(command, str(tmp_path / "nope.ttrace"))
+    assert missing.returncode == 2 and "no such trace file" in missing.stderr
+    assert "Traceback" not in missing.stderr and len(missing.stderr.strip().splitlines()) == 1
+    damaged = tmp_path / "damaged.ttrace"
+    damaged.write_bytes(b"TTRACE\x00\x01" + b"\x00" * 40)
+    r = cli(command, str(damaged))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert cli(command, str(tmp_path)).returncode == 2            # a folder
+
+
+def test_run_bad_script_path(tmp_path):
+    r = cli("run", str(tmp_path / "missing.py"))
+    assert r.returncode == 2 and "no such script" in r.stderr and "Traceback" not in r.stderr
+    r = cli("run", "--programs", "a;b", os.path.join(SCRIPTS, "plain_script.py"))
+    assert r.returncode == 2 and "--programs" in r.stderr
+
+
+def test_view_serves_a_saved_trace(plain_trace):
+    out, _ = plain_trace
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "triton_trace", "view", str(out), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = None
+        deadline = time.monotonic() + 60
+        while url is None and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if "http://" in line:
+                url = line[line.index("http://"):].split()[0]
+        assert url, "triton-trace view did not print its URL"
+        assert url.startswith(f"http://127.0.0.1:{port}")
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            assert resp.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,0 +1,254 @@
+"""The trace file: an exact round trip, deterministic bytes, and refusal of damaged or crafted files."""
+import dataclasses
+import json
+import pickle
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+import kernels as K
+import triton_trace
+from triton_trace import TraceFileError, trace
+from triton_trace import store
+from triton_trace.model import OP_COLUMNS, Launch, Trace, empty_ops
+
+
+@pytest.fixture(scope="module")
+def sample_trace():
+    """Launches of several shapes: values, atomics, dots, a program filter, a value cap, a failure."""
+    triton_trace.reset()
+    x, y = torch.randn(300), torch.randn(300)
+    K.add(x, y, kernel=trace(K.make_add()), block=64)
+    K.matmul(torch.randn(20, 18), torch.randn(18, 17), kernel=trace(programs=[0, 3])(K.make_matmul()))
+    xl, w = torch.randn(5, 12), torch.randn(12)
+    _, mean, rstd = K.layer_norm_fwd(xl, w, torch.randn(12), kernel=trace(values=100)(K.make_layer_norm_fwd()))
+    K.layer_norm_bwd(torch.randn(5, 12), xl, w, mean, rstd, group_size_m=2,
+                     dx_kernel=trace(K.make_layer_norm_bwd_dx()), dwdb_kernel=trace(K.make_layer_norm_bwd_dwdb()))
+    K.scale(x, 2.0, kernel=trace(K.make_autotuned()))
+    triton_trace.set_progress(lambda done, total, kernel: (_ for _ in ()).throw(KeyboardInterrupt) if done == 2 else None)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            K.softmax(torch.randn(4, 10), kernel=trace(K.make_softmax()))
+    finally:
+        triton_trace.set_progress(None)
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    assert len(tr) == 7
+    return tr
+
+
+def assert_launches_equal(a: Launch, b: Launch):
+    for f in dataclasses.fields(Launch):
+        va, vb = getattr(a, f.name), getattr(b, f.name)
+        if f.name == "ops":
+            assert va.keys() == vb.keys() == OP_COLUMNS.keys()
+            for col in va:
+                assert va[col].dtype == vb[col].dtype and va[col].shape == vb[col].shape, col
+                np.testing.assert_array_equal(va[col], vb[col], err_msg=col)
+        elif isinstance(va, np.ndarray):
+            assert va.dtype == vb.dtype and va.shape == vb.shape, f.name
+            np.testing.assert_array_equal(va, vb, err_msg=f.name)
+        else:
+            assert va == vb, f.name
+
+
+def test_round_trip_keeps_every_array(sample_trace, tmp_path):
+    path = tmp_path / "t.ttrace"
+    sample_trace.save(path)
+    loaded = triton_trace.load(path)
+    assert len(loaded) == len(sample_trace)
+    for a, b in zip(sample_trace.launches, loaded.launches):
+        assert_launches_equal(a, b)
+        for i in range(a.num_ops):
+            ra, rb = a.access(i), b.access(i)
+            assert (ra.kind, ra.tensor, ra.line, ra.program, ra.dims) == (rb.kind, rb.tensor, rb.line, rb.program, rb.dims)
+            for arr in ("offsets", "mask", "values"):
+                va, vb = getattr(ra, arr), getattr(rb, arr)
+                assert (va is None) == (vb is None)
+                if va is not None:
+                    np.testing.assert_array_equal(va, vb)
+    kinds = {a.kind for lc in loaded.launches for a in lc.all_ops()}
+    assert {"load", "store", "atomic_cas", "atomic_xchg", "dot", "reduce", "math"} <= kinds
+    assert loaded.launches[1].skipped_programs > 0 and loaded.launches[2].values_truncated
+    assert not loaded.launches[-1].completed and loaded.launches[5].config["kwargs"] == {"BLOCK": 32}
+
+
+def test_saved_bytes_are_deterministic(sample_trace, tmp_path):
+    sample_trace.save(tmp_path / "a.ttrace")
+    sample_trace.save(tmp_path / "b.ttrace")
+    triton_trace.load(tmp_path / "a.ttrace").save(tmp_path / "c.ttrace")
+    a, b, c = ((tmp_path / n).read_bytes() for n in ("a.ttrace", "b.ttrace", "c.ttrace"))
+    assert a == b == c
+
+
+def test_loading_never_unpickles(sample_trace, tmp_path, monkeypatch):
+    sample_trace.save(tmp_path / "t.ttrace")
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("load() must not unpickle")
+    monkeypatch.setattr(pickle, "loads", forbidden)
+    monkeypatch.setattr(pickle, "load", forbidden)
+    monkeypatch.setattr(np, "load", forbidden)
+    assert len(triton_trace.load(tmp_path / "t.ttrace")) == 7
+
+
+def test_empty_trace_round_trips(tmp_path):
+    Trace().save(tmp_path / "e.ttrace")
+    assert len(triton_trace.load(tmp_path / "e.ttrace")) == 0
+
+
+# ------------------------------------------------------------------------------------------------------
+# damaged and crafted files
+# ------------------------------------------------------------------------------------------------------
+def split(path):
+    raw = path.read_bytes()
+    hlen = int.from_bytes(raw[12:20], "little")
+    return raw[:8], int.from_bytes(raw[8:12], "little"), json.loads(raw[20:20 + hlen]), raw[20 + hlen:]
+
+
+def join(path, header, blobs, magic=store.MAGIC, version=store.VERSION):
+    h = json.dumps(header).encode()
+    path.write_bytes(magic + version.to_bytes(4, "little") + len(h).to_bytes(8, "little") + h + blobs)
+
+
+@pytest.fixture
+def saved(sample_trace, tmp_path):
+    path = tmp_path / "t.ttrace"
+    sample_trace.save(path)
+    return path
+
+
+def refused(path, match, **kw):
+    with pytest.raises(TraceFileError, match=match):
+        triton_trace.load(path, **kw)
+
+
+def test_bad_magic_and_garbage(saved, tmp_path):
+    p = tmp_path / "bad.ttrace"
+    p.write_bytes(b"PK\x03\x04" + saved.read_bytes()[4:])
+    refused(p, "magic")
+    p.write_bytes(b"")
+    refused(p, "magic")
+    refused(tmp_path / "missing.ttrace", "cannot open")
+    refused(tmp_path, "cannot open")
+
+
+def test_newer_version_is_refused(saved):
+    magic, _, header, blobs = split(saved)
+    join(saved, header, blobs, version=store.VERSION + 1)
+    refused(saved, f"version {store.VERSION + 1} is newer .*upgrade triton_trace")
+
+
+def test_truncated_file(saved, tmp_path):
+    raw = saved.read_bytes()
+    for cut in (10, 30, len(raw) // 2, len(raw) - 1):
+        p = tmp_path / f"cut{cut}.ttrace"
+        p.write_bytes(raw[:cut])
+        refused(p, "not a usable triton_trace file")
+
+
+def test_corrupt_block_and_bad_header_json(saved):
+    magic, _, header, blobs = split(saved)
+    d = header["launches"][0]["arrays"]["offsets"]
+    corrupt = bytearray(blobs)
+    corrupt[d["offset"]: d["offset"] + d["nbytes"]] = b"\xff" * d["nbytes"]
+    join(saved, header, bytes(corrupt))
+    refused(saved, "corrupt|decompress")
+    h = b"[" * 100000 + b"]" * 100000
+    saved.write_bytes(store.MAGIC + store.VERSION.to_bytes(4, "little") + len(h).to_bytes(8, "little") + h)
+    refused(saved, "header is not valid JSON|not a triton_trace header")
+    saved.write_bytes(store.MAGIC + store.VERSION.to_bytes(4, "little") + (2 ** 62).to_bytes(8, "little") + b"{}")
+    refused(saved, "header length exceeds the file")
+
+
+@pytest.mark.parametrize("shape", [[1 << 40], [1 << 32, 1 << 32, 16], [1 << 62, 4]])
+def test_header_declaring_enormous_arrays_is_refused_before_allocating(saved, shape):
+    magic, _, header, blobs = split(saved)
+    d = header["launches"][0]["arrays"]["offsets"]
+    n = 1
+    for s in shape:
+        n *= s
+    d.update(shape=shape, raw_nbytes=n * 8)
+    join(saved, header, blobs)
+    refused(saved, "more data than its compressed size|would need|does not match")
+
+
+def test_memory_budget(saved):
+    refused(saved, "pass max_bytes=", max_bytes=100)
+
+
+@pytest.mark.parametrize("dtype", ["|O", "<V8", "object", "<M8[ns]"])
+def test_disallowed_dtype(saved, dtype):
+    magic, _, header, blobs = split(saved)
+    header["launches"][0]["arrays"]["values"]["dtype"] = dtype
+    join(saved, header, blobs)
+    refused(saved, "dtype .* is not allowed")
+
+
+def test_value_dtype_table_is_checked(saved):
+    magic, _, header, blobs = split(saved)
+    header["launches"][0]["value_dtypes"] = ["|O"]
+    join(saved, header, blobs)
+    refused(saved, "value dtype")
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda h: h["launches"][0].__setitem__("arrays", []), "inconsistent header"),
+    (lambda h: h["launches"][0].pop("grid"), "inconsistent header"),
+    (lambda h: h["launches"][0]["arrays"]["mask"].__setitem__("offset", -5), "beyond the end"),
+    (lambda h: h["launches"][0]["arrays"]["mask"].__setitem__("nbytes", -1), "beyond the end"),
+    (lambda h: h["launches"][0]["arrays"]["mask"].__setitem__("shape", [-1]), "does not match"),
+    (lambda h: h["launches"][0].__setitem__("grid", [1, 1, 1]), "outside"),
+    (lambda h: h.__setitem__("format", "other"), "not a triton_trace header"),
+    (lambda h: h.__setitem__("kinds", ["store", "load"]), "op-kind table"),
+])
+def test_inconsistent_header(saved, mutate, match):
+    magic, _, header, blobs = split(saved)
+    mutate(header)
+    join(saved, header, blobs)
+    refused(saved, match)
+
+
+def _tampered(sample_trace, tmp_path, **columns):
+    lc = sample_trace.launches[0]
+    ops = {k: v.copy() for k, v in lc.ops.items()}
+    for name, fn in columns.items():
+        fn(ops[name])
+    path = tmp_path / "tampered.ttrace"
+    Trace((dataclasses.replace(lc, ops=ops),)).save(path)
+    return path
+
+
+@pytest.mark.parametrize("columns,match", [
+    ({"lane_start": lambda a: a.__setitem__(-1, 10 ** 9)}, "outside the lane buffers"),
+    ({"lane_count": lambda a: a.__setitem__(0, -3)}, "outside the lane buffers"),
+    ({"value_start": lambda a: a.__setitem__(0, 10 ** 9)}, "outside the value buffer"),
+    ({"kind": lambda a: a.__setitem__(0, 200)}, "unknown kinds"),
+    ({"tensor": lambda a: a.__setitem__(0, 9)}, "unknown kinds or tensors"),
+    ({"value_dtype": lambda a: a.__setitem__(0, 5)}, "unknown files or value dtypes"),
+    ({"ndim": lambda a: a.__setitem__(0, 99)}, "invalid rank"),
+    ({"shape": lambda a: a.__setitem__((0, 0), 3)}, "shapes do not match"),
+    ({"program": lambda a: a.__setitem__((0, 0), 50)}, "outside the launch grid"),
+])
+def test_inconsistent_op_rows(sample_trace, tmp_path, columns, match):
+    refused(_tampered(sample_trace, tmp_path, **columns), match)
+
+
+def test_raw_block_that_lies_about_its_size(saved):
+    magic, _, header, blobs = split(saved)
+    d = header["launches"][0]["arrays"]["offsets"]
+    small = zlib.compress(np.zeros(3, np.int64).tobytes())
+    d.update(offset=len(blobs), nbytes=len(small))
+    join(saved, header, blobs + small)
+    refused(saved, "does not decompress to its declared size")
+
+
+def test_synthetic_launch_without_recorded_ids_round_trips(tmp_path):
+    lc = Launch(kernel_name="k", source="", source_file="", source_line=0, grid=(2, 1, 1), args={}, tensors=(),
+                files=(), value_dtypes=(), ops=empty_ops(), offsets=np.zeros(0, np.int64), mask=np.zeros(0, bool),
+                values=np.zeros(0, np.uint8))
+    Trace((lc,)).save(tmp_path / "s.ttrace")
+    back = triton_trace.load(tmp_path / "s.ttrace").launches[0]
+    assert back.recorded_ids is None and back.skipped_ids().tolist() == [[0, 0, 0], [1, 0, 0]]

@@ -1,0 +1,100 @@
+"""``analyze``: run every analysis over every launch of a trace; ``check``: fail when anything is found.
+
+Each launch is analysed on its own (launches on one stream are ordered, so nothing races across them).
+The analyses form two explicit lists: the metric stages, in dependency order inside
+``_analyze_launch``, and ``CHECKS``, the sanitizer, each a pure ``check(ctx) -> list[Finding]``.
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import numpy as np
+
+from ..errors import TraceUsageError
+from ..model import Launch, Trace
+from . import metrics
+from .cache import issue_order, simulate
+from .coalescing import coalesce
+from .context import LaunchContext, Params
+from .findings import finalize
+from .races import check_races
+from .report import FindingsError, LaunchReport, Report
+from .roofline import dot_precision, flops, roofline
+from .sanitizer import check_bounds, check_coverage, check_double_writes, check_uninitialized
+
+CHECKS = (check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
+
+
+def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 32, vector_bytes: int = 16,
+            num_warps: Optional[int] = None, l2_bytes: Optional[int] = None, l2_ways: int = 16,
+            programs_in_flight: Optional[int] = None, max_findings: int = 100, max_examples: int = 8,
+            max_programs: int = 1 << 16) -> Report:
+    """Metrics and sanitizer findings for every launch of ``trace`` (a Trace, live or loaded, or a Launch).
+
+    ``gpu`` picks the defaults of ``l2_bytes`` and ``programs_in_flight`` (SMs x 2) and the roofline
+    shown first; see analysis.roofline.GPUS. ``num_warps`` defaults to the launch's autotune config,
+    else 4. The result is a pure function of the trace and these parameters.
+    """
+    params = Params(gpu=gpu, warp_size=warp_size, vector_bytes=vector_bytes, num_warps=num_warps,
+                    l2_bytes=l2_bytes, l2_ways=l2_ways, programs_in_flight=programs_in_flight,
+                    max_findings=max_findings, max_examples=max_examples, max_programs=max_programs).resolved()
+    if isinstance(trace, Launch):
+        launches = (trace,)
+    elif isinstance(trace, Trace):
+        launches = trace.launches
+    else:
+        raise TraceUsageError(f"analyze() takes a triton_trace.Trace (e.g. triton_trace.current_trace() or "
+                              f"triton_trace.load(path)) or a Launch; got {type(trace).__name__}")
+    reports, found = [], []
+    for i, lc in enumerate(launches):
+        report, findings = _analyze_launch(LaunchContext(lc, i, params))
+        reports.append(report)
+        found += findings
+    kept, counts, suppressed = finalize(found, params.max_findings)
+    return Report(launches=tuple(reports), findings=kept, finding_counts=counts, suppressed=suppressed,
+                  params=params)
+
+
+def check(trace: Union[Trace, Launch], **params) -> Report:
+    """Analyse ``trace`` and raise ``FindingsError`` (an AssertionError) listing the findings, if any.
+    Returns the report when the trace is clean. Takes analyze()'s keyword parameters."""
+    report = analyze(trace, **params)
+    if not report.ok:
+        raise FindingsError(report)
+    return report
+
+
+def _skipped_checks(lc: Launch) -> list:
+    notes = []
+    if lc.skipped_programs:
+        notes.append(f"uninitialized_read, unwritten_output: {lc.skipped_programs} program(s) ran unrecorded")
+    elif not lc.completed:
+        notes.append("unwritten_output: the launch did not complete")
+    return notes
+
+
+def _analyze_launch(ctx: LaunchContext) -> tuple:
+    lc = ctx.launch
+    order = issue_order(ctx)
+    co = coalesce(ctx, order)
+    cache = simulate(ctx, co, order)
+    dot, math = flops(ctx)
+    rows = metrics.row_table(ctx, co, cache, dot, math)
+    unique = metrics.unique_elements(ctx)
+    findings = [f for check_fn in CHECKS for f in check_fn(ctx)]
+    attributed = np.array([f.op_row for f in findings if f.op_row >= 0], dtype=np.int64)
+    cols = metrics.program_columns(ctx, rows, ctx.row_prog[attributed])
+    ops = metrics.static_ops(ctx, rows, ctx.row_op[attributed])
+    m = metrics.launch_metrics(ctx, rows, unique)
+    summary = {
+        "index": ctx.index, "kernel": lc.kernel_name, "grid": [int(g) for g in lc.grid],
+        "recorded_programs": int(lc.recorded_programs), "skipped_programs": int(lc.skipped_programs),
+        "completed": bool(lc.completed), "config": lc.config, "checks_skipped": _skipped_checks(lc),
+        "metrics": m,
+        "roofline": roofline(m["dot_flops"], m["math_flops"], m["dram_bytes_predicted"], dot_precision(ctx)),
+        "balance": metrics.balance(ctx, cols),
+        "tensors": metrics.tensor_metrics(ctx, rows, unique),
+        "ops": ops,
+        "lines": metrics.source_lines(ctx, ops),
+    }
+    return LaunchReport(summary=summary, programs=cols, rows=rows), findings

@@ -1,0 +1,194 @@
+"""What every analysis of one launch shares: the parameters, and row- and lane-level arrays derived once.
+
+A launch's op table is indexed by row; the lanes of a memory row live in the flat ``Launch.offsets`` /
+``Launch.mask`` buffers at ``[lane_start, lane_start + lane_count)``. ``LaunchContext`` lays the lanes of
+every memory row out once, in row order, together with the row that owns each lane and whether the lane
+lies inside its tensor's storage, so that every analysis works on flat numpy arrays.
+
+Program order. Programs are numbered by their lexicographic (x, y, z) id, which is the order in which
+Triton's interpreter runs them (``for x: for y: for z:``); "before" in the sanitizer means earlier in
+that order, or earlier in the same program. The cache simulation uses the GPU's dispatch order instead
+(x fastest), see ``gpu_rank``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
+
+import numpy as np
+
+from ..errors import TraceUsageError
+from ..model import ATOMIC_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, Launch
+
+N_MEMORY = len(MEMORY_KINDS)          # model.KINDS lists the memory kinds first
+LOAD = KIND_CODE["load"]
+STORE = KIND_CODE["store"]
+CAS = KIND_CODE["atomic_cas"]
+XCHG = KIND_CODE["atomic_xchg"]
+DOT = KIND_CODE["dot"]
+MATH = KIND_CODE["math"]
+ATOMIC_CODES = np.array(sorted(KIND_CODE[k] for k in ATOMIC_KINDS))
+KIND_NAMES = np.array(KINDS)
+
+
+@dataclass(frozen=True)
+class Params:
+    """Knobs of the GPU model. ``None`` means "take it from the GPU table" (see roofline.GPUS)."""
+    gpu: str = "H200"
+    warp_size: int = 32
+    vector_bytes: int = 16            # widest access one thread issues (128-bit loads/stores)
+    num_warps: Optional[int] = None   # None: the launch's autotune config, else Triton's default of 4
+    l2_bytes: Optional[int] = None
+    l2_ways: int = 16
+    programs_in_flight: Optional[int] = None
+    max_findings: int = 100           # findings kept in the report; the rest are counted as suppressed
+    max_examples: int = 8             # offending offsets listed per finding
+    max_programs: int = 1 << 16       # per-program columns in to_dict() beyond this are cut (and flagged)
+
+    def resolved(self) -> "Params":
+        from .roofline import GPUS
+        if self.gpu not in GPUS:
+            raise TraceUsageError(f"analyze(gpu={self.gpu!r}): unknown GPU; choose one of {sorted(GPUS)}")
+        for name in ("warp_size", "vector_bytes", "l2_ways", "max_examples"):
+            if int(getattr(self, name)) < 1:
+                raise TraceUsageError(f"analyze({name}={getattr(self, name)!r}): must be a positive integer")
+        if self.max_findings < 0 or self.max_programs < 0:
+            raise TraceUsageError("analyze(max_findings=..., max_programs=...) must not be negative")
+        gpu = GPUS[self.gpu]
+        l2 = gpu.l2_bytes if self.l2_bytes is None else int(self.l2_bytes)
+        inflight = gpu.default_programs_in_flight if self.programs_in_flight is None else int(self.programs_in_flight)
+        if l2 < 128 * self.l2_ways or inflight < 1:
+            raise TraceUsageError(f"analyze(l2_bytes={l2}, programs_in_flight={inflight}): the L2 must hold at "
+                                  f"least one set of {self.l2_ways} 128-byte lines and at least one program runs")
+        return replace(self, l2_bytes=l2, programs_in_flight=inflight)
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in sorted(asdict(self).items())}
+
+
+def sorted_unique(a: np.ndarray) -> np.ndarray:
+    # np.unique without return_inverse hashes in numpy >= 2.3 and is ~50x slower than sorting here.
+    if a.size == 0:
+        return a.copy()
+    s = np.sort(a)
+    keep = np.empty(s.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    return s[keep]
+
+
+def lane_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Flat indices of the lanes of rows given by (start, count), row after row."""
+    counts = counts.astype(np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    shift = starts.astype(np.int64) - (np.cumsum(counts) - counts)
+    return np.repeat(shift, counts) + np.arange(total, dtype=np.int64)
+
+
+class LaunchContext:
+    """Derived arrays of one launch. Built once per launch, read by every analysis; never mutated after."""
+
+    def __init__(self, launch: Launch, index: int, params: Params):
+        self.launch = launch
+        self.index = index
+        self.params = params
+        config = launch.config or {}
+        self.num_warps = int(params.num_warps or config.get("num_warps") or 4)   # 4: Triton's default
+        ops = launch.ops
+        self.n_rows = launch.num_ops
+        self.kind = ops["kind"].astype(np.int64)
+        self.tensor = ops["tensor"].astype(np.int64)
+        self.eb = ops["elem_bytes"].astype(np.int64)
+        self.seq = ops["seq"].astype(np.int64)
+        self.line = ops["line"].astype(np.int64)
+        self.file = ops["file"].astype(np.int64)
+        self.is_mem = self.kind < N_MEMORY
+        self.is_atomic = np.isin(self.kind, ATOMIC_CODES)
+        self.is_read = self.is_mem & (self.kind != STORE)     # loads and atomics read memory
+        self.is_write = self.is_mem & (self.kind != LOAD)     # stores and atomics write it
+        self._programs(launch)
+        self._static_ops()
+        self._lanes(launch)
+
+    # -- programs --------------------------------------------------------------------------------------
+    def _programs(self, launch: Launch) -> None:
+        p = launch.ops["program"].astype(np.int64).reshape(-1, 3)
+        dims = np.asarray(launch.grid, dtype=np.int64)
+        if len(p):
+            dims = np.maximum(dims, p.max(axis=0) + 1)
+        self.dims = dims
+        lin = (p[:, 0] * dims[1] + p[:, 1]) * dims[2] + p[:, 2]
+        self.programs = sorted_unique(lin)               # interpreter order
+        self.n_programs = len(self.programs)
+        self.row_prog = np.searchsorted(self.programs, lin)
+        x, rest = np.divmod(self.programs, dims[1] * dims[2])
+        y, z = np.divmod(rest, dims[2])
+        self.pids = np.stack([x, y, z], axis=1)
+        # GPU dispatch order: blockIdx.x varies fastest.
+        gpu_lin = x + dims[0] * (y + dims[1] * z)
+        self.gpu_rank = np.argsort(np.argsort(gpu_lin, kind="stable"), kind="stable")
+
+    # -- static ops: (kind, tensor, file, line), the same op executed by every program and loop trip ------
+    def _static_ops(self) -> None:
+        # One int per row that sorts by (file, line, kind, tensor): the display order of the "ops" table.
+        key = (((self.file + 1) << 44) | (np.clip(self.line, 0, (1 << 28) - 1) << 16)
+               | (self.kind << 11) | np.clip(self.tensor + 1, 0, (1 << 11) - 1))
+        if self.n_rows:
+            uniq, self.row_op = np.unique(key, return_inverse=True)
+            self.row_op = self.row_op.reshape(-1)
+        else:
+            uniq, self.row_op = key, np.zeros(0, dtype=np.int64)
+        first = np.full(len(uniq), self.n_rows, dtype=np.int64)
+        np.minimum.at(first, self.row_op, np.arange(self.n_rows))   # a representative row per static op
+        self.op_first_row = first
+        self.n_static = len(uniq)
+
+    # -- lanes --------------------------------------------------------------------------------------------
+    def _lanes(self, launch: Launch) -> None:
+        ops = launch.ops
+        counts = ops["lane_count"].astype(np.int64)
+        self.lane_count = np.where(self.is_mem, counts, 0)
+        self.mem_rows = np.nonzero(self.lane_count > 0)[0]
+        starts = ops["lane_start"].astype(np.int64)[self.mem_rows]
+        cnt = self.lane_count[self.mem_rows]
+        excl = np.cumsum(cnt) - cnt
+        if np.array_equal(starts, excl) and int(cnt.sum()) == len(launch.offsets):
+            self.offsets, self.mask = launch.offsets, launch.mask     # the recorder's own layout: no copy
+        else:
+            idx = lane_index(starts, cnt)
+            self.offsets, self.mask = launch.offsets[idx], launch.mask[idx]
+        self.n_lanes = int(cnt.sum())
+        self.lane_pos = np.zeros(self.n_rows, dtype=np.int64)        # first lane of each row in self.offsets
+        self.lane_pos[self.mem_rows] = excl
+        self.lane_row = np.repeat(self.mem_rows, cnt)
+        # Storage size in the access's own units (a pointer cast can change the element size).
+        tb = np.array([t.storage_size * t.elem_bytes for t in launch.tensors] + [0], dtype=np.int64)
+        self.row_limit = np.where(self.eb > 0, tb[self.tensor] // np.maximum(self.eb, 1), 0)
+        limit = np.repeat(self.row_limit[self.mem_rows], cnt)
+        self.inb = (self.offsets >= 0) & (self.offsets < limit)
+        self.active = self.mask
+        cs = np.zeros(self.n_lanes + 1, dtype=np.int64)
+        np.cumsum(self.mask, out=cs[1:])
+        self.active_lanes = np.zeros(self.n_rows, dtype=np.int64)
+        self.active_lanes[self.mem_rows] = cs[excl + cnt] - cs[excl]
+
+    def row_sum(self, lane_values: np.ndarray) -> np.ndarray:
+        """Per-row sums of a per-lane array (length n_lanes)."""
+        return np.bincount(self.lane_row, weights=lane_values, minlength=self.n_rows).astype(np.int64)
+
+    def time(self) -> np.ndarray:
+        """Per-row position in the interpreter's sequential execution: program order, then seq."""
+        return self.row_prog * (int(self.seq.max(initial=0)) + 1) + self.seq
+
+    def row_location(self, row: int) -> dict:
+        f = int(self.file[row])
+        files = self.launch.files
+        return {"file": files[f] if 0 <= f < len(files) else None, "line": int(self.line[row]) or None}
+
+    def tensor_name(self, t: int) -> Optional[str]:
+        return self.launch.tensors[t].name if 0 <= t < len(self.launch.tensors) else None
+
+    def pid(self, program_index: int) -> list:
+        return [int(v) for v in self.pids[program_index]]

@@ -1,0 +1,151 @@
+"""Races between the programs of one launch, with locks taken into account.
+
+Definitions:
+
+- Accesses are plain loads (R), plain stores (W) and atomics (A: an indivisible read and write).
+  Two accesses to one element by different programs conflict when one is a plain store, or one is an
+  atomic and the other a plain load: W-R, W-W, W-A, A-R. Atomics never conflict with each other, nor
+  loads with loads. A conflict is a race: a GPU runs programs concurrently, in no guaranteed order.
+- Locks. A program holds lock L from an ``atomic_cas`` on address L until its next ``atomic_xchg`` on L:
+  ``while tl.atomic_cas(L, 0, 1) == 1: pass ... tl.atomic_xchg(L, 0)``, as in Triton's layer-norm
+  backward tutorial. Two conflicting accesses made while both programs held the same lock are ordered
+  by it: not a race. Only the innermost lock counts.
+- Not recognised: other ways programs order themselves (a ticket counter, a flag polled in a loop), a
+  lock taken or released another way. Their accesses are reported as races. (The interpreter runs the
+  programs one after another, so a spin loop never spins and the trace cannot show a wait.)
+- An element is (tensor argument, offset): two arguments that view one storage are not compared.
+
+A race is reported once per (first writer's program and op, other program and op), with the number of
+elements and the first few. The writer is the first plain store to the element in execution order (else
+the first atomic); the other is the first access of another program that conflicts with it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .context import CAS, LOAD, STORE, XCHG, LaunchContext, lane_index
+from .findings import Finding, op_fields, short_list, where
+from .sanitizer import view_positions
+
+R, W, A = 0, 1, 2
+_NONE = np.iinfo(np.int64).max
+
+
+def lock_of_rows(ctx: LaunchContext) -> np.ndarray:
+    """Per row: an id of the innermost lock its program holds when it runs, or -1."""
+    lock = np.full(ctx.n_rows, -1, dtype=np.int64)
+    cas = np.nonzero((ctx.kind == CAS) & (ctx.lane_count > 0))[0]
+    if not len(cas):
+        return lock
+    rel = np.nonzero((ctx.kind == XCHG) & (ctx.lane_count > 0))[0]
+    ev = np.r_[cas, rel]
+    release = np.r_[np.zeros(len(cas), dtype=bool), np.ones(len(rel), dtype=bool)]
+    addr = (ctx.tensor[ev] << 40) | (ctx.offsets[ctx.lane_pos[ev]] & ((1 << 40) - 1))
+    prog, seq = ctx.row_prog[ev], ctx.seq[ev]
+    o = np.lexsort((seq, addr, prog))
+    release, addr, prog, seq = release[o], addr[o], prog[o], seq[o]
+    paired = np.r_[(prog[1:] == prog[:-1]) & (addr[1:] == addr[:-1]) & release[1:], False]
+    until = np.where(paired, np.r_[seq[1:], 0], _NONE)        # the seq that releases each acquire
+    acq = ~release
+    span = int(ctx.seq.max(initial=0)) + 1
+    akey = prog[acq] * span + seq[acq]
+    o2 = np.argsort(akey, kind="stable")
+    akey, a_prog, a_until = akey[o2], prog[acq][o2], until[acq][o2]
+    a_id = np.unique(addr[acq], return_inverse=True)[1].reshape(-1)[o2]
+    rows = ctx.mem_rows
+    j = np.searchsorted(akey, ctx.row_prog[rows] * span + ctx.seq[rows], side="left") - 1
+    jc = np.clip(j, 0, None)
+    held = (j >= 0) & (a_prog[jc] == ctx.row_prog[rows]) & (ctx.seq[rows] < a_until[jc])
+    lock[rows[held]] = a_id[jc[held]]
+    return lock
+
+
+def check_races(ctx: LaunchContext) -> list:
+    lock = lock_of_rows(ctx)
+    typ = np.where(ctx.kind == LOAD, R, np.where(ctx.kind == STORE, W, A))
+    mem = ctx.mem_rows
+    written = sorted({int(t) for t in ctx.tensor[mem[ctx.is_write[mem] & (ctx.active_lanes[mem] > 0)]]} - {-1})
+    findings = []
+    for ti in written:
+        t = ctx.launch.tensors[ti]
+        rows = mem[ctx.tensor[mem] == ti]
+        lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
+        lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
+        lr = ctx.lane_row[lanes]
+        el = ctx.offsets[lanes] * ctx.eb[lr] // t.elem_bytes
+        p = ctx.row_prog[lr]
+        # Cheap filter first: only elements touched by two programs and written by someone can race.
+        lo = np.full(t.storage_size, _NONE, dtype=np.int64)
+        hi = np.full(t.storage_size, -1, dtype=np.int64)
+        np.minimum.at(lo, el, p)
+        np.maximum.at(hi, el, p)
+        has_w = np.zeros(t.storage_size, dtype=bool)
+        has_w[el[ctx.is_write[lr]]] = True
+        sel = ((lo != hi) & has_w)[el]
+        if sel.any():
+            findings += _races(ctx, t, el[sel], lr[sel], p[sel], typ[lr[sel]], lock[lr[sel]])
+    return findings
+
+
+def _races(ctx, t, el, lr, p, typ, lk) -> list:
+    o = np.argsort(el, kind="stable")                 # execution order kept within an element
+    el, lr, p, typ, lk = el[o], lr[o], p[o], typ[o], lk[o]
+    n = len(el)
+    start = np.r_[0, np.flatnonzero(el[1:] != el[:-1]) + 1]
+    seg = np.repeat(np.arange(len(start)), np.diff(np.r_[start, n]))
+
+    def progs(sel):
+        return (np.minimum.reduceat(np.where(sel, p, _NONE), start),
+                np.maximum.reduceat(np.where(sel, p, -1), start))
+
+    def pair(a, b):       # some access in a and some in b come from different programs
+        (l1, h1), (l2, h2) = progs(a), progs(b)
+        return (h1 >= 0) & (h2 >= 0) & ~((l1 == h1) & (h1 == l2) & (l2 == h2))
+
+    locked = lk >= 0
+    wr, at, rd = typ == W, typ == A, typ == R
+    race = (pair(wr & ~locked, np.ones(n, dtype=bool)) | pair(wr & locked, ~locked)
+            | pair(at & ~locked, rd) | pair(at & locked, rd & ~locked))
+    lk_lo = np.minimum.reduceat(np.where(locked, lk, _NONE), start)
+    lk_hi = np.maximum.reduceat(np.where(locked, lk, -1), start)
+    race |= (lk_hi >= 0) & (lk_lo != lk_hi) & (pair(wr & locked, locked) | pair(at & locked, rd & locked))
+    if not race.any():
+        return []
+    pos = np.arange(n)
+    first = lambda sel: np.minimum.reduceat(np.where(sel, pos, _NONE), start)
+    w = _NONE
+    for cand in (wr & ~locked, at & ~locked, wr & locked, at & locked):    # the writer, by priority
+        w = np.where(w == _NONE, first(cand), w)
+    w = np.where(w == _NONE, start, w)
+    wp, wt, wl = p[w][seg], typ[w][seg], lk[w][seg]
+    conflicts = (p != wp) & ((wt == W) | (typ == W) | ((wt == A) & (typ == R))) & ~((lk >= 0) & (lk == wl))
+    other = first(conflicts)
+    other = np.where(other == _NONE, first(p != wp), other)
+    bad = np.nonzero(race)[0]
+    return _findings(ctx, t, bad, w[bad], other[bad], lr, p, el)
+
+
+def _findings(ctx, t, segs, w, other, lr, p, el) -> list:
+    key = np.stack([p[w], ctx.row_op[lr[w]], p[other], ctx.row_op[lr[other]]], axis=1)
+    groups, inverse, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    k = ctx.params.max_examples
+    out = []
+    for g in range(len(groups)):
+        members = np.nonzero(inverse == g)[0]
+        ex = members[:k]
+        wrow, orow = int(lr[w[ex[0]]]), int(lr[other[ex[0]]])
+        f, fo = op_fields(ctx, wrow), op_fields(ctx, orow)
+        offs = el[w[ex]]
+        inside, idx = view_positions(t, offs)
+        prog, oprog = ctx.pid(int(p[w[ex[0]]])), ctx.pid(int(p[other[ex[0]]]))
+        msg = (f"race on '{t.name}': program {prog} ({f['op']} at {where(f)}) and program {oprog} "
+               f"({fo['op']} at {where(fo)}) access the same {int(counts[g])} element(s) with no atomic or "
+               f"common lock ordering them (element offsets {short_list(int(v) for v in offs)})")
+        out.append(Finding(
+            kind="race", kernel=ctx.launch.kernel_name, launch=ctx.index, message=msg, count=int(counts[g]),
+            program=tuple(prog), rows=int(len(np.unique(lr[w[members]]))), offsets=tuple(int(v) for v in offs),
+            indices=tuple(tuple(int(v) for v in idx[i]) if inside[i] else None for i in range(len(offs))),
+            other={"program": tuple(oprog), "file": fo["file"], "line": fo["line"], "op": fo["op"]},
+            op_row=wrow, **f))
+    return out

@@ -1,0 +1,161 @@
+"""The analysis report, and ``Report.to_dict()``: the JSON schema the CLI, the web UI and agents read.
+
+Schema "triton_trace.analysis/1". Every key is always present; values are ints unless noted; null
+where a value is undefined (a ratio over zero). Lists are in a fixed order and dict keys are sorted, so
+``json.dumps(report.to_dict(), sort_keys=True)`` is byte-identical for the same trace (live or loaded).
+
+    {
+      "schema": "triton_trace.analysis/1",
+      "params": {"gpu", "warp_size", "vector_bytes", "num_warps", "l2_bytes", "l2_ways",
+                 "programs_in_flight", "max_findings", "max_examples", "max_programs"},
+      "launches": [ one per Launch of the trace, in trace order:
+        {"index", "kernel": str, "grid": [x, y, z], "recorded_programs", "skipped_programs",
+         "completed": bool, "config": dict | null,
+         "checks_skipped": [str]        sanitizer checks not run, with the reason,
+         "metrics": {                   over the recorded programs; bytes and lanes count active lanes:
+            "load_bytes", "store_bytes", "atomic_bytes", "load_lanes", "store_lanes", "atomic_lanes",
+            "lanes" (all lanes of memory ops), "masked_lanes", "masked_share" (float), "oob_lanes",
+            "memory_ops" (op rows), "requests" (warp-wide instructions), "sectors" (32 B),
+            "load_sectors", "store_sectors", "atomic_sectors", "load_requests", "store_requests",
+            "atomic_requests", "cache_lines" (128 B), "sectors_per_request" (float),
+            "sector_efficiency", "load_sector_efficiency", "store_sector_efficiency",
+            "atomic_sector_efficiency" (floats: bytes used / bytes in the sectors touched),
+            "unique_load_bytes", "unique_store_bytes" (distinct elements x size),
+            "dram_read_bytes", "dram_write_bytes", "dram_bytes_predicted" (the L2 simulation),
+            "flops", "dot_flops", "math_flops", "arithmetic_intensity" (float: flops / DRAM byte),
+            "programs"},
+         "roofline": {gpu key: {"name", "memory_s", "compute_s", "time_s" (floats, lower bounds),
+                                "bound": "memory" | "compute", "ridge_intensity" (float), "dot_peak"}},
+         "balance": {"programs", "programs_in_flight", "waves", "last_wave_fill" (float),
+                     "bytes" | "flops" | "dram_bytes": {"median", "mean", "min", "max", "imbalance" (max/mean),
+                        "heavy": {"count", "pids"}, "light": {"count", "pids"}}   (pids: first 16, > / <
+                        the median by more than 10%)},
+         "tensors": [{"name", "dtype", "shape", "strides", "is_output": bool, "load_elements", "load_bytes",
+                      "store_elements", "store_bytes", "atomic_elements", "atomic_bytes",
+                      "unique_load_elements", "unique_load_bytes", "unique_store_elements",
+                      "unique_store_bytes", "load_reuse" (float), "sectors", "dram_read_bytes",
+                      "dram_write_bytes"}]   in argument order,
+         "programs": {"count", "truncated": bool, "pid": [[x, y, z], ...], and parallel lists:
+                      "load_bytes", "store_bytes", "atomic_bytes", "load_sectors", "store_sectors",
+                      "active_lanes", "masked_lanes", "sectors", "used_bytes", "requests",
+                      "sector_efficiency" (float | null), "dram_bytes", "flops", "memory_ops", "findings"}
+                     sorted by (x, y, z); cut after params.max_programs (Report.programs() has all),
+         "ops": [one per static op (kind, tensor, file, line), sorted by (file, line, kind, tensor):
+                 {"kind", "tensor", "file", "line", "rows" (executions), "programs", "findings", "lanes",
+                  "active_lanes", "masked_lanes", "oob_lanes", "bytes", "requests", "sectors",
+                  "cache_lines", "used_bytes", "dram_read_bytes", "dram_write_bytes", "flops",
+                  "sectors_per_request", "sector_efficiency" (floats), "pattern": "scalar" |
+                  "contiguous" | "strided" | "broadcast" | "gather" | null, "stride" (strided only),
+                  "vector_width" (elements per thread), "fast_dim" (block dim lanes are ordered along)}]
+                 per-row arrays: Report.rows(launch),
+         "lines": [per (file, line), sorted: {"file", "line", "kinds": [str], "bytes", "active_lanes",
+                   "masked_lanes", "requests", "sectors", "used_bytes", "sector_efficiency" (float),
+                   "dram_read_bytes", "dram_write_bytes", "flops", "findings"}]}
+      ],
+      "findings": [most severe first, at most params.max_findings:
+        {"kind": "out_of_bounds" | "race" | "uninitialized_read" | "out_of_view" | "double_write" |
+                 "unwritten_output", "severity": "error" | "warning", "kernel", "launch" (index),
+         "program": [x, y, z] | null, "file", "line", "tensor", "op", "message": str,
+         "count" (offending lanes; elements for race, unwritten_output), "rows" (op executions),
+         "offsets": [element offsets into the storage], "indices": [view index | null],
+         "lanes": [position in the op's block], "valid_range": [lo, hi] | null,
+         "other": {} | race: {"program", "file", "line", "op"}}],
+      "finding_counts": {kind: findings found, before the cap},
+      "suppressed": findings left out by the cap
+    }
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..errors import TritonTraceError
+from .context import Params
+from .findings import FINDING_KINDS, SEVERITY
+
+SCHEMA = "triton_trace.analysis/1"
+
+
+class FindingsError(TritonTraceError, AssertionError):
+    """``check()`` found problems; the message lists them. An AssertionError, so pytest shows it plainly."""
+
+    def __init__(self, report: "Report"):
+        self.report = report
+        super().__init__(report.summary())
+
+
+@dataclass(frozen=True)
+class LaunchReport:
+    summary: dict                 # the launch's to_dict() entry, without its "programs" lists
+    programs: dict                # column -> numpy array, one entry per recorded program
+    rows: dict                    # column -> numpy array, one entry per op row
+
+    def to_dict(self, max_programs: int) -> dict:
+        n = len(self.programs["pid"])
+        cut = min(n, max_programs)
+        cols = {k: v[:cut].tolist() for k, v in self.programs.items()}
+        sectors, used = self.programs["sectors"][:cut], self.programs["used_bytes"][:cut]
+        cols["sector_efficiency"] = [round(float(u) / (32.0 * s), 4) if s else None for u, s in zip(used, sectors)]
+        return {**self.summary, "programs": {"count": n, "truncated": cut < n, **cols}}
+
+
+@dataclass(frozen=True)
+class Report:
+    launches: tuple
+    findings: tuple               # Finding, most severe first, capped at params.max_findings
+    finding_counts: dict          # kind -> findings found (before the cap)
+    suppressed: int
+    params: Params
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings and not self.suppressed
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "params": self.params.to_dict(),
+            "launches": [lr.to_dict(self.params.max_programs) for lr in self.launches],
+            "findings": [f.to_dict() for f in self.findings],
+            "finding_counts": dict(sorted(self.finding_counts.items())),
+            "suppressed": self.suppressed,
+        }
+
+    def rows(self, launch: int = 0) -> dict:
+        """Per op-row metric arrays of one launch (numpy, parallel to Launch.ops): not in to_dict, as a
+        large launch has millions of rows."""
+        return dict(self.launches[launch].rows)
+
+    def programs(self, launch: int = 0) -> dict:
+        """Every per-program column of one launch, uncapped (numpy)."""
+        return dict(self.launches[launch].programs)
+
+    def launch(self, index: int = 0) -> dict:
+        return self.launches[index].to_dict(self.params.max_programs)
+
+    def summary(self, limit: int = 20) -> str:
+        if self.ok:
+            return f"triton_trace: no findings in {len(self.launches)} launch(es)"
+        total = sum(self.finding_counts.values())
+        counts = ", ".join(f"{k}={self.finding_counts[k]}" for k in FINDING_KINDS if self.finding_counts.get(k))
+        lines = [f"triton_trace found {total} problem(s) in {len(self.launches)} launch(es) ({counts}):"]
+        for f in self.findings[:limit]:
+            lines.append(f"  [{SEVERITY[f.kind]}] {f.kind} in '{f.kernel}' (launch {f.launch}): {f.message}")
+        hidden = total - min(limit, len(self.findings))
+        if hidden > 0:
+            lines.append(f"  ... and {hidden} more (Report.findings and Report.to_dict() list up to "
+                         f"max_findings={self.params.max_findings})")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (f"<Report launches={len(self.launches)} findings={sum(self.finding_counts.values())}"
+                f"{' ok' if self.ok else ''}>")
+
+
+def pid_index(pids: np.ndarray, program: Optional[tuple]) -> int:
+    if program is None or not len(pids):
+        return -1
+    hit = np.nonzero((pids == np.asarray(program)).all(axis=1))[0]
+    return int(hit[0]) if len(hit) else -1

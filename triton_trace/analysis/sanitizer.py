@@ -1,0 +1,214 @@
+"""The sanitizer's per-lane checks: bounds, views, uninitialised reads, output coverage, double writes.
+
+Definitions (what each finding means exactly):
+
+- out_of_bounds: an active lane whose element lies outside its tensor's storage (offset < 0 or past the
+  end). The recorder skipped it at runtime; on a GPU it reads garbage or faults.
+- out_of_view: an active lane inside the storage but not at any element of the tensor's view (its
+  shape, strides and storage offset): e.g. a wrong stride on a transposed view, or the padding of a
+  slice. Milder: the memory exists, but it is not the tensor's.
+- uninitialized_read: a load or atomic of an element of a declared output (``trace(outputs=...)``, whose
+  contents are undefined at launch) at a point where no program had yet written that element, in the
+  interpreter's sequential order (programs in (x, y, z) order, each program's ops in order). A read of
+  an element another program wrote earlier without synchronisation is a race (races.py), not this.
+- unwritten_output: elements of a declared output's view that no program wrote (stores or atomics).
+  Checked only when every program ran and was recorded.
+- double_write: an element of a declared output stored more than once by the same program with plain
+  stores. Two programs storing one element is a race instead, or, inside a lock's critical section,
+  intended (see races.py).
+
+Lanes whose element size differs from their tensor's (a pointer cast) are bounds-checked in bytes but
+skip the element-level checks.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import TensorInfo
+from .context import STORE, LaunchContext, lane_index
+from .findings import Finding, block_index, group_lanes, op_fields, short_list, where
+
+
+def view_positions(t: TensorInfo, off: np.ndarray) -> tuple:
+    """(inside the view, index in the view (n, ndim)) for element offsets into the storage."""
+    off = np.asarray(off, dtype=np.int64)
+    nd = len(t.shape)
+    idx = np.zeros((len(off), nd), dtype=np.int64)
+    if any(s == 0 for s in t.shape):
+        return np.zeros(len(off), dtype=bool), idx
+    dims = sorted((d for d in range(nd) if t.shape[d] > 1 and t.strides[d] != 0), key=lambda d: t.strides[d])
+    reach, nested = 0, True
+    for d in dims:                      # each stride beyond the reach of the smaller ones: unique indices
+        nested &= t.strides[d] > reach
+        reach += (t.shape[d] - 1) * t.strides[d]
+    if nested:
+        r = off - t.storage_offset
+        inside = r >= 0
+        for d in reversed(dims):
+            q = r // t.strides[d]
+            inside &= q < t.shape[d]
+            idx[:, d] = np.clip(q, 0, t.shape[d] - 1)
+            r = r - idx[:, d] * t.strides[d]
+        return inside & (r == 0), idx
+    # Overlapping or unusual strides: look the offsets up among the view's own.
+    vo = t.view_offsets().reshape(-1)
+    order = np.argsort(vo, kind="stable")
+    pos = np.clip(np.searchsorted(vo[order], off), 0, len(vo) - 1)
+    inside = vo[order][pos] == off
+    idx[:] = np.stack(np.unravel_index(order[pos], t.shape), axis=1) if nd else idx
+    return inside, idx
+
+
+def _covers_storage(t: TensorInfo) -> bool:
+    """The view is a permutation of the whole storage: every in-storage element is in the view."""
+    dims = sorted((d for d in range(len(t.shape)) if t.shape[d] > 1), key=lambda d: t.strides[d])
+    expect = 1
+    for d in dims:
+        if t.strides[d] != expect:
+            return False
+        expect *= t.shape[d]
+    return t.storage_offset == 0 and expect == t.storage_size
+
+
+def _example_fields(ctx: LaunchContext, t: TensorInfo, lanes: np.ndarray) -> dict:
+    off = ctx.offsets[lanes]
+    fields = {"offsets": tuple(int(o) for o in off), "lanes": tuple(block_index(ctx, int(i)) for i in lanes)}
+    if t is not None and len(t.shape):
+        inside, idx = view_positions(t, off)
+        fields["indices"] = tuple(tuple(int(v) for v in idx[i]) if inside[i] else None for i in range(len(off)))
+    return fields
+
+
+def _lane_findings(ctx, bad, kind, describe) -> list:
+    out = []
+    for g in group_lanes(ctx, bad):
+        f = op_fields(ctx, g.row)
+        ti = int(ctx.tensor[g.row])
+        t = ctx.launch.tensors[ti] if ti >= 0 else None
+        ex = _example_fields(ctx, t, g.lanes)
+        message, valid = describe(f, g, t, ex)
+        out.append(Finding(kind=kind, kernel=ctx.launch.kernel_name, launch=ctx.index, message=message,
+                           count=g.count, program=tuple(ctx.pid(g.program)), valid_range=valid, rows=g.rows,
+                           op_row=g.row, **f, **ex))
+    return out
+
+
+def check_bounds(ctx: LaunchContext) -> list:
+    bad = np.flatnonzero(ctx.mask & ~ctx.inb)
+
+    def describe(f, g, t, ex):
+        who = f"'{f['tensor']}'" if t is not None else "an address outside every tensor argument"
+        hi = int(ctx.row_limit[g.row]) - 1
+        valid = (0, hi) if t is not None else None
+        return (f"{f['op']} of {who} at {where(f)} by program {ctx.pid(g.program)}: {g.count} active lane(s) "
+                f"outside the storage (element offsets {short_list(ex['offsets'])}; valid 0..{hi})"), valid
+    findings = _lane_findings(ctx, bad, "out_of_bounds", describe)
+    return findings + _check_views(ctx)
+
+
+def _check_views(ctx: LaunchContext) -> list:
+    bad_parts = []
+    for ti, t in enumerate(ctx.launch.tensors):
+        if _covers_storage(t):
+            continue
+        rows = ctx.mem_rows[(ctx.tensor[ctx.mem_rows] == ti) & (ctx.eb[ctx.mem_rows] == t.elem_bytes)]
+        lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
+        lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
+        inside, _ = view_positions(t, ctx.offsets[lanes])
+        bad_parts.append(lanes[~inside])
+    bad = np.sort(np.concatenate(bad_parts)) if bad_parts else np.zeros(0, dtype=np.int64)
+
+    def describe(f, g, t, ex):
+        vo = t.view_offsets()
+        valid = (int(vo.min()), int(vo.max())) if vo.size else None
+        return (f"{f['op']} of '{f['tensor']}' at {where(f)} by program {ctx.pid(g.program)}: {g.count} lane(s) "
+                f"inside the storage but outside the view (shape {list(t.shape)}, strides {list(t.strides)}, "
+                f"storage offset {t.storage_offset}); element offsets {short_list(ex['offsets'])}"), valid
+    return _lane_findings(ctx, bad, "out_of_view", describe)
+
+
+def _output_lanes(ctx: LaunchContext, ti: int) -> np.ndarray:
+    t = ctx.launch.tensors[ti]
+    rows = ctx.mem_rows[(ctx.tensor[ctx.mem_rows] == ti) & (ctx.eb[ctx.mem_rows] == t.elem_bytes)]
+    lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
+    return lanes[ctx.mask[lanes] & ctx.inb[lanes]]
+
+
+def _outputs(ctx: LaunchContext) -> list:
+    names = {t.name: i for i, t in enumerate(ctx.launch.tensors)}
+    return sorted({names[o] for o in ctx.launch.outputs if o in names})
+
+
+def check_uninitialized(ctx: LaunchContext) -> list:
+    if ctx.launch.skipped_programs:
+        return []          # an unrecorded program may have written the element first
+    time = ctx.time()
+    bad_parts = []
+    for ti in _outputs(ctx):
+        lanes = _output_lanes(ctx, ti)
+        rows = ctx.lane_row[lanes]
+        off, t = ctx.offsets[lanes], time[rows]
+        first = np.full(ctx.launch.tensors[ti].storage_size, np.iinfo(np.int64).max, dtype=np.int64)
+        w = ctx.is_write[rows]
+        np.minimum.at(first, off[w], t[w])
+        r = ctx.is_read[rows]
+        bad_parts.append(lanes[r & (first[off] >= t)])     # an atomic's own write comes after its read
+    bad = np.sort(np.concatenate(bad_parts)) if bad_parts else np.zeros(0, dtype=np.int64)
+
+    def describe(f, g, t, ex):
+        return (f"{f['op']} of declared output '{f['tensor']}' at {where(f)} by program {ctx.pid(g.program)} "
+                f"reads {g.count} element(s) before any program wrote them (element offsets "
+                f"{short_list(ex['offsets'])})"), None
+    return _lane_findings(ctx, bad, "uninitialized_read", describe)
+
+
+def check_double_writes(ctx: LaunchContext) -> list:
+    bad_parts = []
+    for ti in _outputs(ctx):
+        lanes = _output_lanes(ctx, ti)
+        lanes = lanes[ctx.kind[ctx.lane_row[lanes]] == STORE]
+        off = ctx.offsets[lanes]
+        many = np.bincount(off, minlength=ctx.launch.tensors[ti].storage_size) > 1
+        lanes = lanes[many[off]]                    # usually none: skip the sort below
+        if not len(lanes):
+            continue
+        key = ctx.offsets[lanes] * ctx.n_programs + ctx.row_prog[ctx.lane_row[lanes]]
+        order = np.argsort(key, kind="stable")
+        again = np.zeros(len(lanes), dtype=bool)
+        again[order[1:]] = key[order[1:]] == key[order[:-1]]      # a later store by the same program
+        bad_parts.append(lanes[again])
+    bad = np.sort(np.concatenate(bad_parts)) if bad_parts else np.zeros(0, dtype=np.int64)
+
+    def describe(f, g, t, ex):
+        return (f"store to declared output '{f['tensor']}' at {where(f)} by program {ctx.pid(g.program)} "
+                f"writes {g.count} element(s) that the same program already stored (element offsets "
+                f"{short_list(ex['offsets'])})"), None
+    return _lane_findings(ctx, bad, "double_write", describe)
+
+
+def check_coverage(ctx: LaunchContext) -> list:
+    lc = ctx.launch
+    if lc.skipped_programs or not lc.completed:
+        return []          # the programs that did not run or were not recorded may write the rest
+    out = []
+    for ti in _outputs(ctx):
+        t = lc.tensors[ti]
+        lanes = _output_lanes(ctx, ti)
+        lanes = lanes[ctx.is_write[ctx.lane_row[lanes]]]
+        written = np.zeros(t.storage_size, dtype=bool)
+        written[ctx.offsets[lanes]] = True
+        vo = t.view_offsets()
+        missing = ~written[vo] if vo.size else np.zeros(t.shape, dtype=bool)
+        n = int(missing.sum())
+        if not n:
+            continue
+        k = ctx.params.max_examples
+        idx = np.argwhere(missing)[:k]
+        offs = tuple(int(vo[tuple(i)]) for i in idx)
+        out.append(Finding(
+            kind="unwritten_output", kernel=lc.kernel_name, launch=ctx.index, tensor=t.name, count=n,
+            message=(f"declared output '{t.name}': {n} of {vo.size} element(s) were never written by any program "
+                     f"(first at index {short_list(tuple(int(v) for v in i) for i in idx)})"),
+            offsets=offs, indices=tuple(tuple(int(v) for v in i) for i in idx)))
+    return out
+

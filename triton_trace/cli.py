@@ -1,0 +1,159 @@
+"""The ``triton-trace`` command line: run a script with every kernel traced, view a trace, report on one.
+
+Commands are thin: they parse arguments, call the library, and turn user errors into a one-line message
+and a non-zero exit status (never a traceback). Flask and the analysis load only in the commands that
+need them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import runpy
+import sys
+from typing import Optional
+
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+def _parse_programs(spec: Optional[str]):
+    """``"0;1;5"`` or ``"0,0,0;1,2,0"``: program ids separated by ';', coordinates by ','."""
+    if not spec:
+        return None
+    ids = []
+    for part in spec.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            coords = tuple(int(v) for v in part.split(","))
+        except ValueError:
+            raise CliError(f"--programs: '{part}' is not a program id; use e.g. '0;3' or '0,1,0;2,0,0'") from None
+        if not 1 <= len(coords) <= 3:
+            raise CliError(f"--programs: '{part}' has {len(coords)} coordinates; a program id has 1 to 3")
+        ids.append(coords + (0,) * (3 - len(coords)))
+    return ids
+
+
+def _load(path: str):
+    from .errors import TraceFileError
+    from .store import load
+    if not os.path.exists(path):
+        raise CliError(f"{path}: no such trace file")
+    if os.path.isdir(path):
+        raise CliError(f"{path}: is a directory, not a trace file")
+    try:
+        return load(path)
+    except TraceFileError as e:
+        raise CliError(str(e)) from None
+
+
+# --------------------------------------------------------------------------------------------------------
+def cmd_run(args) -> int:
+    from .record.session import current_trace, reset, trace_all
+    script = args.script
+    if not os.path.isfile(script):
+        raise CliError(f"{script}: no such script")
+    out = args.output or os.path.splitext(os.path.basename(script))[0] + ".ttrace"
+    out_dir = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(out_dir):
+        raise CliError(f"-o {out}: the folder {out_dir} does not exist")
+    reset()
+    status = 0
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [script] + list(args.script_args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        with trace_all(programs=_parse_programs(args.programs), values=not args.no_values,
+                       kernels=args.kernel or None):
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except KeyboardInterrupt:
+        print("triton-trace: interrupted; saving what was recorded", file=sys.stderr)
+        status = 130
+    except Exception as e:  # the user's script failed: keep the trace, report the error in one line
+        print(f"triton-trace: {script} raised {type(e).__name__}: {e}", file=sys.stderr)
+        status = 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    trace = current_trace()
+    trace.save(out)
+    print(f"triton-trace: saved {len(trace.launches)} launch(es) of "
+          f"{', '.join(trace.kernels()) or 'no kernels'} to {out}", file=sys.stderr)
+    return status
+
+
+def cmd_view(args) -> int:
+    trace = _load(args.trace)
+    from .view.server import launch
+    launch(trace=trace, port=args.port, share=args.share, block=True)
+    return 0
+
+
+def cmd_report(args) -> int:
+    trace = _load(args.trace)
+    from .analysis import analyze
+    report = analyze(trace)
+    if args.json:
+        json.dump(report.to_dict(), sys.stdout, sort_keys=True, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(report.summary())
+    return EXIT_FINDINGS if report.findings else 0
+
+
+# --------------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="triton-trace", description="Trace, analyse and view Triton kernels on the CPU.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    r = sub.add_parser("run", help="run a Python script with every Triton kernel it launches traced",
+                       description="Run an unmodified script with every Triton kernel it launches traced "
+                                   "through the interpreter (no decorator needed), then save the trace.")
+    r.add_argument("script", help="the Python script to run")
+    r.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    r.add_argument("-o", "--output", help="trace file to write (default: SCRIPT.ttrace in the current folder)")
+    r.add_argument("-k", "--kernel", action="append", metavar="NAME",
+                   help="trace only kernels with this name (repeatable); others run untraced")
+    r.add_argument("--programs", metavar="IDS", help="record only these programs, e.g. '0;3' or '0,1,0;2,0,0'")
+    r.add_argument("--no-values", action="store_true", help="do not record loaded/stored values")
+    r.set_defaults(func=cmd_run)
+
+    v = sub.add_parser("view", help="serve a saved trace in the web UI",
+                       description="Serve a saved trace in the web UI until Ctrl-C.")
+    v.add_argument("trace", help="a .ttrace file")
+    v.add_argument("--port", type=int, default=None, help="port (default 5001, or the next free one)")
+    v.add_argument("--share", action="store_true",
+                   help="listen on all interfaces, protected by an access token in the printed URL")
+    v.set_defaults(func=cmd_view)
+
+    rp = sub.add_parser("report", help="print the metrics and findings of a saved trace",
+                        description="Print the metrics and findings of a saved trace. Exit status 1 when "
+                                    "there are findings, so it can gate CI.")
+    rp.add_argument("trace", help="a .ttrace file")
+    rp.add_argument("--json", action="store_true", help="print the report's JSON instead of a table")
+    rp.set_defaults(func=cmd_report)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as e:
+        print(f"triton-trace: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""Per-app lookup tables over a frozen Trace, built on first use and kept for the app's lifetime.
+
+The web app answers many small questions about one launch ("the ops of program (3, 1, 0)", "which
+elements of ``a`` did every program touch"); scanning the whole op table for each would make a click
+cost O(ops). A ``LaunchIndex`` sorts the op rows by program once and derives the per-op numbers the
+views show (active lanes, bytes, 32-byte sectors, out-of-bounds lanes). A ``TraceIndex`` holds one per
+launch plus the analysis report, and belongs to one app: there is no module-level cache.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..model import KINDS, MEMORY_KINDS, READ_KINDS, WRITE_KINDS, Launch, Trace
+
+SECTOR = 32
+_N_MEM = len(MEMORY_KINDS)
+_READ = np.array([k in READ_KINDS for k in KINDS])
+_WRITE = np.array([k in WRITE_KINDS for k in KINDS])
+
+
+def lane_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(s, s + c)`` for every (s, c), without a Python loop."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = np.cumsum(counts) - counts
+    return np.repeat(np.asarray(starts, dtype=np.int64) - first, counts) + np.arange(total, dtype=np.int64)
+
+
+class LaunchIndex:
+    """Rows of one launch ordered by (program, seq), with per-op and per-program numbers."""
+
+    def __init__(self, launch: Launch):
+        self.launch = launch
+        o = launch.ops
+        gx, gy, gz = (int(g) for g in launch.grid)
+        self.grid = (gx, gy, gz)
+        self.num_programs = gx * gy * gz
+        p = o["program"].astype(np.int64)
+        valid = np.all((p >= 0) & (p < np.array([gx, gy, gz])), axis=1) if len(p) else np.zeros(0, bool)
+        lin = p[:, 0] + gx * (p[:, 1] + gy * p[:, 2]) if len(p) else np.zeros(0, np.int64)
+        lin = np.where(valid, lin, -1)        # rows of a damaged file whose program is off the grid
+        self.lin = lin
+        order = np.lexsort((o["seq"], lin))
+        self.order = order[lin[order] >= 0]
+        self.bounds = np.searchsorted(lin[self.order], np.arange(self.num_programs + 1))
+        self._op_numbers()
+        self._program_numbers()
+
+    # -- per op ------------------------------------------------------------------------------------------
+    def _op_numbers(self) -> None:
+        lc, o = self.launch, self.launch.ops
+        n = lc.num_ops
+        kind = o["kind"].astype(np.int64)
+        self.memory = kind < _N_MEM
+        counts = np.where(self.memory, o["lane_count"], 0).astype(np.int64)
+        rows = np.nonzero(counts)[0]
+        lanes = lane_ranges(o["lane_start"][rows], counts[rows])
+        lane_row = np.repeat(rows, counts[rows])
+        self.lane_row = lane_row
+        self.lanes = lanes
+        active = lc.mask[lanes] if len(lanes) else np.zeros(0, bool)
+        off = lc.offsets[lanes] if len(lanes) else np.zeros(0, np.int64)
+        size = np.array([t.storage_size for t in lc.tensors] + [0], dtype=np.int64)
+        t = o["tensor"].astype(np.int64)[lane_row]
+        inside = (off >= 0) & (off < size[t]) & (t >= 0)
+        self.total = counts
+        self.active = np.bincount(lane_row[active], minlength=n).astype(np.int64)
+        self.oob = np.bincount(lane_row[active & ~inside], minlength=n).astype(np.int64)
+        executed = (self.active - self.oob)
+        self.bytes = executed * o["elem_bytes"].astype(np.int64)
+        self.read = _READ[kind] if n else np.zeros(0, bool)
+        self.write = _WRITE[kind] if n else np.zeros(0, bool)
+        # 32-byte sectors each op touches (executed lanes only); storages start sector-aligned
+        ex = active & inside
+        eb = o["elem_bytes"].astype(np.int64)[lane_row[ex]]
+        first = off[ex] * eb // SECTOR
+        last = (off[ex] * eb + eb - 1) // SECTOR
+        sec_row = np.concatenate([lane_row[ex], lane_row[ex][last != first]])
+        sec = np.concatenate([first, last[last != first]])
+        self.sectors = np.zeros(n, dtype=np.int64)
+        if len(sec):
+            span = int(sec.max()) + 1
+            key = np.unique(sec_row * span + sec)
+            self.sectors = np.bincount(key // span, minlength=n).astype(np.int64)
+
+    # -- per program -------------------------------------------------------------------------------------
+    def _program_numbers(self) -> None:
+        n = self.num_programs
+        rows = self.order
+        lin = self.lin[rows]
+        mem = self.memory[rows]
+
+        def per_program(values) -> np.ndarray:
+            return np.bincount(lin, weights=values, minlength=n)[:n] if len(rows) else np.zeros(n)
+
+        self.recorded = np.diff(self.bounds) > 0
+        ids = getattr(self.launch, "recorded_ids", None)
+        if ids is not None and len(ids):      # programs that ran recorded but issued no op
+            ids = np.asarray(ids, dtype=np.int64)
+            ok = np.all((ids >= 0) & (ids < np.array(self.grid)), axis=1)
+            gx, gy, _ = self.grid
+            self.recorded[ids[ok, 0] + gx * (ids[ok, 1] + gy * ids[ok, 2])] = True
+        self.load_bytes = per_program(np.where(self.read[rows], self.bytes[rows], 0)).astype(np.int64)
+        self.store_bytes = per_program(np.where(self.write[rows], self.bytes[rows], 0)).astype(np.int64)
+        lanes = per_program(np.where(mem, self.total[rows], 0))
+        active = per_program(np.where(mem, self.active[rows], 0))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.masked_share = np.where(lanes > 0, 1.0 - active / np.maximum(lanes, 1), np.nan)
+            requested = per_program(self.bytes[rows].astype(np.float64))
+            sectors = per_program(self.sectors[rows].astype(np.float64))
+            self.sector_efficiency = np.where(sectors > 0, requested / np.maximum(sectors * SECTOR, 1), np.nan)
+        self.oob_lanes = per_program(self.oob[rows]).astype(np.int64)
+        self.mem_ops = per_program(mem.astype(np.float64)).astype(np.int64)
+
+    # -- lookups -----------------------------------------------------------------------------------------
+    def linear(self, pid: tuple) -> int:
+        gx, gy, _ = self.grid
+        return int(pid[0]) + gx * (int(pid[1]) + gy * int(pid[2]))
+
+    def pid(self, lin: int) -> tuple:
+        gx, gy, _ = self.grid
+        return (lin % gx, (lin // gx) % gy, lin // (gx * gy))
+
+    def program_rows(self, lin: int) -> np.ndarray:
+        """Every op row of one program (memory and compute), in execution order."""
+        return self.order[self.bounds[lin]:self.bounds[lin + 1]]
+
+    def tensor_rows(self, tensor: int, lin: Optional[int] = None) -> np.ndarray:
+        rows = self.order if lin is None else self.program_rows(lin)
+        return rows[self.memory[rows] & (self.launch.ops["tensor"][rows] == tensor)]
+
+    def lane_values(self, rows: np.ndarray) -> tuple:
+        """(lane index into the launch's lane buffers, value as float64 or NaN when not recorded, has value)
+        for every lane of the given memory rows, in row order."""
+        lc, o = self.launch, self.launch.ops
+        counts = o["lane_count"][rows].astype(np.int64)
+        lanes = lane_ranges(o["lane_start"][rows], counts)
+        values = np.full(len(lanes), np.nan)
+        has = np.zeros(len(lanes), dtype=bool)
+        vd = o["value_dtype"][rows]
+        pos = np.cumsum(counts) - counts
+        for code in np.unique(vd[vd >= 0]):
+            dt = np.dtype(lc.value_dtypes[int(code)])
+            sel = np.nonzero(vd == code)[0]
+            within = lane_ranges(np.zeros(len(sel), np.int64), counts[sel])
+            starts = np.repeat(o["value_start"][rows][sel].astype(np.int64), counts[sel])
+            byte0 = starts + within * dt.itemsize
+            raw = lc.values[byte0[:, None] + np.arange(dt.itemsize)]
+            dest = lane_ranges(pos[sel], counts[sel])
+            values[dest] = np.ascontiguousarray(raw).view(dt).reshape(-1).astype(np.float64)
+            has[dest] = True
+        return lanes, values, has
+
+
+class TraceIndex:
+    """Everything one app derives from its trace: a LaunchIndex per launch, the analysis report, and a
+    small LRU of expensive per-tensor tables. Thread-safe: the WSGI server answers from several threads."""
+
+    def __init__(self, trace: Trace, analyze: Optional[Callable] = None, lru: int = 16):
+        self.trace = trace
+        self._analyze = analyze
+        self._lock = threading.Lock()
+        self._report_lock = threading.Lock()    # held while the analysis runs; other lookups go on
+        self._launches: dict = {}
+        self._report = None
+        self._report_error: Optional[str] = None
+        self._report_done = False
+        self._memo: dict = {}
+        self._lru: OrderedDict = OrderedDict()
+        self._lru_size = lru
+
+    def launch(self, i: int) -> LaunchIndex:
+        with self._lock:
+            li = self._launches.get(i)
+        if li is None:
+            li = LaunchIndex(self.trace.launches[i])
+            with self._lock:
+                li = self._launches.setdefault(i, li)
+        return li
+
+    def report(self) -> tuple:
+        """(report dict or None, error message or None). The analysis runs once, on first use."""
+        with self._report_lock:
+            if not self._report_done:
+                if self._analyze is None:
+                    self._report_error = "analysis is not available"
+                else:
+                    try:
+                        self._report = self._analyze(self.trace)
+                    except Exception as e:   # a damaged or unusual trace: show the views without analysis
+                        self._report_error = f"analysis failed: {type(e).__name__}: {e}"
+                self._report_done = True
+            return self._report, self._report_error
+
+    def memo(self, key, build: Callable):
+        """Keep a small per-launch result (program metrics, findings) for the app's lifetime."""
+        with self._lock:
+            if key in self._memo:
+                return self._memo[key]
+        value = build()
+        with self._lock:
+            return self._memo.setdefault(key, value)
+
+    def cached(self, key, build: Callable):
+        with self._lock:
+            if key in self._lru:
+                self._lru.move_to_end(key)
+                return self._lru[key]
+        value = build()
+        with self._lock:
+            self._lru[key] = value
+            while len(self._lru) > self._lru_size:
+                self._lru.popitem(last=False)
+        return value

@@ -1,0 +1,151 @@
+"""The tensor view payload: which elements of one tensor a selection of ops touched, as bounded cells.
+
+A selection is one op, every op of one program, or every op of every program on the tensor. Its active
+lanes are reduced to a table of distinct storage elements (read/written, lanes, first program, a recorded
+value), the table is placed on the requested plane (tensormap.py), and the plane is reduced to sparse
+cells. The encoded payload is kept under ``MAX_TENSOR_BYTES``: past it, values and then program ids are
+dropped and the payload says so.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+from .index import LaunchIndex, TraceIndex
+from .tensormap import Plane, cell_sizes, cells, locate, make_plane
+
+MAX_TENSOR_BYTES = 1_000_000
+OOB_EXAMPLES = 8
+
+
+@dataclass(frozen=True)
+class Elements:
+    """Distinct in-bounds storage elements touched by a selection, sorted by offset."""
+    offsets: np.ndarray     # int64
+    kinds: np.ndarray       # bit 1: read, bit 2: written
+    lanes: np.ndarray       # active lanes that hit the element
+    program: np.ndarray     # smallest linear program id that touched it
+    programs: np.ndarray    # number of distinct programs that touched it
+    value: np.ndarray       # float64: the last recorded value (NaN when none was recorded)
+    has_value: np.ndarray   # bool
+    oob_lanes: int          # active lanes outside the tensor's storage (not drawable)
+    oob_examples: tuple     # a few of their offsets
+
+
+def elements(ix: LaunchIndex, rows: np.ndarray, tensor: int) -> Elements:
+    lc, o = ix.launch, ix.launch.ops
+    rows = np.asarray(rows, dtype=np.int64)
+    counts = o["lane_count"][rows].astype(np.int64)
+    lanes, values, has = ix.lane_values(rows)
+    lane_row = np.repeat(rows, counts)
+    active = lc.mask[lanes]
+    off = lc.offsets[lanes]
+    size = lc.tensors[tensor].storage_size
+    inside = (off >= 0) & (off < size)
+    bad = active & ~inside
+    oob_examples = tuple(int(v) for v in np.unique(off[bad])[:OOB_EXAMPLES])
+    keep = active & inside
+    off, lane_row, values, has = off[keep], lane_row[keep], values[keep], has[keep]
+    lin = ix.lin[lane_row]
+    uniq, inv = np.unique(off, return_inverse=True)
+    n = len(uniq)
+    read = np.bincount(inv, weights=ix.read[lane_row], minlength=n) > 0
+    write = np.bincount(inv, weights=ix.write[lane_row], minlength=n) > 0
+    program = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(program, inv, lin)
+    pairs = np.unique(inv.astype(np.int64) * max(ix.num_programs, 1) + lin)
+    nprog = np.bincount(pairs // max(ix.num_programs, 1), minlength=n)
+    # the value of the last lane (in row order) that recorded one
+    last = np.full(n, -1, dtype=np.int64)
+    rec = np.nonzero(has)[0]
+    np.maximum.at(last, inv[rec], rec)
+    has_value = last >= 0
+    value = np.where(has_value, values[np.maximum(last, 0)] if len(values) else np.nan, np.nan)
+    return Elements(uniq, read.astype(np.int64) | (write.astype(np.int64) << 1),
+                    np.bincount(inv, minlength=n).astype(np.int64), program, nprog.astype(np.int64),
+                    value, has_value, int(bad.sum()), oob_examples)
+
+
+def _sig(values: np.ndarray, digits: int = 6) -> list:
+    """Finite values rounded to ``digits`` significant digits; NaN and infinities as strings (JSON has none)."""
+    out = []
+    for v in values.tolist():
+        if v != v:
+            out.append("nan")
+        elif v in (float("inf"), float("-inf")):
+            out.append("inf" if v > 0 else "-inf")
+        else:
+            out.append(float(f"{v:.{digits}g}"))
+    return out
+
+
+def plane_cells(plane: Plane, table: Elements, pos: np.ndarray, entry: np.ndarray) -> dict:
+    """Reduce placed elements to sparse cells: columns parallel to ``cell``, sorted by cell index."""
+    cell = cells(plane, pos)
+    uc, inv = np.unique(cell, return_inverse=True)
+    n = len(uc)
+    kinds = np.zeros(n, dtype=np.int64)
+    np.bitwise_or.at(kinds, inv, table.kinds[entry])
+    program = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(program, inv, table.program[entry])
+    programs = np.zeros(n, dtype=np.int64)
+    np.maximum.at(programs, inv, table.programs[entry])
+    out = {"cell": uc.tolist(), "kinds": kinds.tolist(), "program": program.tolist(),
+           "programs": programs.tolist(),
+           "lanes": np.bincount(inv, weights=table.lanes[entry], minlength=n).astype(np.int64).tolist()}
+    if plane.fr == 1 and plane.fc == 1:
+        first = np.full(n, len(entry), dtype=np.int64)
+        np.minimum.at(first, inv, np.arange(len(entry)))
+        e = entry[first] if n else entry[:0]
+        out["value"] = [v if h else None for v, h in zip(_sig(table.value[e]), table.has_value[e].tolist())]
+    else:
+        touched = np.bincount(inv, minlength=n)
+        out["fill"] = np.round(touched / np.maximum(cell_sizes(plane, uc), 1), 4).tolist()
+    return out
+
+
+def tensor_payload(ti: TraceIndex, launch: int, tensor: int, rows: np.ndarray, cache_key, selection: dict,
+                   row_dim=None, col_dim=None, index=None, wrap=None) -> dict:
+    """See payload.py, ``GET /api/launch/<i>/tensor/<t>``."""
+    ix = ti.launch(launch)
+    info = ix.launch.tensors[tensor]
+    if wrap is None and len(info.shape) == 1:
+        wrap = _block_width(ix, rows, info.shape[0])
+    plane = make_plane(info, row_dim, col_dim, index, wrap)
+    build = lambda: elements(ix, rows, tensor)
+    table = ti.cached(cache_key, build) if cache_key is not None else build()
+    pos, entry, placed = locate(info, plane, table.offsets)
+    payload = {
+        "launch": launch, "tensor": tensor, "name": info.name, "dtype": info.dtype,
+        "shape": list(info.shape), "strides": list(info.strides), "storage_offset": info.storage_offset,
+        "storage_size": info.storage_size, "plane": plane.to_dict(), "selection": selection,
+        "elements": int(len(table.offsets)), "elements_other_planes": int((~placed).sum()),
+        "oob_lanes": table.oob_lanes, "oob_examples": list(table.oob_examples),
+        "cells": plane_cells(plane, table, pos, entry), "dropped": [],
+    }
+    return _bounded(payload)
+
+
+def _block_width(ix: LaunchIndex, rows: np.ndarray, n: int) -> int | None:
+    """Wrap a 1-D tensor at the kernel's block size when that gives a sensible picture (one row per block)."""
+    o = ix.launch.ops
+    sel = rows[o["ndim"][rows] == 1] if len(rows) else rows
+    if not len(sel):
+        return None
+    block = int(np.bincount(o["lane_count"][sel].astype(np.int64)).argmax())
+    if 8 <= block <= 1024 and n // max(block, 1) <= 4096:
+        return block
+    return None
+
+
+def _bounded(payload: dict) -> dict:
+    """Drop the least essential columns until the encoded payload fits ``MAX_TENSOR_BYTES``."""
+    for column in ("value", "programs", "program", "lanes"):
+        if len(json.dumps(payload, separators=(",", ":"))) <= MAX_TENSOR_BYTES:
+            break
+        if column in payload["cells"]:
+            del payload["cells"][column]
+            payload["dropped"].append(column)
+    return payload
