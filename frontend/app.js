@@ -128,7 +128,7 @@ async function openLaunch(li) {
   source.mark([], null);
   findings.set(found, S.trace.analysis.available ? null : "No analysis ran, so there are no findings.");
   tensor.setLaunch(launch, li);
-  clear($("ops").querySelector("tbody")).append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "Click a program in the grid.")));
+  clear($("ops").querySelector("tbody")).append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "Click a program in the grid.")));
   $("program-title").textContent = "Program";
   $("program-metrics").textContent = "";
   status(`${launch.kernel} · ${launch.recorded_programs} programs`);
@@ -152,6 +152,7 @@ function summary(L) {
   if (!L.completed) box.append(h("span", { class: "flag bad" }, `incomplete: ${L.error || "a program failed"}`));
   if (L.values_truncated) box.append(h("span", { class: "flag" }, "values truncated (the value cap was hit)"));
   if (L.analysis_error) box.append(h("span", { class: "flag" }, L.analysis_error));
+  for (const note of L.checks_skipped || []) box.append(h("span", { class: "flag", title: "sanitizer checks not run" }, `not checked: ${note}`));
   const args = Object.entries(L.args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ");
   if (args) box.append(h("span", { class: "muted args" }, args));
 }

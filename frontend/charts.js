@@ -21,6 +21,9 @@ function loadPlotly() {
 const plotlyText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"] };
+const TITLE = { font: { size: 12 }, x: 0.01, xanchor: "left" };
+const note = (text) => ({ text, showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: "#6b7280" } });
+const fmtSeconds = (t) => t >= 1e-3 ? `${(t * 1e3).toPrecision(3)} ms` : `${(t * 1e6).toPrecision(3)} µs`;
 const BASE = { margin: { l: 58, r: 12, t: 34, b: 46 }, font: { size: 11, family: "system-ui, sans-serif" },
                paper_bgcolor: "#fff", plot_bgcolor: "#fafafa" };
 
@@ -48,37 +51,45 @@ export class Charts {
     const width = hd.edges[1] - hd.edges[0];
     this.Plotly.react($("chart-hist"), [{ type: "bar", x: mid, y: hd.counts, width, marker: { color: "#2563eb" },
       hovertemplate: "%{x}: %{y} programs<extra></extra>" }],
-    { ...BASE, title: { text: `Programs by ${plotlyText(this.labels[this.metric] || this.metric)}`, font: { size: 12 } },
+    { ...BASE, title: { ...TITLE, text: `Programs by ${plotlyText(this.labels[this.metric] || this.metric)}` },
       xaxis: { title: { text: plotlyText(this.labels[this.metric] || this.metric) } }, yaxis: { title: { text: "programs" } }, bargap: 0.05 }, CONFIG);
   }
 
   roofline() {
     const r = this.data.roofline, el = $("chart-roofline");
     const ai = r.arithmetic_intensity, peak = r.peak_flops, bw = r.peak_bandwidth;
-    const layout = { ...BASE, title: { text: "Roofline" + (r.machine ? ` (${plotlyText(r.machine)})` : ""), font: { size: 12 } },
-      xaxis: { type: "log", title: { text: "arithmetic intensity (FLOP/byte)" } },
-      yaxis: { type: "log", title: { text: "attainable FLOP/s" } }, showlegend: false };
-    if (!ai || !peak || !bw) {
-      this.Plotly.react(el, [], { ...layout, annotations: [{ text: ai ? `arithmetic intensity ${ai.toPrecision(3)} FLOP/byte` : "no FLOPs or DRAM traffic to place on a roofline",
-        showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] }, CONFIG);
+    const axis = (title) => ({ type: "log", title: { text: title }, exponentformat: "SI", dtick: 1 });
+    const layout = { ...BASE, title: { ...TITLE, text: "Roofline" + (r.machine ? ` (${plotlyText(r.machine)})` : "") },
+      xaxis: axis("arithmetic intensity (FLOP/byte)"), yaxis: axis("attainable FLOP/s"), showlegend: false };
+    if (!peak || !bw) {
+      this.Plotly.react(el, [], { ...layout, annotations: [note("no analysis: no GPU model to draw a roofline on")] }, CONFIG);
       return;
     }
     const ridge = peak / bw;
-    const xs = [Math.min(ai, ridge) / 100, ridge, Math.max(ai, ridge) * 100];
-    const roof = xs.map((x) => Math.min(peak, x * bw));
-    const at = Math.min(peak, ai * bw);
-    this.Plotly.react(el, [
-      { x: xs, y: roof, mode: "lines", line: { color: "#6b7280" }, hoverinfo: "skip" },
-      { x: [ai], y: [at], mode: "markers+text", marker: { size: 11, color: "#dc2626" }, text: [ai < ridge ? "memory bound" : "compute bound"],
-        textposition: "bottom right", hovertemplate: "AI %{x:.3g} FLOP/B<br>attainable %{y:.3g} FLOP/s<extra></extra>" }], layout, CONFIG);
+    const lo = Math.min(ai || ridge, ridge) / 100, hi = Math.max(ai || ridge, ridge) * 100;
+    const xs = [lo, ridge, hi];
+    const traces = [{ x: xs, y: xs.map((x) => Math.min(peak, x * bw)), mode: "lines", line: { color: "#6b7280" }, hoverinfo: "skip" }];
+    const annotations = [];
+    if (ai) {
+      traces.push({ x: [ai], y: [Math.min(peak, ai * bw)], mode: "markers+text", marker: { size: 11, color: "#dc2626" },
+        text: [ai < ridge ? "memory bound" : "compute bound"], textposition: "bottom right",
+        hovertemplate: "%{x:.3g} FLOP/byte<br>attainable %{y:.3s}FLOP/s<extra></extra>" });
+    } else {
+      annotations.push(note("no FLOPs recorded: pure data movement (memory bound)"));
+    }
+    if (r.time_s) annotations.push({ ...note(`time ≥ ${fmtSeconds(r.time_s)} on this GPU`), y: 0.02, yanchor: "bottom", x: 0.98, xanchor: "right" });
+    this.Plotly.react(el, traces, { ...layout, annotations }, CONFIG);
   }
 
   tensors() {
     const t = this.data.tensors, names = t.name.map(plotlyText);
     this.Plotly.react($("chart-tensors"), [
       { type: "bar", name: "loaded", x: names, y: t.load_bytes, marker: { color: "#2563eb" }, customdata: t.load_bytes.map(fmtBytes), hovertemplate: "%{x}: %{customdata} loaded<extra></extra>" },
-      { type: "bar", name: "stored", x: names, y: t.store_bytes, marker: { color: "#ea580c" }, customdata: t.store_bytes.map(fmtBytes), hovertemplate: "%{x}: %{customdata} stored<extra></extra>" }],
-    { ...BASE, barmode: "group", title: { text: "Bytes per tensor", font: { size: 12 } }, yaxis: { title: { text: "bytes" } },
-      legend: { orientation: "h", y: 1.12, x: 1, xanchor: "right" } }, CONFIG);
+      { type: "bar", name: "stored", x: names, y: t.store_bytes, marker: { color: "#ea580c" }, customdata: t.store_bytes.map(fmtBytes), hovertemplate: "%{x}: %{customdata} stored<extra></extra>" },
+      ...(t.dram_read_bytes ? [{ type: "bar", name: "DRAM (L2 model)", x: names, y: t.dram_read_bytes.map((r, i) => r + t.dram_write_bytes[i]),
+        marker: { color: "#6b7280" }, customdata: t.dram_read_bytes.map((r, i) => fmtBytes(r + t.dram_write_bytes[i])),
+        hovertemplate: "%{x}: %{customdata} DRAM traffic (predicted)<extra></extra>" }] : [])],
+    { ...BASE, barmode: "group", title: { ...TITLE, text: "Bytes per tensor" }, yaxis: { title: { text: "bytes" } },
+      legend: { orientation: "h", y: 1.13, x: 1, xanchor: "right" } }, CONFIG);
   }
 }

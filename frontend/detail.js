@@ -1,5 +1,5 @@
 // Program detail (its ops in order), the kernel source with per-line margin metrics, and findings.
-import { $, clear, fmtBytes, fmtMetric, h, pidText } from "./dom.js";
+import { $, clear, fmtBytes, fmtMetric, fmtPct, h, pidText } from "./dom.js";
 
 export class ProgramDetail {
   constructor(kinds, onOp) {
@@ -38,13 +38,15 @@ export class ProgramDetail {
         h("td", { class: "num" }, line), h("td", {}, o.shape[i] || "–"),
         h("td", { class: "num" }, mem ? `${o.active[i]}/${o.lanes[i]}` : ""),
         h("td", { class: "num" }, mem ? fmtBytes(o.bytes[i]) : ""),
-        h("td", { class: "num" }, mem ? String(o.sectors[i]) : ""),
+        h("td", { class: "num", title: mem && o.sector_efficiency[i] !== null ? `sector efficiency ${fmtPct(o.sector_efficiency[i])}` : null },
+          mem && o.sectors[i] !== null ? String(o.sectors[i]) : ""),
+        h("td", { class: "num" }, mem ? fmtPct(o.sector_efficiency[i]) : ""),
         h("td", { class: "num" }, mem && o.oob[i] ? String(o.oob[i]) : ""));
       this.rows.push(tr);
       frag.append(tr);
     }
     clear(body).append(frag);
-    if (o.seq.length === 0) body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" }, "This program recorded no ops.")));
+    if (o.seq.length === 0) body.append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "This program recorded no ops.")));
   }
 
   // The op at position seq: {seq, kind, tensor, line, file, memory}
@@ -84,7 +86,14 @@ export class SourceView {
     s.lines.forEach((text, k) => {
       const ln = s.first_line + k, mi = margin.get(ln);
       const m = mi === undefined ? "" : fmtBytes(s.margin.bytes[mi]);
-      const title = mi === undefined ? null : `${s.margin.ops[mi]} op(s) over all programs · ${fmtBytes(s.margin.bytes[mi])} · ${s.margin.sectors[mi]} sectors`;
+      let title = null;
+      if (mi !== undefined) {
+        const M = s.margin, parts = [`all programs: ${fmtBytes(M.bytes[mi])} moved`];
+        if (M.sectors[mi] !== null) parts.push(`${M.sectors[mi]} sectors`, `sector efficiency ${fmtPct(M.sector_efficiency[mi])}`);
+        if (M.findings[mi]) parts.push(`${M.findings[mi]} finding(s)`);
+        title = parts.join(" · ");
+        if (M.findings[mi]) flagged.add(ln);
+      }
       const div = h("div", { class: "src-line" + (mi === undefined ? "" : " has-ops") + (flagged.has(ln) ? " finding" : ""), "data-line": ln, title },
         h("span", { class: "m" }, m), h("span", { class: "n" }, ln), h("span", { class: "t" }, text));
       this.lines.set(ln, div);
@@ -112,22 +121,27 @@ export class SourceView {
 export class FindingsList {
   constructor(onPick) {
     this.onPick = onPick;
-    $("findings").addEventListener("click", (e) => {
+    const pick = (e) => {
       const li = e.target.closest("li");
       if (li && li.dataset.k !== undefined) this.onPick(Number(li.dataset.k), e.timeStamp);
-    });
+    };
+    $("findings").addEventListener("click", pick);
+    $("findings").addEventListener("keydown", (e) => { if (e.key === "Enter") pick(e); });
   }
 
   set(f, note) {
     this.f = f;
     const box = clear($("findings"));
     $("findings-count").textContent = f.total ? `${f.total}${f.truncated ? ` (showing ${f.kind.length})` : ""}` : "";
+    if (f.suppressed) $("findings-count").textContent += ` · ${f.suppressed} more suppressed by the analysis cap`;
     if (!f.kind.length) { box.append(h("li", { class: "muted empty" }, note || "No findings for this launch.")); return; }
     const frag = document.createDocumentFragment();
     f.kind.forEach((kind, k) => {
       const where = [f.program[k] ? `program ${pidText(f.program[k])}` : null, f.op[k] !== null ? `op ${f.op[k]}` : null,
                      f.line[k] ? `line ${f.line[k]}` : null, f.tensor[k] ? `tensor ${f.tensor[k]}` : null].filter(Boolean).join(" · ");
-      frag.append(h("li", { "data-k": k, tabindex: 0 }, h("span", { class: "fk" }, kind), h("span", { class: "fm" }, f.message[k]), h("span", { class: "fl" }, where)));
+      frag.append(h("li", { "data-k": k, tabindex: 0, class: f.severity[k] || null },
+        h("span", { class: "fk" }, kind), f.severity[k] ? h("span", { class: "sev" }, f.severity[k]) : null,
+        h("span", { class: "fm" }, f.message[k]), h("span", { class: "fl" }, where)));
     });
     box.append(frag);
   }

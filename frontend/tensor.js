@@ -16,13 +16,20 @@ export class TensorView {
     this.pid = null;
     this.op = null;         // {seq, tensor} of the selected memory op
     this.planes = {};       // tensor -> {rows, cols, index, wrap}
+    this.sticky = null;     // "all" once the user asked for all programs
+    this.zoom = true;       // zoom a downsampled tensor to the selected op's or program's elements
     this.data = null;
     this.req = 0;
     this.canvas.addEventListener("mousemove", (e) => this.hover(e));
     this.canvas.addEventListener("mouseleave", () => { $("tensor-hover").textContent = ""; });
     $("tensor").addEventListener("change", (e) => { this.t = Number(e.target.value); if (this.mode === "op") this.mode = "program"; this.refresh(); });
     for (const b of $("tensor-mode").querySelectorAll("button")) {
-      b.addEventListener("click", () => { this.mode = b.dataset.mode; if (this.mode === "op" && this.op) this.t = this.op.tensor; this.refresh(); });
+      b.addEventListener("click", () => {
+        this.mode = b.dataset.mode;
+        this.sticky = this.mode === "all" ? "all" : null;    // "all" stays while programs are clicked
+        if (this.mode === "op" && this.op) this.t = this.op.tensor;
+        this.refresh();
+      });
     }
   }
 
@@ -44,8 +51,8 @@ export class TensorView {
   select(pid, op) {
     this.pid = pid;
     this.op = op;
-    if (op) { this.mode = "op"; this.t = op.tensor; }
-    else if (pid) { if (this.mode === "op") this.mode = "program"; if (this.mode === "all" && this.data === null) this.mode = "program"; }
+    if (op) { this.mode = "op"; this.t = op.tensor; this.sticky = null; }
+    else if (pid) this.mode = this.sticky === "all" ? "all" : "program";
     else this.mode = "all";
     return this.refresh();
   }
@@ -58,6 +65,7 @@ export class TensorView {
     if (this.mode === "op") p.set("op", String(this.op.seq));
     const pl = this.plane();
     for (const k of ["rows", "cols", "wrap"]) if (pl[k] !== undefined) p.set(k, String(pl[k]));
+    if (this.zoom && this.mode !== "all") p.set("window", "auto");
     if (pl.index) p.set("index", pl.index.join(","));
     return `/api/launch/${this.index}/tensor/${this.t}?${p}`;
   }
@@ -87,6 +95,11 @@ export class TensorView {
   controls() {
     const d = this.data, pl = d.plane, rank = d.shape.length, box = clear($("plane-controls"));
     const change = (key, v) => { this.plane()[key] = v; this.refresh(); };
+    if (this.mode !== "all" && (pl.windowed || pl.cell[0] * pl.cell[1] > 1)) {
+      const z = h("button", { type: "button", class: "toggle", "aria-pressed": String(this.zoom), title: "draw only the selection's neighbourhood, element by element" }, "zoom to selection");
+      z.addEventListener("click", () => { this.zoom = !this.zoom; this.refresh(); });
+      box.append(z);
+    }
     if (rank === 1) {
       const w = h("input", { type: "number", min: 1, max: d.shape[0], value: pl.wrap, title: "elements per row" });
       w.addEventListener("change", () => change("wrap", Math.max(1, Number(w.value) || 1)));
@@ -128,10 +141,11 @@ export class TensorView {
     const gap = px >= 6 ? 1 : 0;
     ctx.fillStyle = rgb(UNTOUCHED);
     ctx.fillRect(0, 0, W, H);
-    if (pl.wrap && d.shape[0] % pl.wrap) {   // the wrapped view's short last row
-      const tail = d.shape[0] % pl.wrap, lastRow = Math.floor((pl.rows - 1) / pl.cell[0]);
+    const [r0, c0] = pl.origin;
+    if (pl.wrap && d.shape[0] % pl.wrap && pl.full[0] - 1 < r0 + pl.rows) {   // the wrapped view's short last row
+      const tail = d.shape[0] % pl.wrap, lastRow = Math.floor((pl.full[0] - 1 - r0) / pl.cell[0]);
       ctx.fillStyle = "#fff";
-      ctx.fillRect(Math.ceil(tail / pl.cell[1]) * px, lastRow * px, W, px);
+      ctx.fillRect(Math.max(0, Math.ceil((tail - c0) / pl.cell[1])) * px, lastRow * px, W, px);
     }
     if (gap) {
       ctx.strokeStyle = "#fff";
@@ -171,8 +185,9 @@ export class TensorView {
       ? `program ${pidText(d.selection.program)}` : `op ${d.selection.op} of program ${pidText(d.selection.program)}`;
     box.append(h("span", {}, `${d.name}: ${d.dtype} ${d.shape.join("×") || "scalar"}, strides (${d.strides.join(", ")}) · ${what}`));
     const notes = [];
+    if (pl.windowed) notes.push(`Zoomed: rows ${pl.origin[0]}–${pl.origin[0] + pl.rows - 1}, columns ${pl.origin[1]}–${pl.origin[1] + pl.cols - 1} of ${pl.full[0]}×${pl.full[1]}.`);
     if (pl.cell[0] * pl.cell[1] > 1) notes.push(`Downsampled: each cell is ${pl.cell[0]}×${pl.cell[1]} elements, shaded by the share touched.`);
-    if (d.elements_other_planes) notes.push(`${fmtNum(d.elements_other_planes)} touched element(s) lie outside this slice of the view.`);
+    if (d.elements_hidden) notes.push(`${fmtNum(d.elements_hidden)} touched element(s) are not drawn (another slice${pl.windowed ? " or outside the zoom" : ""}).`);
     if (d.oob_lanes) notes.push(`⚠ ${fmtNum(d.oob_lanes)} active lane(s) fall outside the tensor's storage (offsets ${d.oob_examples.join(", ")}…); they are not drawn.`);
     if (d.dropped.length) notes.push(`To stay small, this view left out: ${d.dropped.join(", ")}.`);
     if (d.elements === 0 && !d.oob_lanes) notes.push("Nothing in this selection touches this tensor.");
@@ -185,7 +200,7 @@ export class TensorView {
     const pl = d.plane, r = this.canvas.getBoundingClientRect();
     const cx = Math.floor((e.clientX - r.left) / this.px), cy = Math.floor((e.clientY - r.top) / this.px);
     if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows) { $("tensor-hover").textContent = ""; return; }
-    const [fr, fc] = pl.cell;
+    const [fr, fc] = pl.cell, [r0, c0] = pl.origin;
     let where;
     const idx = (row, col) => {
       if (d.shape.length === 0) return `${d.name}[()]`;
@@ -195,8 +210,8 @@ export class TensorView {
       ix[pl.col_dim] = col;
       return `${d.name}[${ix.join(", ")}]`;
     };
-    if (fr * fc === 1) where = idx(cy, cx);
-    else where = `${idx(cy * fr, cx * fc)} … ${idx(Math.min(pl.rows, (cy + 1) * fr) - 1, Math.min(pl.cols, (cx + 1) * fc) - 1)}`;
+    if (fr * fc === 1) where = idx(r0 + cy, c0 + cx);
+    else where = `${idx(r0 + cy * fr, c0 + cx * fc)} … ${idx(r0 + Math.min(pl.rows, (cy + 1) * fr) - 1, c0 + Math.min(pl.cols, (cx + 1) * fc) - 1)}`;
     const i = this.lookup.get(cy * pl.cell_cols + cx);
     if (i === undefined) { $("tensor-hover").textContent = `${where} · not touched`; return; }
     const c = d.cells, parts = [where, KIND_TEXT[c.kinds[i]] || ""];

@@ -19,7 +19,7 @@ def _layer_norm_fwd():
 
 def _layer_norm_bwd():
     x, w = torch.randn(12, 24), torch.randn(24)
-    _, mean, rstd = K.layer_norm_fwd(x, w, torch.randn(24))
+    _, mean, rstd = K.layer_norm_fwd(x, w, torch.randn(24), kernel=trace(K.make_layer_norm_fwd()))
     triton_trace.reset()
     K.layer_norm_bwd(torch.randn(12, 24), x, w, mean, rstd, group_size_m=4,
                      dx_kernel=trace(K.make_layer_norm_bwd_dx(), outputs=("DX",)),

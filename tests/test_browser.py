@@ -59,6 +59,7 @@ class Page:
     def __init__(self, browser, base: str):
         self.ctx = browser.new_context(viewport={"width": 1600, "height": 1250}, device_scale_factor=1)
         self.page = self.ctx.new_page()
+        self.page.set_default_timeout(10_000)
         self.base = base.split("?")[0].rstrip("/")
         self.requests, self.errors, self.dialogs = [], [], []
         self.page.add_init_script(WATCH)
@@ -223,7 +224,8 @@ def test_grid_hover_and_metric_legend(page):
     for metric in ("store_bytes", "masked_share", "sector_efficiency", "findings"):
         pg.select_option("#metric", metric)
         pg.wait_for_selector(f'#grid-canvas[data-metric="{metric}"]')
-    assert "%" in pg.inner_text("#grid-legend")
+        if metric.endswith(("share", "efficiency")):
+            assert "%" in pg.inner_text("#grid-legend")
 
 
 def test_hostile_trace_is_shown_as_text(browser, tmp_path):

@@ -25,7 +25,7 @@ def cli(*args, cwd=None, timeout=300):
 @pytest.fixture(scope="module")
 def plain_trace(tmp_path_factory):
     out = tmp_path_factory.mktemp("cli") / "plain.ttrace"
-    r = cli("run", os.path.join(SCRIPTS, "plain_script.py"), "200", "-o", str(out))
+    r = cli("run", "-o", str(out), os.path.join(SCRIPTS, "plain_script.py"), "200")
     assert r.returncode == 0, r.stderr
     return out, r
 
@@ -47,8 +47,9 @@ def test_run_traces_an_unmodified_script(plain_trace):
 
 def test_run_filters_kernels_and_programs(tmp_path):
     out = tmp_path / "f.ttrace"
-    r = cli("run", "-k", "shift_kernel", "--programs", "1;2", "-o", str(out),
-            os.path.join(SCRIPTS, "plain_script.py"), "200")
+    # the form: options after the script and its arguments
+    r = cli("run", os.path.join(SCRIPTS, "plain_script.py"), "200", "-k", "shift_kernel", "--programs", "1;2",
+            "-o", str(out))
     assert r.returncode == 0, r.stderr
     trace = triton_trace.load(out)
     assert [lc.kernel_name for lc in trace.launches] == ["shift_kernel"]
@@ -115,7 +116,7 @@ def test_bad_paths_and_damaged_files_give_one_line(tmp_path, command):
 
 
 def test_run_bad_script_path(tmp_path):
-    r = cli("run", str(tmp_path / "missing.py"))
+    r = cli("run", "-o", str(tmp_path / "x.ttrace"), str(tmp_path / "missing.py"))
     assert r.returncode == 2 and "no such script" in r.stderr and "Traceback" not in r.stderr
     r = cli("run", "--programs", "a;b", os.path.join(SCRIPTS, "plain_script.py"))
     assert r.returncode == 2 and "--programs" in r.stderr

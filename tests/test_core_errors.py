@@ -1,5 +1,6 @@
 """Bad input gives a clear error naming what to fix, and what was recorded stays."""
 import inspect
+import os
 import subprocess
 import sys
 
@@ -88,7 +89,8 @@ def test_check_version(monkeypatch, version, ok):
 
 def test_unsupported_version_is_refused_at_import():
     code = "import triton; triton.__version__ = '3.4.1'\nimport triton_trace"
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
     assert res.returncode != 0
     assert "UnsupportedTritonVersion" in res.stderr and "supports Triton 3.5.x to 3.9.x" in res.stderr
 

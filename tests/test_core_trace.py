@@ -203,7 +203,7 @@ def test_runs_under_triton_interpret(tmp_path):
     script.write_text(f"""
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
-sys.path.insert(0, {TESTS!r})
+sys.path[:0] = [{TESTS!r}, {os.path.dirname(TESTS)!r}]
 import numpy as np, torch, triton
 from triton.runtime.interpreter import InterpretedFunction
 import triton_trace, kernels as K

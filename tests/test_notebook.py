@@ -138,6 +138,16 @@ def test_report_html_from_a_report_dict():
     assert 'class="plotly-graph-div"' in html
 
 
+def test_report_html_draws_grids_from_the_report_programs():
+    entry = dict(REPORT["launches"][0], programs={
+        "count": 3, "truncated": False, "pid": [[0, 0, 0], [1, 0, 0], [4, 1, 0]],
+        "load_bytes": [512, 512, 256], "dram_bytes": [600, 100, None]})
+    html = nb.report_html({**REPORT, "launches": [entry]})
+    assert html.count('class="tt-prog"') == 10 and html.count("not recorded</title>") == 7
+    tip = re.search(r'data-pid="4,1,0"[^>]*><title>([^<]*)</title>', html).group(1)
+    assert "256 B" in tip and "Predicted DRAM bytes: -" in tip
+
+
 def test_findings_table_is_bounded():
     many = [dict(REPORT["findings"][0], message=f"finding {i}") for i in range(nb.MAX_FINDINGS + 50)]
     html = nb.findings_table(many)
@@ -233,6 +243,21 @@ def test_tensor_view_is_downsampled_and_bounded():
     assert w <= 640 and h <= 640
 
 
+def test_tensor_view_of_a_broadcast_view():
+    # stride 0: every row of the view is the same 8 storage elements, so each touched element shows 4 times
+    lc = synthetic_launch(shape=(4, 8), strides=(0, 1), ops=[((0, 0, 0), np.arange(8), None)])
+    html = nb.tensor_view_html(lc, program=0)
+    titles = re.findall(r"<title>x\[(\d+), (\d+)\]: read</title>", html)
+    assert sorted((int(r), int(c)) for r, c in titles) == [(r, c) for r in range(4) for c in range(8)]
+
+
+def test_tensor_view_of_a_3d_tensor_shows_the_touched_slice():
+    lc = synthetic_launch(shape=(3, 4, 8), ops=[((0, 0, 0), np.arange(64, 72), None)])
+    html = nb.tensor_view_html(lc, program=0)
+    titles = re.findall(r"<title>x\[(\d+), (\d+), (\d+)\]: read</title>", html)
+    assert sorted(tuple(int(v) for v in t) for t in titles) == [(2, 0, c) for c in range(8)]
+
+
 def test_tensor_view_reports_out_of_bounds_lanes():
     lc = synthetic_launch(shape=(8,), ops=[((0, 0, 0), [6, 7, 8, 9], None)])
     html = nb.tensor_view_html(lc, program=0)
@@ -273,6 +298,23 @@ def test_formatters_embed_plotlyjs_once_per_shell(shell):
 
 def test_register_formatters_outside_ipython():
     assert nb.register_formatters() is False
+
+
+def test_show_includes_plotlyjs_the_first_time_only(shell, monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj.data))
+    trace, _ = traced_transpose()
+    nb.show(trace.launches[0], report=REPORT)
+    nb.show(trace.launches[0], report=REPORT)
+    nb.show(nb.tensor_view_html(trace.launches[0], program=0))
+    assert shown[0].count(PLOTLYJS_MARK) == 1 and PLOTLYJS_MARK not in shown[1] + shown[2]
+    assert 'class="tt-tensor"' in shown[2]
+
+
+def test_show_outside_ipython_says_what_to_use():
+    trace, _ = traced_transpose()
+    with pytest.raises(triton_trace.TraceUsageError, match="standalone_html"):
+        nb.show(trace)
 
 
 def test_standalone_html_is_a_complete_offline_page():
@@ -360,6 +402,34 @@ def test_enable_progress_chooses_a_bar():
         triton_trace.set_progress(None)
 
 
+class FakeHandle:
+    def __init__(self, first):
+        self.shown = [first]
+
+    def update(self, obj):
+        self.shown.append(obj.data)
+
+
+def test_notebook_bar_updates_one_display_per_launch(monkeypatch):
+    handles = []
+
+    def display(obj, display_id=False):
+        assert display_id
+        handles.append(FakeHandle(obj.data))
+        return handles[-1]
+
+    monkeypatch.setattr("IPython.display.display", display)
+    bar = progress.NotebookProgress(min_programs=1, interval=0.0, clock=Clock())
+    for done in range(1, 6):
+        bar(done, 5, "k")
+    assert len(handles) == 1 and len(handles[0].shown) == 5
+    assert '<progress value="5" max="5"' in handles[0].shown[-1] and "(done)" in handles[0].shown[-1]
+    bar(1, 4, "k2")
+    bar(2, 4, "k2")                                 # interrupted here: the next launch starts over
+    bar(1, 4, "k2")
+    assert len(handles) == 3 and "(stopped)" in handles[1].shown[-1] and "2/4 programs" in handles[1].shown[-1]
+
+
 def test_notebook_bar_html_is_escaped():
     html = progress.NotebookProgress.html(3, 10, EVIL, 1.25)
     assert '<progress value="3" max="10"' in html and "<script>alert" not in html
@@ -389,3 +459,5 @@ def test_example_notebook_runs():
     assert 'class="tt-findings"' in everything and "out_of_bounds" in everything.lower().replace("-", "_")
     assert 'class="plotly-graph-div"' in everything
     assert everything.count(PLOTLYJS_MARK) == 1                        # plotly.js once per notebook
+    bars = [h for h in html if 'class="tt-progress"' in h]
+    assert bars and '<progress value="256" max="256"' in bars[-1]       # updated in place to the end

@@ -187,7 +187,7 @@ def test_tensor_planes_of_a_3d_tensor(client):
     d = get(client, "/api/launch/2/tensor/0?mode=all&rows=0&cols=2&index=0,5,0")
     assert d["plane"]["row_dim"] == 0 and d["plane"]["col_dim"] == 2
     assert (d["plane"]["rows"], d["plane"]["cols"]) == (2, 16)
-    assert len(d["cells"]["cell"]) == 32 and d["elements_other_planes"] == 2 * 8 * 16 - 32
+    assert len(d["cells"]["cell"]) == 32 and d["elements_hidden"] == 2 * 8 * 16 - 32
 
 
 def test_tensor_payload_is_bounded_and_downsampled():

@@ -87,7 +87,7 @@ def synthetic_tiled(gx: int = 64, gy: int = 64, bm: int = 16, bn: int = 16, ragg
                     kernel_name: str = "tile_copy", source: str = SYNTH_SOURCE, names=("x_ptr", "y_ptr"),
                     file: str = "synthetic_tile_copy.py") -> Trace:
     """A launch of ``tile_copy`` over a (gx * bm, gy * bn - ragged) float32 matrix, one bm x bn tile per
-    program: each program loads its tile of x (line 9) and stores twice it to y (line 10)."""
+    program: each program loads its tile of x (line 8) and stores twice it to y (line 9)."""
     M, N = gx * bm, gy * bn - ragged
     pm, pn = np.meshgrid(np.arange(gx), np.arange(gy), indexing="ij")
     pm, pn = pm.reshape(-1), pn.reshape(-1)
@@ -103,7 +103,7 @@ def synthetic_tiled(gx: int = 64, gy: int = 64, bm: int = 16, bn: int = 16, ragg
     ops["seq"][:] = np.tile([0, 1], P)
     ops["kind"][:] = np.tile([KIND_CODE["load"], KIND_CODE["store"]], P)
     ops["file"][:] = 0
-    ops["line"][:] = np.tile([9, 10], P)
+    ops["line"][:] = np.tile([8, 9], P)
     ops["tensor"][:] = np.tile([0, 1], P)
     ops["elem_bytes"][:] = 4
     ops["ndim"][:] = 2

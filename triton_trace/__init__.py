@@ -12,7 +12,7 @@ _hooks.require_seams()
 from .errors import (OutOfBoundsAccess, ProgramError, TraceFileError, TraceUsageError,  # noqa: E402
                      TritonTraceError, UnsupportedOp, UnsupportedTritonVersion)
 from .model import KINDS, Access, Launch, TensorInfo, Trace  # noqa: E402
-from .record.session import current_trace, reset, set_progress, trace  # noqa: E402
+from .record.session import current_trace, reset, set_progress, trace, trace_all  # noqa: E402
 from .store import load  # noqa: E402
 
 __version__ = "0.1.0"
@@ -38,7 +38,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'triton_trace' has no attribute '{name}'")
 
 __all__ = [
-    "trace", "current_trace", "reset", "load", "set_progress",
+    "trace", "trace_all", "current_trace", "reset", "load", "set_progress",
     "Trace", "Launch", "Access", "TensorInfo", "KINDS",
     "TritonTraceError", "ProgramError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
     "UnsupportedTritonVersion", "OutOfBoundsAccess",

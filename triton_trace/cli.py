@@ -54,8 +54,39 @@ def _load(path: str):
 
 
 # --------------------------------------------------------------------------------------------------------
+_RUN_FLAGS = {"-o": "output", "--output": "output", "-k": "kernel", "--kernel": "kernel", "--programs": "programs"}
+
+
+def _split_run_args(args) -> None:
+    """Take triton-trace's own options out of the script's arguments: the issue's form is
+    ``run script.py [args...] -o out.ttrace``. Everything after ``--`` goes to the script untouched."""
+    rest, theirs = list(args.script_args), []
+    while rest:
+        tok = rest.pop(0)
+        if tok == "--":
+            theirs += rest
+            break
+        name, eq, value = tok.partition("=")
+        if name in _RUN_FLAGS:
+            if not eq:
+                if not rest:
+                    raise CliError(f"{name} needs a value")
+                value = rest.pop(0)
+            dest = _RUN_FLAGS[name]
+            if dest == "kernel":
+                args.kernel = (args.kernel or []) + [value]
+            else:
+                setattr(args, dest, value)
+        elif tok == "--no-values":
+            args.no_values = True
+        else:
+            theirs.append(tok)
+    args.script_args = theirs
+
+
 def cmd_run(args) -> int:
     from .record.session import current_trace, reset, trace_all
+    _split_run_args(args)
     script = args.script
     if not os.path.isfile(script):
         raise CliError(f"{script}: no such script")
@@ -63,13 +94,14 @@ def cmd_run(args) -> int:
     out_dir = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(out_dir):
         raise CliError(f"-o {out}: the folder {out_dir} does not exist")
+    programs = _parse_programs(args.programs)
     reset()
     status = 0
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [script] + list(args.script_args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
-        with trace_all(programs=_parse_programs(args.programs), values=not args.no_values,
+        with trace_all(programs=programs, values=not args.no_values,
                        kernels=args.kernel or None):
             runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
@@ -116,7 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a Python script with every Triton kernel it launches traced",
                        description="Run an unmodified script with every Triton kernel it launches traced "
-                                   "through the interpreter (no decorator needed), then save the trace.")
+                                   "through the interpreter (no decorator needed), then save the trace. "
+                                   "triton-trace's options may come before or after the script "
+                                   "(run script.py ARGS -o out.ttrace); script arguments after '--' are "
+                                   "passed through untouched.")
     r.add_argument("script", help="the Python script to run")
     r.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     r.add_argument("-o", "--output", help="trace file to write (default: SCRIPT.ttrace in the current folder)")

@@ -28,7 +28,7 @@ def transpose(x, kernel=None, block_m=8, block_n=16):
     """y = x.T as a new contiguous tensor; ``x`` may be any strided 2-D view."""
     kernel = kernel or make_transpose()
     M, N = x.shape
-    y = torch.empty((N, M), dtype=x.dtype)
+    y = torch.empty((N, M), dtype=x.dtype, device=x.device)
     grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))
     kernel[grid](x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1), BLOCK_M=block_m, BLOCK_N=block_n)
     return y
@@ -58,7 +58,7 @@ def make_block_ptr():
 def block_ptr_scale(x, kernel=None, block_m=8, block_n=16):
     kernel = kernel or make_block_ptr()
     M, N = x.shape
-    y = torch.empty((M, N), dtype=x.dtype)
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     kernel[(triton.cdiv(M, block_m),)](x, y, M, N, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
                                        BLOCK_M=block_m, BLOCK_N=block_n)
     return y
@@ -134,8 +134,8 @@ def make_histogram():
 def histogram(x, nbins, kernel=None, block=32):
     """``x``: int32 values in [0, nbins). Returns (counts, [max, min, or])."""
     kernel = kernel or make_histogram()
-    bins = torch.zeros(nbins, dtype=torch.int32)
-    stats = torch.tensor([-(2 ** 31), 2 ** 31 - 1, 0], dtype=torch.int32)
+    bins = torch.zeros(nbins, dtype=torch.int32, device=x.device)
+    stats = torch.tensor([-(2 ** 31), 2 ** 31 - 1, 0], dtype=torch.int32, device=x.device)
     kernel[(triton.cdiv(x.numel(), block),)](x, bins, stats, x.numel(), BLOCK=block)
     return bins, stats
 
@@ -155,6 +155,6 @@ def cumsum(x, kernel=None):
     """Row-wise cumulative sum of a 2-D tensor with contiguous (possibly padded) rows."""
     kernel = kernel or make_cumsum()
     rows, cols = x.shape
-    out = torch.empty(rows, cols, dtype=x.dtype)
+    out = torch.empty(rows, cols, dtype=x.dtype, device=x.device)
     kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=triton.next_power_of_2(cols))
     return out

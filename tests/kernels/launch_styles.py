@@ -150,6 +150,6 @@ def make_segment_sum():
 def segment_sum(x, starts, kernel=None, block=8):
     """out[i] = x[starts[i]:starts[i+1]].sum(); the loop bounds are loaded at run time."""
     kernel = kernel or make_segment_sum()
-    out = torch.empty(len(starts) - 1, dtype=torch.float32)
+    out = torch.empty(len(starts) - 1, dtype=torch.float32, device=x.device)
     kernel[(len(starts) - 1,)](x, starts, out, BLOCK=block)
     return out

@@ -74,7 +74,7 @@ def softmax(x, kernel=None):
     """Row softmax of a 2-D tensor whose rows are contiguous (x.stride(1) == 1) but may be padded."""
     kernel = kernel or make_softmax()
     rows, cols = x.shape
-    out = torch.empty(rows, cols, dtype=x.dtype)
+    out = torch.empty(rows, cols, dtype=x.dtype, device=x.device)
     kernel[(rows,)](out, x, x.stride(0), out.stride(0), cols, BLOCK=triton.next_power_of_2(cols))
     return out
 
@@ -187,9 +187,10 @@ def layer_norm_fwd(x, w, b, eps=1e-5, kernel=None, block=32):
     smaller than the row makes the column loops iterate."""
     kernel = kernel or make_layer_norm_fwd()
     M, N = x.shape
-    y = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)   # the kernel walks X and Y with one stride
-    mean = torch.empty(M, dtype=torch.float32)
-    rstd = torch.empty(M, dtype=torch.float32)
+    # the kernel walks X and Y with one row stride
+    y = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=x.device)
+    mean = torch.empty(M, dtype=torch.float32, device=x.device)
+    rstd = torch.empty(M, dtype=torch.float32, device=x.device)
     kernel[(M,)](x, y, w, b, mean, rstd, x.stride(0), N, eps, BLOCK_SIZE=block)
     return y, mean, rstd
 
@@ -200,14 +201,14 @@ def layer_norm_bwd(dy, x, w, mean, rstd, group_size_m=4, dx_kernel=None, dwdb_ke
     dx_kernel = dx_kernel or make_layer_norm_bwd_dx()
     dwdb_kernel = dwdb_kernel or make_layer_norm_bwd_dwdb()
     M, N = x.shape
-    locks = torch.zeros(2 * group_size_m, dtype=torch.int32)
-    _dw = torch.zeros((group_size_m, N), dtype=w.dtype)
-    _db = torch.zeros((group_size_m, N), dtype=w.dtype)
-    dw = torch.empty((N,), dtype=w.dtype)
-    db = torch.empty((N,), dtype=w.dtype)
+    locks = torch.zeros(2 * group_size_m, dtype=torch.int32, device=x.device)
+    _dw = torch.zeros((group_size_m, N), dtype=w.dtype, device=x.device)
+    _db = torch.zeros((group_size_m, N), dtype=w.dtype, device=x.device)
+    dw = torch.empty((N,), dtype=w.dtype, device=x.device)
+    db = torch.empty((N,), dtype=w.dtype, device=x.device)
     if dy.stride() != x.stride():
         raise ValueError("layer_norm_bwd walks X, DY and DX with one row stride; pass dy laid out like x")
-    dx = torch.empty_strided(dy.shape, dy.stride(), dtype=dy.dtype)
+    dx = torch.empty_strided(dy.shape, dy.stride(), dtype=dy.dtype, device=dy.device)
     dx_kernel[(M,)](dx, dy, _dw, _db, x, w, mean, rstd, locks, x.stride(0), N,
                     GROUP_SIZE_M=group_size_m, BLOCK_SIZE_N=triton.next_power_of_2(N))
     dwdb_kernel[lambda meta: (triton.cdiv(N, meta["BLOCK_SIZE_N"]),)](
@@ -254,7 +255,7 @@ def matmul(a, b, kernel=None, block_m=16, block_n=16, block_k=16, group_m=2):
     kernel = kernel or make_matmul()
     M, K = a.shape
     _, N = b.shape
-    c = torch.empty((M, N), dtype=torch.float32)
+    c = torch.empty((M, N), dtype=torch.float32, device=a.device)
     grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)
     kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
                  BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m)

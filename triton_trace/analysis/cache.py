@@ -90,29 +90,44 @@ def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int):
                     & (rd[a] == rd[b]) & (wr[a] == wr[b]))
     by_set, s_sorted = by_set[~same], s_sorted[~same]
     counts = np.bincount(s_sorted, minlength=n_sets)
-    starts = np.cumsum(counts) - counts
-    busiest = np.argsort(-counts, kind="stable")
-    left = counts[busiest]                                            # descending
-    tags = np.full((n_sets, ways), -1, dtype=np.int64)
-    last = np.full((n_sets, ways), -1, dtype=np.int64)
-    valid = np.zeros((n_sets, ways), dtype=np.int64)
-    dirty = np.zeros((n_sets, ways), dtype=np.int64)
+    rank = np.arange(len(by_set)) - np.repeat(np.cumsum(counts) - counts, counts)
+    # Step-major order (step t: the t-th access of every set, sets ascending), so each step is a slice.
+    rkey = rank.astype(np.uint16) if len(rank) and rank.max() < 1 << 16 else rank
+    step_major = by_set[np.argsort(rkey, kind="stable")]
+    bounds = np.r_[0, np.cumsum(np.bincount(rank, minlength=1))]
+    sl_set = sets[step_major]
+    sl_line = line[step_major]
+    if len(sl_line) and sl_line.max() < 1 << 31:
+        sl_line = sl_line.astype(np.int32)      # half the memory traffic of the tag compares
+    m8 = mask[step_major].astype(np.uint8)
+    read_m = np.where(rd[step_major], m8, 0).astype(np.uint8)
+    write_m = np.where(wr[step_major], m8, 0).astype(np.uint8)
+    # State: tags and last use per (set, way); sector bits flat at set * ways + way.
+    tags = np.full((n_sets, ways), -1, dtype=sl_line.dtype)
+    last = np.full((n_sets, ways), -1, dtype=np.int32)
+    valid = np.zeros(n_sets * ways, dtype=np.uint8)
+    dirty = np.zeros(n_sets * ways, dtype=np.uint8)
+    got = np.zeros(len(step_major), dtype=np.int64)
+    made = np.zeros(len(step_major), dtype=np.int64)
+    for step in range(len(bounds) - 1):
+        lo, hi = bounds[step], bounds[step + 1]
+        live = sl_set[lo:hi]
+        every = hi - lo == n_sets          # every set has a t-th access: whole arrays, no gather
+        tg = sl_line[lo:hi]
+        # One argmin finds the way: the matching tag (scored -1) or else the least recently used.
+        score = np.where((tags if every else tags[live]) == tg[:, None], -1, last if every else last[live])
+        way = score.argmin(axis=1)
+        hit = score[np.arange(hi - lo), way] < 0
+        f = live * ways + way
+        v = np.where(hit, valid[f], 0).astype(np.uint8)
+        d = np.where(hit, dirty[f], 0).astype(np.uint8)
+        got[lo:hi] = _POPCOUNT[read_m[lo:hi] & ~v & 15]
+        made[lo:hi] = _POPCOUNT[write_m[lo:hi] & ~d & 15]
+        tags[live, way], last[live, way] = tg, step
+        valid[f], dirty[f] = v | m8[lo:hi], d | write_m[lo:hi]
     fetched = np.zeros(n, dtype=np.int64)
     dirtied = np.zeros(n, dtype=np.int64)
-    for step in range(int(left[0]) if len(left) else 0):
-        live = busiest[:int(np.searchsorted(-left, -step, side="left"))]
-        i = by_set[starts[live] + step]
-        s, tg, m = live, line[i], mask[i]
-        match = tags[s] == tg[:, None]
-        hit = match.any(axis=1)
-        way = np.where(hit, match.argmax(axis=1), last[s].argmin(axis=1))
-        v = np.where(hit, valid[s, way], 0)
-        d = np.where(hit, dirty[s, way], 0)
-        fetched[i] = np.where(rd[i], _POPCOUNT[m & ~v & 15], 0)
-        nd = np.where(wr[i], m, 0)
-        dirtied[i] = _POPCOUNT[nd & ~d & 15]
-        tags[s, way], last[s, way] = tg, step
-        valid[s, way], dirty[s, way] = v | m, d | nd
+    fetched[step_major], dirtied[step_major] = got, made
     return fetched, dirtied
 
 

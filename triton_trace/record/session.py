@@ -99,6 +99,13 @@ class TraceOptions:
         self.outputs = tuple(outputs)
         self.on_oob = on_oob
         self.config = config
+        self.keep = True       # False: run through the interpreter without keeping a launch
+
+
+def _untraced_options() -> "TraceOptions":
+    opts = TraceOptions(programs=lambda pid: False, values=False)
+    opts.keep = False
+    return opts
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -190,13 +197,15 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
             why = f"interrupted after {done[0]} of {total} programs"
         else:
             why = f"{type(e).__name__}: {e}"
-        _SESSION.add(rec.finish(completed=False, error=why, **meta))
+        if opts.keep:
+            _SESSION.add(rec.finish(completed=False, error=why, **meta))
         memory.copy_back()
         if error is not None:
             raise error from cause
         raise
     launch = rec.finish(**meta)
-    _SESSION.add(launch)
+    if opts.keep:
+        _SESSION.add(launch)
     memory.copy_back()
     return launch
 
@@ -309,6 +318,11 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
     return decorate
 
 
+def _on_gpu(args, kwargs) -> bool:
+    tensors = [v for v in list(args) + list(kwargs.values()) if hasattr(v, "data_ptr") and hasattr(v, "device")]
+    return bool(tensors) and all(getattr(t.device, "type", "cpu") != "cpu" for t in tensors)
+
+
 @contextmanager
 def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[None, str, Iterable[str]] = None):
     """Trace every Triton kernel launched inside the block, without decorating it.
@@ -320,9 +334,14 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
     opts = TraceOptions(programs, values)
     names = None if kernels is None else ({kernels} if isinstance(kernels, str) else set(kernels))
 
+    untraced = _untraced_options()
+
     def handler(kernel_obj, original_run, *args, grid, warmup=False, **kwargs):
         if names is not None and hooks.python_fn(kernel_obj).__name__ not in names:
-            return original_run(kernel_obj, *args, grid=grid, warmup=warmup, **kwargs)
+            if _on_gpu(args, kwargs):
+                return original_run(kernel_obj, *args, grid=grid, warmup=warmup, **kwargs)
+            # CPU tensors cannot run a compiled kernel: run it through the interpreter, unrecorded
+            return None if warmup else run_chain(kernel_obj, args, kwargs, grid, untraced)
         if warmup:
             return None
         return run_chain(kernel_obj, args, kwargs, grid, opts)

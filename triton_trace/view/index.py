@@ -3,8 +3,9 @@
 The web app answers many small questions about one launch ("the ops of program (3, 1, 0)", "which
 elements of ``a`` did every program touch"); scanning the whole op table for each would make a click
 cost O(ops). A ``LaunchIndex`` sorts the op rows by program once and derives the per-op numbers the
-views show (active lanes, bytes, 32-byte sectors, out-of-bounds lanes). A ``TraceIndex`` holds one per
-launch plus the analysis report, and belongs to one app: there is no module-level cache.
+views show (active lanes, bytes, out-of-bounds lanes); sectors, the cache model and findings come from
+the analysis report. A ``TraceIndex`` holds one LaunchIndex per launch plus the report, and belongs to
+one app: there is no module-level cache.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import numpy as np
 
 from ..model import KINDS, MEMORY_KINDS, READ_KINDS, WRITE_KINDS, Launch, Trace
 
-SECTOR = 32
 _N_MEM = len(MEMORY_KINDS)
 _READ = np.array([k in READ_KINDS for k in KINDS])
 _WRITE = np.array([k in WRITE_KINDS for k in KINDS])
@@ -76,18 +76,6 @@ class LaunchIndex:
         self.bytes = executed * o["elem_bytes"].astype(np.int64)
         self.read = _READ[kind] if n else np.zeros(0, bool)
         self.write = _WRITE[kind] if n else np.zeros(0, bool)
-        # 32-byte sectors each op touches (executed lanes only); storages start sector-aligned
-        ex = active & inside
-        eb = o["elem_bytes"].astype(np.int64)[lane_row[ex]]
-        first = off[ex] * eb // SECTOR
-        last = (off[ex] * eb + eb - 1) // SECTOR
-        sec_row = np.concatenate([lane_row[ex], lane_row[ex][last != first]])
-        sec = np.concatenate([first, last[last != first]])
-        self.sectors = np.zeros(n, dtype=np.int64)
-        if len(sec):
-            span = int(sec.max()) + 1
-            key = np.unique(sec_row * span + sec)
-            self.sectors = np.bincount(key // span, minlength=n).astype(np.int64)
 
     # -- per program -------------------------------------------------------------------------------------
     def _program_numbers(self) -> None:
@@ -110,11 +98,7 @@ class LaunchIndex:
         self.store_bytes = per_program(np.where(self.write[rows], self.bytes[rows], 0)).astype(np.int64)
         lanes = per_program(np.where(mem, self.total[rows], 0))
         active = per_program(np.where(mem, self.active[rows], 0))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            self.masked_share = np.where(lanes > 0, 1.0 - active / np.maximum(lanes, 1), np.nan)
-            requested = per_program(self.bytes[rows].astype(np.float64))
-            sectors = per_program(self.sectors[rows].astype(np.float64))
-            self.sector_efficiency = np.where(sectors > 0, requested / np.maximum(sectors * SECTOR, 1), np.nan)
+        self.masked_share = np.where(lanes > 0, 1.0 - active / np.maximum(lanes, 1), np.nan)
         self.oob_lanes = per_program(self.oob[rows]).astype(np.int64)
         self.mem_ops = per_program(mem.astype(np.float64)).astype(np.int64)
 
@@ -159,33 +143,33 @@ class LaunchIndex:
 
 
 class TraceIndex:
-    """Everything one app derives from its trace: a LaunchIndex per launch, the analysis report, and a
-    small LRU of expensive per-tensor tables. Thread-safe: the WSGI server answers from several threads."""
+    """Everything one app derives from its trace: a LaunchIndex per launch, the analysis report, and an
+    LRU of expensive per-tensor results bounded in bytes. Thread-safe: the WSGI server answers from several threads."""
 
-    def __init__(self, trace: Trace, analyze: Optional[Callable] = None, lru: int = 16):
+    def __init__(self, trace: Trace, analyze: Optional[Callable] = None, lru_bytes: int = 256 << 20):
         self.trace = trace
         self._analyze = analyze
         self._lock = threading.Lock()
         self._report_lock = threading.Lock()    # held while the analysis runs; other lookups go on
-        self._launches: dict = {}
+        self._building: dict = {}                 # key -> lock held while that result is built
         self._report = None
         self._report_error: Optional[str] = None
         self._report_done = False
         self._memo: dict = {}
-        self._lru: OrderedDict = OrderedDict()
-        self._lru_size = lru
+        self._lru: OrderedDict = OrderedDict()     # key -> (value, bytes)
+        self._lru_bytes = 0
+        self._lru_budget = lru_bytes
+
+    def _single(self, key):
+        """A lock per key, so concurrent requests for one missing result build it once, not N times."""
+        with self._lock:
+            return self._building.setdefault(key, threading.Lock())
 
     def launch(self, i: int) -> LaunchIndex:
-        with self._lock:
-            li = self._launches.get(i)
-        if li is None:
-            li = LaunchIndex(self.trace.launches[i])
-            with self._lock:
-                li = self._launches.setdefault(i, li)
-        return li
+        return self.memo(("index", i), lambda: LaunchIndex(self.trace.launches[i]))
 
     def report(self) -> tuple:
-        """(report dict or None, error message or None). The analysis runs once, on first use."""
+        """(Report or None, error message or None). The analysis runs once, on first use."""
         with self._report_lock:
             if not self._report_done:
                 if self._analyze is None:
@@ -199,22 +183,39 @@ class TraceIndex:
             return self._report, self._report_error
 
     def memo(self, key, build: Callable):
-        """Keep a small per-launch result (program metrics, findings) for the app's lifetime."""
+        """Keep a small per-launch result (indexes, program metrics, findings) for the app's lifetime."""
         with self._lock:
             if key in self._memo:
                 return self._memo[key]
-        value = build()
-        with self._lock:
-            return self._memo.setdefault(key, value)
+        with self._single(key):
+            with self._lock:
+                if key in self._memo:
+                    return self._memo[key]
+            value = build()
+            with self._lock:
+                self._memo[key] = value
+            return value
 
     def cached(self, key, build: Callable):
+        """An LRU of expensive results (element tables, encoded tensor views), bounded in bytes."""
         with self._lock:
             if key in self._lru:
                 self._lru.move_to_end(key)
-                return self._lru[key]
-        value = build()
-        with self._lock:
-            self._lru[key] = value
-            while len(self._lru) > self._lru_size:
-                self._lru.popitem(last=False)
-        return value
+                return self._lru[key][0]
+        with self._single(key):
+            try:
+                with self._lock:
+                    if key in self._lru:
+                        return self._lru[key][0]
+                value = build()
+                size = len(value) if isinstance(value, (str, bytes)) else int(getattr(value, "nbytes", 0))
+                with self._lock:
+                    self._lru[key] = (value, size)
+                    self._lru_bytes += size
+                    while self._lru_bytes > self._lru_budget and len(self._lru) > 1:
+                        _, (_, freed) = self._lru.popitem(last=False)
+                        self._lru_bytes -= freed
+                return value
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)

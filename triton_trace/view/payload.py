@@ -7,33 +7,37 @@ after which the ``tt_token`` cookie it sets carries it; without it every route a
 
 ``GET /api/trace`` -> ``TracePayload``
     The launches, columnar: kernel name, grid, programs recorded / left out, op count, findings count,
-    completed flag and error; plus the op-kind names and whether the analysis ran.
+    completed flag and error; the op-kind names, the grid metrics offered (``METRICS``) and whether the
+    analysis ran.
 ``GET /api/launch/<i>`` -> ``LaunchPayload``
-    One launch: arguments, config, the tensor table (with bytes loaded and stored per tensor), the
-    kernel source (at most ``MAX_SOURCE_LINES``) with per-line metrics for its margin, the analysis
-    metrics of the launch, and the grid metrics the UI offers (``METRICS``).
+    One launch: arguments, config, the tensor table (with bytes loaded / stored and predicted DRAM bytes
+    per tensor), the kernel source (at most ``MAX_SOURCE_LINES`` of ``MAX_LINE_CHARS``) with per-line
+    numbers over all programs for its margin, and the analysis metrics of the launch.
 ``GET /api/launch/<i>/grid?z=<k>`` -> ``GridPayload``
-    Per-program metrics of the z-slice ``k`` (default 0) as flat row-major (y, x) columns; ``null`` for
-    programs that recorded nothing. Slices of more than ``MAX_GRID_CELLS`` programs are reduced to
-    blocks of ``block = [bx, by]`` programs (sums for counts, means for shares). ``ranges`` spans the
-    whole launch, so colours agree across slices.
+    Every ``METRICS`` value per program of the z-slice ``k`` (default 0), as flat row-major (y, x)
+    columns; ``null`` for programs that recorded nothing. Slices of more than ``MAX_GRID_CELLS`` programs
+    are reduced to blocks of ``block = [bx, by]`` programs (sums for counts, means for shares).
+    ``ranges`` spans the whole launch, so colours agree across slices.
 ``GET /api/launch/<i>/program/<x>,<y>,<z>?offset=&limit=`` -> ``ProgramPayload``
     One program's ops in execution order (memory and compute), at most ``MAX_OPS`` per page: seq, kind,
-    tensor, file, line, block shape, lanes active / total, bytes, 32-byte sectors, out-of-bounds lanes;
-    its metrics and the indices of its findings.
-``GET /api/launch/<i>/tensor/<t>?mode=&program=&op=&rows=&cols=&index=&wrap=`` -> ``TensorPayload``
+    tensor, file, line, block shape, lanes active / total, bytes, 32-byte sectors and sector efficiency
+    (the analysis' warp model), out-of-bounds lanes; the program's metrics and its findings.
+``GET /api/launch/<i>/tensor/<t>?mode=&program=&op=&rows=&cols=&index=&wrap=&window=`` -> ``TensorPayload``
     The elements of tensor ``t`` touched by ``mode=op`` (op ``op`` of ``program``), ``mode=program`` (every
     op of ``program``) or ``mode=all`` (every program; the default), on a 2-D plane of the view: view dims
     ``rows`` and ``cols`` (default the last two), the other dims fixed by ``index`` (comma separated, one
-    entry per dim), a 1-D view wrapped every ``wrap`` elements. Sparse cells, at most
-    ``tensormap.MAX_CELLS`` of them, each ``cell = [fr, fc]`` elements; the whole answer stays under
-    ``tensorview.MAX_TENSOR_BYTES`` (about 1 MB), dropping columns it names in ``dropped`` if needed.
+    entry per dim), a 1-D view wrapped every ``wrap`` elements; ``window=r0,r1,c0,c1`` draws a rectangle
+    of the plane, ``window=auto`` zooms to the selection when the whole plane would be downsampled.
+    Storage offsets are mapped to view indices through the recorded shape, strides and storage offset.
+    Sparse cells, at most ``tensormap.MAX_CELLS`` of them, each ``cell = [fr, fc]`` elements; the whole
+    answer stays under ``tensorview.MAX_TENSOR_BYTES`` (about 1 MB), dropping the columns it names in
+    ``dropped`` if it must.
 ``GET /api/launch/<i>/findings`` -> ``FindingsPayload``
-    The analysis findings of the launch (at most ``MAX_FINDINGS``), each with the program, op (its seq in
-    the program) and source line to jump to.
+    The analysis findings of the launch (at most ``MAX_FINDINGS``), most severe first, each with the
+    program, op (its seq in the program) and source line to jump to.
 ``GET /api/launch/<i>/charts`` -> ``ChartsPayload``
-    ``HIST_BINS``-bin histograms of every grid metric over the programs, the launch's roofline point, and
-    bytes loaded / stored per tensor.
+    ``HIST_BINS``-bin histograms of every grid metric over the programs, the launch's roofline point on
+    the analysis' GPU, and bytes per tensor.
 
 Static routes (not JSON): ``/`` the page, ``/static/<file>`` the frontend's files, ``/vendor/plotly.min.js``
 from the installed plotly package.
@@ -62,6 +66,8 @@ METRICS = {
     "masked_share": ("Masked-lane share", "mean"),
     "sector_efficiency": ("Sector efficiency", "mean"),
     "findings": ("Findings", "sum"),
+    "dram_bytes": ("DRAM bytes (L2 model)", "sum"),
+    "flops": ("FLOPs", "sum"),
     "oob_lanes": ("Out-of-bounds lanes", "sum"),
 }
 
@@ -82,10 +88,10 @@ class ErrorPayload(TypedDict):
 
 
 class TracePayload(TypedDict):
-    kinds: list
+    kinds: list           # op kind names; the "kind" columns below index into it
     launches: dict        # kernel, grid, programs, skipped, ops, findings, completed, error: parallel lists
     analysis: dict        # {"available": bool, "error": str | None}
-    metrics: dict         # metric key -> label
+    metrics: dict         # grid metric key -> label
 
 
 class LaunchPayload(TypedDict):
@@ -99,11 +105,14 @@ class LaunchPayload(TypedDict):
     values_truncated: bool
     recorded_programs: int
     skipped_programs: int
-    tensors: dict         # name, dtype, shape, strides, storage_offset, storage_size, elem_bytes,
-                          # load_bytes, store_bytes: parallel lists
-    files: list
-    source: dict          # file, first_line, lines, truncated, margin: {line, ops, bytes, sectors} lists
-    metrics: dict         # analysis metrics of the launch ({} without analysis)
+    tensors: dict         # name, dtype, shape, strides, storage_offset, storage_size, elem_bytes, load_bytes,
+                          # store_bytes (+ atomic_bytes, unique_load_bytes, dram_read_bytes, dram_write_bytes
+                          # with analysis): parallel lists
+    files: list           # the "file" column of ProgramPayload.ops indexes into it
+    source: dict          # file, first_line, lines, truncated,
+                          # margin: {line, ops, bytes, sectors, sector_efficiency, findings} lists
+    metrics: dict         # the analysis metrics of the launch ({} without analysis)
+    checks_skipped: list  # sanitizer checks the analysis could not run, with the reason
     findings: int
     analysis_error: Optional[str]
 
@@ -114,17 +123,18 @@ class GridPayload(TypedDict):
     block: list           # [bx, by] programs per cell
     cols: int
     rows: int
-    metrics: dict         # metric key -> list (row-major over rows x cols), None where nothing was recorded
+    metrics: dict         # metric key -> list (row-major over rows x cols), None where unknown
     recorded: list        # 1 where the cell holds a recorded program
     ranges: dict          # metric key -> [min, max] over the launch
 
 
 class ProgramPayload(TypedDict):
     program: list
-    linear: int
+    linear: int           # x + gx * (y + gy * z): the id TensorPayload's "program" column uses
     recorded: bool
-    metrics: dict
-    ops: dict             # seq, kind, tensor, file, line, shape, active, lanes, bytes, sectors, oob, dims
+    metrics: dict         # metric key -> value
+    ops: dict             # seq, kind, tensor, file, line, shape, active, lanes, bytes, sectors,
+                          # sector_efficiency, oob, values (1: values recorded), aux (dot: M, N, K)
     total_ops: int
     offset: int
     findings: list        # indices into the launch's FindingsPayload
@@ -139,31 +149,37 @@ class TensorPayload(TypedDict):
     strides: list
     storage_offset: int
     storage_size: int
-    plane: dict           # see tensormap.Plane.to_dict
+    plane: dict           # see tensormap.Plane.to_dict: dims, index, wrap, window origin and size, cell size
     selection: dict       # {"mode", "program", "op"}
-    elements: int         # distinct elements touched, all planes
-    elements_other_planes: int
-    oob_lanes: int
+    elements: int         # distinct elements touched by the selection, in the whole tensor
+    elements_hidden: int  # of those, not drawn: in another slice or outside the window
+    oob_lanes: int        # active lanes outside the tensor's storage
     oob_examples: list
-    cells: dict           # cell, kinds (1 read | 2 written), lanes, program, programs, value | fill
+    cells: dict           # cell (row-major index), kinds (1 read | 2 written), lanes, program (the smallest
+                          # linear id that touched it), programs (how many), value (element by element) or
+                          # fill (downsampled: share of the cell touched)
     dropped: list
 
 
 class FindingsPayload(TypedDict):
     kind: list
+    severity: list
     message: list
     program: list         # [x, y, z] or None
     op: list              # seq within the program, or None
     line: list
     tensor: list
+    count: list
     total: int
     truncated: bool
+    suppressed: int       # findings the analysis left out over its cap (whole trace)
 
 
 class ChartsPayload(TypedDict):
     histograms: dict      # metric -> {"edges": [...], "counts": [...]}
-    roofline: dict
-    tensors: dict         # name, load_bytes, store_bytes
+    roofline: dict        # flops, dram_bytes_predicted, arithmetic_intensity, machine, peak_flops,
+                          # peak_bandwidth, bound, time_s
+    tensors: dict         # name, load_bytes, store_bytes (+ dram_read_bytes, dram_write_bytes)
 
 
 def _num(values, decimals: int = 4) -> list:
@@ -188,46 +204,65 @@ def _json_safe(v):
 
 
 # --------------------------------------------------------------------------------------------------------
-# analysis report adapters: the report is a dict (Report.to_dict()); these read the parts the views show
+# the analysis report (triton_trace.analysis.Report; schema in analysis/report.py), read once per launch
 # --------------------------------------------------------------------------------------------------------
 def report_launch(ti: TraceIndex, i: int) -> dict:
+    """The launch's entry of ``Report.to_dict()`` without its per-program lists; {} without analysis."""
     report, _ = ti.report()
-    launches = (report or {}).get("launches") or []
-    return launches[i] if i < len(launches) else {}
+    if report is None:
+        return {}
+    return ti.memo(("report", i), lambda: {k: v for k, v in report.launch(i).items() if k != "programs"})
+
+
+def report_rows(ti: TraceIndex, i: int) -> Optional[dict]:
+    """Per op-row metric arrays of the analysis (parallel to Launch.ops), or None."""
+    report, _ = ti.report()
+    return report.rows(i) if report is not None else None
 
 
 def launch_findings(ti: TraceIndex, i: int) -> list:
+    """[(finding dict, op row or -1)] of one launch, most severe first."""
     report, _ = ti.report()
-    return [f for f in (report or {}).get("findings") or [] if f.get("launch") == i]
+    if report is None:
+        return []
+    return ti.memo(("findings-raw", i), lambda: [(f.to_dict(), int(getattr(f, "op_row", -1)))
+                                                 for f in report.findings if f.launch == i])
 
 
 def program_metrics(ti: TraceIndex, i: int) -> dict:
-    """Every grid metric over the whole grid (indexed by linear program id), NaN where unknown. The
-    analysis report's per-program columns win over the numbers derived here from the trace."""
+    """Every grid metric over the whole grid (indexed by linear program id), NaN where unknown."""
     return ti.memo(("programs", i), lambda: _program_metrics(ti, i))
 
 
 def _program_metrics(ti: TraceIndex, i: int) -> dict:
     ix = ti.launch(i)
+    n = ix.num_programs
+    rec = ix.recorded
     local = {"load_bytes": ix.load_bytes, "store_bytes": ix.store_bytes, "masked_share": ix.masked_share,
-             "sector_efficiency": ix.sector_efficiency, "oob_lanes": ix.oob_lanes}
-    out = {name: np.where(ix.recorded, v.astype(np.float64), np.nan) for name, v in local.items()}
-    counts = np.zeros(ix.num_programs)
-    for f in launch_findings(ti, i):
-        lin = _finding_lin(ix, f)
-        if lin is not None:
-            counts[lin] += 1
-    out["findings"] = np.where(ix.recorded, counts, np.nan)
-    progs = report_launch(ti, i).get("programs") or {}
-    if "program" in progs:
-        lins = [_lin_or_none(ix, pid) for pid in progs["program"]]
-        for name in METRICS:
-            if name in progs and name != "findings":
-                col = np.full(ix.num_programs, np.nan)
-                for lin, v in zip(lins, progs[name]):
-                    if lin is not None and v is not None:
-                        col[lin] = float(v)
-                out[name] = col
+             "oob_lanes": ix.oob_lanes}
+    out = {name: np.where(rec, v.astype(np.float64), np.nan) for name, v in local.items()}
+    for name in ("sector_efficiency", "findings", "dram_bytes", "flops"):
+        out[name] = np.full(n, np.nan)
+    report, _ = ti.report()
+    if report is None:
+        return out
+    cols = report.programs(i)
+    pid = np.asarray(cols["pid"], dtype=np.int64).reshape(-1, 3)
+    ok = np.all((pid >= 0) & (pid < np.array(ix.grid)), axis=1)
+    lin = (pid[:, 0] + ix.grid[0] * (pid[:, 1] + ix.grid[1] * pid[:, 2]))[ok]
+
+    def put(name, values):
+        col = np.full(n, np.nan)
+        col[lin] = np.asarray(values, dtype=np.float64)[ok]
+        out[name] = col
+
+    for name in ("load_bytes", "store_bytes", "dram_bytes", "flops", "findings"):
+        put(name, cols[name])
+    sectors = np.asarray(cols["sectors"], dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        put("sector_efficiency", np.where(sectors > 0, np.asarray(cols["used_bytes"]) / (32.0 * sectors), np.nan))
+        lanes = np.asarray(cols["active_lanes"], dtype=np.float64) + np.asarray(cols["masked_lanes"])
+        put("masked_share", np.where(lanes > 0, np.asarray(cols["masked_lanes"]) / lanes, np.nan))
     return out
 
 
@@ -252,66 +287,83 @@ def _finding_lin(ix: LaunchIndex, f: dict) -> Optional[int]:
 def trace_payload(ti: TraceIndex) -> TracePayload:
     report, error = ti.report()
     lcs = ti.trace.launches
-    counts = [len(launch_findings(ti, i)) for i in range(len(lcs))]
     return {
         "kinds": list(KINDS),
         "launches": {
             "kernel": [lc.kernel_name for lc in lcs], "grid": [list(lc.grid) for lc in lcs],
             "programs": [lc.recorded_programs for lc in lcs], "skipped": [lc.skipped_programs for lc in lcs],
-            "ops": [lc.num_ops for lc in lcs], "findings": counts, "completed": [lc.completed for lc in lcs],
-            "error": [lc.error for lc in lcs]},
+            "ops": [lc.num_ops for lc in lcs], "findings": [len(launch_findings(ti, i)) for i in range(len(lcs))],
+            "completed": [lc.completed for lc in lcs], "error": [lc.error for lc in lcs]},
         "analysis": {"available": report is not None, "error": error},
         "metrics": {k: label for k, (label, _) in METRICS.items()},
     }
 
 
 def launch_payload(ti: TraceIndex, i: int) -> LaunchPayload:
+    return ti.memo(("launch", i), lambda: _launch(ti, i))
+
+
+def _launch(ti: TraceIndex, i: int) -> LaunchPayload:
     ix = ti.launch(i)
     lc = ix.launch
     _, error = ti.report()
-    o = lc.ops
-    nt = len(lc.tensors)
-    t = o["tensor"].astype(np.int64)
-    mem = ix.memory & (t >= 0)
-    load = np.bincount(t[mem], weights=np.where(ix.read, ix.bytes, 0)[mem], minlength=nt)[:nt]
-    store = np.bincount(t[mem], weights=np.where(ix.write, ix.bytes, 0)[mem], minlength=nt)[:nt]
+    summary = report_launch(ti, i)
+    tensors = {
+        "name": [x.name for x in lc.tensors], "dtype": [x.dtype for x in lc.tensors],
+        "shape": [list(x.shape) for x in lc.tensors], "strides": [list(x.strides) for x in lc.tensors],
+        "storage_offset": [x.storage_offset for x in lc.tensors],
+        "storage_size": [x.storage_size for x in lc.tensors], "elem_bytes": [x.elem_bytes for x in lc.tensors]}
+    per_tensor = summary.get("tensors")
+    if per_tensor and len(per_tensor) == len(lc.tensors):
+        for key in ("load_bytes", "store_bytes", "atomic_bytes", "unique_load_bytes", "dram_read_bytes",
+                    "dram_write_bytes"):
+            tensors[key] = [int(t.get(key) or 0) for t in per_tensor]
+    else:     # no analysis: bytes of the executed lanes, from the trace
+        nt, t = len(lc.tensors), lc.ops["tensor"].astype(np.int64)
+        mem = ix.memory & (t >= 0)
+        for key, sel in (("load_bytes", ix.read), ("store_bytes", ix.write)):
+            tensors[key] = np.bincount(t[mem], weights=np.where(sel, ix.bytes, 0)[mem],
+                                       minlength=nt)[:nt].astype(np.int64).tolist()
     return {
         "index": i, "kernel": lc.kernel_name, "grid": list(lc.grid), "args": _json_safe(lc.args),
         "config": _json_safe(lc.config), "completed": lc.completed, "error": lc.error,
         "values_truncated": lc.values_truncated, "recorded_programs": lc.recorded_programs,
-        "skipped_programs": lc.skipped_programs,
-        "tensors": {
-            "name": [x.name for x in lc.tensors], "dtype": [x.dtype for x in lc.tensors],
-            "shape": [list(x.shape) for x in lc.tensors], "strides": [list(x.strides) for x in lc.tensors],
-            "storage_offset": [x.storage_offset for x in lc.tensors],
-            "storage_size": [x.storage_size for x in lc.tensors], "elem_bytes": [x.elem_bytes for x in lc.tensors],
-            "load_bytes": load.astype(np.int64).tolist(), "store_bytes": store.astype(np.int64).tolist()},
-        "files": list(lc.files),
-        "source": _source(ix),
-        "metrics": _json_safe(report_launch(ti, i).get("metrics") or {}),
-        "findings": len(launch_findings(ti, i)),
-        "analysis_error": error,
+        "skipped_programs": lc.skipped_programs, "tensors": tensors, "files": list(lc.files),
+        "source": _source(ti, i), "metrics": _json_safe(summary.get("metrics") or {}),
+        "checks_skipped": [str(c) for c in summary.get("checks_skipped") or []],
+        "findings": len(launch_findings(ti, i)), "analysis_error": error,
     }
 
 
-def _source(ix: LaunchIndex) -> dict:
-    lc, o = ix.launch, ix.launch.ops
+def _source(ti: TraceIndex, i: int) -> dict:
+    """The kernel source and its margin: per-line numbers over all programs (the analysis' "lines")."""
+    ix = ti.launch(i)
+    lc = ix.launch
     lines = lc.source.splitlines()
     def_at = next((k for k, text in enumerate(lines) if text.lstrip().startswith("def ")), 0)
     first = max(1, lc.source_line - def_at) if lc.source_line else 1
-    fid = lc.files.index(lc.source_file) if lc.source_file in lc.files else -1
-    rows = np.nonzero((o["file"] == fid) & (o["line"] > 0))[0] if fid >= 0 else np.zeros(0, np.int64)
-    line = o["line"][rows].astype(np.int64)
-    uniq, inv = np.unique(line, return_inverse=True)
-    per = lambda w: np.bincount(inv, weights=w, minlength=len(uniq)).astype(np.int64).tolist()
-    return {
-        "file": lc.source_file, "first_line": int(first),
-        "lines": [s[:MAX_LINE_CHARS] for s in lines[:MAX_SOURCE_LINES]],
-        "truncated": len(lines) > MAX_SOURCE_LINES,
-        "margin": {"line": uniq.tolist(), "ops": per(np.ones(len(rows))),
-                   "bytes": per(ix.bytes[rows].astype(np.float64)),
-                   "sectors": per(ix.sectors[rows].astype(np.float64))},
-    }
+    margin: dict = {"line": [], "ops": [], "bytes": [], "sectors": [], "sector_efficiency": [], "findings": []}
+    per_line = [ln for ln in report_launch(ti, i).get("lines") or [] if ln.get("file") == lc.source_file]
+    if per_line:
+        for ln in per_line:
+            margin["line"].append(int(ln["line"]))
+            margin["ops"].append(len(ln.get("kinds") or []))
+            for key in ("bytes", "sectors", "findings"):
+                margin[key].append(int(ln.get(key) or 0))
+            margin["sector_efficiency"].append(ln.get("sector_efficiency"))
+    else:      # no analysis: op rows and bytes per line, from the trace
+        o = lc.ops
+        fid = lc.files.index(lc.source_file) if lc.source_file in lc.files else -1
+        rows = np.nonzero((o["file"] == fid) & (o["line"] > 0))[0] if fid >= 0 else np.zeros(0, np.int64)
+        uniq, inv = np.unique(o["line"][rows].astype(np.int64), return_inverse=True)
+        margin["line"] = uniq.tolist()
+        margin["ops"] = np.bincount(inv, minlength=len(uniq)).tolist()
+        margin["bytes"] = np.bincount(inv, weights=ix.bytes[rows], minlength=len(uniq)).astype(np.int64).tolist()
+        for key in ("sectors", "sector_efficiency", "findings"):
+            margin[key] = [None] * len(uniq)
+    return {"file": lc.source_file, "first_line": int(first),
+            "lines": [s[:MAX_LINE_CHARS] for s in lines[:MAX_SOURCE_LINES]],
+            "truncated": len(lines) > MAX_SOURCE_LINES, "margin": margin}
 
 
 def _ranges(values: np.ndarray) -> list:
@@ -324,6 +376,12 @@ def grid_payload(ti: TraceIndex, i: int, z: int) -> GridPayload:
     gx, gy, gz = ix.grid
     if not 0 <= z < gz:
         raise ApiError(f"z={z} is outside the grid's z range 0..{gz - 1}", 404)
+    return ti.memo(("grid", i, z), lambda: _grid(ti, i, z))
+
+
+def _grid(ti: TraceIndex, i: int, z: int) -> GridPayload:
+    ix = ti.launch(i)
+    gx, gy, gz = ix.grid
     by, bx = _factors(gy, gx, MAX_GRID_CELLS)
     rows, cols = -(-gy // by), -(-gx // bx)
     lo = z * gx * gy
@@ -356,19 +414,26 @@ def program_payload(ti: TraceIndex, i: int, pid: tuple, offset: int = 0, limit: 
     rows_all = ix.program_rows(lin)
     rows = rows_all[offset:offset + min(limit, MAX_OPS)]
     o = ix.launch.ops
-    ndim = o["ndim"][rows]
-    shape = ["x".join(str(int(s)) for s in o["shape"][r][:d]) for r, d in zip(rows, ndim)]
+    shape = ["x".join(str(int(s)) for s in o["shape"][r][:d]) for r, d in zip(rows, o["ndim"][rows])]
     metrics = {name: _num(col[lin:lin + 1])[0] for name, col in program_metrics(ti, i).items()}
-    findings = [k for k, f in enumerate(launch_findings(ti, i)[:MAX_FINDINGS]) if _finding_lin(ix, f) == lin]
+    found = findings_payload(ti, i)["program"]
+    pid_list = list(pid)
+    an = report_rows(ti, i)
+    sectors = an["sectors"][rows].tolist() if an is not None else [None] * len(rows)
+    efficiency = [None] * len(rows)
+    if an is not None:
+        used = an["used_bytes"][rows].astype(np.float64)
+        efficiency = _num(np.where(an["sectors"][rows] > 0, used / np.maximum(an["sectors"][rows] * 32.0, 1), np.nan))
     return {
-        "program": list(pid), "linear": lin, "recorded": bool(ix.recorded[lin]), "metrics": metrics,
+        "program": pid_list, "linear": lin, "recorded": bool(ix.recorded[lin]), "metrics": metrics,
         "ops": {"seq": o["seq"][rows].tolist(), "kind": o["kind"][rows].tolist(), "tensor": o["tensor"][rows].tolist(),
                 "file": o["file"][rows].tolist(), "line": o["line"][rows].tolist(), "shape": shape,
-                "active": ix.active[rows].tolist(), "lanes": ix.total[rows].tolist(), "bytes": ix.bytes[rows].tolist(),
-                "sectors": ix.sectors[rows].tolist(), "oob": ix.oob[rows].tolist(),
-                "values": (o["value_dtype"][rows] >= 0).astype(int).tolist(),
-                "aux": o["aux"][rows].tolist()},
-        "total_ops": int(len(rows_all)), "offset": int(offset), "findings": findings,
+                "active": ix.active[rows].tolist(), "lanes": ix.total[rows].tolist(),
+                "bytes": (ix.active[rows] * o["elem_bytes"][rows]).astype(np.int64).tolist(),
+                "sectors": sectors, "sector_efficiency": efficiency, "oob": ix.oob[rows].tolist(),
+                "values": (o["value_dtype"][rows] >= 0).astype(int).tolist(), "aux": o["aux"][rows].tolist()},
+        "total_ops": int(len(rows_all)), "offset": int(offset),
+        "findings": [k for k, p in enumerate(found) if p == pid_list],
     }
 
 
@@ -386,39 +451,34 @@ def findings_payload(ti: TraceIndex, i: int) -> FindingsPayload:
 
 def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
     ix = ti.launch(i)
+    report, _ = ti.report()
     found = launch_findings(ti, i)
     shown = found[:MAX_FINDINGS]
-    out: dict = {"kind": [], "message": [], "program": [], "op": [], "line": [], "tensor": []}
-    for f in shown:
+    out: dict = {k: [] for k in ("kind", "severity", "message", "program", "op", "line", "tensor", "count")}
+    for f, row in shown:
         lin = _finding_lin(ix, f)
         out["kind"].append(str(f.get("kind", "")))
+        out["severity"].append(str(f.get("severity", "")))
         out["message"].append(str(f.get("message", "")))
         out["program"].append(list(ix.pid(lin)) if lin is not None else None)
         out["line"].append(int(f["line"]) if isinstance(f.get("line"), (int, np.integer)) else None)
         out["tensor"].append(str(f["tensor"]) if f.get("tensor") is not None else None)
-        out["op"].append(_finding_op(ix, lin, f))
-    return {**out, "total": len(found), "truncated": len(found) > len(shown)}
+        out["count"].append(int(f.get("count") or 0))
+        out["op"].append(_finding_op(ix, lin, row))
+    return {**out, "total": len(found), "truncated": len(found) > len(shown),
+            "suppressed": int(report.suppressed) if report is not None else 0}
 
 
-def _finding_op(ix: LaunchIndex, lin: Optional[int], f: dict) -> Optional[int]:
-    """The seq of the op a finding is about: the first op of its program on its line (and tensor)."""
-    if lin is None:
+def _finding_op(ix: LaunchIndex, lin: Optional[int], row: int) -> Optional[int]:
+    """The seq (position in its program) of the op row a finding names."""
+    if lin is None or not 0 <= row < ix.launch.num_ops or ix.lin[row] != lin:
         return None
-    rows = ix.program_rows(lin)
-    o = ix.launch.ops
-    names = [t.name for t in ix.launch.tensors]
-    for seq, r in enumerate(rows):
-        if f.get("line") is not None and int(o["line"][r]) != f.get("line"):
-            continue
-        t = int(o["tensor"][r])
-        if f.get("tensor") is not None and (t < 0 or names[t] != f.get("tensor")):
-            continue
-        return seq
-    return None
+    hit = np.nonzero(ix.program_rows(lin) == row)[0]
+    return int(hit[0]) if len(hit) else None
 
 
 def charts_payload(ti: TraceIndex, i: int) -> ChartsPayload:
-    ix = ti.launch(i)
+    report, _ = ti.report()
     hist = {}
     for name in METRICS:
         v = program_metrics(ti, i)[name]
@@ -428,9 +488,16 @@ def charts_payload(ti: TraceIndex, i: int) -> ChartsPayload:
         hist[name] = {"edges": _num(edges, 6), "counts": counts.tolist()}
     lp = launch_payload(ti, i)
     metrics = lp["metrics"]
-    roofline = {k: metrics.get(k) for k in ("flops", "dram_bytes_predicted", "arithmetic_intensity",
-                                             "load_bytes", "store_bytes")}
-    roofline.update(_json_safe(report_launch(ti, i).get("roofline") or {}))
+    roofline = {k: metrics.get(k) for k in ("flops", "dram_bytes_predicted", "arithmetic_intensity")}
+    roofs = report_launch(ti, i).get("roofline") or {}
+    if report is not None and report.params.gpu in roofs:
+        from ..analysis.roofline import GPUS
+        gpu, roof = report.params.gpu, roofs[report.params.gpu]
+        bandwidth = GPUS[gpu].dram_bytes_per_s
+        roofline.update(machine=roof.get("name", gpu), peak_bandwidth=bandwidth,
+                        peak_flops=float(roof["ridge_intensity"]) * bandwidth, bound=roof.get("bound"),
+                        time_s=roof.get("time_s"))
     t = lp["tensors"]
-    return {"histograms": hist, "roofline": roofline,
-            "tensors": {"name": t["name"], "load_bytes": t["load_bytes"], "store_bytes": t["store_bytes"]}}
+    return {"histograms": hist, "roofline": _json_safe(roofline),
+            "tensors": {k: t[k] for k in ("name", "load_bytes", "store_bytes", "dram_read_bytes", "dram_write_bytes")
+                        if k in t}}

@@ -28,7 +28,7 @@ from ..model import Trace
 from . import payload as P
 from .index import TraceIndex
 from .tensormap import PlaneError
-from .tensorview import tensor_payload
+from .tensorview import encode, tensor_payload
 
 DEFAULT_PORT = 5001
 PORT_TRIES = 50
@@ -75,7 +75,7 @@ def _analyzer():
         from ..analysis import analyze
     except ImportError:
         return None
-    return lambda trace: analyze(trace).to_dict()
+    return lambda trace: analyze(trace, max_findings=P.MAX_FINDINGS)
 
 
 def frontend_dir() -> Path:
@@ -190,20 +190,31 @@ def _program(i: int, text: Optional[str]) -> tuple:
 # --------------------------------------------------------------------------------------------------------
 # routes
 # --------------------------------------------------------------------------------------------------------
+def _json(body: str):
+    return current_app.response_class(body, mimetype="application/json")
+
+
+def _once(key, build):
+    """The encoded JSON of a payload that never changes for this trace, built on first request."""
+    return _json(_ti().memo(("json",) + key, lambda: encode(build())))
+
+
 @api.get("/trace")
 def get_trace():
-    return jsonify(P.trace_payload(_ti()))
+    return _once(("trace",), lambda: P.trace_payload(_ti()))
 
 
 @api.get("/launch/<int:i>")
 def get_launch(i: int):
-    return jsonify(P.launch_payload(_ti(), _launch(i)))
+    _launch(i)
+    return _once(("launch", i), lambda: P.launch_payload(_ti(), i))
 
 
 @api.get("/launch/<int:i>/grid")
 def get_grid(i: int):
     _launch(i)
-    return jsonify(P.grid_payload(_ti(), i, _int(request.args.get("z"), "z", default=0)))
+    z = _int(request.args.get("z"), "z", default=0)
+    return _once(("grid", i, z), lambda: P.grid_payload(_ti(), i, z))
 
 
 @api.get("/launch/<int:i>/program/<pid>")
@@ -211,7 +222,7 @@ def get_program(i: int, pid: str):
     _launch(i)
     offset = _int(request.args.get("offset"), "offset", default=0)
     limit = _int(request.args.get("limit"), "limit", default=P.MAX_OPS, lo=1, hi=P.MAX_OPS)
-    return jsonify(P.program_payload(_ti(), i, _program(i, pid), offset, limit))
+    return _json(encode(P.program_payload(_ti(), i, _program(i, pid), offset, limit)))
 
 
 @api.get("/launch/<int:i>/tensor/<int:t>")
@@ -244,17 +255,28 @@ def get_tensor(i: int, t: int):
     cols_dim = _int(args.get("cols"), "cols", default=-1, lo=0, hi=max(rank - 1, 0)) if args.get("cols") else None
     index = _ints(args["index"], "index") if args.get("index") else None
     wrap = _int(args.get("wrap"), "wrap", lo=1, hi=1 << 31) if args.get("wrap") else None
-    return jsonify(tensor_payload(ti, i, t, rows, key, selection, rows_dim, cols_dim, index, wrap))
+    window = args.get("window") or None
+    if window not in (None, "auto"):
+        window = _ints(window, "window")
+        if len(window) != 4:
+            raise P.ApiError("parameter 'window' is auto or r0,r1,c0,c1")
+    request_key = ("tensor-json", i, t, mode, selection["program"] and tuple(selection["program"]), selection["op"],
+                   rows_dim, cols_dim, index, wrap, window)
+    body = ti.cached(request_key, lambda: tensor_payload(ti, i, t, rows, key, selection, rows_dim, cols_dim,
+                                                         index, wrap, window))
+    return _json(body)
 
 
 @api.get("/launch/<int:i>/findings")
 def get_findings(i: int):
-    return jsonify(P.findings_payload(_ti(), _launch(i)))
+    _launch(i)
+    return _once(("findings", i), lambda: P.findings_payload(_ti(), i))
 
 
 @api.get("/launch/<int:i>/charts")
 def get_charts(i: int):
-    return jsonify(P.charts_payload(_ti(), _launch(i)))
+    _launch(i)
+    return _once(("charts", i), lambda: P.charts_payload(_ti(), i))
 
 
 @api.route("/<path:rest>")
@@ -359,6 +381,13 @@ def _bind(app, host: str, port: Optional[int]):
     raise TraceUsageError("found no free port to serve on; pass port=")
 
 
+def _warm(ti: TraceIndex) -> None:
+    """Analyse and index before the URL is printed, so the first page view is fast."""
+    ti.report()
+    for i in range(len(ti.trace.launches)):
+        P.program_metrics(ti, i)
+
+
 def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool] = None, trace=None) -> Server:
     """Serve the current trace (or ``trace``: a Trace or a trace file path) in the browser.
 
@@ -374,7 +403,7 @@ def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool
         trace = load(trace)
     token = secrets.token_urlsafe(32) if share else None
     app = create_app(trace, token)
-    app.extensions["triton_trace"].report()      # analyse now, so the first page view is fast
+    _warm(app.extensions["triton_trace"])
     host = "0.0.0.0" if share else "127.0.0.1"
     httpd, bound = _bind(app, host, port)
     query = f"/?token={token}" if token else "/"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .index import LaunchIndex, TraceIndex
-from .tensormap import Plane, cell_sizes, cells, locate, make_plane
+from .tensormap import Plane, auto_window, cell_sizes, cells, locate, make_plane
 
 MAX_TENSOR_BYTES = 1_000_000
 OOB_EXAMPLES = 8
@@ -33,6 +33,28 @@ class Elements:
     oob_lanes: int          # active lanes outside the tensor's storage (not drawable)
     oob_examples: tuple     # a few of their offsets
 
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.offsets, self.kinds, self.lanes, self.program, self.programs,
+                                      self.value, self.has_value))
+
+
+def group(keys: np.ndarray, bound: int) -> tuple:
+    """(sorted distinct keys, index of each key among them) for non-negative keys below ``bound``. A
+    presence table when the bound is small enough, else a sort (np.unique hashes, and is slower here)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    if bound <= max(1 << 22, 4 * len(keys)):
+        present = np.zeros(bound, dtype=bool)
+        present[keys] = True
+        return np.flatnonzero(present), (np.cumsum(present) - 1)[keys]
+    order = np.argsort(keys, kind="stable")
+    s = keys[order]
+    first = np.ones(len(s), dtype=bool)
+    first[1:] = s[1:] != s[:-1]
+    inv = np.empty(len(keys), dtype=np.int64)
+    inv[order] = np.cumsum(first) - 1
+    return s[first], inv
+
 
 def elements(ix: LaunchIndex, rows: np.ndarray, tensor: int) -> Elements:
     lc, o = ix.launch, ix.launch.ops
@@ -49,13 +71,15 @@ def elements(ix: LaunchIndex, rows: np.ndarray, tensor: int) -> Elements:
     keep = active & inside
     off, lane_row, values, has = off[keep], lane_row[keep], values[keep], has[keep]
     lin = ix.lin[lane_row]
-    uniq, inv = np.unique(off, return_inverse=True)
+    uniq, inv = group(off, size)
     n = len(uniq)
     read = np.bincount(inv, weights=ix.read[lane_row], minlength=n) > 0
     write = np.bincount(inv, weights=ix.write[lane_row], minlength=n) > 0
     program = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(program, inv, lin)
-    pairs = np.unique(inv.astype(np.int64) * max(ix.num_programs, 1) + lin)
+    pairs = np.sort(inv * max(ix.num_programs, 1) + lin)     # distinct (element, program) pairs
+    if len(pairs):
+        pairs = pairs[np.concatenate([[True], pairs[1:] != pairs[:-1]])]
     nprog = np.bincount(pairs // max(ix.num_programs, 1), minlength=n)
     # the value of the last lane (in row order) that recorded one
     last = np.full(n, -1, dtype=np.int64)
@@ -63,9 +87,9 @@ def elements(ix: LaunchIndex, rows: np.ndarray, tensor: int) -> Elements:
     np.maximum.at(last, inv[rec], rec)
     has_value = last >= 0
     value = np.where(has_value, values[np.maximum(last, 0)] if len(values) else np.nan, np.nan)
-    return Elements(uniq, read.astype(np.int64) | (write.astype(np.int64) << 1),
-                    np.bincount(inv, minlength=n).astype(np.int64), program, nprog.astype(np.int64),
-                    value, has_value, int(bad.sum()), oob_examples)
+    return Elements(uniq, (read.astype(np.int8) | (write.astype(np.int8) << 1)).astype(np.int8),
+                    np.bincount(inv, minlength=n).astype(np.int32), program,
+                    nprog.astype(np.int32), value, has_value, int(bad.sum()), oob_examples)
 
 
 def _sig(values: np.ndarray, digits: int = 6) -> list:
@@ -84,13 +108,13 @@ def _sig(values: np.ndarray, digits: int = 6) -> list:
 def plane_cells(plane: Plane, table: Elements, pos: np.ndarray, entry: np.ndarray) -> dict:
     """Reduce placed elements to sparse cells: columns parallel to ``cell``, sorted by cell index."""
     cell = cells(plane, pos)
-    uc, inv = np.unique(cell, return_inverse=True)
+    uc, inv = group(cell, plane.cell_rows * plane.cell_cols)
     n = len(uc)
-    kinds = np.zeros(n, dtype=np.int64)
+    kinds = np.zeros(n, dtype=np.int8)
     np.bitwise_or.at(kinds, inv, table.kinds[entry])
     program = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(program, inv, table.program[entry])
-    programs = np.zeros(n, dtype=np.int64)
+    programs = np.zeros(n, dtype=np.int32)
     np.maximum.at(programs, inv, table.programs[entry])
     out = {"cell": uc.tolist(), "kinds": kinds.tolist(), "program": program.tolist(),
            "programs": programs.tolist(),
@@ -107,25 +131,31 @@ def plane_cells(plane: Plane, table: Elements, pos: np.ndarray, entry: np.ndarra
 
 
 def tensor_payload(ti: TraceIndex, launch: int, tensor: int, rows: np.ndarray, cache_key, selection: dict,
-                   row_dim=None, col_dim=None, index=None, wrap=None) -> dict:
-    """See payload.py, ``GET /api/launch/<i>/tensor/<t>``."""
+                   row_dim=None, col_dim=None, index=None, wrap=None, window=None) -> str:
+    """The JSON text of ``GET /api/launch/<i>/tensor/<t>`` (see payload.py). ``window`` is None (the whole plane), "auto"
+    (zoom to the selection when the whole plane would be downsampled) or (r0, r1, c0, c1)."""
     ix = ti.launch(launch)
     info = ix.launch.tensors[tensor]
     if wrap is None and len(info.shape) == 1:
         wrap = _block_width(ix, rows, info.shape[0])
-    plane = make_plane(info, row_dim, col_dim, index, wrap)
     build = lambda: elements(ix, rows, tensor)
     table = ti.cached(cache_key, build) if cache_key is not None else build()
-    pos, entry, placed = locate(info, plane, table.offsets)
+    plane = make_plane(info, row_dim, col_dim, index, wrap, None if window == "auto" else window)
+    pos, entry, placed, r, c = locate(info, plane, table.offsets)
+    if window == "auto":
+        zoom = auto_window(plane, r, c)
+        if zoom is not None:
+            plane = make_plane(info, row_dim, col_dim, index, wrap, zoom)
+            pos, entry, placed, r, c = locate(info, plane, table.offsets)
     payload = {
         "launch": launch, "tensor": tensor, "name": info.name, "dtype": info.dtype,
         "shape": list(info.shape), "strides": list(info.strides), "storage_offset": info.storage_offset,
         "storage_size": info.storage_size, "plane": plane.to_dict(), "selection": selection,
-        "elements": int(len(table.offsets)), "elements_other_planes": int((~placed).sum()),
+        "elements": int(len(table.offsets)), "elements_hidden": int((~placed).sum()),
         "oob_lanes": table.oob_lanes, "oob_examples": list(table.oob_examples),
         "cells": plane_cells(plane, table, pos, entry), "dropped": [],
     }
-    return _bounded(payload)
+    return encode_bounded(payload)
 
 
 def _block_width(ix: LaunchIndex, rows: np.ndarray, n: int) -> int | None:
@@ -140,12 +170,20 @@ def _block_width(ix: LaunchIndex, rows: np.ndarray, n: int) -> int | None:
     return None
 
 
-def _bounded(payload: dict) -> dict:
-    """Drop the least essential columns until the encoded payload fits ``MAX_TENSOR_BYTES``."""
+def encode(payload) -> str:
+    """Compact, key-sorted JSON, the form every endpoint sends (NaN is refused: JSON has none)."""
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def encode_bounded(payload: dict) -> str:
+    """``encode``, kept under MAX_TENSOR_BYTES by dropping the least essential columns (named in
+    ``dropped``)."""
+    body = encode(payload)
     for column in ("value", "programs", "program", "lanes"):
-        if len(json.dumps(payload, separators=(",", ":"))) <= MAX_TENSOR_BYTES:
+        if len(body) <= MAX_TENSOR_BYTES:
             break
         if column in payload["cells"]:
             del payload["cells"][column]
             payload["dropped"].append(column)
-    return payload
+            body = encode(payload)
+    return body
