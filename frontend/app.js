@@ -9,24 +9,48 @@ import { TensorView } from "./tensor.js";
 const S = { trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null, op: null, program: null, pending: null };
 window.ttPerf = [];   // {what, ms}: click-to-update latencies, read by the benchmark
 
-async function api(path) {
-  try {
-    const r = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
-    const body = await r.json().catch(() => ({ error: `${r.status} ${r.statusText}` }));
-    if (!r.ok) { showError(body.error || `request failed with ${r.status}`); return null; }
-    return body;
-  } catch (e) {
-    showError(`cannot reach the triton_trace server (${e.message})`);
-    return null;
-  }
+// The trace behind the server is frozen, so an answer never changes: keep the recent ones (and the
+// requests in flight, so a prefetch and the click that follows it share one request).
+const CACHE = new Map(), CACHE_SIZE = 256;
+
+async function fetchJson(path) {
+  const r = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  const body = await r.json().catch(() => ({ error: `${r.status} ${r.statusText}` }));
+  return r.ok ? { body } : { error: body.error || `request failed with ${r.status}` };
 }
+
+function request(path) {
+  let p = CACHE.get(path);
+  if (p) { CACHE.delete(path); CACHE.set(path, p); return p; }
+  p = fetchJson(path).catch((e) => ({ error: `cannot reach the triton_trace server (${e.message})`, retry: true }));
+  p.then((res) => { if (res.retry) CACHE.delete(path); });
+  CACHE.set(path, p);
+  if (CACHE.size > CACHE_SIZE) CACHE.delete(CACHE.keys().next().value);
+  return p;
+}
+
+async function api(path) {
+  const res = await request(path);
+  if (res.error) { showError(res.error); return null; }
+  return res.body;
+}
+
+// Fetch what a click would need while the pointer rests on it.
+function prefetch(path) { request(path); }
+
+const idle = (fn) => (window.requestIdleCallback ? requestIdleCallback(fn, { timeout: 1000 }) : setTimeout(fn, 50));
 
 function showError(msg) { const b = $("error"); b.textContent = msg; b.hidden = false; }
 function clearError() { $("error").hidden = true; }
 function status(msg) { $("status").textContent = msg; }
 
-const grid = new ProgramGrid((pid, t0) => go(S.li, pid, null, { what: "grid-click", t0 }));
 const tensor = new TensorView(api);
+function prefetchProgram(pid) {
+  prefetch(`/api/launch/${S.li}/program/${pid.join(",")}`);
+  const url = tensor.urlFor(pid, null);
+  if (url) prefetch(url);
+}
+const grid = new ProgramGrid((pid, t0) => { prefetchProgram(pid); go(S.li, pid, null, { what: "grid-click", t0 }); }, prefetchProgram);
 const source = new SourceView();
 const charts = new Charts(api);
 let detail = null;
@@ -59,7 +83,13 @@ async function route() {
   if (!S.trace) {
     S.trace = await api("/api/trace");
     if (!S.trace) return;
-    detail = new ProgramDetail(S.trace.kinds, (seq, t0) => go(S.li, S.pid, seq, { what: "op-click", t0 }));
+    // metric key -> label, in the server's order (a Map keeps it; JSON objects arrive key-sorted)
+    S.labels = new Map(S.trace.metrics.key.map((k, i) => [k, S.trace.metrics.label[i]]));
+    detail = new ProgramDetail(S.trace.kinds, (seq, t0) => go(S.li, S.pid, seq, { what: "op-click", t0 }), (seq) => {
+      const o = detail.op(seq);
+      const url = o && o.memory ? tensor.urlFor(S.pid, { seq, tensor: o.tensor }) : null;
+      if (url) prefetch(url);
+    });
   }
   if (r.view === "list") { showList(); crumbs([]); return; }
   if (r.li >= S.trace.launches.kernel.length) { showError(`There is no launch ${r.li}; the trace has ${S.trace.launches.kernel.length}.`); showList(); return; }
@@ -112,9 +142,9 @@ async function openLaunch(li) {
   const [launch, gridData, found] = await Promise.all([api(`/api/launch/${li}`), api(`/api/launch/${li}/grid?z=0`), api(`/api/launch/${li}/findings`)]);
   if (!launch || !gridData || !found) return;
   Object.assign(S, { li, launch, findings: found, z: 0, pid: null, op: null, program: null });
-  const labels = S.trace.metrics;
+  const labels = S.labels;
   const msel = clear($("metric"));
-  for (const [k, label] of Object.entries(labels)) msel.append(h("option", { value: k }, label));
+  for (const [k, label] of labels) msel.append(h("option", { value: k }, label));
   msel.value = S.metric;
   grid.metric = S.metric;
   grid.selected = null;
@@ -133,8 +163,9 @@ async function openLaunch(li) {
   $("program-metrics").textContent = "";
   status(`${launch.kernel} · ${launch.recorded_programs} programs`);
   document.body.dataset.view = "launch";
+  delete $("charts-panel").dataset.ready;
   // plotly is big: load the charts after the grid and the rest of the page have painted
-  requestAnimationFrame(() => setTimeout(() => charts.load(li, labels), 0));
+  idle(() => charts.load(li, labels));
 }
 
 function summary(L) {
@@ -161,27 +192,32 @@ const sum = (a) => a.reduce((x, y) => x + y, 0);
 async function selectProgram(pid, op) {
   const same = pid && S.pid && pid.join() === S.pid.join();
   if (!pid) {
-    S.pid = null; S.op = null; grid.selected = null; grid.draw();
+    S.pid = null; S.op = null; S.program = null; grid.selected = null; grid.draw();
     source.mark([], null);
     await tensor.select(null, null);
     return;
   }
+  let tensorDone = null;
   if (!same) {
     if (pid[2] !== S.z) await setZ(pid[2]);
-    const data = await api(`/api/launch/${S.li}/program/${pid.join(",")}`);
+    const [gx, gy] = S.launch.grid;
+    grid.selected = pid[0] + gx * (pid[1] + gy * pid[2]);
+    grid.draw();
+    const programReq = api(`/api/launch/${S.li}/program/${pid.join(",")}`);
+    // without an op, the tensor view needs nothing from the program payload: fetch both at once
+    if (op === null) tensorDone = tensor.select(pid, null);
+    const data = await programReq;
     if (!data) return;
     S.program = data;
     S.pid = pid;
-    grid.selected = data.linear;
-    grid.draw();
-    detail.set(data, S.trace.metrics);
+    detail.set(data, S.labels);
   }
   S.op = op;
   const o = op !== null ? detail.op(op) : null;
   if (op !== null && !o) showError(`Program ${pidText(pid)} has no op ${op}.`);
   detail.highlight(op);
   source.mark(S.program.ops.line, o ? o.line : null);
-  await tensor.select(pid, o && o.memory ? { seq: op, tensor: o.tensor } : null);
+  await (tensorDone || tensor.select(pid, o && o.memory ? { seq: op, tensor: o.tensor } : null));
 }
 
 async function setZ(z) {
@@ -189,10 +225,15 @@ async function setZ(z) {
   if (!data) return;
   S.z = z;
   $("z").value = String(z);
-  grid.set(data, S.trace.metrics);
+  grid.set(data, S.labels);
 }
 
-$("metric").addEventListener("change", (e) => { S.metric = e.target.value; grid.metric = S.metric; grid.draw(); charts.setMetric(S.metric); });
+$("metric").addEventListener("change", (e) => {
+  S.metric = e.target.value;
+  grid.metric = S.metric;
+  grid.draw();
+  idle(() => charts.setMetric(S.metric));    // the histogram follows once the grid has painted
+});
 $("z").addEventListener("change", (e) => setZ(Number(e.target.value)));
 document.addEventListener("keydown", (e) => {
   if (!S.program || e.target.closest("input, select") || !["ArrowDown", "ArrowUp", "j", "k"].includes(e.key)) return;

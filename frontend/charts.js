@@ -23,7 +23,7 @@ const plotlyText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;")
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"] };
 const TITLE = { font: { size: 12 }, x: 0.01, xanchor: "left" };
 const note = (text) => ({ text, showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: "#6b7280" } });
-const fmtSeconds = (t) => t >= 1e-3 ? `${(t * 1e3).toPrecision(3)} ms` : `${(t * 1e6).toPrecision(3)} µs`;
+const fmtSeconds = (t) => t >= 1e-3 ? `${(t * 1e3).toPrecision(3)} ms` : t >= 1e-6 ? `${(t * 1e6).toPrecision(3)} µs` : `${(t * 1e9).toPrecision(3)} ns`;
 const BASE = { margin: { l: 58, r: 12, t: 34, b: 46 }, font: { size: 11, family: "system-ui, sans-serif" },
                paper_bgcolor: "#fff", plot_bgcolor: "#fafafa" };
 
@@ -51,8 +51,8 @@ export class Charts {
     const width = hd.edges[1] - hd.edges[0];
     this.Plotly.react($("chart-hist"), [{ type: "bar", x: mid, y: hd.counts, width, marker: { color: "#2563eb" },
       hovertemplate: "%{x}: %{y} programs<extra></extra>" }],
-    { ...BASE, title: { ...TITLE, text: `Programs by ${plotlyText(this.labels[this.metric] || this.metric)}` },
-      xaxis: { title: { text: plotlyText(this.labels[this.metric] || this.metric) } }, yaxis: { title: { text: "programs" } }, bargap: 0.05 }, CONFIG);
+    { ...BASE, title: { ...TITLE, text: `Programs by ${plotlyText(this.labels.get(this.metric) || this.metric)}` },
+      xaxis: { title: { text: plotlyText(this.labels.get(this.metric) || this.metric) } }, yaxis: { title: { text: "programs" } }, bargap: 0.05 }, CONFIG);
   }
 
   roofline() {

@@ -2,14 +2,19 @@
 import { $, clear, fmtBytes, fmtMetric, fmtPct, h, pidText } from "./dom.js";
 
 export class ProgramDetail {
-  constructor(kinds, onOp) {
+  constructor(kinds, onOp, onHover) {
     this.kinds = kinds;
     this.onOp = onOp;
     this.data = null;
     this.rows = [];
-    $("ops").querySelector("tbody").addEventListener("click", (e) => {
+    const body = $("ops").querySelector("tbody");
+    body.addEventListener("click", (e) => {
       const tr = e.target.closest("tr");
       if (tr && tr.dataset.seq !== undefined) this.onOp(Number(tr.dataset.seq), e.timeStamp);
+    });
+    body.addEventListener("mouseover", (e) => {
+      const tr = e.target.closest("tr");
+      if (tr && tr.dataset.seq !== undefined && tr !== this.hovered) { this.hovered = tr; onHover(Number(tr.dataset.seq)); }
     });
   }
 
@@ -21,7 +26,7 @@ export class ProgramDetail {
     $("program-title").textContent = `Program ${pidText(data.program)}`;
     const m = data.metrics;
     $("program-metrics").textContent = ["load_bytes", "store_bytes", "masked_share", "sector_efficiency"]
-      .map((k) => `${metricLabels[k] || k} ${fmtMetric(k, m[k])}`).join(" · ") +
+      .map((k) => `${metricLabels.get(k) || k} ${fmtMetric(k, m[k])}`).join(" · ") +
       (data.total_ops > o.seq.length ? ` · showing ${o.seq.length} of ${data.total_ops} ops` : "");
     const body = $("ops").querySelector("tbody");
     const frag = document.createDocumentFragment();
@@ -67,11 +72,15 @@ export class ProgramDetail {
 
 function basename(p) { return String(p || "").split(/[\\/]/).pop(); }
 
+// Scroll an element of a scrolling panel into view, in the next frame: reading its position right after
+// the DOM changed would force a synchronous layout in the middle of a click.
 function scrollIntoViewIfNeeded(el) {
-  const box = el.closest(".scroll");
-  if (!box) return;
-  const r = el.getBoundingClientRect(), b = box.getBoundingClientRect();
-  if (r.top < b.top + 20 || r.bottom > b.bottom) box.scrollTop += r.top - b.top - b.height / 3;
+  requestAnimationFrame(() => {
+    const box = el.closest(".scroll");
+    if (!box) return;
+    const top = el.offsetTop - box.offsetTop, bottom = top + el.offsetHeight;
+    if (top < box.scrollTop + 20 || bottom > box.scrollTop + box.clientHeight) box.scrollTop = top - box.clientHeight / 3;
+  });
 }
 
 export class SourceView {

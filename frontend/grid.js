@@ -1,12 +1,14 @@
 // The program grid: one canvas cell per program (or block of programs), coloured by a metric.
-import { $, clear, fmtMetric, gradientCss, h, pidText, rampColor, rgb, sizeCanvas } from "./dom.js";
+import { $, clear, fmtMetric, gradientCss, h, pidText, rampColor, sizeCanvas } from "./dom.js";
 
 const MAX_WIDTH = 356;
+const NONE = [229, 231, 235];      // programs that recorded nothing
 
 export class ProgramGrid {
-  constructor(onSelect) {
+  constructor(onSelect, onHover) {
     this.canvas = $("grid-canvas");
     this.onSelect = onSelect;
+    this.onHover = onHover;
     this.data = null;
     this.metric = "load_bytes";
     this.labels = {};
@@ -67,37 +69,61 @@ export class ProgramGrid {
     return Math.floor(y / by) * this.data.cols + Math.floor(x / bx);
   }
 
-  draw() {
-    const d = this.data, L = this.lay, px = L.px;
-    const ctx = sizeCanvas(this.canvas, L.cols * px, L.rows * px);
-    const vals = d.metrics[this.metric], [lo, hi] = d.ranges[this.metric];
+  // The cells as an image of one pixel per cell, rebuilt only when the data or the metric change;
+  // every draw scales it up without smoothing, so a click that only moves the outline is cheap.
+  cellImage() {
+    const key = this.metric;
+    if (this.img && this.imgData === this.data && this.imgKey === key) return this.img;
+    const d = this.data, L = this.lay, vals = d.metrics[this.metric], [lo, hi] = d.ranges[this.metric];
     const span = hi > lo ? hi - lo : 1;
-    const gap = px >= 8 ? 1 : 0;
-    ctx.fillStyle = "#f3f4f6";
-    ctx.fillRect(0, 0, L.cols * px, L.rows * px);
+    const lut = [];
+    for (let k = 0; k < 256; k++) lut.push(rampColor(this.metric, k / 255));
+    const canvas = document.createElement("canvas");
+    canvas.width = L.cols; canvas.height = L.rows;
+    const c2 = canvas.getContext("2d"), img = c2.createImageData(L.cols, L.rows), px = img.data;
+    for (let i = 0; i < px.length; i += 4) { px[i] = 243; px[i + 1] = 244; px[i + 2] = 246; px[i + 3] = 255; }
     for (let c = 0; c < vals.length; c++) {
-      const [x, y] = this.cellXY(c);
-      const v = vals[c];
-      if (!d.recorded[c] || v === null) {
-        ctx.fillStyle = "#e5e7eb";
-        ctx.fillRect(x * px, y * px, px - gap, px - gap);
-        if (px >= 8) { ctx.strokeStyle = "#cbd5e1"; ctx.beginPath(); ctx.moveTo(x * px, y * px + px - gap); ctx.lineTo(x * px + px - gap, y * px); ctx.stroke(); }
-        continue;
-      }
-      ctx.fillStyle = rgb(rampColor(this.metric, hi > lo ? (v - lo) / span : (v > 0 ? 1 : 0)));
-      ctx.fillRect(x * px, y * px, px - gap, px - gap);
+      const [x, y] = this.cellXY(c), v = vals[c], i = (y * L.cols + x) * 4;
+      let col = NONE;
+      if (d.recorded[c] && v !== null) col = lut[Math.round(255 * (hi > lo ? (v - lo) / span : (v > 0 ? 1 : 0)))];
+      px[i] = col[0]; px[i + 1] = col[1]; px[i + 2] = col[2];
+    }
+    c2.putImageData(img, 0, 0);
+    Object.assign(this, { img: canvas, imgData: d, imgKey: key });
+    return canvas;
+  }
+
+  draw() {
+    const d = this.data, L = this.lay, px = L.px, W = L.cols * px, H = L.rows * px;
+    const ds = this.canvas.dataset;
+    if (ds.px !== String(px) || ds.cols !== String(L.cols) || ds.rows !== String(L.rows)) {
+      this.ctx = sizeCanvas(this.canvas, W, H);
+    }
+    const ctx = this.ctx;
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(this.cellImage(), 0, 0, W, H);
+    if (px >= 8) {       // white gaps between cells, as one path
+      ctx.strokeStyle = "#fff";
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      for (let x = px; x < W; x += px) { ctx.moveTo(x - 0.5, 0); ctx.lineTo(x - 0.5, H); }
+      for (let y = px; y < H; y += px) { ctx.moveTo(0, y - 0.5); ctx.lineTo(W, y - 0.5); }
+      ctx.stroke();
     }
     const sel = this.selected === null ? null : this.cellOfLinear(this.selected);
-    if (sel !== null) {
-      const [x, y] = this.cellXY(sel);
-      ctx.lineWidth = 2; ctx.strokeStyle = "#fff"; ctx.strokeRect(x * px + 1, y * px + 1, px - 2 - gap, px - 2 - gap);
-      ctx.lineWidth = 1; ctx.strokeStyle = "#111827"; ctx.strokeRect(x * px - 0.5, y * px - 0.5, px + 1 - gap, px + 1 - gap);
+    if (sel !== null) {      // a dark ring with a white core, visible on every colour of the ramp
+      const [x, y] = this.cellXY(sel), o = Math.max(px - (px >= 8 ? 1 : 0), 5);
+      const cx = Math.min(W - o, Math.max(0, x * px + px / 2 - o / 2)), cy = Math.min(H - o, Math.max(0, y * px + px / 2 - o / 2));
+      ctx.lineWidth = 2; ctx.strokeStyle = "#111827"; ctx.strokeRect(cx + 1, cy + 1, o - 2, o - 2);
+      if (o >= 8) { ctx.strokeStyle = "#fff"; ctx.strokeRect(cx + 3, cy + 3, o - 6, o - 6); }
     }
-    this.canvas.dataset.metric = this.metric;
-    this.canvas.dataset.px = String(px);
-    this.canvas.dataset.cols = String(L.cols);
-    this.canvas.dataset.wrap = String(L.wrap);
-    this.legend(lo, hi);
+    Object.assign(ds, { metric: this.metric, px: String(px), cols: String(L.cols), rows: String(L.rows), wrap: String(L.wrap) });
+    if (this.legendKey !== this.metric + "|" + this.imgKey || this.legendData !== d) {
+      const [lo, hi] = d.ranges[this.metric];
+      this.legend(lo, hi);
+      this.legendKey = this.metric + "|" + this.imgKey;
+      this.legendData = d;
+    }
     performance.mark("tt-grid-painted");
   }
 
@@ -113,18 +139,23 @@ export class ProgramGrid {
 
   noneSwatch() {
     const s = h("span", { class: "swatch" });
-    s.style.background = "#e5e7eb";
+    s.style.background = `rgb(${NONE.join(",")})`;
     return h("span", {}, s, "not recorded");
   }
 
-  hover(e) { this.showHover(this.cellAt(e)); }
+  hover(e) {
+    const c = this.cellAt(e);
+    this.showHover(c);
+    if (c !== null && c !== this.hovered && this.data.recorded[c]) this.onHover(this.pidOfCell(c));
+    this.hovered = c;
+  }
 
   showHover(c) {
     const el = $("grid-hover");
     if (c === null) { el.textContent = "Hover a program to see its numbers; click to select it."; return; }
     const d = this.data, pid = this.pidOfCell(c);
     if (!d.recorded[c]) { el.textContent = `program ${pidText(pid)} · not recorded`; return; }
-    const parts = Object.keys(d.metrics).map((k) => `${this.labels[k] || k}: ${fmtMetric(k, d.metrics[k][c])}`);
+    const parts = [...this.labels.keys()].filter((k) => k in d.metrics).map((k) => `${this.labels.get(k)}: ${fmtMetric(k, d.metrics[k][c])}`);
     const head = d.block[0] * d.block[1] > 1 ? `programs from ${pidText(pid)} (${d.block[0]}×${d.block[1]})` : `program ${pidText(pid)}`;
     el.textContent = head + " · " + parts.join(" · ");
   }

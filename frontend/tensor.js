@@ -59,15 +59,24 @@ export class TensorView {
 
   plane() { return this.planes[this.t] || (this.planes[this.t] = {}); }
 
-  url() {
-    const p = new URLSearchParams({ mode: this.mode });
-    if (this.mode !== "all") p.set("program", this.pid.join(","));
-    if (this.mode === "op") p.set("op", String(this.op.seq));
-    const pl = this.plane();
+  url() { return this.request(this.mode, this.t, this.pid, this.op); }
+
+  request(mode, t, pid, op) {
+    const p = new URLSearchParams({ mode });
+    if (mode !== "all") p.set("program", pid.join(","));
+    if (mode === "op") p.set("op", String(op.seq));
+    const pl = this.planes[t] || {};
     for (const k of ["rows", "cols", "wrap"]) if (pl[k] !== undefined) p.set(k, String(pl[k]));
-    if (this.zoom && this.mode !== "all") p.set("window", "auto");
     if (pl.index) p.set("index", pl.index.join(","));
-    return `/api/launch/${this.index}/tensor/${this.t}?${p}`;
+    if (this.zoom && mode !== "all") p.set("window", "auto");
+    return `/api/launch/${this.index}/tensor/${t}?${p}`;
+  }
+
+  // The URL select(pid, op) would fetch, for prefetching on hover; null when nothing would be fetched.
+  urlFor(pid, op) {
+    if (!this.launch || !this.launch.tensors.name.length) return null;
+    if (op) return this.request("op", op.tensor, pid, op);
+    return this.request(this.sticky === "all" ? "all" : "program", this.t, pid, null);
   }
 
   async refresh() {
@@ -132,40 +141,42 @@ export class TensorView {
 
   draw() {
     const d = this.data, pl = d.plane, cells = d.cells;
-    const wrap = $("tensor-wrap");
-    const maxW = Math.max(200, wrap.clientWidth - 4), maxH = 560;
+    const maxW = Math.max(200, $("tensor-wrap").clientWidth - 4), maxH = 560;
     const px = Math.max(1, Math.min(24, Math.floor(Math.min(maxW / Math.max(1, pl.cell_cols), maxH / Math.max(1, pl.cell_rows)))));
     this.px = px;
     const W = pl.cell_cols * px, H = pl.cell_rows * px;
     const ctx = sizeCanvas(this.canvas, Math.max(W, 1), Math.max(H, 1));
-    const gap = px >= 6 ? 1 : 0;
-    ctx.fillStyle = rgb(UNTOUCHED);
-    ctx.fillRect(0, 0, W, H);
+    // one pixel per cell, scaled up without smoothing
+    const img = new ImageData(Math.max(1, pl.cell_cols), Math.max(1, pl.cell_rows)), buf = img.data;
+    for (let i = 0; i < buf.length; i += 4) { buf[i] = UNTOUCHED[0]; buf[i + 1] = UNTOUCHED[1]; buf[i + 2] = UNTOUCHED[2]; buf[i + 3] = 255; }
     const [r0, c0] = pl.origin;
     if (pl.wrap && d.shape[0] % pl.wrap && pl.full[0] - 1 < r0 + pl.rows) {   // the wrapped view's short last row
-      const tail = d.shape[0] % pl.wrap, lastRow = Math.floor((pl.full[0] - 1 - r0) / pl.cell[0]);
-      ctx.fillStyle = "#fff";
-      ctx.fillRect(Math.max(0, Math.ceil((tail - c0) / pl.cell[1])) * px, lastRow * px, W, px);
+      const tail = d.shape[0] % pl.wrap, row = Math.floor((pl.full[0] - 1 - r0) / pl.cell[0]);
+      for (let c = Math.max(0, Math.ceil((tail - c0) / pl.cell[1])); c < pl.cell_cols; c++) buf.fill(255, (row * pl.cell_cols + c) * 4, (row * pl.cell_cols + c) * 4 + 4);
     }
-    if (gap) {
+    this.lookup = new Map();
+    const byProgram = d.selection.mode === "all" && cells.program;
+    for (let i = 0; i < cells.cell.length; i++) {
+      const c = cells.cell[i];
+      this.lookup.set(c, i);
+      let col = byProgram ? programColor(cells.program[i]) : KIND_COLOR[cells.kinds[i]] || KIND_COLOR[3];
+      if (cells.fill) {     // downsampled: shade by the share of the cell's elements touched
+        const a = 0.3 + 0.7 * cells.fill[i];
+        col = col.map((v, k) => Math.round(UNTOUCHED[k] + (v - UNTOUCHED[k]) * a));
+      }
+      buf[c * 4] = col[0]; buf[c * 4 + 1] = col[1]; buf[c * 4 + 2] = col[2];
+    }
+    const off = document.createElement("canvas");
+    off.width = img.width; off.height = img.height;
+    off.getContext("2d").putImageData(img, 0, 0);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(off, 0, 0, W, H);
+    if (px >= 6) {        // white gaps between cells, as one path
       ctx.strokeStyle = "#fff";
       ctx.beginPath();
       for (let x = px; x < W; x += px) { ctx.moveTo(x - 0.5, 0); ctx.lineTo(x - 0.5, H); }
       for (let y = px; y < H; y += px) { ctx.moveTo(0, y - 0.5); ctx.lineTo(W, y - 0.5); }
       ctx.stroke();
-    }
-    this.lookup = new Map();
-    const all = d.selection.mode === "all";
-    for (let i = 0; i < cells.cell.length; i++) {
-      const c = cells.cell[i];
-      this.lookup.set(c, i);
-      let col = all && cells.program ? programColor(cells.program[i]) : KIND_COLOR[cells.kinds[i]] || KIND_COLOR[3];
-      if (cells.fill) {     // downsampled: shade by the share of the cell's elements touched
-        const a = 0.3 + 0.7 * cells.fill[i];
-        col = col.map((v, k) => Math.round(UNTOUCHED[k] + (v - UNTOUCHED[k]) * a));
-      }
-      ctx.fillStyle = rgb(col);
-      ctx.fillRect((c % pl.cell_cols) * px, Math.floor(c / pl.cell_cols) * px, px - gap, px - gap);
     }
     const ds = this.canvas.dataset;
     ds.key = [d.selection.mode, d.tensor, d.selection.program ? d.selection.program.join(",") : "", d.selection.op ?? ""].join("|");
@@ -178,7 +189,12 @@ export class TensorView {
   legend() {
     const d = this.data, pl = d.plane, box = clear($("tensor-legend"));
     const sw = (c, text) => { const s = h("span", { class: "swatch" }); s.style.background = rgb(c); return h("span", {}, s, text); };
-    if (d.selection.mode === "all" && d.cells.program) box.append(h("span", {}, "colour = the first program that touched the element"));
+    if (d.selection.mode === "all" && d.cells.program) {
+      const progs = [...new Set(d.cells.program)].sort((a, b) => a - b);
+      box.append(h("span", {}, "colour = the first program that touched the element:"));
+      if (progs.length <= 24) for (const lin of progs) box.append(sw(programColor(lin), pidText(this.pidOf(lin))));
+      else box.append(h("span", {}, `${progs.length} programs`));
+    }
     else box.append(sw(KIND_COLOR[1], "loaded"), sw(KIND_COLOR[2], "stored"), sw(KIND_COLOR[3], "both"));
     box.append(sw(UNTOUCHED, "not touched"));
     const what = d.selection.mode === "all" ? "all programs" : d.selection.mode === "program"

@@ -50,9 +50,7 @@ class Case:
         return marked_line(self.broken, self.other_marker) if self.other_program is not None else None
 
 
-# -------------------------------------------------------------------------------------------------------
-# 1-2. masks
-# -------------------------------------------------------------------------------------------------------
+# --- 1-2. masks ---------------------------------------------------------------------------------------
 @triton_trace.trace(outputs=("out",))
 @triton.jit
 def add_no_mask(x, y, out, n, BLOCK: tl.constexpr):
@@ -102,9 +100,7 @@ def run_scale(kernel, fixed):
     kernel[(triton.cdiv(n, 64),)](x, out, n, BLOCK=64)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 3. a wrong stride for a transposed, padded view (the caller passes the unpadded row length)
-# -------------------------------------------------------------------------------------------------------
+# --- 3. a wrong stride for a transposed, padded view (the caller passes the unpadded row length) ------
 @triton_trace.trace(outputs=("out",))
 @triton.jit
 def copy_2d(x, out, M, N, sxm, sxn, BM: tl.constexpr, BN: tl.constexpr):
@@ -123,9 +119,7 @@ def run_transposed_view(kernel, fixed):
     kernel[(1,)](x, out, 24, 16, x.stride(0), sxn, BM=32, BN=16)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 4. a row index past the end: the launcher's grid has one program too many
-# -------------------------------------------------------------------------------------------------------
+# --- 4. a row index past the end: the launcher's grid has one program too many ------------------------
 @triton_trace.trace(outputs=("out",))
 @triton.jit
 def row_softmax(x, out, n_cols, BLOCK: tl.constexpr):
@@ -143,9 +137,7 @@ def run_softmax(kernel, fixed):
     kernel[(rows if fixed else rows + 1,)](x, out, cols, BLOCK=64)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 5. a race: two programs write the same row
-# -------------------------------------------------------------------------------------------------------
+# --- 5. a race: two programs write the same row -------------------------------------------------------
 @triton_trace.trace(outputs=("out",))
 @triton.jit
 def rows_race(x, out, n_cols, BLOCK: tl.constexpr):
@@ -169,9 +161,7 @@ def run_rows(kernel, fixed):
     kernel[(4,)](x, out, 32, BLOCK=32)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 6. a read of an output nobody wrote yet (accumulating into torch.empty)
-# -------------------------------------------------------------------------------------------------------
+# --- 6. a read of an output nobody wrote yet (accumulating into torch.empty) --------------------------
 @triton_trace.trace(outputs=("out",))
 @triton.jit
 def accumulate_into_empty(x, out, n, BLOCK: tl.constexpr):
@@ -195,9 +185,7 @@ def run_accumulate(kernel, fixed):
     kernel[(2,)](x, out, 100, BLOCK=64)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 7. a block pointer without boundary check
-# -------------------------------------------------------------------------------------------------------
+# --- 7. a block pointer without boundary check --------------------------------------------------------
 @triton_trace.trace(outputs=("out",))
 @triton.jit
 def tile_copy_no_check(x, out, M, N, BM: tl.constexpr, BN: tl.constexpr):
@@ -223,9 +211,7 @@ def run_tiles(kernel, fixed):
     kernel[(2, 2)](x, out, 20, 20, BM=16, BN=16)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 8. a split reduction that stores its partial sums where it should add them atomically
-# -------------------------------------------------------------------------------------------------------
+# --- 8. a split reduction that stores its partial sums where it should add them atomically ------------
 @triton_trace.trace
 @triton.jit
 def sum_store(x, out, n, BLOCK: tl.constexpr):
@@ -247,9 +233,7 @@ def run_sum(kernel, fixed):
     kernel[(4,)](x, out, 200, BLOCK=64)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 9. an output left partly unwritten: the launcher rounds the grid down
-# -------------------------------------------------------------------------------------------------------
+# --- 9. an output left partly unwritten: the launcher rounds the grid down ----------------------------
 def run_grid_round_down(kernel, fixed):
     n = 300
     x, out = torch.randn(n), torch.empty(n)
@@ -257,9 +241,7 @@ def run_grid_round_down(kernel, fixed):
     kernel[(grid,)](x, out, n, BLOCK=64)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 10. a store inside the loop: the same program writes each element once per iteration
-# -------------------------------------------------------------------------------------------------------
+# --- 10. a store inside the loop: the same program writes each element once per iteration -------------
 @triton_trace.trace(outputs=("out",))
 @triton.jit
 def running_sum_in_loop(x, out, n_cols, BLOCK: tl.constexpr):
@@ -287,9 +269,7 @@ def run_running_sum(kernel, fixed):
     kernel[(3,)](x, out, 64, BLOCK=16)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 11. a stencil reading its left neighbour without a mask at the left edge
-# -------------------------------------------------------------------------------------------------------
+# --- 11. a stencil reading its left neighbour without a mask at the left edge -------------------------
 @triton_trace.trace(outputs=("out",))
 @triton.jit
 def diff_left(x, out, n, BLOCK: tl.constexpr):
@@ -313,9 +293,7 @@ def run_diff(kernel, fixed):
     kernel[(2,)](x, out, 100, BLOCK=64)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 12. a 2D tile masked on rows only, over a column slice of a wider tensor
-# -------------------------------------------------------------------------------------------------------
+# --- 12. a 2D tile masked on rows only, over a column slice of a wider tensor -------------------------
 @triton_trace.trace(outputs=("out",))
 @triton.jit
 def tile_rows_mask(x, out, M, N, sx, BM: tl.constexpr, BN: tl.constexpr):
@@ -340,9 +318,7 @@ def run_tile_slice(kernel, fixed):
     kernel[(1, 2)](x, out, 16, 24, x.stride(0), BM=16, BN=16)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 13. an in-place stencil: each program reads the first element of its right neighbour's block
-# -------------------------------------------------------------------------------------------------------
+# --- 13. an in-place stencil: each program reads the first element of its right neighbour's block -----
 @triton_trace.trace
 @triton.jit
 def shift_in_place(x, n, BLOCK: tl.constexpr):
@@ -367,9 +343,7 @@ def run_shift(kernel, fixed):
         kernel[(4,)](x, 128, BLOCK=32)
 
 
-# -------------------------------------------------------------------------------------------------------
-# 14. partial sums accumulated into a shared buffer without taking the lock
-# -------------------------------------------------------------------------------------------------------
+# --- 14. partial sums accumulated into a shared buffer without taking the lock ------------------------
 @triton_trace.trace
 @triton.jit
 def group_sum_no_lock(x, partial, lock, n_cols, GROUPS: tl.constexpr, BLOCK: tl.constexpr):

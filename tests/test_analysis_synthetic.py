@@ -7,7 +7,7 @@ from triton_trace.analysis import analyze
 from triton_trace.analysis.cache import _lockstep
 from triton_trace.analysis.sanitizer import view_positions
 from triton_trace.errors import TraceUsageError
-from triton_trace.model import KIND_CODE, MAX_RANK, Launch, TensorInfo, empty_ops
+from triton_trace.model import KIND_CODE, Launch, TensorInfo, empty_ops
 
 
 def tensor(name, shape, strides=None, storage_offset=0, storage_size=None, eb=4):
@@ -233,7 +233,7 @@ def test_conflict_rules_between_programs():
     assert kinds(two("store", "atomic_add")) == ["race"]
     assert kinds(two("atomic_add", "atomic_max")) == []
     assert kinds(two("load", "load")) == []
-    one = launch([t], [{"kind": "store", "offsets": e}, {"kind": "load", "offsets": e}, {"kind": "store", "offsets": e}])
+    one = launch([t], [{"kind": k, "offsets": e} for k in ("store", "load", "store")])
     assert kinds(one) == []                      # one program may do anything to its own elements
 
 
@@ -328,3 +328,37 @@ def test_bad_parameters_and_inputs_are_refused():
 def test_an_empty_launch_analyses():
     d = analyze(launch([], [])).to_dict()
     assert d["launches"][0]["metrics"]["lanes"] == 0 and d["findings"] == []
+
+
+def test_recorded_program_order_and_programs_without_ops():
+    t = tensor("out", (8,))
+    e = np.arange(8)
+    ops = [{"kind": "store", "program": (0,), "offsets": e}, {"kind": "load", "program": (2,), "offsets": e}]
+    in_order = launch([t], ops, outputs=("out",), recorded_ids=np.array([[0, 0, 0], [1, 0, 0], [2, 0, 0]]))
+    d = analyze(in_order).to_dict()
+    assert d["launches"][0]["programs"]["pid"] == [[0, 0, 0], [1, 0, 0], [2, 0, 0]]
+    assert d["launches"][0]["programs"]["memory_ops"] == [1, 0, 1]
+    assert [f["kind"] for f in d["findings"]] == ["race"]
+    reversed_order = launch([t], ops, outputs=("out",), recorded_ids=np.array([[2, 0, 0], [1, 0, 0], [0, 0, 0]]))
+    assert kinds(reversed_order) == ["race", "uninitialized_read"]    # program 2 ran first: its load read garbage
+
+
+def test_groups_past_the_cap_are_counted_per_program_without_being_built():
+    t = tensor("x", (16,))
+    ops = [{"kind": "store", "program": (p,), "offsets": np.arange(4)} for p in range(30)]   # all race
+    ops += [{"kind": "load", "program": (p,), "offsets": 16 + np.arange(4)} for p in range(30)]   # all OOB
+    r = analyze(launch([t], ops), max_findings=5)
+    d = r.to_dict()
+    assert d["finding_counts"]["out_of_bounds"] == 30 and d["finding_counts"]["race"] == 1
+    assert len(d["findings"]) == 5 and d["suppressed"] == 26
+    assert d["launches"][0]["programs"]["findings"] == [2] + [1] * 29
+
+
+@pytest.mark.parametrize("scenario", ["stream", "tiled", "gather"])
+def test_benchmark_launches_analyse_cleanly(scenario):
+    from benchmarks import bench_analysis
+    lc = getattr(bench_analysis, scenario)(200_000)
+    d = analyze(lc).to_dict()
+    assert d["findings"] == [] and d["launches"][0]["metrics"]["lanes"] == len(lc.offsets)
+    assert d["launches"][0]["metrics"]["store_sector_efficiency"] > 0.99
+    assert set(bench_analysis.stages(lc)) >= {"coalescing", "L2 simulation", "check_races"}

@@ -75,6 +75,8 @@ class Page:
     def check(self, name: str):
         """Nothing left loopback, nothing failed; save a screenshot."""
         OUT.mkdir(parents=True, exist_ok=True)
+        if self.page.evaluate("document.body.dataset.view") == "launch":
+            self.page.wait_for_selector("#charts-panel[data-ready]")
         self.page.screenshot(path=str(OUT / f"{name}.png"), full_page=True)
         outside = [u for u in self.requests if not u.startswith(self.base + "/")]
         assert not outside, f"requests left the server: {outside}"

@@ -250,15 +250,25 @@ def test_trace_all_traces_undecorated_kernels():
 
 
 def test_trace_all_filters_by_kernel_name(monkeypatch):
+    x, y = add_inputs(100)
+    with trace_all(kernels=["softmax_kernel"]):
+        # not traced; CPU tensors cannot run a compiled kernel, so it runs through the interpreter unrecorded
+        torch.testing.assert_close(K.add(x, y), x + y)
+        s = torch.randn(3, 10)
+        torch.testing.assert_close(K.softmax(s), torch.softmax(s, 1))
+    assert triton_trace.current_trace().kernels() == ["softmax_kernel"]
+
+
+def test_trace_all_leaves_unselected_gpu_launches_to_triton(monkeypatch):
+    from triton_trace.record import session
     calls = []
     monkeypatch.setattr(JITFunction, "run", lambda self, *a, grid, warmup=False, **kw: calls.append(self.fn.__name__))
+    monkeypatch.setattr(session, "_on_gpu", lambda args, kwargs: True)     # as if the tensors were on a GPU
     x, y = add_inputs(100)
     with trace_all(kernels=["softmax_kernel"]):
         K.add(x, y)                          # not traced: goes to the class's own run
-        s = torch.randn(3, 10)
-        torch.testing.assert_close(K.softmax(s), torch.softmax(s, 1))
     assert calls == ["add_kernel"]
-    assert triton_trace.current_trace().kernels() == ["softmax_kernel"]
+    assert triton_trace.current_trace().kernels() == []
 
 
 def test_decorated_kernel_keeps_its_options_inside_trace_all():

@@ -6,8 +6,12 @@ import ast
 import glob
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -91,3 +95,36 @@ def test_examples_help_does_not_run_anything():
     proc = subprocess.run([sys.executable, os.path.join("examples", "vector_add.py"), "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0 and "--no-serve" in proc.stdout and "trace:" not in proc.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _poll(url: str, deadline: float) -> str:
+    """GET ``url`` until it answers or the deadline passes."""
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return resp.read().decode()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_example_serves_the_trace_until_ctrl_c():
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join("examples", "vector_add.py"), "--port", str(port)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        body = _poll(f"http://127.0.0.1:{port}/api/trace", time.monotonic() + TIMEOUT)
+        assert "add_kernel" in body
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    assert f"port {port}" in out and "no findings" in out

@@ -131,6 +131,21 @@ def test_launch_html_with_program_adds_its_tensor_views():
     assert html.count('class="tt-tensor"') == 2
 
 
+def test_launch_html_picks_its_entry_of_a_whole_trace_report():
+    trace, _ = traced_transpose()
+    lc = trace.launches[0]
+    other = {"kernel": "other_kernel", "grid": [1, 1, 1], "metrics": {"load_bytes": 1}}
+    second = dict(REPORT["launches"][0], metrics={"load_bytes": 12345})
+    report = {"launches": [other, REPORT["launches"][0], second],
+              "findings": [dict(REPORT["findings"][0], launch=2, message="about the second")]}
+    html = nb.launch_html(lc, report=report)
+    assert "3.8 KiB" in html and "about the second" not in html and "pass index=" in html
+    html = nb.launch_html(lc, report=report, index=2)
+    assert "12 KiB" in html or "12.1 KiB" in html
+    assert "about the second" in html and "pass index=" not in html
+    assert "no entry for this launch" in nb.launch_html(lc, report=report, index=0)
+
+
 def test_report_html_from_a_report_dict():
     html = nb.report_html(REPORT)
     assert 'class="tt-launches"' in html and 'class="tt-findings"' in html
@@ -344,7 +359,8 @@ def test_terminal_bar_draws_throttled_and_ends_with_a_newline():
     text = out.getvalue()
     frames = text.split("\r")[1:]
     assert 2 <= len(frames) <= 6                   # 2 s of programs, one frame per 0.5 s, plus the last
-    assert frames[-1] == "k: [" + "#" * 30 + "] 20/20 programs 1.9s\n"
+    assert frames[-1].endswith("\n") and frames[-1].rstrip() == "k: [" + "#" * 30 + "] 20/20 programs 1.9s"
+    assert len(frames[-1]) - 1 == len(frames[-2])  # the final, shorter frame blanks the hint of the one before
     assert "Ctrl-C" in frames[0]
 
 
@@ -357,7 +373,7 @@ def test_terminal_bar_skips_short_launches_but_not_slow_ones():
     for done in range(1, 6):                        # a new launch, each program taking 0.5 s
         clock.t += 0.5
         bar(done, 5, "slow")
-    assert "slow: [" in out.getvalue() and out.getvalue().endswith("5/5 programs 2.0s\n")
+    assert "slow: [" in out.getvalue() and out.getvalue().rstrip().endswith("5/5 programs 2.0s")
 
 
 def test_progress_callback_runs_during_a_trace(capsys):
@@ -368,7 +384,8 @@ def test_progress_callback_runs_during_a_trace(capsys):
     finally:
         triton_trace.set_progress(None)
     text = out.getvalue()
-    assert "add_kernel: [" in text and "] 8/8 programs" in text and text.endswith("s\n")
+    assert "add_kernel: [" in text and "] 8/8 programs" in text and text.endswith("\n")
+    assert text.count("\r") == 8                   # interval=0: one frame per program
 
 
 def test_keyboard_interrupt_from_the_callback_keeps_completed_programs():

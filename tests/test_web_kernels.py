@@ -130,7 +130,7 @@ HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned
 
 def hostile_trace() -> Trace:
     """A trace whose kernel name, source, file, tensor names and arguments try to run script in the page."""
-    src = ("@triton.jit\ndef evil(x_ptr, y_ptr):\n    # " + HOSTILE + "\n" + SYNTH_SOURCE.split("\n", 2)[2]
+    src = (SYNTH_SOURCE.replace("def tile_copy(", "def evil" + HOSTILE + "(") + "    # " + HOSTILE + "\n"
            + "    # </div><svg onload=\"window.__pwned = 3\">\n")
     t = synthetic_tiled(2, 2, 4, 4, ragged=1, kernel_name="evil" + HOSTILE, source=src,
                         names=("x" + HOSTILE, "<img src=x onerror=window.__pwned=4>"), file="/tmp/" + HOSTILE + ".py")

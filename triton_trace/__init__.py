@@ -25,6 +25,8 @@ _LAZY = {
     "Report": ("triton_trace.analysis", "Report"),
     "launch": ("triton_trace.view.server", "launch"),
     "create_app": ("triton_trace.view.server", "create_app"),
+    "show": ("triton_trace.view.notebook", "show"),
+    "enable_progress": ("triton_trace.view.progress", "enable_progress"),
 }
 
 
@@ -42,5 +44,22 @@ __all__ = [
     "Trace", "Launch", "Access", "TensorInfo", "KINDS",
     "TritonTraceError", "ProgramError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
     "UnsupportedTritonVersion", "OutOfBoundsAccess",
-    "analyze", "check", "Report", "launch", "create_app",
+    "analyze", "check", "Report", "launch", "create_app", "show", "enable_progress",
 ]
+
+
+def _default_display() -> None:
+    """A progress bar for long launches; rich display of Trace, Launch and Report inside IPython.
+
+    Registered from here, not in model.py, so the data model never imports the view stage."""
+    import sys
+    from .view.progress import enable_progress
+    enable_progress("auto")      # notebook bar in Jupyter, terminal bar on a TTY stderr, else none
+    if "IPython" in sys.modules:
+        from IPython import get_ipython
+        if get_ipython() is not None:
+            from .view.notebook import register_formatters
+            register_formatters()
+
+
+_default_display()

@@ -207,6 +207,12 @@ class Launch:
         """Every recorded op, memory and compute (dot, reduce, scan, math), in execution order."""
         return [self.access(i) for i in self.rows(program, memory_only=False)]
 
+    def show(self, **kw) -> None:
+        """Display inline in Jupyter: program grid, findings, charts (self-contained HTML)."""
+        # Imported on call: the data model never loads the view stage unless the user asks for it.
+        from .view.notebook import show
+        show(self, **kw)
+
     def __repr__(self) -> str:
         return (f"<Launch {self.kernel_name} grid={self.grid} ops={self.num_ops} "
                 f"programs={self.recorded_programs}{'' if self.completed else ' INCOMPLETE'}>")
@@ -240,6 +246,12 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"<Trace launches={len(self.launches)} kernels={self.kernels()}>"
+
+    def show(self, **kw) -> None:
+        """Display inline in Jupyter: program grid, findings, charts (self-contained HTML)."""
+        # Imported on call: the data model never loads the view stage unless the user asks for it.
+        from .view.notebook import show
+        show(self, **kw)
 
     def summary(self) -> str:
         lines = [f"trace: {len(self.launches)} launch(es)"]

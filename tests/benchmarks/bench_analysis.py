@@ -21,53 +21,40 @@ import numpy as np
 from triton_trace.analysis import analyze
 from triton_trace.analysis import analyzer as A
 from triton_trace.analysis.context import LaunchContext, Params
-from triton_trace.model import KIND_CODE, MAX_RANK, Launch, TensorInfo, empty_ops
+from triton_trace.model import KIND_CODE, Launch, TensorInfo, empty_ops
 
 
 def build(name: str, programs: np.ndarray, rows: list, tensors: list, grid: tuple) -> Launch:
-    """rows: (program index array, kind, tensor, block shape, offsets (n, *shape), mask (n, *shape) or None)
-    in execution order within each program; programs run in index order."""
-    per = []
-    for seq, (kind, tensor, shape, off, mask) in enumerate(rows):
-        per.append((seq, kind, tensor, shape, off, mask))
-    n_prog = len(programs)
-    n_rows = n_prog * len(per)
-    ops = empty_ops(n_rows)
-    lanes = sum(int(np.prod(s)) for _, _, _, s, _, _ in per)
-    # program-major order: program p's rows are contiguous
-    offsets = np.empty((n_prog, lanes), dtype=np.int64)
+    """A launch where every program runs ``rows`` in order: (kind, tensor index, block shape, offsets of
+    every program (n, *shape), mask (n, *shape) or None). Programs run in the order given."""
+    n_prog, per = len(programs), len(rows)
+    ops = empty_ops(n_prog * per)
+    lanes = sum(int(np.prod(shape)) for _, _, shape, _, _ in rows)
+    offsets = np.empty((n_prog, lanes), dtype=np.int64)      # program-major, like the recorder's buffers
     mask = np.ones((n_prog, lanes), dtype=bool)
     col = 0
-    for seq, kind, tensor, shape, off, m in per:
-        L = int(np.prod(shape))
-        offsets[:, col:col + L] = off.reshape(n_prog, L)
+    for seq, (kind, tensor, shape, off, m) in enumerate(rows):
+        size = int(np.prod(shape))
+        offsets[:, col:col + size] = off.reshape(n_prog, size)
         if m is not None:
-            mask[:, col:col + L] = m.reshape(n_prog, L)
-        idx = np.arange(n_prog) * len(per) + seq
-        ops["program"][idx] = programs
-        ops["seq"][idx] = seq
-        ops["kind"][idx] = KIND_CODE[kind]
-        ops["file"][idx] = 0
-        ops["line"][idx] = 10 + seq
-        ops["tensor"][idx] = tensor
-        ops["elem_bytes"][idx] = 4
-        ops["ndim"][idx] = len(shape)
+            mask[:, col:col + size] = m.reshape(n_prog, size)
+        idx = np.arange(n_prog) * per + seq
+        for column, value in (("program", programs), ("seq", seq), ("kind", KIND_CODE[kind]), ("line", 10 + seq),
+                              ("tensor", tensor), ("elem_bytes", 4), ("ndim", len(shape)), ("lane_count", size),
+                              ("lane_start", np.arange(n_prog) * lanes + col), ("value_dtype", -1),
+                              ("value_start", -1)):
+            ops[column][idx] = value
         ops["shape"][idx, :len(shape)] = shape
-        ops["lane_start"][idx] = np.arange(n_prog) * lanes + col
-        ops["lane_count"][idx] = L
-        ops["value_dtype"][idx] = -1
-        ops["value_start"][idx] = -1
-        col += L
+        col += size
     return Launch(kernel_name=name, source="", source_file="bench.py", source_line=1, grid=grid, args={},
                   tensors=tuple(tensors), files=("bench.py",), value_dtypes=(), ops=ops,
                   offsets=offsets.reshape(-1), mask=mask.reshape(-1), values=np.zeros(0, np.uint8),
                   recorded_programs=n_prog, outputs=("out",))
 
 
-def t(name, shape, n):
-    size = int(np.prod(shape))
+def t(name, shape):
     strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-    return TensorInfo(name, "float32", tuple(shape), strides, 0, size, 4)
+    return TensorInfo(name, "float32", tuple(shape), strides, 0, int(np.prod(shape)), 4)
 
 
 def stream(lanes: int) -> Launch:
@@ -79,7 +66,7 @@ def stream(lanes: int) -> Launch:
     m = off < n
     rows = [("load", 0, (block,), off, m), ("load", 1, (block,), off, m), ("store", 2, (block,), off, m)]
     prog = np.stack([pid, 0 * pid, 0 * pid], axis=1)
-    return build("stream", prog, rows, [t("x", (n,), n), t("y", (n,), n), t("out", (n,), n)], (n_prog, 1, 1))
+    return build("stream", prog, rows, [t("x", (n,)), t("y", (n,)), t("out", (n,))], (n_prog, 1, 1))
 
 
 def tiled(lanes: int) -> Launch:
@@ -102,7 +89,7 @@ def tiled(lanes: int) -> Launch:
     c = (pn[:, None, None] * b + r[None, None, :]) * M + pm[:, None, None] * b + r[None, :, None]
     rows.append(("store", 2, (b, b), c, None))
     prog = np.stack([pid, 0 * pid, 0 * pid], axis=1)
-    return build("tiled", prog, rows, [t("a", (M, K), 0), t("b", (K, N), 0), t("out", (N, M), 0)],
+    return build("tiled", prog, rows, [t("a", (M, K)), t("b", (K, N)), t("out", (N, M))],
                  (n_prog, 1, 1))
 
 
@@ -116,7 +103,7 @@ def gather(lanes: int) -> Launch:
     out = pid[:, None] * block + np.arange(block)
     rows = [("load", 0, (block,), idx, None), ("store", 1, (block,), out, None)]
     prog = np.stack([pid, 0 * pid, 0 * pid], axis=1)
-    return build("gather", prog, rows, [t("table", (table,), 0), t("out", (n_prog * block,), 0)],
+    return build("gather", prog, rows, [t("table", (table,)), t("out", (n_prog * block,))],
                  (n_prog, 1, 1))
 
 

@@ -2,7 +2,8 @@
 
 Each launch is analysed on its own (launches on one stream are ordered, so nothing races across them).
 The analyses form two explicit lists: the metric stages, in dependency order inside
-``_analyze_launch``, and ``CHECKS``, the sanitizer, each a pure ``check(ctx) -> list[Finding]``.
+``_analyze_launch``, and ``CHECKS``, the sanitizer, each a pure ``check(ctx) -> list`` of Findings (and
+Suppressed records for groups past the cap).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from . import metrics
 from .cache import issue_order, simulate
 from .coalescing import coalesce
 from .context import LaunchContext, Params
-from .findings import finalize
+from .findings import Finding, Suppressed, finalize
 from .races import check_races
 from .report import FindingsError, LaunchReport, Report
 from .roofline import dot_precision, flops, roofline
@@ -82,7 +83,9 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
     rows = metrics.row_table(ctx, co, cache, dot, math)
     unique = metrics.unique_elements(ctx)
     findings = [f for check_fn in CHECKS for f in check_fn(ctx)]
-    attributed = np.array([f.op_row for f in findings if f.op_row >= 0], dtype=np.int64)
+    attributed = np.concatenate([np.array([f.op_row for f in findings if isinstance(f, Finding) and f.op_row >= 0],
+                                          dtype=np.int64)] +
+                                [f.op_rows for f in findings if isinstance(f, Suppressed)])
     cols = metrics.program_columns(ctx, rows, ctx.row_prog[attributed])
     ops = metrics.static_ops(ctx, rows, ctx.row_op[attributed])
     m = metrics.launch_metrics(ctx, rows, unique)

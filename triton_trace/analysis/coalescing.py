@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .context import LaunchContext
+from .context import LaunchContext, unique_rows
 
 PATTERNS = ("", "scalar", "contiguous", "strided", "broadcast", "gather")
 SCALAR, CONTIGUOUS, STRIDED, BROADCAST, GATHER = 1, 2, 3, 4, 5
@@ -69,8 +69,7 @@ def coalesce(ctx: LaunchContext, row_order: np.ndarray) -> Coalescing:
     if len(rows):
         ops = ctx.launch.ops
         key = np.column_stack([ops["ndim"][rows], ops["shape"][rows], ctx.eb[rows]]).astype(np.int64)
-        classes, inverse = np.unique(key, axis=0, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        classes, inverse = unique_rows(key)
         for c, k in enumerate(classes):
             nd = int(k[0])
             shape = tuple(int(s) for s in k[1:1 + nd]) or (1,)

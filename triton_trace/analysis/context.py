@@ -5,10 +5,10 @@ A launch's op table is indexed by row; the lanes of a memory row live in the fla
 every memory row out once, in row order, together with the row that owns each lane and whether the lane
 lies inside its tensor's storage, so that every analysis works on flat numpy arrays.
 
-Program order. Programs are numbered by their lexicographic (x, y, z) id, which is the order in which
-Triton's interpreter runs them (``for x: for y: for z:``); "before" in the sanitizer means earlier in
-that order, or earlier in the same program. The cache simulation uses the GPU's dispatch order instead
-(x fastest), see ``gpu_rank``.
+Program order. Programs are indexed by their lexicographic (x, y, z) id. "Before" in the sanitizer means
+earlier in the execution order the recorder lists (``Launch.recorded_ids``; without it, (x, y, z) order,
+the interpreter's ``for x: for y: for z:``), or earlier in the same program. The cache simulation uses
+the GPU's dispatch order instead (x fastest), see ``gpu_rank``.
 """
 from __future__ import annotations
 
@@ -77,6 +77,21 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def unique_rows(key: np.ndarray) -> tuple:
+    """(distinct rows of a 2-D int array, the class of every row), classes in a deterministic order.
+    np.unique(axis=0) sorts rows as bytes (~10 s for a million rows); a 64-bit fingerprint sorts fast,
+    and a check falls back to np.unique on a collision."""
+    mult = np.uint64(0x9E3779B97F4A7C15) ** np.arange(1, key.shape[1] + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        fp = (key.astype(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
+    _, first, inverse = np.unique(fp, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not (key[first][inverse] == key).all():
+        classes, inverse = np.unique(key, axis=0, return_inverse=True)
+        return classes, inverse.reshape(-1)
+    return key[first], inverse
+
+
 def lane_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Flat indices of the lanes of rows given by (start, count), row after row."""
     counts = counts.astype(np.int64)
@@ -115,14 +130,21 @@ class LaunchContext:
     # -- programs --------------------------------------------------------------------------------------
     def _programs(self, launch: Launch) -> None:
         p = launch.ops["program"].astype(np.int64).reshape(-1, 3)
+        ids = getattr(launch, "recorded_ids", None)        # also the recorded programs that did no op
+        ids = np.zeros((0, 3), np.int64) if ids is None else np.asarray(ids, dtype=np.int64).reshape(-1, 3)
         dims = np.asarray(launch.grid, dtype=np.int64)
-        if len(p):
-            dims = np.maximum(dims, p.max(axis=0) + 1)
+        for a in (p, ids):
+            if len(a):
+                dims = np.maximum(dims, a.max(axis=0) + 1)
         self.dims = dims
-        lin = (p[:, 0] * dims[1] + p[:, 1]) * dims[2] + p[:, 2]
-        self.programs = sorted_unique(lin)               # interpreter order
+        linear = lambda a: (a[:, 0] * dims[1] + a[:, 1]) * dims[2] + a[:, 2]
+        lin, lin_ids = linear(p), linear(ids)
+        self.programs = sorted_unique(np.concatenate([lin, lin_ids]))     # (x, y, z) order
         self.n_programs = len(self.programs)
         self.row_prog = np.searchsorted(self.programs, lin)
+        # Execution order: the recorder's list when it has one, else (x, y, z), the interpreter's loops.
+        self.exec_rank = np.arange(self.n_programs, dtype=np.int64) + len(lin_ids)
+        np.minimum.at(self.exec_rank, np.searchsorted(self.programs, lin_ids), np.arange(len(lin_ids)))
         x, rest = np.divmod(self.programs, dims[1] * dims[2])
         y, z = np.divmod(rest, dims[2])
         self.pids = np.stack([x, y, z], axis=1)
@@ -162,25 +184,27 @@ class LaunchContext:
         self.n_lanes = int(cnt.sum())
         self.lane_pos = np.zeros(self.n_rows, dtype=np.int64)        # first lane of each row in self.offsets
         self.lane_pos[self.mem_rows] = excl
-        self.lane_row = np.repeat(self.mem_rows, cnt)
+        row_type = np.int32 if self.n_rows < 1 << 31 else np.int64
+        self.lane_row = np.repeat(self.mem_rows.astype(row_type), cnt)
         # Storage size in the access's own units (a pointer cast can change the element size).
         tb = np.array([t.storage_size * t.elem_bytes for t in launch.tensors] + [0], dtype=np.int64)
         self.row_limit = np.where(self.eb > 0, tb[self.tensor] // np.maximum(self.eb, 1), 0)
-        limit = np.repeat(self.row_limit[self.mem_rows], cnt)
-        self.inb = (self.offsets >= 0) & (self.offsets < limit)
-        self.active = self.mask
-        cs = np.zeros(self.n_lanes + 1, dtype=np.int64)
-        np.cumsum(self.mask, out=cs[1:])
+        self.inb = np.ones(self.n_lanes, dtype=bool)
         self.active_lanes = np.zeros(self.n_rows, dtype=np.int64)
-        self.active_lanes[self.mem_rows] = cs[excl + cnt] - cs[excl]
-
-    def row_sum(self, lane_values: np.ndarray) -> np.ndarray:
-        """Per-row sums of a per-lane array (length n_lanes)."""
-        return np.bincount(self.lane_row, weights=lane_values, minlength=self.n_rows).astype(np.int64)
+        if self.n_lanes:
+            lo = np.minimum.reduceat(self.offsets, excl)
+            hi = np.maximum.reduceat(self.offsets, excl)
+            # Most rows lie inside their storage entirely; check lane by lane only the others.
+            out = np.nonzero((lo < 0) | (hi >= self.row_limit[self.mem_rows]))[0]
+            if len(out):
+                lanes = lane_index(excl[out], cnt[out])
+                limit = np.repeat(self.row_limit[self.mem_rows[out]], cnt[out])
+                self.inb[lanes] = (self.offsets[lanes] >= 0) & (self.offsets[lanes] < limit)
+            self.active_lanes[self.mem_rows] = np.add.reduceat(self.mask.view(np.uint8), excl, dtype=np.int64)
 
     def time(self) -> np.ndarray:
         """Per-row position in the interpreter's sequential execution: program order, then seq."""
-        return self.row_prog * (int(self.seq.max(initial=0)) + 1) + self.seq
+        return self.exec_rank[self.row_prog] * (int(self.seq.max(initial=0)) + 1) + self.seq
 
     def row_location(self, row: int) -> dict:
         f = int(self.file[row])

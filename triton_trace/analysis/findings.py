@@ -3,7 +3,9 @@
 A finding groups the offending lanes (or elements) of one kind, one program and one static op
 (kind, tensor, file, line); it carries their count and the first few element offsets in execution
 order. Findings sort most severe first, then by launch, program, line; the report keeps the first
-``max_findings`` and counts the rest as suppressed.
+``max_findings`` and counts the rest as suppressed. A check builds in full only the first
+``max_findings`` groups of each kind in (program, op) order, since no later one could be shown; it
+returns the rest as a ``Suppressed`` record, so a grid of a million broken programs stays cheap.
 """
 from __future__ import annotations
 
@@ -64,6 +66,14 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class Suppressed:
+    """Finding groups of one kind that were counted but not built: past the first ``max_findings`` of
+    their launch and kind, they could never make the report. ``op_rows`` holds a row of each group."""
+    kind: str
+    op_rows: np.ndarray
+
+
+@dataclass(frozen=True)
 class LaneGroup:
     """Offending lanes of one (program, static op)."""
     program: int           # program index (ctx.pids)
@@ -73,29 +83,31 @@ class LaneGroup:
     lanes: np.ndarray      # first offending lanes (indices into ctx.offsets), execution order
 
 
-def group_lanes(ctx: LaunchContext, bad: np.ndarray) -> list:
-    """Group offending lanes (ascending indices into ctx.offsets) by (program, static op)."""
+def group_lanes(ctx: LaunchContext, bad: np.ndarray) -> tuple:
+    """Group offending lanes (ascending indices into ctx.offsets) by (program, static op).
+
+    Returns (the first max_findings groups in (program, op) order, a row of each further group)."""
     if not len(bad):
-        return []
-    k = ctx.params.max_examples
+        return [], np.zeros(0, dtype=np.int64)
+    k, limit = ctx.params.max_examples, ctx.params.max_findings
     rows = ctx.lane_row[bad]
     key = ctx.row_prog[rows] * ctx.n_static + ctx.row_op[rows]
-    groups, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    groups, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
     # Examples: at most k lanes per row first (lanes are laid out row by row), then per group.
-    starts = np.r_[0, np.flatnonzero(rows[1:] != rows[:-1]) + 1]
-    rank = np.arange(len(bad)) - np.repeat(starts, np.diff(np.r_[starts, len(bad)]))
-    few = np.nonzero(rank < k)[0]
-    few = few[np.argsort(inverse[few], kind="stable")]
     row_starts = np.r_[True, rows[1:] != rows[:-1]]
+    starts = np.flatnonzero(row_starts)
+    rank = np.arange(len(bad)) - np.repeat(starts, np.diff(np.r_[starts, len(bad)]))
+    few = np.nonzero((rank < k) & (inverse < limit))[0]
+    few = few[np.argsort(inverse[few], kind="stable")]
     n_rows = np.bincount(inverse[row_starts], minlength=len(groups))
     out = []
-    bounds = np.searchsorted(inverse[few], np.arange(len(groups) + 1))
-    for g in range(len(groups)):
+    bounds = np.searchsorted(inverse[few], np.arange(min(limit, len(groups)) + 1))
+    for g in range(min(limit, len(groups))):
         ex = bad[few[bounds[g]:bounds[g + 1]]][:k]
         out.append(LaneGroup(int(ctx.row_prog[ctx.lane_row[ex[0]]]), int(ctx.lane_row[ex[0]]), int(counts[g]),
                              int(n_rows[g]), ex))
-    return out
+    return out, rows[first[limit:]].astype(np.int64)
 
 
 def block_index(ctx: LaunchContext, lane: int) -> tuple:
@@ -125,10 +137,12 @@ def short_list(values, limit: int = 4) -> str:
     return text + (", ..." if len(vals) > limit else "")
 
 
-def finalize(findings: list, max_findings: int) -> tuple:
-    """(kept findings, most severe first; counts per kind before the cap; how many were suppressed)."""
-    ordered = sorted(findings, key=Finding.sort_key)
+def finalize(found: list, max_findings: int) -> tuple:
+    """(kept findings, most severe first; counts per kind before the cap; how many were suppressed).
+    ``found`` holds Findings and Suppressed records."""
+    findings = sorted((f for f in found if isinstance(f, Finding)), key=Finding.sort_key)
     counts = {k: 0 for k in FINDING_KINDS}
-    for f in ordered:
-        counts[f.kind] += 1
-    return tuple(ordered[:max_findings]), counts, max(0, len(ordered) - max_findings)
+    for f in found:
+        counts[f.kind] += len(f.op_rows) if isinstance(f, Suppressed) else 1
+    kept = tuple(findings[:max_findings])
+    return kept, counts, sum(counts.values()) - len(kept)

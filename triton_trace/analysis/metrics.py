@@ -1,4 +1,4 @@
-"""Memory and work metrics at four levels: op row, static op, source line, program and launch.
+"""Memory and work metrics at every level: op row, static op, source line, program and launch.
 
 Everything starts from one table with a value per op row (``row_table``); the other levels are sums of
 it by a key (bincount), so they always add up. Bytes count active lanes only; sector counts and the

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .context import CAS, LOAD, STORE, XCHG, LaunchContext, lane_index
-from .findings import Finding, op_fields, short_list, where
+from .context import CAS, LOAD, STORE, XCHG, LaunchContext, lane_index, sorted_unique, unique_rows
+from .findings import Finding, Suppressed, op_fields, short_list, where
 from .sanitizer import view_positions
 
 R, W, A = 0, 1, 2
@@ -64,7 +64,8 @@ def check_races(ctx: LaunchContext) -> list:
     lock = lock_of_rows(ctx)
     typ = np.where(ctx.kind == LOAD, R, np.where(ctx.kind == STORE, W, A))
     mem = ctx.mem_rows
-    written = sorted({int(t) for t in ctx.tensor[mem[ctx.is_write[mem] & (ctx.active_lanes[mem] > 0)]]} - {-1})
+    writers = mem[ctx.is_write[mem] & (ctx.active_lanes[mem] > 0)]
+    written = [int(t) for t in sorted_unique(ctx.tensor[writers]) if t >= 0]
     findings = []
     for ti in written:
         t = ctx.launch.tensors[ti]
@@ -126,25 +127,32 @@ def _races(ctx, t, el, lr, p, typ, lk) -> list:
 
 
 def _findings(ctx, t, segs, w, other, lr, p, el) -> list:
+    # Group racy elements by (writer program, writer op, other program, other op), in that order.
     key = np.stack([p[w], ctx.row_op[lr[w]], p[other], ctx.row_op[lr[other]]], axis=1)
-    groups, inverse, counts = np.unique(key, axis=0, return_inverse=True, return_counts=True)
-    inverse = inverse.reshape(-1)
-    k = ctx.params.max_examples
-    out = []
-    for g in range(len(groups)):
-        members = np.nonzero(inverse == g)[0]
-        ex = members[:k]
+    groups, inverse = unique_rows(key)
+    order = np.lexsort(groups.T[::-1])                  # fingerprint order is arbitrary: sort the groups
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    inverse = rank[inverse]
+    members = np.argsort(inverse, kind="stable")        # element order kept within a group
+    bounds = np.searchsorted(inverse[members], np.arange(len(groups) + 1))
+    limit, k = ctx.params.max_findings, ctx.params.max_examples
+    rest = lr[w[members[bounds[limit:-1]]]] if len(groups) > limit else np.zeros(0, dtype=np.int64)
+    out = [Suppressed("race", rest.astype(np.int64))] if len(rest) else []
+    for g in range(min(limit, len(groups))):
+        mine = members[bounds[g]:bounds[g + 1]]
+        ex = mine[:k]
         wrow, orow = int(lr[w[ex[0]]]), int(lr[other[ex[0]]])
         f, fo = op_fields(ctx, wrow), op_fields(ctx, orow)
         offs = el[w[ex]]
         inside, idx = view_positions(t, offs)
         prog, oprog = ctx.pid(int(p[w[ex[0]]])), ctx.pid(int(p[other[ex[0]]]))
         msg = (f"race on '{t.name}': program {prog} ({f['op']} at {where(f)}) and program {oprog} "
-               f"({fo['op']} at {where(fo)}) access the same {int(counts[g])} element(s) with no atomic or "
+               f"({fo['op']} at {where(fo)}) access the same {len(mine)} element(s) with no atomic or "
                f"common lock ordering them (element offsets {short_list(int(v) for v in offs)})")
         out.append(Finding(
-            kind="race", kernel=ctx.launch.kernel_name, launch=ctx.index, message=msg, count=int(counts[g]),
-            program=tuple(prog), rows=int(len(np.unique(lr[w[members]]))), offsets=tuple(int(v) for v in offs),
+            kind="race", kernel=ctx.launch.kernel_name, launch=ctx.index, message=msg, count=len(mine),
+            program=tuple(prog), rows=len(sorted_unique(lr[w[mine]])), offsets=tuple(int(v) for v in offs),
             indices=tuple(tuple(int(v) for v in idx[i]) if inside[i] else None for i in range(len(offs))),
             other={"program": tuple(oprog), "file": fo["file"], "line": fo["line"], "op": fo["op"]},
             op_row=wrow, **f))

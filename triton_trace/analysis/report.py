@@ -67,10 +67,6 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
-
-import numpy as np
-
 from ..errors import TritonTraceError
 from .context import Params
 from .findings import FINDING_KINDS, SEVERITY
@@ -125,7 +121,8 @@ class Report:
 
     def rows(self, launch: int = 0) -> dict:
         """Per op-row metric arrays of one launch (numpy, parallel to Launch.ops): not in to_dict, as a
-        large launch has millions of rows."""
+        large launch has millions of rows. Columns: see metrics.row_table; "pattern" indexes
+        coalescing.PATTERNS, "program" indexes Report.programs()["pid"]."""
         return dict(self.launches[launch].rows)
 
     def programs(self, launch: int = 0) -> dict:
@@ -136,26 +133,52 @@ class Report:
         return self.launches[index].to_dict(self.params.max_programs)
 
     def summary(self, limit: int = 20) -> str:
-        if self.ok:
-            return f"triton_trace: no findings in {len(self.launches)} launch(es)"
+        """The findings (up to ``limit``), then one line per launch with its headline metrics."""
         total = sum(self.finding_counts.values())
-        counts = ", ".join(f"{k}={self.finding_counts[k]}" for k in FINDING_KINDS if self.finding_counts.get(k))
-        lines = [f"triton_trace found {total} problem(s) in {len(self.launches)} launch(es) ({counts}):"]
+        if self.ok:
+            lines = [f"triton_trace: no findings in {len(self.launches)} launch(es)"]
+        else:
+            counts = ", ".join(f"{k}={self.finding_counts[k]}" for k in FINDING_KINDS if self.finding_counts.get(k))
+            lines = [f"triton_trace found {total} problem(s) in {len(self.launches)} launch(es) ({counts}):"]
         for f in self.findings[:limit]:
             lines.append(f"  [{SEVERITY[f.kind]}] {f.kind} in '{f.kernel}' (launch {f.launch}): {f.message}")
         hidden = total - min(limit, len(self.findings))
         if hidden > 0:
             lines.append(f"  ... and {hidden} more (Report.findings and Report.to_dict() list up to "
                          f"max_findings={self.params.max_findings})")
-        return "\n".join(lines)
+        return "\n".join(lines + self._table())
+
+    def _table(self) -> list:
+        head = ("launch", "kernel", "grid", "programs", "loaded", "stored", "sector eff.", "DRAM (model)", "FLOPs",
+                f"bound on {self.params.gpu}")
+        body = []
+        for lr in self.launches:
+            d, m = lr.summary, lr.summary["metrics"]
+            eff = m["sector_efficiency"]
+            roof = d["roofline"].get(self.params.gpu, {})
+            body.append((str(d["index"]), d["kernel"], "x".join(str(g) for g in d["grid"]), str(m["programs"]),
+                         _bytes(m["load_bytes"]), _bytes(m["store_bytes"] + m["atomic_bytes"]),
+                         "-" if eff is None else f"{eff:.0%}", _bytes(m["dram_bytes_predicted"]),
+                         f"{m['flops']:.3g}", f"{roof.get('bound', '-')}, >= {_seconds(roof.get('time_s', 0.0))}"))
+        widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
+        fmt = lambda row: "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+        return [fmt(head)] + [fmt(r) for r in body]
 
     def __repr__(self) -> str:
         return (f"<Report launches={len(self.launches)} findings={sum(self.finding_counts.values())}"
                 f"{' ok' if self.ok else ''}>")
 
 
-def pid_index(pids: np.ndarray, program: Optional[tuple]) -> int:
-    if program is None or not len(pids):
-        return -1
-    hit = np.nonzero((pids == np.asarray(program)).all(axis=1))[0]
-    return int(hit[0]) if len(hit) else -1
+def _seconds(t: float) -> str:
+    for unit, scale in (("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3)):
+        if t < scale * 1000:
+            return f"{t / scale:.3g} {unit}"
+    return f"{t:.3g} s"
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+    return f"{n:.1f} GB"

@@ -9,8 +9,9 @@ Definitions (what each finding means exactly):
   slice. Milder: the memory exists, but it is not the tensor's.
 - uninitialized_read: a load or atomic of an element of a declared output (``trace(outputs=...)``, whose
   contents are undefined at launch) at a point where no program had yet written that element, in the
-  interpreter's sequential order (programs in (x, y, z) order, each program's ops in order). A read of
-  an element another program wrote earlier without synchronisation is a race (races.py), not this.
+  interpreter's sequential order: programs in the order they ran (``Launch.recorded_ids``, else (x, y, z)),
+  each program's ops in order. A read of an element another program wrote earlier without
+  synchronisation is a race (races.py), not this.
 - unwritten_output: elements of a declared output's view that no program wrote (stores or atomics).
   Checked only when every program ran and was recorded.
 - double_write: an element of a declared output stored more than once by the same program with plain
@@ -26,7 +27,7 @@ import numpy as np
 
 from ..model import TensorInfo
 from .context import STORE, LaunchContext, lane_index
-from .findings import Finding, block_index, group_lanes, op_fields, short_list, where
+from .findings import Finding, Suppressed, block_index, group_lanes, op_fields, short_list, where
 
 
 def view_positions(t: TensorInfo, off: np.ndarray) -> tuple:
@@ -80,8 +81,9 @@ def _example_fields(ctx: LaunchContext, t: TensorInfo, lanes: np.ndarray) -> dic
 
 
 def _lane_findings(ctx, bad, kind, describe) -> list:
-    out = []
-    for g in group_lanes(ctx, bad):
+    groups, rest = group_lanes(ctx, bad)
+    out = [Suppressed(kind, rest)] if len(rest) else []
+    for g in groups:
         f = op_fields(ctx, g.row)
         ti = int(ctx.tensor[g.row])
         t = ctx.launch.tensors[ti] if ti >= 0 else None
@@ -97,11 +99,12 @@ def check_bounds(ctx: LaunchContext) -> list:
     bad = np.flatnonzero(ctx.mask & ~ctx.inb)
 
     def describe(f, g, t, ex):
-        who = f"'{f['tensor']}'" if t is not None else "an address outside every tensor argument"
+        head = f"{f['op']} at {where(f)} by program {ctx.pid(g.program)}: {g.count} active lane(s)"
+        if t is None:
+            return f"{head} at addresses outside every tensor argument", None
         hi = int(ctx.row_limit[g.row]) - 1
-        valid = (0, hi) if t is not None else None
-        return (f"{f['op']} of {who} at {where(f)} by program {ctx.pid(g.program)}: {g.count} active lane(s) "
-                f"outside the storage (element offsets {short_list(ex['offsets'])}; valid 0..{hi})"), valid
+        return (f"{head} outside the storage of '{f['tensor']}' (element offsets {short_list(ex['offsets'])}; "
+                f"valid 0..{hi})"), (0, hi)
     findings = _lane_findings(ctx, bad, "out_of_bounds", describe)
     return findings + _check_views(ctx)
 

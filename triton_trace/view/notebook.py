@@ -60,18 +60,24 @@ def _entry(rd: Optional[dict], i: int, launch: Launch) -> tuple:
     return entries[i], [f for f in rd.get("findings") or [] if f.get("launch") == i]
 
 
-def _only(rd: Optional[dict], launch: Launch) -> Optional[dict]:
-    """The part of a whole-trace report about ``launch`` (matched by kernel and grid), as launch 0."""
+def _only(rd: Optional[dict], launch: Launch, index: Optional[int]) -> tuple:
+    """(the part of a whole-trace report about ``launch``, renumbered as launch 0; a note). The entry is
+    ``index`` when given, else the one launch of the same kernel and grid."""
     if rd is None:
-        return None
+        return None, None
     entries = rd.get("launches") or []
     same = [i for i, e in enumerate(entries) if e.get("kernel") == launch.kernel_name
             and list(e.get("grid") or []) == list(launch.grid)]
+    if index is not None:
+        same = [index] if index in same else []
+    note = None
+    if len(same) > 1:
+        note = f"the report has {len(same)} launches of {launch.kernel_name} on this grid; showing the first (pass index=)"
     if not same:
-        return {"launches": [], "findings": []}
+        return {"launches": [], "findings": []}, "the report has no entry for this launch"
     i = same[0]
     return {**rd, "launches": [entries[i]], "findings": [{**f, "launch": 0} for f in rd.get("findings") or []
-                                                          if f.get("launch") == i]}
+                                                          if f.get("launch") == i]}, note
 
 
 def report_program_metrics(entry: dict) -> dict:
@@ -243,14 +249,16 @@ def trace_html(trace: Trace, report=None, metric: Optional[str] = None, analyze:
 
 
 def launch_html(launch: Launch, report=None, program=None, metric: Optional[str] = None,
-                analyze: bool = True) -> str:
+                analyze: bool = True, index: Optional[int] = None) -> str:
     """One launch: arguments, tensors, metrics, program grid, charts, findings, and with ``program`` the
-    tensor views of that program. ``report`` may be the report of a whole trace holding this launch."""
+    tensor views of that program. ``report`` may be the report of a whole trace holding this launch, whose
+    entry ``index`` is (default: the launch of the same kernel and grid); None analyses the launch now."""
     given, _ = _report_dict(report, Trace(), analyze=False)
-    rd, note = _report_dict(_only(given, launch), Trace((launch,)), analyze)
+    part, match_note = _only(given, launch, index)
+    rd, note = _report_dict(part, Trace((launch,)), analyze)
     entry, findings = _entry(rd, 0, launch)
     ix = LaunchIndex(launch)
-    parts = [_launch_section(ix, 0, entry, metric, chart=True, details=True), _note(note)]
+    parts = [_launch_section(ix, 0, entry, metric, chart=True, details=True), _note(match_note or note)]
     if rd is not None:
         parts += ["<h4>Findings</h4>", findings_table(findings)]
     if program is not None:

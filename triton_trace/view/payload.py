@@ -91,7 +91,7 @@ class TracePayload(TypedDict):
     kinds: list           # op kind names; the "kind" columns below index into it
     launches: dict        # kernel, grid, programs, skipped, ops, findings, completed, error: parallel lists
     analysis: dict        # {"available": bool, "error": str | None}
-    metrics: dict         # grid metric key -> label
+    metrics: dict         # the grid metrics, in display order: {"key": [...], "label": [...]}
 
 
 class LaunchPayload(TypedDict):
@@ -295,7 +295,7 @@ def trace_payload(ti: TraceIndex) -> TracePayload:
             "ops": [lc.num_ops for lc in lcs], "findings": [len(launch_findings(ti, i)) for i in range(len(lcs))],
             "completed": [lc.completed for lc in lcs], "error": [lc.error for lc in lcs]},
         "analysis": {"available": report is not None, "error": error},
-        "metrics": {k: label for k, (label, _) in METRICS.items()},
+        "metrics": {"key": list(METRICS), "label": [label for label, _ in METRICS.values()]},
     }
 
 

@@ -68,12 +68,17 @@ class TerminalProgress(_Throttled):
     def _out(self) -> TextIO:
         return self.stream if self.stream is not None else sys.stderr
 
+    def start(self) -> None:
+        self._written = 0
+
     def draw(self, done: int, total: int, kernel: str, elapsed: float) -> None:
         filled = self.width * done // max(total, 1)
         bar = "#" * filled + "." * (self.width - filled)
-        end = f" {elapsed:.1f}s\n" if done >= total else f" {elapsed:.1f}s ({HINT})"
+        line = f"{kernel}: [{bar}] {done}/{total} programs {elapsed:.1f}s" + ("" if done >= total else f" ({HINT})")
+        pad = " " * max(0, self._written - len(line))      # blank what a longer previous frame left
+        self._written = len(line)
         out = self._out()
-        out.write(f"\r{kernel}: [{bar}] {done}/{total} programs{end}")
+        out.write(f"\r{line}{pad}" + ("\n" if done >= total else ""))
         out.flush()
 
     def abandon(self) -> None:

@@ -43,7 +43,7 @@ def group(keys: np.ndarray, bound: int) -> tuple:
     """(sorted distinct keys, index of each key among them) for non-negative keys below ``bound``. A
     presence table when the bound is small enough, else a sort (np.unique hashes, and is slower here)."""
     keys = np.asarray(keys, dtype=np.int64)
-    if bound <= max(1 << 22, 4 * len(keys)):
+    if bound <= 8 * len(keys) + 4096:
         present = np.zeros(bound, dtype=bool)
         present[keys] = True
         return np.flatnonzero(present), (np.cumsum(present) - 1)[keys]
