@@ -5,16 +5,25 @@ import { $, fmtBytes } from "./dom.js";
 let plotlyReady = null;
 function loadPlotly() {
   if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (!plotlyReady) {
-    plotlyReady = new Promise((resolve, reject) => {
-      const s = document.createElement("script");
-      s.src = "/vendor/plotly.min.js";
-      s.addEventListener("load", () => resolve(window.Plotly));
-      s.addEventListener("error", () => reject(new Error("could not load /vendor/plotly.min.js")));
-      document.head.append(s);
-    });
-  }
+  if (!plotlyReady) plotlyReady = injectPlotly();
   return plotlyReady;
+}
+
+async function injectPlotly() {
+  // plotly.js skips injecting its bundled <style> blocks when an element with their id exists; the page's
+  // CSP forbids inline styles, so place those ids first (plotly's own rules go to #plotly.js-style-global)
+  const guards = await fetch("/vendor/plotly-guards.json", { credentials: "same-origin" }).then((r) => r.json());
+  for (const id of guards.ids) {
+    if (!document.getElementById(id)) { const m = document.createElement("meta"); m.id = id; document.head.append(m); }
+  }
+  await new Promise((resolve, reject) => {
+    const s = document.createElement("script");
+    s.src = "/vendor/plotly.min.js";
+    s.addEventListener("load", resolve);
+    s.addEventListener("error", () => reject(new Error("could not load /vendor/plotly.min.js")));
+    document.head.append(s);
+  });
+  return window.Plotly;
 }
 
 // plotly reads a few HTML-like tags in its strings; names from the trace are shown literally instead
@@ -90,6 +99,6 @@ export class Charts {
         marker: { color: "#6b7280" }, customdata: t.dram_read_bytes.map((r, i) => fmtBytes(r + t.dram_write_bytes[i])),
         hovertemplate: "%{x}: %{customdata} DRAM traffic (predicted)<extra></extra>" }] : [])],
     { ...BASE, barmode: "group", title: { ...TITLE, text: "Bytes per tensor" }, yaxis: { title: { text: "bytes" } },
-      legend: { orientation: "h", y: 1.13, x: 1, xanchor: "right" } }, CONFIG);
+      legend: { x: 0.99, xanchor: "right", y: 0.99, yanchor: "top", bgcolor: "rgba(255,255,255,0.85)" } }, CONFIG);
   }
 }

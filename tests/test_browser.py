@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import kernels
 import test_web_kernels as K
+import torch
 import triton_trace
 from triton_trace.model import Trace
 
@@ -46,6 +48,8 @@ def matmul_run():
     triton_trace.reset()
     a, b, c, args = K.traced_matmul()
     K.traced_shift()
+    x, y = torch.randn(2, 8, 16), torch.randn(2, 8, 16)
+    kernels.sub3d(x, y, kernel=triton_trace.trace(kernels.make_grid3d()), block_m=4, block_n=8)
     tr = triton_trace.current_trace()
     triton_trace.reset()
     srv = triton_trace.launch(trace=tr, block=False, port=0)
@@ -129,7 +133,7 @@ def test_launch_list_opens_a_launch(page):
     pg = page.open()
     pg.wait_for_selector("#launches tbody tr")
     rows = pg.locator("#launches tbody tr")
-    assert rows.count() == 2
+    assert rows.count() == 3
     assert rows.nth(0).locator("td.kernel").inner_text() == "matmul_kernel"
     assert rows.nth(1).locator("td").nth(5).inner_text() != "0"     # the shift kernel has findings
     page.check("launch-list")
@@ -228,6 +232,27 @@ def test_grid_hover_and_metric_legend(page):
         pg.wait_for_selector(f'#grid-canvas[data-metric="{metric}"]')
         if metric.endswith(("share", "efficiency")):
             assert "%" in pg.inner_text("#grid-legend")
+
+
+def test_a_3d_grid_is_shown_as_z_slices(page):
+    pg = page.open("#/launch/2")
+    pg.wait_for_selector("#grid-canvas[data-px]")
+    assert pg.is_visible("#z-label")
+    pg.select_option("#z", "1")
+    pg.wait_for_function("() => document.getElementById('z').value === '1'")
+    click_program(pg, 3)                                          # x = 1, y = 1 of the z = 1 slice
+    tensor_key(pg, "program|0|1,1,1|")
+    assert pg.evaluate("location.hash") == "#/launch/2/program/1,1,1"
+    assert pg.text_content("#program-title") == "Program (1, 1, 1)"
+    pg.select_option("#tensor", "2")                              # out: rank 3, drawn as a slice
+    tensor_key(pg, "program|2|1,1,1|")
+    assert pg.locator("#plane-controls input").count() == 1       # the index of the third dimension
+    assert pg.input_value("#plane-controls input") == "1"         # opened at the program's batch
+    assert int(highlighted(pg, (234, 88, 12)).sum()) == 4 * 8     # its 4 x 8 tile, stored
+    page.check("grid-3d")
+    pg.goto(page.base + "/#/launch/2/program/0,1,1")              # a deep link to another z slice
+    tensor_key(pg, "program|2|0,1,1|")
+    assert pg.evaluate("document.getElementById('z').value") == "1"
 
 
 def test_hostile_trace_is_shown_as_text(browser, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import sys
 import urllib.error
 import urllib.request
 
@@ -189,6 +190,8 @@ def test_tensor_planes_of_a_3d_tensor(client):
     assert d["plane"]["row_dim"] == 0 and d["plane"]["col_dim"] == 2
     assert (d["plane"]["rows"], d["plane"]["cols"]) == (2, 16)
     assert len(d["cells"]["cell"]) == 32 and d["elements_hidden"] == 2 * 8 * 16 - 32
+    p = get(client, "/api/launch/2/tensor/2?mode=program&program=1,1,1")      # no index: the program's slice
+    assert p["plane"]["index"][0] == 1 and p["elements_hidden"] == 0 and len(p["cells"]["cell"]) == 32
 
 
 def test_tensor_payload_is_bounded_and_downsampled():
@@ -312,6 +315,8 @@ def test_page_and_static_files(client):
         assert "http://" not in js and "https://" not in js
     r = client.get("/vendor/plotly.min.js")
     assert r.status_code == 200 and len(r.get_data()) > 1_000_000
+    guards = strict_json(client.get("/vendor/plotly-guards.json").get_data())["ids"]
+    assert all(re.fullmatch(r"[0-9a-f]{16,128}", g) for g in guards)
 
 
 def test_security_headers(client):
@@ -320,7 +325,8 @@ def test_security_headers(client):
         csp = r.headers["Content-Security-Policy"]
         policy = dict((p.split(" ", 1) + [""])[:2] for p in (s.strip() for s in csp.split(";")))
         assert policy["default-src"] == "'self'" and policy["script-src"] == "'self'"
-        assert "http" not in csp and "*" not in csp and "unsafe-eval" not in csp
+        assert "http" not in csp and "*" not in csp and "unsafe-" not in csp     # no inline script or style
+        assert policy["style-src"] == "'self'"
         assert policy["object-src"] == "'none'" and policy["frame-ancestors"] == "'none'"
         assert r.headers["X-Content-Type-Options"] == "nosniff"
     assert client.get("/api/trace").headers["Cache-Control"] == "no-store"
@@ -426,5 +432,22 @@ def test_launch_uses_the_current_trace(mixed):
         srv.stop()
 
 
-def test_block_defaults_to_not_blocking_only_in_ipython():
+def test_block_defaults_to_not_blocking_only_in_ipython(mixed, monkeypatch):
     assert web._in_ipython() is False
+    waited = []
+    monkeypatch.setattr(web.Server, "wait", lambda self: (waited.append(self.url), self.stop()))
+    srv = triton_trace.launch(trace=mixed["trace"], port=0)          # a script: blocks (in wait())
+    assert waited == [srv.url]
+
+    class FakeIPython:
+        @staticmethod
+        def get_ipython():
+            return object()
+
+    monkeypatch.setitem(sys.modules, "IPython", FakeIPython)
+    srv = triton_trace.launch(trace=mixed["trace"], port=0)          # Jupyter / IPython: returns at once
+    try:
+        assert waited == [waited[0]] and fetch(srv.url + "api/trace")[0] == 200
+    finally:
+        srv.stop()
+        srv.stop()

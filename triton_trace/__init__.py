@@ -9,7 +9,7 @@ from .record import hooks as _hooks
 _hooks.check_version()
 _hooks.require_seams()
 
-from .errors import (OutOfBoundsAccess, ProgramError, TraceFileError, TraceUsageError,  # noqa: E402
+from .errors import (FindingsError, OutOfBoundsAccess, ProgramError, TraceFileError, TraceUsageError,  # noqa: E402
                      TritonTraceError, UnsupportedOp, UnsupportedTritonVersion)
 from .model import KINDS, Access, Launch, TensorInfo, Trace  # noqa: E402
 from .record.session import current_trace, reset, set_progress, trace, trace_all  # noqa: E402
@@ -42,7 +42,7 @@ def __getattr__(name):
 __all__ = [
     "trace", "trace_all", "current_trace", "reset", "load", "set_progress",
     "Trace", "Launch", "Access", "TensorInfo", "KINDS",
-    "TritonTraceError", "ProgramError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
+    "TritonTraceError", "ProgramError", "FindingsError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
     "UnsupportedTritonVersion", "OutOfBoundsAccess",
     "analyze", "check", "Report", "launch", "create_app", "show", "enable_progress",
 ]

@@ -60,3 +60,12 @@ class OutOfBoundsAccess(TritonTraceError):
 
 class TraceFileError(TritonTraceError, ValueError):
     """A trace file that is damaged, of an unknown format version, or too large to load safely."""
+
+
+class FindingsError(TritonTraceError, AssertionError):
+    """``triton_trace.check()`` found problems; the message lists them (kernel, program, line, tensor).
+    An AssertionError, so pytest shows it plainly."""
+
+    def __init__(self, report):
+        self.report = report
+        super().__init__(report.summary())

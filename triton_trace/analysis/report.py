@@ -67,19 +67,11 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ..errors import TritonTraceError
+from ..errors import FindingsError  # noqa: F401  (re-exported for callers of analysis.report)
 from .context import Params
 from .findings import FINDING_KINDS, SEVERITY
 
 SCHEMA = "triton_trace.analysis/1"
-
-
-class FindingsError(TritonTraceError, AssertionError):
-    """``check()`` found problems; the message lists them. An AssertionError, so pytest shows it plainly."""
-
-    def __init__(self, report: "Report"):
-        self.report = report
-        super().__init__(report.summary())
 
 
 @dataclass(frozen=True)

@@ -271,8 +271,11 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
             for k, heur in part.values.items():
                 kwargs[k] = heur({**dict(zip(part.arg_names, args)), **kwargs})
             config = {**(config or {}), "heuristics": {k: _json_arg(kwargs[k]) for k in part.values}}
-    for k in ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid"):
-        kwargs.pop(k, None)
+    # GPU launch options are not kernel parameters; keep them (the analysis's warp model reads num_warps)
+    launch_opts = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg",
+                                               "enable_fp_fusion", "launch_cooperative_grid") if k in kwargs}
+    if launch_opts:
+        config = {**(config or {}), **{k: _json_arg(v) for k, v in launch_opts.items()}}
     return run_traced(kernel_obj, tuple(args), kwargs, grid, opts, config)
 
 

@@ -39,8 +39,9 @@ after which the ``tt_token`` cookie it sets carries it; without it every route a
     ``HIST_BINS``-bin histograms of every grid metric over the programs, the launch's roofline point on
     the analysis' GPU, and bytes per tensor.
 
-Static routes (not JSON): ``/`` the page, ``/static/<file>`` the frontend's files, ``/vendor/plotly.min.js``
-from the installed plotly package.
+Static routes: ``/`` the page, ``/static/<file>`` the frontend's files, ``/vendor/plotly.min.js`` from the
+installed plotly package, and ``/vendor/plotly-guards.json`` ({"ids": [...]}: the element ids plotly.js
+checks before injecting bundled styles, which the page's CSP forbids; see server.py).
 """
 from __future__ import annotations
 

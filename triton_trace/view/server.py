@@ -33,9 +33,12 @@ from .tensorview import encode, tensor_payload
 DEFAULT_PORT = 5001
 PORT_TRIES = 50
 TOKEN_COOKIE = "tt_token"
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-       "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
-       "frame-ancestors 'none'")
+# No inline script and no inline style. plotly.js would inject <style> elements: frontend/index.html gives
+# it a stylesheet to fill through the CSSOM instead (id "plotly.js-style-global"), and the ids that guard
+# its bundled map CSS are placed in the page before it loads (/vendor/plotly-guards.json), so it skips it.
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+       "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+_GUARD = re.compile(rb'getElementById\("([0-9a-f]{16,128})"\)')
 _STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 _INT = re.compile(r"-?\d{1,12}")
 
@@ -299,6 +302,16 @@ def plotly_js():
     return _static("plotly.min.js", max_age=86400)
 
 
+@pages.get("/vendor/plotly-guards.json")
+def plotly_guards():
+    """The element ids plotly.js checks before injecting a bundled <style> (see CSP above)."""
+    def scan():
+        path = current_app.extensions["triton_trace.static"].get("plotly.min.js")
+        found = set(_GUARD.findall(path.read_bytes())) if path is not None else set()
+        return encode({"ids": sorted(f.decode() for f in found)})
+    return _json(_ti().memo(("plotly-guards",), scan))
+
+
 def _static(name: str, cache: bool = True, max_age: int = 60):
     path = current_app.extensions["triton_trace.static"].get(name)
     if path is None:
@@ -320,10 +333,15 @@ class Server:
         self.url = url
         self.port = port
         self.public_url = public_url or url
+        self._stopped = False
         self._thread = threading.Thread(target=httpd.serve_forever, name=f"triton_trace-web-{port}", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Shut the server down and wait for it; calling it again does nothing."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join()

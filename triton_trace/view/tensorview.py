@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .index import LaunchIndex, TraceIndex
-from .tensormap import Plane, auto_window, cell_sizes, cells, locate, make_plane
+from .tensormap import Plane, auto_window, cell_sizes, cells, invertible, locate, make_plane, view_index
 
 MAX_TENSOR_BYTES = 1_000_000
 OOB_EXAMPLES = 8
@@ -140,6 +140,8 @@ def tensor_payload(ti: TraceIndex, launch: int, tensor: int, rows: np.ndarray, c
         wrap = _block_width(ix, rows, info.shape[0])
     build = lambda: elements(ix, rows, tensor)
     table = ti.cached(cache_key, build) if cache_key is not None else build()
+    if index is None:
+        index = _slice_of(info, table)
     plane = make_plane(info, row_dim, col_dim, index, wrap, None if window == "auto" else window)
     pos, entry, placed, r, c = locate(info, plane, table.offsets)
     if window == "auto":
@@ -156,6 +158,17 @@ def tensor_payload(ti: TraceIndex, launch: int, tensor: int, rows: np.ndarray, c
         "cells": plane_cells(plane, table, pos, entry), "dropped": [],
     }
     return encode_bounded(payload)
+
+
+def _slice_of(info, table: Elements):
+    """For a tensor of rank 3 or more shown without an explicit index: the slice that holds the first
+    touched element, so the view opens where the selection is."""
+    rank = len(info.shape)
+    if rank < 3 or not len(table.offsets) or not invertible(info):
+        return None
+    idx, ok = view_index(info, table.offsets[:4096])
+    hit = np.nonzero(ok)[0]
+    return tuple(int(v) for v in idx[hit[0]]) if len(hit) else None
 
 
 def _block_width(ix: LaunchIndex, rows: np.ndarray, n: int) -> int | None:
