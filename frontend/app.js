@@ -85,7 +85,7 @@ async function route() {
     if (!S.trace) return;
     // metric key -> label, in the server's order (a Map keeps it; JSON objects arrive key-sorted)
     S.labels = new Map(S.trace.metrics.key.map((k, i) => [k, S.trace.metrics.label[i]]));
-    detail = new ProgramDetail(S.trace.kinds, (seq, t0) => go(S.li, S.pid, seq, { what: "op-click", t0 }), (seq) => {
+    detail = new ProgramDetail(S.trace.kinds, (seq, t0) => go(S.li, S.pid, seq, t0 === null ? null : { what: "op-click", t0 }), (seq) => {
       const o = detail.op(seq);
       const url = o && o.memory ? tensor.urlFor(S.pid, { seq, tensor: o.tensor }) : null;
       if (url) prefetch(url);
@@ -197,13 +197,19 @@ async function selectProgram(pid, op) {
     await tensor.select(null, null);
     return;
   }
+  const [gx, gy, gz] = S.launch.grid;
+  if (pid[0] >= gx || pid[1] >= gy || pid[2] >= gz) {
+    showError(`Program ${pidText(pid)} is outside the grid ${gx}×${gy}×${gz}.`);
+    return;
+  }
+  // a program's ops come in pages; the page must hold the op asked for
+  const page = S.trace.limits.ops_per_page, offset = op !== null ? Math.floor(op / page) * page : 0;
   let tensorDone = null;
-  if (!same) {
+  if (!same || S.program.offset !== offset) {
     if (pid[2] !== S.z) await setZ(pid[2]);
-    const [gx, gy] = S.launch.grid;
     grid.selected = pid[0] + gx * (pid[1] + gy * pid[2]);
     grid.draw();
-    const programReq = api(`/api/launch/${S.li}/program/${pid.join(",")}`);
+    const programReq = api(`/api/launch/${S.li}/program/${pid.join(",")}${offset ? `?offset=${offset}` : ""}`);
     // without an op, the tensor view needs nothing from the program payload: fetch both at once
     if (op === null) tensorDone = tensor.select(pid, null);
     const data = await programReq;

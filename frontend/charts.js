@@ -99,6 +99,6 @@ export class Charts {
         marker: { color: "#6b7280" }, customdata: t.dram_read_bytes.map((r, i) => fmtBytes(r + t.dram_write_bytes[i])),
         hovertemplate: "%{x}: %{customdata} DRAM traffic (predicted)<extra></extra>" }] : [])],
     { ...BASE, barmode: "group", title: { ...TITLE, text: "Bytes per tensor" }, yaxis: { title: { text: "bytes" } },
-      legend: { x: 0.99, xanchor: "right", y: 0.99, yanchor: "top", bgcolor: "rgba(255,255,255,0.85)" } }, CONFIG);
+      legend: { orientation: "h", x: 1, xanchor: "right", y: 1.02, yanchor: "bottom" } }, CONFIG);
   }
 }

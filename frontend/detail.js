@@ -26,8 +26,8 @@ export class ProgramDetail {
     $("program-title").textContent = `Program ${pidText(data.program)}`;
     const m = data.metrics;
     $("program-metrics").textContent = ["load_bytes", "store_bytes", "masked_share", "sector_efficiency"]
-      .map((k) => `${metricLabels.get(k) || k} ${fmtMetric(k, m[k])}`).join(" · ") +
-      (data.total_ops > o.seq.length ? ` · showing ${o.seq.length} of ${data.total_ops} ops` : "");
+      .map((k) => `${metricLabels.get(k) || k} ${fmtMetric(k, m[k])}`).join(" · ");
+    this.pager(data);
     const body = $("ops").querySelector("tbody");
     const frag = document.createDocumentFragment();
     this.rows = [];
@@ -52,6 +52,22 @@ export class ProgramDetail {
     }
     clear(body).append(frag);
     if (o.seq.length === 0) body.append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "This program recorded no ops.")));
+  }
+
+  // Long programs (a loop of many iterations) come in pages of ops.
+  pager(data) {
+    const box = clear($("ops-pager"));
+    box.hidden = data.total_ops <= data.limit;
+    if (box.hidden) return;
+    const last = Math.min(data.total_ops, data.offset + data.limit) - 1;
+    const step = (to, text) => {
+      const b = h("button", { type: "button", class: "toggle", disabled: to === null }, text);
+      b.addEventListener("click", () => this.onOp(to, null));
+      return b;
+    };
+    box.append(step(data.offset > 0 ? data.offset - data.limit : null, "‹ earlier"),
+      h("span", {}, `ops ${data.offset}–${last} of ${data.total_ops}`),
+      step(last + 1 < data.total_ops ? last + 1 : null, "later ›"));
   }
 
   // The op at position seq: {seq, kind, tensor, line, file, memory}

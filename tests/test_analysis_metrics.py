@@ -52,6 +52,21 @@ def test_a_stride_2_load_wastes_half_of_every_sector():
     assert op(d, "store", "out")["sector_efficiency"] == 1.0
 
 
+def test_a_stride_2_load_in_a_wide_block_takes_the_stores_layout():
+    # 1024 elements over 128 threads: the contiguous store gives each thread 4 consecutive elements, and the
+    # load's def-use slice inherits that layout, so each of its scalar instructions spreads a warp over 32
+    # sectors (8 floats apart). Nsight Compute on an H200 counted exactly this: 2,097,152 load sectors for
+    # 2,097,152 elements (tests/gpu/RESULTS.md).
+    x, out = torch.randn(2 * 1024), torch.empty(1024)
+    trace(strided_copy)[(1,)](x, out, STRIDE=2, BLOCK=1024)
+    torch.testing.assert_close(out, x[::2])
+    d = launch_dict(analyzed())
+    ld = op(d, "load", "x")
+    assert (ld["requests"], ld["sectors"]) == (1024 // 32, 1024)
+    st = op(d, "store", "out")
+    assert (st["requests"], st["sectors"], st["sector_efficiency"]) == (1024 // 128, 128, 1.0)
+
+
 def test_matmul_flops_are_2mnk():
     M, N, Kd = 32, 48, 64
     K.matmul(torch.randn(M, Kd), torch.randn(Kd, N), kernel=trace(K.make_matmul()), block_m=16, block_n=16,

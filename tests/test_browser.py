@@ -255,6 +255,47 @@ def test_a_3d_grid_is_shown_as_z_slices(page):
     assert pg.evaluate("document.getElementById('z').value") == "1"
 
 
+def test_a_4096_program_launch_stays_small_and_fast(browser):
+    """Every answer the browser gets for one view stays under about 1 MB, and the grid paints quickly
+    (tests/benchmarks/bench_web_browser.py measures the speed properly; this only catches regressions)."""
+    srv = triton_trace.launch(trace=K.synthetic_tiled(64, 64, 16, 16), block=False, port=0)
+    p = Page(browser, srv.url)
+    sizes = {}
+    p.page.on("response", lambda r: sizes.__setitem__(r.url, len(r.body())) if "/api/" in r.url else None)
+    try:
+        pg = p.open("#/launch/0")
+        pg.wait_for_selector("#grid-canvas[data-px]")
+        paint = pg.evaluate("performance.getEntriesByName('tt-grid-painted')[0].startTime")
+        click_program(pg, 64 * 7 + 5)                                # program (5, 7): x runs along a row
+        tensor_key(pg, "program|0|5,7,0|")
+        pg.click('#tensor-mode button[data-mode="all"]')
+        tensor_key(pg, "all|0||")
+        assert "Downsampled" in pg.inner_text("#tensor-note")
+        p.check("big-launch")
+        assert sizes and max(sizes.values()) < 1_000_000, sizes
+        assert paint < 3000
+    finally:
+        p.close()
+        srv.stop()
+
+
+def test_long_programs_page_their_ops(browser):
+    srv = triton_trace.launch(trace=K.synthetic_long(2500), block=False, port=0)
+    p = Page(browser, srv.url)
+    try:
+        pg = p.open("#/launch/0/program/0,0,0/op/2300")           # a deep link into the second page
+        tensor_key(pg, "op|0|0,0,0|2300")
+        assert pg.locator("#ops tbody tr.sel").get_attribute("data-seq") == "2300"
+        assert "ops 2000–2499 of 2500" in pg.inner_text("#ops-pager")
+        pg.click("#ops-pager button:first-child")                # back to the first page
+        tensor_key(pg, "op|0|0,0,0|0")
+        assert pg.locator("#ops tbody tr").count() == 2000
+        p.check("long-program")
+    finally:
+        p.close()
+        srv.stop()
+
+
 def test_hostile_trace_is_shown_as_text(browser, tmp_path):
     path = tmp_path / "hostile.ttrace"
     K.hostile_trace().save(path)

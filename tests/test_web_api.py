@@ -137,6 +137,17 @@ def tensor_cells(d):
     return {divmod(c, plane["cell_cols"]) for c in cells["cell"]}
 
 
+def test_long_programs_come_in_pages():
+    c = create_app(K.synthetic_long(2500)).test_client()
+    first = get(c, "/api/launch/0/program/0")
+    assert first["total_ops"] == 2500 and first["limit"] == 2000 and first["ops"]["seq"] == list(range(2000))
+    second = get(c, "/api/launch/0/program/0?offset=2000")
+    assert second["ops"]["seq"] == list(range(2000, 2500)) and second["offset"] == 2000
+    d = get(c, "/api/launch/0/tensor/0?mode=op&program=0&op=2300")
+    assert d["cells"]["cell"] == [2300] and d["plane"]["wrap"] == 64
+    assert get(c, "/api/trace")["limits"]["ops_per_page"] == 2000
+
+
 def test_tensor_op_mode_uses_the_recorded_strides(client, mixed):
     """B is a transposed view: the op's lanes must land on the (k, n) tile the matmul indexing says."""
     args = mixed["args"]
@@ -325,9 +336,14 @@ def test_security_headers(client):
         csp = r.headers["Content-Security-Policy"]
         policy = dict((p.split(" ", 1) + [""])[:2] for p in (s.strip() for s in csp.split(";")))
         assert policy["default-src"] == "'self'" and policy["script-src"] == "'self'"
-        assert "http" not in csp and "*" not in csp and "unsafe-" not in csp     # no inline script or style
+        assert "unsafe-" not in csp                          # no inline script or style, no eval
         assert policy["style-src"] == "'self'"
-        assert policy["object-src"] == "'none'" and policy["frame-ancestors"] == "'none'"
+        assert policy["object-src"] == "'none'"
+        for directive, sources in policy.items():            # no outside origin anywhere
+            for src in sources.split():
+                ok = src in ("'self'", "'none'", "data:") or (
+                    directive == "frame-ancestors" and src in ("http://127.0.0.1:*", "http://localhost:*"))
+                assert ok, (directive, src)
         assert r.headers["X-Content-Type-Options"] == "nosniff"
     assert client.get("/api/trace").headers["Cache-Control"] == "no-store"
 
@@ -355,6 +371,37 @@ def test_create_app_reads_trace_files(tmp_path, mixed):
     (tmp_path / "bad.ttrace").write_bytes(b"not a trace")
     with pytest.raises(TraceFileError):
         create_app(tmp_path / "bad.ttrace")
+    with pytest.raises(TraceUsageError, match="Trace or a trace file path"):
+        create_app(42)
+
+
+def test_views_work_when_the_analysis_fails(mixed, monkeypatch):
+    from triton_trace.view import app as web_app
+
+    def broken(trace):
+        raise ValueError("an unusual trace")
+    monkeypatch.setattr(web_app, "_analyzer", lambda: broken)
+    c = create_app(mixed["trace"]).test_client()
+    assert get(c, "/api/trace")["analysis"] == {"available": False, "error": "analysis failed: ValueError: an unusual trace"}
+    d = get(c, "/api/launch/0")
+    assert d["analysis_error"].startswith("analysis failed") and d["metrics"] == {}
+    assert d["tensors"]["load_bytes"][0] > 0                     # from the trace itself
+    g = get(c, "/api/launch/0/grid")
+    assert all(v is None for v in g["metrics"]["sector_efficiency"]) and all(v > 0 for v in g["metrics"]["load_bytes"])
+    assert get(c, "/api/launch/1/findings")["total"] == 0
+    for url in ("/api/launch/0/program/1", "/api/launch/0/charts", "/api/launch/0/tensor/0?mode=all"):
+        get(c, url)
+
+
+def test_non_finite_values_are_sent_as_text():
+    t = K.synthetic_tiled(2, 2, 4, 4, ragged=0)
+    lc = t.launches[0]
+    vals = lc.values.view(np.float32).copy()
+    vals[:3] = [np.nan, np.inf, -np.inf]                           # the first three lanes of program (0, 0)
+    from dataclasses import replace
+    c = create_app(Trace((replace(lc, values=vals.view(np.uint8)),))).test_client()
+    d = get(c, "/api/launch/0/tensor/0?mode=op&program=0,0&op=0")
+    assert d["cells"]["value"][:3] == ["nan", "inf", "-inf"]
 
 
 def test_empty_trace():

@@ -138,3 +138,23 @@ def hostile_trace() -> Trace:
     from dataclasses import replace
     return Trace((replace(lc, args={"M<script>": "<img src=x onerror=window.__pwned=5>", **lc.args},
                           error="<img src=x onerror=window.__pwned=6>", completed=False),))
+
+
+def synthetic_long(n_ops: int = 2500) -> Trace:
+    """One program that loads x[i] once per loop iteration, ``n_ops`` times: more ops than one page."""
+    ops = empty_ops(n_ops)
+    ops["seq"][:] = np.arange(n_ops)
+    ops["kind"][:] = KIND_CODE["load"]
+    ops["line"][:] = 8
+    ops["elem_bytes"][:] = 4
+    ops["ndim"][:] = 1
+    ops["shape"][:, 0] = 1
+    ops["lane_start"][:] = np.arange(n_ops)
+    ops["lane_count"][:] = 1
+    ops["value_dtype"][:] = -1
+    x = TensorInfo("x_ptr", "float32", (n_ops,), (1,), 0, n_ops, 4)
+    launch = Launch(kernel_name="long_loop", source=SYNTH_SOURCE, source_file="synthetic_tile_copy.py",
+                    source_line=2, grid=(1, 1, 1), args={}, tensors=(x,), files=("synthetic_tile_copy.py",),
+                    value_dtypes=(), ops=ops, offsets=np.arange(n_ops, dtype=np.int64),
+                    mask=np.ones(n_ops, dtype=bool), values=np.zeros(0, np.uint8), recorded_programs=1)
+    return Trace((launch,))

@@ -112,6 +112,14 @@ def test_wrapped_1d_cell_sizes():
     assert cell_sizes(plane, np.arange(12)).tolist() == [1] * 10 + [0, 0]
 
 
+def test_empty_tensor():
+    info = TensorInfo("e", "float32", (0, 5), (5, 1), 0, 0, 4)
+    plane = make_plane(info)
+    assert (plane.rows, plane.cols) == (0, 5)
+    pos, entry, placed, _, _ = locate(info, plane, np.zeros(0, np.int64))
+    assert len(pos) == 0 and len(placed) == 0
+
+
 def test_scalar_tensor():
     info = TensorInfo("s", "float32", (), (), 3, 8, 4)
     plane = make_plane(info)

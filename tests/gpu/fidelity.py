@@ -145,7 +145,7 @@ def predict(name):
     t2 = time.perf_counter()
     m = report.to_dict()["launches"][0]["metrics"]
     keys = ["load_sectors", "store_sectors", "load_requests", "store_requests", "dram_read_bytes",
-            "dram_write_bytes", "dram_bytes_predicted"]
+            "dram_write_bytes", "dram_write_bytes_evicted", "dram_bytes_predicted"]
     return {k: m[k] for k in keys} | {"trace_s": round(t1 - t0, 2), "analyze_s": round(t2 - t1, 2)}
 
 

@@ -89,6 +89,7 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
     cols = metrics.program_columns(ctx, rows, ctx.row_prog[attributed])
     ops = metrics.static_ops(ctx, rows, ctx.row_op[attributed])
     m = metrics.launch_metrics(ctx, rows, unique)
+    m["dram_write_bytes_evicted"] = int(cache.evicted_sectors) * 32
     summary = {
         "index": ctx.index, "kernel": lc.kernel_name, "grid": [int(g) for g in lc.grid],
         "recorded_programs": int(lc.recorded_programs), "skipped_programs": int(lc.skipped_programs),

@@ -12,8 +12,14 @@ The model, and what it assumes:
    power of two. Alignment is the largest power of two dividing the offset at every run start; storages
    are assumed 256-byte aligned (cudaMalloc's guarantee) and offsets are relative to the storage start.
    Triton caps a thread's elements at ``numel / (num_warps * warp_size)``.
-3. Requests. Ordered this way, the block is cut into consecutive chunks of ``warp_size * vec``
-   elements; one chunk is what one warp-wide instruction touches. When a stored value's layout differs
+3. Requests. Ordered this way, each thread holds ``per_thread`` consecutive elements and issues
+   ``per_thread / vec`` instructions of ``vec`` elements; instruction j of a warp touches element
+   j*vec.. of each of its 32 threads. A store's ``per_thread`` is its own ``vec``. A load's is the
+   largest ``vec`` among the memory ops of the same block shape and element order (Coalesce.cpp takes
+   the maximum over the memory ops in the load's def-use slice, loads only; the trace has no def-use
+   edges, so ops of the launch with the same shape and order stand in for the slice). On an H200 a
+   stride-2 fp32 load whose result is stored contiguously touches 32 sectors per request this way, as
+   ncu measured, not the 8 that consecutive lanes would. When a stored value's layout differs
    from the pointer's, the compiler converts it through shared memory first, so global traffic follows
    the pointer's order (a transposed store costs the ideal number of sectors, not 8x).
 4. Counting. A request touches the distinct sectors and lines of its active lanes; its useful bytes are
@@ -28,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .context import LaunchContext, unique_rows
+from .context import LOAD as LOAD_CODE, LaunchContext, unique_rows
 
 PATTERNS = ("", "scalar", "contiguous", "strided", "broadcast", "gather")
 SCALAR, CONTIGUOUS, STRIDED, BROADCAST, GATHER = 1, 2, 3, 4, 5
@@ -59,9 +65,57 @@ def _floor_pow2(a: np.ndarray) -> np.ndarray:
     return (1 << np.floor(np.log2(a)).astype(np.int64)).astype(np.int64)
 
 
+def _layout(o: np.ndarray, shape: tuple, eb: int, threads: int, p):
+    """Per row: element order (fastest dim first), contiguity along it, and the vector width before
+    alignment. ``o`` is (rows, lanes)."""
+    r, lanes, nd = len(o), int(np.prod(shape)), len(shape)
+    contig, const, step = _dims(o.reshape((r,) + shape), shape)
+    order = np.argsort(-(contig * (nd + 1) + np.arange(nd)), axis=1, kind="stable")   # fastest dim first
+    c_fast = contig[np.arange(r), order[:, 0]]
+    vmax = int(_floor_pow2(min(max(p.vector_bytes // eb, 1), max(lanes // threads, 1))))
+    return order, c_fast, const, step, np.minimum(_floor_pow2(c_fast), vmax)
+
+
+def _ordered(o: np.ndarray, shape: tuple, perm: tuple) -> np.ndarray:
+    axes = (0,) + tuple(1 + d for d in perm)
+    return o.reshape((len(o),) + shape).transpose(axes).reshape(len(o), -1)
+
+
+def _slice_widths(ctx: LaunchContext) -> np.ndarray:
+    """Per static op: the elements per thread its layout gets (see point 3 of the module docstring),
+    from one representative row each."""
+    p = ctx.params
+    threads = ctx.num_warps * p.warp_size
+    ops = ctx.launch.ops
+    own = np.ones(ctx.n_static, dtype=np.int64)
+    keys = [None] * ctx.n_static
+    for sid, row in enumerate(ctx.op_first_row):
+        if row >= ctx.n_rows or not ctx.is_mem[row] or ctx.lane_count[row] == 0:
+            continue
+        nd = int(ops["ndim"][row])
+        shape = tuple(int(v) for v in ops["shape"][row][:nd]) or (1,)
+        eb = int(ctx.eb[row])
+        o = ctx.offsets[ctx.lane_pos[row] + np.arange(int(np.prod(shape)))][None, :]
+        order, _, _, _, vec = _layout(o, shape, eb, threads, p)
+        perm = tuple(int(v) for v in order[0][::-1])
+        own[sid] = int(_aligned(_ordered(o, shape, perm), vec, shape[perm[-1]])[0])
+        keys[sid] = (shape, perm, eb)
+    best: dict = {}
+    for sid, k in enumerate(keys):
+        if k is not None:
+            best[k] = max(best.get(k, 1), own[sid])
+    width = own.copy()
+    for sid, k in enumerate(keys):
+        row = ctx.op_first_row[sid]
+        if k is not None and ctx.kind[row] == LOAD_CODE:
+            width[sid] = best[k]
+    return width
+
+
 def coalesce(ctx: LaunchContext, row_order: np.ndarray) -> Coalescing:
     """``row_order`` ranks rows in cache-issue order; the stream comes out sorted by it within a class."""
     n = ctx.n_rows
+    per_thread = _slice_widths(ctx)[ctx.row_op] if n else np.zeros(0, dtype=np.int64)
     out = {k: np.zeros(n, dtype=np.int64) for k in ("requests", "sectors", "lines", "used_bytes", "pattern",
                                                     "stride", "vector", "fast_dim")}
     parts: list = []
@@ -76,7 +130,7 @@ def coalesce(ctx: LaunchContext, row_order: np.ndarray) -> Coalescing:
             members = rows[inverse == c]
             per_chunk = max(1, CHUNK_LANES // int(np.prod(shape)))
             for i in range(0, len(members), per_chunk):
-                _chunk(ctx, members[i:i + per_chunk], shape, int(k[-1]), out, parts)
+                _chunk(ctx, members[i:i + per_chunk], shape, int(k[-1]), per_thread, out, parts)
     cat = (lambda j, dt: np.concatenate([p[j] for p in parts]).astype(dt) if parts else np.zeros(0, dt))
     return Coalescing(**out, stream_row=cat(0, np.int64), stream_line=cat(1, np.int64),
                       stream_mask=cat(2, np.uint8))
@@ -119,32 +173,28 @@ def _patterns(o: np.ndarray, shape: tuple, contig_fast, const, step) -> tuple:
     return pattern, stride
 
 
-def _chunk(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, out: dict, parts: list) -> None:
+def _chunk(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per_thread: np.ndarray, out: dict,
+           parts: list) -> None:
     p = ctx.params
     r, lanes, nd = len(rows), int(np.prod(shape)), len(shape)
     idx = ctx.lane_pos[rows][:, None] + np.arange(lanes)
     o, m = ctx.offsets[idx], ctx.mask[idx]
-    contig, const, step = _dims(o.reshape((r,) + shape), shape)
-    order = np.argsort(-(contig * (nd + 1) + np.arange(nd)), axis=1, kind="stable")   # fastest dim first
-    fast = order[:, 0]
-    c_fast = contig[np.arange(r), fast]
-    pattern, stride = _patterns(o, shape, c_fast, const, step)
     threads = ctx.num_warps * p.warp_size
-    vmax = int(_floor_pow2(min(max(p.vector_bytes // eb, 1), max(lanes // threads, 1))))
-    vec = np.minimum(_floor_pow2(c_fast), vmax)
+    order, c_fast, const, step, vec = _layout(o, shape, eb, threads, p)
+    fast = order[:, 0]
+    pattern, stride = _patterns(o, shape, c_fast, const, step)
     out["pattern"][rows], out["stride"][rows], out["fast_dim"][rows] = pattern, stride, fast
     perm_code = (order * (nd ** np.arange(nd))).sum(axis=1)
     for code in np.unique(perm_code):
         sel = np.nonzero(perm_code == code)[0]
         perm = tuple(int(v) for v in order[sel[0]][::-1])      # slowest ... fastest
-        axes = (0,) + tuple(1 + d for d in perm)
-        ot = o[sel].reshape((len(sel),) + shape).transpose(axes).reshape(len(sel), lanes)
-        mt = m[sel].reshape((len(sel),) + shape).transpose(axes).reshape(len(sel), lanes)
+        ot, mt = _ordered(o[sel], shape, perm), _ordered(m[sel], shape, perm)
         v = _aligned(ot, vec[sel], shape[perm[-1]])
         out["vector"][rows[sel]] = v
-        for width in np.unique(v):
-            s2 = np.nonzero(v == width)[0]
-            _requests(ctx, rows[sel[s2]], ot[s2], mt[s2], eb, p.warp_size * int(width), out, parts)
+        pt = np.maximum(per_thread[rows[sel]], v)
+        for width, each in np.unique(np.column_stack([v, pt]), axis=0):
+            s2 = np.nonzero((v == width) & (pt == each))[0]
+            _requests(ctx, rows[sel[s2]], ot[s2], mt[s2], eb, p.warp_size, int(width), int(each), out, parts)
 
 
 def _aligned(ot: np.ndarray, vec: np.ndarray, n_fast: int) -> np.ndarray:
@@ -162,9 +212,23 @@ def _aligned(ot: np.ndarray, vec: np.ndarray, n_fast: int) -> np.ndarray:
         vec[bad] //= 2
 
 
-def _requests(ctx, rows, ot, mt, eb, group, out, parts) -> None:
-    r, lanes = ot.shape
-    a = np.where(mt, ot, _EMPTY)
+def _warp_order(a: np.ndarray, warp: int, vec: int, per_thread: int) -> np.ndarray:
+    """Reorder a row's lanes (consecutive per thread) so that each instruction's lanes are consecutive:
+    instruction j of a warp takes elements j*vec.. of each of its threads."""
+    r, lanes = a.shape
+    span = warp * per_thread
+    if per_thread <= vec or lanes < span:
+        return a
+    if lanes % span:
+        a = np.concatenate([a, np.full((r, span - lanes % span), _EMPTY)], axis=1)
+    return (a.reshape(r, -1, warp, per_thread // vec, vec).transpose(0, 1, 3, 2, 4)
+            .reshape(r, -1))
+
+
+def _requests(ctx, rows, ot, mt, eb, warp, vec, per_thread, out, parts) -> None:
+    group = warp * vec
+    a = _warp_order(np.where(mt, ot, _EMPTY), warp, vec, per_thread)
+    r, lanes = a.shape
     if lanes > group and lanes % group:
         a = np.concatenate([a, np.full((r, group - lanes % group), _EMPTY)], axis=1)
     a = a.reshape(r, -1, min(group, lanes))

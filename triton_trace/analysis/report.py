@@ -21,7 +21,10 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
             "sector_efficiency", "load_sector_efficiency", "store_sector_efficiency",
             "atomic_sector_efficiency" (floats: bytes used / bytes in the sectors touched),
             "unique_load_bytes", "unique_store_bytes" (distinct elements x size),
-            "dram_read_bytes", "dram_write_bytes", "dram_bytes_predicted" (the L2 simulation),
+            "dram_read_bytes", "dram_write_bytes", "dram_bytes_predicted" (the L2 simulation; every
+            dirty sector counted as written back once), "dram_write_bytes_evicted" (the part written
+            back by evictions while the kernel ran: what a per-kernel profiler counter such as ncu's
+            dram__bytes_write sees, the rest staying dirty in L2 at the end),
             "flops", "dot_flops", "math_flops", "arithmetic_intensity" (float: flops / DRAM byte),
             "programs"},
          "roofline": {gpu key: {"name", "memory_s", "compute_s", "time_s" (floats, lower bounds),

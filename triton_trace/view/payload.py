@@ -51,27 +51,15 @@ import numpy as np
 
 from ..model import KINDS
 from .index import LaunchIndex, TraceIndex
-from .tensormap import _factors
+from .metrics import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
+from .tensormap import factors
 
 MAX_GRID_CELLS = 1 << 14
 MAX_OPS = 2000
-MAX_FINDINGS = 1000
+MAX_FINDINGS = 1000       # the app asks the analysis for this many (analyze(max_findings=...))
 MAX_SOURCE_LINES = 5000
 MAX_LINE_CHARS = 400
 HIST_BINS = 32
-
-# grid metrics: key -> (label, how blocks of programs combine)
-METRICS = {
-    "load_bytes": ("Bytes loaded", "sum"),
-    "store_bytes": ("Bytes stored", "sum"),
-    "masked_share": ("Masked-lane share", "mean"),
-    "sector_efficiency": ("Sector efficiency", "mean"),
-    "findings": ("Findings", "sum"),
-    "dram_bytes": ("DRAM bytes (L2 model)", "sum"),
-    "flops": ("FLOPs", "sum"),
-    "oob_lanes": ("Out-of-bounds lanes", "sum"),
-}
-
 
 class ApiError(Exception):
     """A request the payloads cannot answer; the server turns it into an ``ErrorPayload``."""
@@ -93,6 +81,7 @@ class TracePayload(TypedDict):
     launches: dict        # kernel, grid, programs, skipped, ops, findings, completed, error: parallel lists
     analysis: dict        # {"available": bool, "error": str | None}
     metrics: dict         # the grid metrics, in display order: {"key": [...], "label": [...]}
+    limits: dict          # {"ops_per_page": MAX_OPS, "findings": MAX_FINDINGS}
 
 
 class LaunchPayload(TypedDict):
@@ -137,7 +126,8 @@ class ProgramPayload(TypedDict):
     ops: dict             # seq, kind, tensor, file, line, shape, active, lanes, bytes, sectors,
                           # sector_efficiency, oob, values (1: values recorded), aux (dot: M, N, K)
     total_ops: int
-    offset: int
+    offset: int           # this page: ops offset .. offset + limit - 1
+    limit: int
     findings: list        # indices into the launch's FindingsPayload
 
 
@@ -205,84 +195,6 @@ def _json_safe(v):
 
 
 # --------------------------------------------------------------------------------------------------------
-# the analysis report (triton_trace.analysis.Report; schema in analysis/report.py), read once per launch
-# --------------------------------------------------------------------------------------------------------
-def report_launch(ti: TraceIndex, i: int) -> dict:
-    """The launch's entry of ``Report.to_dict()`` without its per-program lists; {} without analysis."""
-    report, _ = ti.report()
-    if report is None:
-        return {}
-    return ti.memo(("report", i), lambda: {k: v for k, v in report.launch(i).items() if k != "programs"})
-
-
-def report_rows(ti: TraceIndex, i: int) -> Optional[dict]:
-    """Per op-row metric arrays of the analysis (parallel to Launch.ops), or None."""
-    report, _ = ti.report()
-    return report.rows(i) if report is not None else None
-
-
-def launch_findings(ti: TraceIndex, i: int) -> list:
-    """[(finding dict, op row or -1)] of one launch, most severe first."""
-    report, _ = ti.report()
-    if report is None:
-        return []
-    return ti.memo(("findings-raw", i), lambda: [(f.to_dict(), int(getattr(f, "op_row", -1)))
-                                                 for f in report.findings if f.launch == i])
-
-
-def program_metrics(ti: TraceIndex, i: int) -> dict:
-    """Every grid metric over the whole grid (indexed by linear program id), NaN where unknown."""
-    return ti.memo(("programs", i), lambda: _program_metrics(ti, i))
-
-
-def _program_metrics(ti: TraceIndex, i: int) -> dict:
-    ix = ti.launch(i)
-    n = ix.num_programs
-    rec = ix.recorded
-    local = {"load_bytes": ix.load_bytes, "store_bytes": ix.store_bytes, "masked_share": ix.masked_share,
-             "oob_lanes": ix.oob_lanes}
-    out = {name: np.where(rec, v.astype(np.float64), np.nan) for name, v in local.items()}
-    for name in ("sector_efficiency", "findings", "dram_bytes", "flops"):
-        out[name] = np.full(n, np.nan)
-    report, _ = ti.report()
-    if report is None:
-        return out
-    cols = report.programs(i)
-    pid = np.asarray(cols["pid"], dtype=np.int64).reshape(-1, 3)
-    ok = np.all((pid >= 0) & (pid < np.array(ix.grid)), axis=1)
-    lin = (pid[:, 0] + ix.grid[0] * (pid[:, 1] + ix.grid[1] * pid[:, 2]))[ok]
-
-    def put(name, values):
-        col = np.full(n, np.nan)
-        col[lin] = np.asarray(values, dtype=np.float64)[ok]
-        out[name] = col
-
-    for name in ("load_bytes", "store_bytes", "dram_bytes", "flops", "findings"):
-        put(name, cols[name])
-    sectors = np.asarray(cols["sectors"], dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        put("sector_efficiency", np.where(sectors > 0, np.asarray(cols["used_bytes"]) / (32.0 * sectors), np.nan))
-        lanes = np.asarray(cols["active_lanes"], dtype=np.float64) + np.asarray(cols["masked_lanes"])
-        put("masked_share", np.where(lanes > 0, np.asarray(cols["masked_lanes"]) / lanes, np.nan))
-    return out
-
-
-def _lin_or_none(ix: LaunchIndex, pid) -> Optional[int]:
-    try:
-        p = [int(v) for v in pid] + [0] * (3 - len(pid))
-    except (TypeError, ValueError):
-        return None
-    if len(p) != 3 or not all(0 <= v < g for v, g in zip(p, ix.grid)):
-        return None
-    return ix.linear(tuple(p))
-
-
-def _finding_lin(ix: LaunchIndex, f: dict) -> Optional[int]:
-    pid = f.get("program")
-    return _lin_or_none(ix, pid) if pid is not None else None
-
-
-# --------------------------------------------------------------------------------------------------------
 # payload builders
 # --------------------------------------------------------------------------------------------------------
 def trace_payload(ti: TraceIndex) -> TracePayload:
@@ -296,6 +208,7 @@ def trace_payload(ti: TraceIndex) -> TracePayload:
             "ops": [lc.num_ops for lc in lcs], "findings": [len(launch_findings(ti, i)) for i in range(len(lcs))],
             "completed": [lc.completed for lc in lcs], "error": [lc.error for lc in lcs]},
         "analysis": {"available": report is not None, "error": error},
+        "limits": {"ops_per_page": MAX_OPS, "findings": MAX_FINDINGS},
         "metrics": {"key": list(METRICS), "label": [label for label, _ in METRICS.values()]},
     }
 
@@ -383,7 +296,7 @@ def grid_payload(ti: TraceIndex, i: int, z: int) -> GridPayload:
 def _grid(ti: TraceIndex, i: int, z: int) -> GridPayload:
     ix = ti.launch(i)
     gx, gy, gz = ix.grid
-    by, bx = _factors(gy, gx, MAX_GRID_CELLS)
+    by, bx = factors(gy, gx, MAX_GRID_CELLS)
     rows, cols = -(-gy // by), -(-gx // bx)
     lo = z * gx * gy
     metrics, ranges = {}, {}
@@ -433,7 +346,7 @@ def program_payload(ti: TraceIndex, i: int, pid: tuple, offset: int = 0, limit: 
                 "bytes": (ix.active[rows] * o["elem_bytes"][rows]).astype(np.int64).tolist(),
                 "sectors": sectors, "sector_efficiency": efficiency, "oob": ix.oob[rows].tolist(),
                 "values": (o["value_dtype"][rows] >= 0).astype(int).tolist(), "aux": o["aux"][rows].tolist()},
-        "total_ops": int(len(rows_all)), "offset": int(offset),
+        "total_ops": int(len(rows_all)), "offset": int(offset), "limit": int(min(limit, MAX_OPS)),
         "findings": [k for k, p in enumerate(found) if p == pid_list],
     }
 
@@ -457,7 +370,7 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
     shown = found[:MAX_FINDINGS]
     out: dict = {k: [] for k in ("kind", "severity", "message", "program", "op", "line", "tensor", "count")}
     for f, row in shown:
-        lin = _finding_lin(ix, f)
+        lin = finding_lin(ix, f)
         out["kind"].append(str(f.get("kind", "")))
         out["severity"].append(str(f.get("severity", "")))
         out["message"].append(str(f.get("message", "")))
@@ -485,7 +398,10 @@ def charts_payload(ti: TraceIndex, i: int) -> ChartsPayload:
         v = program_metrics(ti, i)[name]
         v = v[np.isfinite(v)]
         lo, hi = (float(v.min()), float(v.max())) if len(v) else (0.0, 1.0)
-        counts, edges = np.histogram(v, bins=HIST_BINS, range=(lo, hi if hi > lo else lo + 1))
+        if hi <= lo:                     # one value: a bin centred on it
+            pad = max(abs(lo) * 0.05, 0.5)
+            lo, hi = lo - pad, hi + pad
+        counts, edges = np.histogram(v, bins=HIST_BINS, range=(lo, hi))
         hist[name] = {"edges": _num(edges, 6), "counts": counts.tolist()}
     lp = launch_payload(ti, i)
     metrics = lp["metrics"]

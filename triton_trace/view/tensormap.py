@@ -66,21 +66,26 @@ class Plane:
                 "full": [self.full_rows, self.full_cols], "windowed": self.windowed}
 
 
-def _factors(rows: int, cols: int, max_cells: int) -> tuple:
-    """The smallest square-ish downsampling that brings rows x cols within max_cells."""
+def factors(rows: int, cols: int, max_cells: int) -> tuple:
+    """The smallest downsampling (fr, fc) that brings rows x cols within max_cells. Factors are powers of
+    two, so cells line up with the power-of-two blocks kernels tile tensors with; square where possible,
+    along the long side only for a thin plane."""
     if rows * cols <= max_cells:
         return 1, 1
-    f = max(1, math.isqrt(rows * cols // max_cells))
+    f = 1
     while True:
-        fr, fc = min(f, rows), min(f, cols)
-        # a very thin plane downsamples along its long side only
-        if rows <= f:
-            fc = -(-rows * cols // max_cells)
+        f *= 2
+        fr, fc = min(f, _pow2_at_least(rows)), min(f, _pow2_at_least(cols))
+        if rows <= f:        # a thin plane: keep its rows, shrink the columns enough
+            fr, fc = 1, _pow2_at_least(-(-rows * cols // max_cells))
         elif cols <= f:
-            fr = -(-rows * cols // max_cells)
+            fr, fc = _pow2_at_least(-(-rows * cols // max_cells)), 1
         if -(-rows // fr) * -(-cols // fc) <= max_cells:
             return fr, fc
-        f += 1
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
 
 
 def make_plane(info: TensorInfo, row_dim: Optional[int] = None, col_dim: Optional[int] = None,
@@ -117,7 +122,7 @@ def make_plane(info: TensorInfo, row_dim: Optional[int] = None, col_dim: Optiona
     if not (0 <= r0 < r1 <= max(rows, 1) and 0 <= c0 < c1 <= max(cols, 1)) and (rows and cols):
         raise PlaneError(f"window rows {r0}..{r1}, cols {c0}..{c1} is not inside the {rows} x {cols} plane")
     h, w = (r1 - r0, c1 - c0) if rows and cols else (rows, cols)
-    fr, fc = _factors(max(h, 1), max(w, 1), max_cells)
+    fr, fc = factors(max(h, 1), max(w, 1), max_cells)
     return Plane(shape, row_dim, col_dim, idx, wrap, h, w, fr, fc, r0 if h else 0, c0 if w else 0, rows, cols)
 
 
