@@ -67,7 +67,11 @@ def _in_ipython() -> bool:
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """No access log on the user's terminal; errors still reach Flask's logger."""
+    """HTTP/1.1 keep-alive (the page makes many small requests; a fresh connection for each costs more
+    than answering it), idle connections closed after ``timeout`` seconds, and no access log on the
+    user's terminal (errors still reach Flask's logger)."""
+    protocol_version = "HTTP/1.1"
+    timeout = 30
 
     def log_request(self, code="-", size="-") -> None:
         pass
