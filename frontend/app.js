@@ -2,11 +2,11 @@
 // Every payload comes from the JSON API documented in triton_trace/view/payload.py.
 import { Charts } from "./charts.js";
 import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
-import { $, clear, fmtBytes, fmtMetric, fmtNum, fmtPct, h, pidText } from "./dom.js";
+import { $, clear, fmtBytes, fmtNum, fmtPct, h, pidText } from "./dom.js";
 import { ProgramGrid } from "./grid.js";
 import { TensorView } from "./tensor.js";
 
-const S = { trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null, op: null, program: null, pending: null };
+const S = { routes: 0, trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null, op: null, program: null, pending: null };
 window.ttPerf = [];   // {what, ms}: click-to-update latencies, read by the benchmark
 
 // The trace behind the server is frozen, so an answer never changes: keep the recent ones (and the
@@ -66,7 +66,10 @@ function go(li, pid, op, pending) {
   let hash = `#/launch/${li}`;
   if (pid) hash += `/program/${pid.join(",")}`;
   if (pid && op !== null && op !== undefined) hash += `/op/${op}`;
-  if (location.hash === hash) route(); else location.hash = hash;
+  // pushState and a direct route() are cheaper than assigning location.hash and waiting for hashchange;
+  // Back / Forward come in as popstate, a hash typed into the address bar as hashchange
+  if (location.hash !== hash) history.pushState(null, "", hash);
+  route();
 }
 
 function parseHash() {
@@ -78,6 +81,8 @@ function parseHash() {
 }
 
 async function route() {
+  const mine = ++S.routes;      // a newer navigation makes this one stale: it stops at its next await
+  S.routed = location.hash;
   clearError();
   const r = parseHash();
   if (!S.trace) {
@@ -96,7 +101,9 @@ async function route() {
   $("list-view").hidden = true;
   $("launch-view").hidden = false;
   if (S.li !== r.li) await openLaunch(r.li);
-  await selectProgram(r.pid, r.op);
+  if (mine !== S.routes) return;
+  await selectProgram(r.pid, r.op, mine);
+  if (mine !== S.routes) return;
   crumbs([[`#${r.li} ${S.launch.kernel}`, `#/launch/${r.li}`], r.pid && [`program ${pidText(r.pid)}`, `#/launch/${r.li}/program/${r.pid.join(",")}`],
           r.pid && r.op !== null && [`op ${r.op}`, null]].filter(Boolean));
   finishPending();
@@ -107,7 +114,11 @@ function finishPending() {
   S.pending = null;
   if (!p) return;
   const dom = performance.now() - p.t0;
-  requestAnimationFrame(() => setTimeout(() => window.ttPerf.push({ what: p.what, dom, ms: performance.now() - p.t0 }), 0));
+  requestAnimationFrame(() => setTimeout(() => {
+    const entry = { what: p.what, dom, ms: performance.now() - p.t0 };
+    window.ttPerf.push(entry);
+    document.dispatchEvent(new CustomEvent("tt-updated", { detail: entry }));
+  }, 0));
 }
 
 function crumbs(items) {
@@ -132,6 +143,9 @@ function showList() {
     tr.addEventListener("keydown", (e) => { if (e.key === "Enter") go(i, null, null); });
     body.append(tr);
   });
+  if (S.trace.total_launches > L.kernel.length) {
+    body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, `… and ${fmtNum(S.trace.total_launches - L.kernel.length)} more launches, not listed`)));
+  }
   if (!L.kernel.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "The trace is empty: run a kernel decorated with @triton_trace.trace first.")));
   status(`${L.kernel.length} launch(es)`);
   document.body.dataset.view = "list";
@@ -189,7 +203,7 @@ function summary(L) {
 }
 const sum = (a) => a.reduce((x, y) => x + y, 0);
 
-async function selectProgram(pid, op) {
+async function selectProgram(pid, op, mine) {
   const same = pid && S.pid && pid.join() === S.pid.join();
   if (!pid) {
     S.pid = null; S.op = null; S.program = null; grid.selected = null; grid.draw();
@@ -213,7 +227,7 @@ async function selectProgram(pid, op) {
     // without an op, the tensor view needs nothing from the program payload: fetch both at once
     if (op === null) tensorDone = tensor.select(pid, null);
     const data = await programReq;
-    if (!data) return;
+    if (!data || mine !== S.routes) return;
     S.program = data;
     S.pid = pid;
     detail.set(data, S.labels);
@@ -243,12 +257,15 @@ $("metric").addEventListener("change", (e) => {
 $("z").addEventListener("change", (e) => setZ(Number(e.target.value)));
 document.addEventListener("keydown", (e) => {
   if (!S.program || e.target.closest("input, select") || !["ArrowDown", "ArrowUp", "j", "k"].includes(e.key)) return;
-  const n = S.program.ops.seq.length;
+  const n = S.program.total_ops;
   if (!n) return;
   const cur = S.op === null ? -1 : S.op;
   const next = Math.max(0, Math.min(n - 1, cur + (e.key === "ArrowDown" || e.key === "j" ? 1 : -1)));
   e.preventDefault();
   go(S.li, S.pid, next, { what: "key", t0: e.timeStamp });
 });
-window.addEventListener("hashchange", route);
+// a link to a fragment fires both popstate and hashchange: route once
+const onNavigate = () => { if (location.hash !== S.routed) route(); };
+window.addEventListener("hashchange", onNavigate);
+window.addEventListener("popstate", onNavigate);
 route();

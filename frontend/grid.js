@@ -11,7 +11,7 @@ export class ProgramGrid {
     this.onHover = onHover;
     this.data = null;
     this.metric = "load_bytes";
-    this.labels = {};
+    this.labels = new Map();
     this.selected = null;   // linear id of the selected program
     this.canvas.addEventListener("mousemove", (e) => this.hover(e));
     this.canvas.addEventListener("mouseleave", () => this.showHover(null));

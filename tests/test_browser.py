@@ -162,6 +162,11 @@ def test_click_a_program_highlights_exactly_what_it_loaded(page, matmul_run):
         assert np.array_equal(highlighted(pg), K.matmul_loaded_b(lin, args))
         pg.select_option("#tensor", "0")
         tensor_key(pg, f"program|0|{lin},0,0|")
+    pg.go_back()                                                  # history works like any page's
+    tensor_key(pg, "program|0|1,0,0|")
+    assert pg.evaluate("location.hash") == "#/launch/0/program/1,0,0"
+    pg.go_forward()
+    tensor_key(pg, "program|0|4,0,0|")
     page.check("program")
 
 

@@ -393,6 +393,20 @@ def test_views_work_when_the_analysis_fails(mixed, monkeypatch):
         get(c, url)
 
 
+def test_huge_strings_from_a_trace_file_are_clipped():
+    from dataclasses import replace
+    lc = K.synthetic_tiled(2, 2, 4, 4).launches[0]
+    big = "x" * 100_000
+    lc = replace(lc, kernel_name=big, error=big, args={big: big, "many": list(range(10_000))},
+                 tensors=tuple(replace(t, name=big) for t in lc.tensors))
+    c = create_app(Trace((lc,))).test_client()
+    for url in ("/api/trace", "/api/launch/0", "/api/launch/0/tensor/0"):
+        r = c.get(url)
+        assert r.status_code == 200 and len(r.get_data()) < 20_000, url
+    d = get(c, "/api/launch/0")
+    assert len(d["kernel"]) == 1001 and len(d["args"]["many"]) == 200
+
+
 def test_non_finite_values_are_sent_as_text():
     t = K.synthetic_tiled(2, 2, 4, 4, ragged=0)
     lc = t.launches[0]

@@ -37,6 +37,12 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self';
 _GUARD = re.compile(rb'getElementById\("([0-9a-f]{16,128})"\)')
 _STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
 _INT = re.compile(r"-?\d{1,12}")
+# The tab icon: four grid cells in the viridis colours of the program grid. Served from here because the
+# wheel ships the frontend's .html, .js and .css files only.
+FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+           'fill="#111827"/><rect x="3" y="3" width="4" height="4" fill="#fde725"/><rect x="9" y="3" width="4" '
+           'height="4" fill="#21918c"/><rect x="3" y="9" width="4" height="4" fill="#3b528b"/><rect x="9" y="9" '
+           'width="4" height="4" fill="#5ec962"/></svg>')
 
 api = Blueprint("api", __name__, url_prefix="/api")
 pages = Blueprint("pages", __name__)
@@ -292,6 +298,11 @@ def index():
 @pages.get("/static/<path:name>")
 def static_file(name: str):
     return _static(name)
+
+
+@pages.get("/favicon.svg")
+def favicon():
+    return current_app.response_class(FAVICON, mimetype="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
 
 @pages.get("/vendor/plotly.min.js")

@@ -26,8 +26,10 @@ after which the ``tt_token`` cookie it sets carries it; without it every route a
     The elements of tensor ``t`` touched by ``mode=op`` (op ``op`` of ``program``), ``mode=program`` (every
     op of ``program``) or ``mode=all`` (every program; the default), on a 2-D plane of the view: view dims
     ``rows`` and ``cols`` (default the last two), the other dims fixed by ``index`` (comma separated, one
-    entry per dim), a 1-D view wrapped every ``wrap`` elements; ``window=r0,r1,c0,c1`` draws a rectangle
-    of the plane, ``window=auto`` zooms to the selection when the whole plane would be downsampled.
+    entry per dim; default: the slice of the selection's first element), a 1-D view wrapped every
+    ``wrap`` elements (default: the kernel's block size, else about square). ``window=r0,r1,c0,c1``
+    draws a rectangle of the plane; ``window=auto`` zooms to the selection when the whole plane would be
+    downsampled.
     Storage offsets are mapped to view indices through the recorded shape, strides and storage offset.
     Sparse cells, at most ``tensormap.MAX_CELLS`` of them, each ``cell = [fr, fc]`` elements; the whole
     answer stays under ``tensorview.MAX_TENSOR_BYTES`` (about 1 MB), dropping the columns it names in
@@ -39,9 +41,9 @@ after which the ``tt_token`` cookie it sets carries it; without it every route a
     ``HIST_BINS``-bin histograms of every grid metric over the programs, the launch's roofline point on
     the analysis' GPU, and bytes per tensor.
 
-Static routes: ``/`` the page, ``/static/<file>`` the frontend's files, ``/vendor/plotly.min.js`` from the
-installed plotly package, and ``/vendor/plotly-guards.json`` ({"ids": [...]}: the element ids plotly.js
-checks before injecting bundled styles, which the page's CSP forbids; see server.py).
+Static routes: ``/`` the page, ``/static/<file>`` the frontend's files, ``/favicon.svg``,
+``/vendor/plotly.min.js`` from the installed plotly package, and ``/vendor/plotly-guards.json`` ({"ids": [...]}: the element ids plotly.js
+checks before injecting bundled styles, which the page's CSP forbids; see app.py).
 """
 from __future__ import annotations
 
@@ -60,6 +62,9 @@ MAX_FINDINGS = 1000       # the app asks the analysis for this many (analyze(max
 MAX_SOURCE_LINES = 5000
 MAX_LINE_CHARS = 400
 HIST_BINS = 32
+MAX_LAUNCHES = 5000       # launches listed by /api/trace (the rest are counted)
+MAX_TEXT = 1000           # characters of any name, message or argument taken from the trace
+MAX_ITEMS = 200           # entries of an argument or config dict / list
 
 class ApiError(Exception):
     """A request the payloads cannot answer; the server turns it into an ``ErrorPayload``."""
@@ -79,6 +84,8 @@ class ErrorPayload(TypedDict):
 class TracePayload(TypedDict):
     kinds: list           # op kind names; the "kind" columns below index into it
     launches: dict        # kernel, grid, programs, skipped, ops, findings, completed, error: parallel lists
+                          # (the first MAX_LAUNCHES launches)
+    total_launches: int
     analysis: dict        # {"available": bool, "error": str | None}
     metrics: dict         # the grid metrics, in display order: {"key": [...], "label": [...]}
     limits: dict          # {"ops_per_page": MAX_OPS, "findings": MAX_FINDINGS}
@@ -179,34 +186,44 @@ def _num(values, decimals: int = 4) -> list:
     return [None if v != v else v for v in a.tolist()]
 
 
-def _json_safe(v):
+def clip(text) -> Optional[str]:
+    """A string from the trace, cut to MAX_TEXT characters: a trace file may come from anyone."""
+    if text is None:
+        return None
+    text = str(text)
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
+
+
+def _json_safe(v, depth: int = 0):
+    """Arguments and configs from the trace as bounded JSON: clipped strings, at most MAX_ITEMS entries
+    per container, no NaN, nothing nested deeper than a few levels."""
+    if depth > 4:
+        return clip(repr(v))
     if isinstance(v, dict):
-        return {str(k): _json_safe(x) for k, x in v.items()}
+        return {clip(k): _json_safe(x, depth + 1) for k, x in list(v.items())[:MAX_ITEMS]}
     if isinstance(v, (list, tuple)):
-        return [_json_safe(x) for x in v]
-    if isinstance(v, (np.integer,)):
+        return [_json_safe(x, depth + 1) for x in list(v)[:MAX_ITEMS]]
+    if isinstance(v, np.integer):
         return int(v)
     if isinstance(v, (float, np.floating)):
         f = float(v)
         return f if np.isfinite(f) else None
-    if v is None or isinstance(v, (bool, int, str)):
+    if v is None or isinstance(v, (bool, int)):
         return v
-    return str(v)
+    return clip(v)
 
 
-# --------------------------------------------------------------------------------------------------------
-# payload builders
-# --------------------------------------------------------------------------------------------------------
 def trace_payload(ti: TraceIndex) -> TracePayload:
     report, error = ti.report()
-    lcs = ti.trace.launches
+    lcs = ti.trace.launches[:MAX_LAUNCHES]
     return {
         "kinds": list(KINDS),
         "launches": {
-            "kernel": [lc.kernel_name for lc in lcs], "grid": [list(lc.grid) for lc in lcs],
+            "kernel": [clip(lc.kernel_name) for lc in lcs], "grid": [list(lc.grid) for lc in lcs],
             "programs": [lc.recorded_programs for lc in lcs], "skipped": [lc.skipped_programs for lc in lcs],
             "ops": [lc.num_ops for lc in lcs], "findings": [len(launch_findings(ti, i)) for i in range(len(lcs))],
-            "completed": [lc.completed for lc in lcs], "error": [lc.error for lc in lcs]},
+            "completed": [lc.completed for lc in lcs], "error": [clip(lc.error) for lc in lcs]},
+        "total_launches": len(ti.trace.launches),
         "analysis": {"available": report is not None, "error": error},
         "limits": {"ops_per_page": MAX_OPS, "findings": MAX_FINDINGS},
         "metrics": {"key": list(METRICS), "label": [label for label, _ in METRICS.values()]},
@@ -223,7 +240,7 @@ def _launch(ti: TraceIndex, i: int) -> LaunchPayload:
     _, error = ti.report()
     summary = report_launch(ti, i)
     tensors = {
-        "name": [x.name for x in lc.tensors], "dtype": [x.dtype for x in lc.tensors],
+        "name": [clip(x.name) for x in lc.tensors], "dtype": [clip(x.dtype) for x in lc.tensors],
         "shape": [list(x.shape) for x in lc.tensors], "strides": [list(x.strides) for x in lc.tensors],
         "storage_offset": [x.storage_offset for x in lc.tensors],
         "storage_size": [x.storage_size for x in lc.tensors], "elem_bytes": [x.elem_bytes for x in lc.tensors]}
@@ -239,12 +256,12 @@ def _launch(ti: TraceIndex, i: int) -> LaunchPayload:
             tensors[key] = np.bincount(t[mem], weights=np.where(sel, ix.bytes, 0)[mem],
                                        minlength=nt)[:nt].astype(np.int64).tolist()
     return {
-        "index": i, "kernel": lc.kernel_name, "grid": list(lc.grid), "args": _json_safe(lc.args),
-        "config": _json_safe(lc.config), "completed": lc.completed, "error": lc.error,
+        "index": i, "kernel": clip(lc.kernel_name), "grid": list(lc.grid), "args": _json_safe(lc.args),
+        "config": _json_safe(lc.config), "completed": lc.completed, "error": clip(lc.error),
         "values_truncated": lc.values_truncated, "recorded_programs": lc.recorded_programs,
-        "skipped_programs": lc.skipped_programs, "tensors": tensors, "files": list(lc.files),
+        "skipped_programs": lc.skipped_programs, "tensors": tensors, "files": [clip(f) for f in lc.files],
         "source": _source(ti, i), "metrics": _json_safe(summary.get("metrics") or {}),
-        "checks_skipped": [str(c) for c in summary.get("checks_skipped") or []],
+        "checks_skipped": [clip(c) for c in summary.get("checks_skipped") or []],
         "findings": len(launch_findings(ti, i)), "analysis_error": error,
     }
 
@@ -275,7 +292,7 @@ def _source(ti: TraceIndex, i: int) -> dict:
         margin["bytes"] = np.bincount(inv, weights=ix.bytes[rows], minlength=len(uniq)).astype(np.int64).tolist()
         for key in ("sectors", "sector_efficiency", "findings"):
             margin[key] = [None] * len(uniq)
-    return {"file": lc.source_file, "first_line": int(first),
+    return {"file": clip(lc.source_file), "first_line": int(first),
             "lines": [s[:MAX_LINE_CHARS] for s in lines[:MAX_SOURCE_LINES]],
             "truncated": len(lines) > MAX_SOURCE_LINES, "margin": margin}
 
@@ -371,12 +388,12 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
     out: dict = {k: [] for k in ("kind", "severity", "message", "program", "op", "line", "tensor", "count")}
     for f, row in shown:
         lin = finding_lin(ix, f)
-        out["kind"].append(str(f.get("kind", "")))
-        out["severity"].append(str(f.get("severity", "")))
-        out["message"].append(str(f.get("message", "")))
+        out["kind"].append(clip(f.get("kind", "")))
+        out["severity"].append(clip(f.get("severity", "")))
+        out["message"].append(clip(f.get("message", "")))
         out["program"].append(list(ix.pid(lin)) if lin is not None else None)
         out["line"].append(int(f["line"]) if isinstance(f.get("line"), (int, np.integer)) else None)
-        out["tensor"].append(str(f["tensor"]) if f.get("tensor") is not None else None)
+        out["tensor"].append(clip(f.get("tensor")))
         out["count"].append(int(f.get("count") or 0))
         out["op"].append(_finding_op(ix, lin, row))
     return {**out, "total": len(found), "truncated": len(found) > len(shown),

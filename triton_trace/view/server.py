@@ -72,6 +72,7 @@ class _QuietHandler(WSGIRequestHandler):
     user's terminal (errors still reach Flask's logger)."""
     protocol_version = "HTTP/1.1"
     timeout = 30
+    disable_nagle_algorithm = True     # headers and body go out in separate writes: send them at once
 
     def log_request(self, code="-", size="-") -> None:
         pass
@@ -102,10 +103,13 @@ def _bind(app, host: str, port: Optional[int]):
     raise TraceUsageError("found no free port to serve on; pass port=")
 
 
+WARM_LAUNCHES = 64
+
+
 def _warm(ti: TraceIndex) -> None:
-    """Analyse and index before the URL is printed, so the first page view is fast."""
+    """Analyse, and index the first launches, before the URL is printed, so the first page view is fast."""
     ti.report()
-    for i in range(len(ti.trace.launches)):
+    for i in range(min(len(ti.trace.launches), WARM_LAUNCHES)):
         P.program_metrics(ti, i)
 
 

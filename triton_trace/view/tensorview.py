@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .index import LaunchIndex, TraceIndex
+from .payload import clip
 from .tensormap import Plane, auto_window, cell_sizes, cells, invertible, locate, make_plane, view_index
 
 MAX_TENSOR_BYTES = 1_000_000
@@ -150,7 +151,7 @@ def tensor_payload(ti: TraceIndex, launch: int, tensor: int, rows: np.ndarray, c
             plane = make_plane(info, row_dim, col_dim, index, wrap, zoom)
             pos, entry, placed, r, c = locate(info, plane, table.offsets)
     payload = {
-        "launch": launch, "tensor": tensor, "name": info.name, "dtype": info.dtype,
+        "launch": launch, "tensor": tensor, "name": clip(info.name), "dtype": clip(info.dtype),
         "shape": list(info.shape), "strides": list(info.strides), "storage_offset": info.storage_offset,
         "storage_size": info.storage_size, "plane": plane.to_dict(), "selection": selection,
         "elements": int(len(table.offsets)), "elements_hidden": int((~placed).sum()),
