@@ -376,6 +376,23 @@ def run_group_sum(kernel, fixed):
     kernel[(8,)](x, partial, lock, 32, GROUPS=2, BLOCK=32)
 
 
+# --- 15. two arguments that view one tensor ----------------------------------------------------------
+@triton_trace.trace
+@triton.jit
+def reverse_blocks(src, dst, BLOCK: tl.constexpr):
+    # dst block p takes src block (last - p); called in place, program 1 reads what program 0 writes
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    v = tl.load(src + (tl.num_programs(0) - 1 - pid) * BLOCK + offs)  # OTHER
+    tl.store(dst + pid * BLOCK + offs, v)  # BUG
+
+
+def run_reverse_blocks(kernel, fixed):
+    x = torch.arange(72, dtype=torch.float32)
+    src = x.clone()[8:] if fixed else x[8:]       # broken: src and dst overlap in x
+    kernel[(2,)](src, x[:64], BLOCK=32)
+
+
 CASES = (
     Case("missing_mask", add_no_mask, add_masked, run_add, "out_of_bounds", (2, 0, 0), "x"),
     Case("off_by_one_mask", scale_off_by_one, scale_ok, run_scale, "out_of_bounds", (3, 0, 0), "x"),
@@ -399,4 +416,6 @@ CASES = (
          other_program=(0, 0, 0)),
     Case("accumulate_without_lock", group_sum_no_lock, group_sum_locked, run_group_sum, "race", (0, 0, 0),
          "partial", other_program=(2, 0, 0)),
+    Case("aliased_views_in_place", reverse_blocks, reverse_blocks, run_reverse_blocks, "race", (0, 0, 0), "dst",
+         other_program=(1, 0, 0)),
 )

@@ -4,6 +4,8 @@ import json
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import kernels as K
 import triton_trace
@@ -91,3 +93,25 @@ def test_check_returns_the_report_of_a_clean_trace():
     assert lines[1].split()[:3] == ["launch", "kernel", "grid"]
     assert lines[2].split()[:4] == ["0", "add_kernel", "1x1x1", "1"]
     assert triton_trace.analyze(triton_trace.current_trace().launches[0]).ok      # a single Launch works too
+
+
+@triton.jit
+def _fails_in_program_3(x, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x + offs)
+    if pid == 3:
+        v = tl.reshape(v, (3, 5))      # not a power of two: the interpreter raises here
+    tl.store(x + offs, v + 1)
+
+
+def test_a_launch_that_raised_is_analysed_and_the_summary_says_it_stopped():
+    x = torch.zeros(80)
+    with pytest.raises(triton_trace.ProgramError, match=r"program \(3, 0, 0\)"):
+        trace(_fails_in_program_3)[(5,)](x, BLOCK=16)
+    assert x.tolist() == [1.0] * 48 + [0.0] * 32           # what programs 0-2 stored reached the caller
+    report = triton_trace.analyze(triton_trace.current_trace())
+    d = report.launch(0)
+    assert d["completed"] is False and d["recorded_programs"] == 4
+    assert d["metrics"]["load_bytes"] == 4 * 64 and d["metrics"]["store_bytes"] == 3 * 64
+    assert "launch 0 ('_fails_in_program_3') did not complete" in report.summary()

@@ -379,3 +379,23 @@ def test_benchmark_launches_analyse_cleanly(scenario):
     assert d["findings"] == [] and d["launches"][0]["metrics"]["lanes"] == len(lc.offsets)
     assert d["launches"][0]["metrics"]["store_sector_efficiency"] > 0.99
     assert set(bench_analysis.stages(lc)) >= {"coalescing", "L2 simulation", "check_races"}
+
+
+def test_arguments_that_alias_one_storage_race_with_each_other():
+    # out = x[0:64], src = x[8:72]: program 1 loads what program 0 stores, through the other argument.
+    storage = lambda name, off: TensorInfo(name, "float32", (64,), (1,), off, 72, 4, storage=0)
+    ops = [{"program": (0,), "kind": "store", "tensor": 0, "offsets": np.arange(0, 32)},
+           {"program": (1,), "kind": "load", "tensor": 1, "offsets": np.arange(8, 40)}]
+    found = analyze(launch([storage("out", 0), storage("src", 8)], ops)).findings
+    assert [(f.kind, f.tensor, f.program, f.other["program"], f.other["tensor"], f.count) for f in found] == \
+        [("race", "out", (0, 0, 0), (1, 0, 0), "src", 24)]
+    assert "view the same memory" in found[0].message and found[0].offsets[:2] == (8, 9)
+    # Without the storage link (an older trace) they are separate memories: nothing to compare.
+    apart = [TensorInfo("out", "float32", (64,), (1,), 0, 72, 4), TensorInfo("src", "float32", (64,), (1,), 8, 72, 4)]
+    assert analyze(launch(apart, ops)).ok
+    # Different element sizes on one storage compare in the smaller unit (a uint8 view of fp32 memory).
+    mixed = [storage("out", 0), TensorInfo("raw", "uint8", (288,), (1,), 0, 288, 1, storage=0)]
+    ops = [{"program": (0,), "kind": "store", "tensor": 0, "offsets": np.arange(4)},
+           {"program": (1,), "kind": "load", "tensor": 1, "offsets": np.arange(12, 16)}]
+    f = analyze(launch(mixed, ops)).findings
+    assert [(x.kind, x.offsets) for x in f] == [("race", (3,))]

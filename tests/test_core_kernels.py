@@ -352,3 +352,28 @@ def test_scan_is_recorded():
     scans = [o for o in lc.all_ops(program=2) if o.kind == "scan"]
     assert len(scans) == 1 and scans[0].line == line_of(K.cumsum_kernel, "tl.cumsum")
     check(lc.accesses(program=2)[0], "load", "x_ptr", 48 + np.arange(32), np.arange(32) < 20)
+
+
+@trace
+@triton.jit
+def _copy_masked(x, out, n, BLOCK: triton.language.constexpr):
+    offs = triton.language.program_id(0) * BLOCK + triton.language.arange(0, BLOCK)
+    m = offs < n
+    triton.language.store(out + offs, triton.language.load(x + offs, mask=m), mask=m)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.int64, torch.int8])
+def test_narrow_and_wide_dtypes_record_true_values_and_offsets(dtype):
+    """Values of every dtype read back as the numbers the tensor holds (bfloat16 has no numpy dtype: the
+    interpreter carries raw bits, which the recorder widens to float32), and offsets count elements."""
+    x = torch.arange(40).to(dtype)
+    out = torch.empty(40, dtype=dtype)
+    triton_trace.reset()
+    _copy_masked[(2,)](x, out, 40, BLOCK=32)
+    assert torch.equal(out, x)
+    load, store = only_launch().accesses(program=1)
+    expect = np.arange(32, 64)
+    check(load, "load", "x", expect, expect < 40)
+    np.testing.assert_array_equal(load.values[load.mask].astype(np.float64), np.arange(32, 40))
+    np.testing.assert_array_equal(store.values[store.mask].astype(np.float64), np.arange(32, 40))
+    assert load.elem_bytes == store.elem_bytes == x.element_size()

@@ -252,3 +252,21 @@ def test_synthetic_launch_without_recorded_ids_round_trips(tmp_path):
     Trace((lc,)).save(tmp_path / "s.ttrace")
     back = triton_trace.load(tmp_path / "s.ttrace").launches[0]
     assert back.recorded_ids is None and back.skipped_ids().tolist() == [[0, 0, 0], [1, 0, 0]]
+
+
+@pytest.mark.parametrize("mutate,match", [
+    # each would make analyze() allocate per program or per storage element, or crash on a bad type
+    (lambda lc: lc.__setitem__("grid", [1 << 40, 1, 1]), "grid"),
+    (lambda lc: lc.__setitem__("grid", [65535, 65535, 65535]), "grid"),
+    (lambda lc: lc["tensors"][0].__setitem__("storage_size", 1 << 40), "pass max_bytes="),
+    (lambda lc: lc["tensors"][0].__setitem__("storage_size", -1), "storage offset"),
+    (lambda lc: lc["tensors"][0].__setitem__("elem_bytes", 1 << 62), "element size"),
+    (lambda lc: lc["tensors"][0].__setitem__("strides", []), "shape and strides"),
+    (lambda lc: lc.__setitem__("config", 5), "config or args"),
+    (lambda lc: lc.__setitem__("args", [1]), "inconsistent header|config or args"),
+])
+def test_header_fields_the_analysis_sizes_arrays_by_are_checked(saved, mutate, match):
+    magic, _, header, blobs = split(saved)
+    mutate(header["launches"][0])
+    join(saved, header, blobs)
+    refused(saved, match)

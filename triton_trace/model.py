@@ -59,6 +59,10 @@ class TensorInfo:
     storage_size: int     # elements of this dtype that fit in the underlying storage
     elem_bytes: int
     device: str = "cpu"
+    # Index of the distinct memory behind the argument within its launch: arguments with the same index
+    # alias one storage (x and x[1:]), and their offsets count from the same start. -1: unknown (a
+    # synthetic or older trace), taken as a storage of its own.
+    storage: int = -1
 
     def view_offsets(self) -> np.ndarray:
         """Storage offsets of every element of the view, in the view's index order (row-major)."""
@@ -70,13 +74,13 @@ class TensorInfo:
     def to_dict(self) -> dict:
         return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "strides": list(self.strides),
                 "storage_offset": self.storage_offset, "storage_size": self.storage_size,
-                "elem_bytes": self.elem_bytes, "device": self.device}
+                "elem_bytes": self.elem_bytes, "device": self.device, "storage": self.storage}
 
     @staticmethod
     def from_dict(d: dict) -> "TensorInfo":
         return TensorInfo(str(d["name"]), str(d["dtype"]), tuple(int(s) for s in d["shape"]),
                           tuple(int(s) for s in d["strides"]), int(d["storage_offset"]), int(d["storage_size"]),
-                          int(d["elem_bytes"]), str(d.get("device", "cpu")))
+                          int(d["elem_bytes"]), str(d.get("device", "cpu")), int(d.get("storage", -1)))
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ class Access:
     shape: tuple
     offsets: Optional[np.ndarray]   # element offsets into the tensor's storage
     mask: Optional[np.ndarray]      # active lanes
-    values: Optional[np.ndarray]    # loaded / stored / atomic operand values; None when not recorded
+    values: Optional[np.ndarray]    # loaded / stored / atomic operand values; None when not recorded;
+                                    # bfloat16 values come widened to float32 (numpy has no bfloat16)
     dims: tuple = ()                # dot: (M, N, K)
 
 

@@ -143,6 +143,7 @@ def _build(path, header, f, data_start, size, max_bytes) -> Trace:
             values_truncated=bool(lc["values_truncated"]), completed=bool(lc["completed"]),
             error=None if lc["error"] is None else str(lc["error"]), meta=dict(lc.get("meta") or {}),
             recorded_ids=arrays.get("recorded_ids"))
+        _validate_meta(path, launch, max_bytes)
         _validate(path, launch)
         launches.append(launch)
     return Trace(tuple(launches))
@@ -180,11 +181,34 @@ def _read(path, f, data_start, d) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.dtype(d["dtype"])).reshape([int(s) for s in d["shape"]]).copy()
 
 
+_MAX_GRID = (2 ** 31 - 1, 65535, 65535)    # CUDA's grid limits; a larger grid was not recorded by us
+
+
+def _validate_meta(path, lc: Launch, max_bytes: int) -> None:
+    """The header fields that analyses and views index or size arrays by. A crafted grid or storage size
+    would otherwise make the analysis allocate terabytes (it keeps a flag per storage element and lists
+    the grid's programs), long after load() returned."""
+    if len(lc.grid) != 3 or min(lc.grid) < 0 or any(g > m for g, m in zip(lc.grid, _MAX_GRID)):
+        raise _bad(path, f"launch grid {lc.grid} is not three sizes within CUDA's limits {_MAX_GRID}")
+    if lc.grid[0] * lc.grid[1] * lc.grid[2] * 12 > max_bytes:
+        raise TraceFileError(f"{path}: a launch grid of {lc.grid} programs needs more than the limit of "
+                             f"{max_bytes / 2**30:.1f} GiB to analyse; pass max_bytes= to load() to raise it")
+    if not (lc.config is None or isinstance(lc.config, dict)) or not isinstance(lc.args, dict):
+        raise _bad(path, "a launch's config or args is not a JSON object")
+    for t in lc.tensors:
+        if len(t.shape) != len(t.strides) or len(t.shape) > 16 or min(t.shape, default=0) < 0:
+            raise _bad(path, f"tensor '{t.name}' has a shape and strides that do not match")
+        if t.elem_bytes not in (1, 2, 4, 8, 16) or not 0 <= t.storage_offset <= t.storage_size:
+            raise _bad(path, f"tensor '{t.name}' has an invalid element size or storage offset")
+        if t.storage_size * 8 > max_bytes:
+            raise TraceFileError(f"{path}: tensor '{t.name}' declares {t.storage_size} elements; analysing it "
+                                 f"needs more than the limit of {max_bytes / 2**30:.1f} GiB; pass max_bytes= "
+                                 f"to load() to raise it")
+
+
 def _validate(path, lc: Launch) -> None:
     o = lc.ops
     n = lc.num_ops
-    if len(lc.grid) != 3 or min(lc.grid) < 0:
-        raise _bad(path, f"launch grid {lc.grid} is not three non-negative sizes")
     if any(len(o[c]) != n for c in o):
         raise _bad(path, "op columns differ in length")
     if lc.offsets.dtype != np.int64 or lc.mask.dtype != np.bool_ or lc.values.dtype != np.uint8 or \

@@ -13,7 +13,8 @@ Definitions:
 - Not recognised: other ways programs order themselves (a ticket counter, a flag polled in a loop), a
   lock taken or released another way. Their accesses are reported as races. (The interpreter runs the
   programs one after another, so a spin loop never spins and the trace cannot show a wait.)
-- An element is (tensor argument, offset): two arguments that view one storage are not compared.
+- An element is a place in a storage: two arguments that view one storage (``x`` and ``x[1:]``, an
+  in-place kernel) are compared with each other, in units of the smallest element size among them.
 
 A race is reported once per (first writer's program and op, other program and op), with the number of
 elements and the first few. The writer is the first plain store to the element in execution order (else
@@ -65,30 +66,42 @@ def check_races(ctx: LaunchContext) -> list:
     typ = np.where(ctx.kind == LOAD, R, np.where(ctx.kind == STORE, W, A))
     mem = ctx.mem_rows
     writers = mem[ctx.is_write[mem] & (ctx.active_lanes[mem] > 0)]
-    written = [int(t) for t in sorted_unique(ctx.tensor[writers]) if t >= 0]
+    written = {int(t) for t in sorted_unique(ctx.tensor[writers]) if t >= 0}
     findings = []
-    for ti in written:
-        t = ctx.launch.tensors[ti]
-        rows = mem[ctx.tensor[mem] == ti]
+    for group in _storage_groups(ctx.launch.tensors):
+        if not written.intersection(group):
+            continue
+        infos = [ctx.launch.tensors[i] for i in group]
+        unit = min(t.elem_bytes for t in infos)
+        size = max(t.storage_size * t.elem_bytes for t in infos) // unit
+        rows = mem[np.isin(ctx.tensor[mem], group)]
         lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
         lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
         lr = ctx.lane_row[lanes]
-        el = ctx.offsets[lanes] * ctx.eb[lr] // t.elem_bytes
+        el = ctx.offsets[lanes] * ctx.eb[lr] // unit
         p = ctx.row_prog[lr]
         # Cheap filter first: only elements touched by two programs and written by someone can race.
-        lo = np.full(t.storage_size, _NONE, dtype=np.int64)
-        hi = np.full(t.storage_size, -1, dtype=np.int64)
+        lo = np.full(size, _NONE, dtype=np.int64)
+        hi = np.full(size, -1, dtype=np.int64)
         np.minimum.at(lo, el, p)
         np.maximum.at(hi, el, p)
-        has_w = np.zeros(t.storage_size, dtype=bool)
+        has_w = np.zeros(size, dtype=bool)
         has_w[el[ctx.is_write[lr]]] = True
         sel = ((lo != hi) & has_w)[el]
         if sel.any():
-            findings += _races(ctx, t, el[sel], lr[sel], p[sel], typ[lr[sel]], lock[lr[sel]])
+            findings += _races(ctx, unit, el[sel], lr[sel], p[sel], typ[lr[sel]], lock[lr[sel]])
     return findings
 
 
-def _races(ctx, t, el, lr, p, typ, lk) -> list:
+def _storage_groups(tensors) -> list:
+    """Tensor indices grouped by the storage they view, in argument order of each group's first."""
+    groups: dict = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault(("t", i) if t.storage < 0 else ("s", t.storage), []).append(i)
+    return list(groups.values())
+
+
+def _races(ctx, unit, el, lr, p, typ, lk) -> list:
     o = np.argsort(el, kind="stable")                 # execution order kept within an element
     el, lr, p, typ, lk = el[o], lr[o], p[o], typ[o], lk[o]
     n = len(el)
@@ -123,10 +136,10 @@ def _races(ctx, t, el, lr, p, typ, lk) -> list:
     other = first(conflicts)
     other = np.where(other == _NONE, first(p != wp), other)
     bad = np.nonzero(race)[0]
-    return _findings(ctx, t, bad, w[bad], other[bad], lr, p, el)
+    return _findings(ctx, unit, bad, w[bad], other[bad], lr, p, el)
 
 
-def _findings(ctx, t, segs, w, other, lr, p, el) -> list:
+def _findings(ctx, unit, segs, w, other, lr, p, el) -> list:
     # Group racy elements by (writer program, writer op, other program, other op), in that order.
     key = np.stack([p[w], ctx.row_op[lr[w]], p[other], ctx.row_op[lr[other]]], axis=1)
     groups, inverse = unique_rows(key)
@@ -144,16 +157,20 @@ def _findings(ctx, t, segs, w, other, lr, p, el) -> list:
         ex = mine[:k]
         wrow, orow = int(lr[w[ex[0]]]), int(lr[other[ex[0]]])
         f, fo = op_fields(ctx, wrow), op_fields(ctx, orow)
-        offs = el[w[ex]]
+        t = ctx.launch.tensors[int(ctx.tensor[wrow])]
+        offs = el[w[ex]] * unit // t.elem_bytes          # in the writer's tensor's elements
         inside, idx = view_positions(t, offs)
         prog, oprog = ctx.pid(int(p[w[ex[0]]])), ctx.pid(int(p[other[ex[0]]]))
-        msg = (f"race on '{t.name}': program {prog} ({f['op']} at {where(f)}) and program {oprog} "
+        what = f"'{t.name}'" if fo["tensor"] == t.name else \
+            f"'{t.name}' and '{fo['tensor']}' (arguments that view the same memory)"
+        msg = (f"race on {what}: program {prog} ({f['op']} at {where(f)}) and program {oprog} "
                f"({fo['op']} at {where(fo)}) access the same {len(mine)} element(s) with no atomic or "
                f"common lock ordering them (element offsets {short_list(int(v) for v in offs)})")
         out.append(Finding(
             kind="race", kernel=ctx.launch.kernel_name, launch=ctx.index, message=msg, count=len(mine),
             program=tuple(prog), rows=len(sorted_unique(lr[w[mine]])), offsets=tuple(int(v) for v in offs),
             indices=tuple(tuple(int(v) for v in idx[i]) if inside[i] else None for i in range(len(offs))),
-            other={"program": tuple(oprog), "file": fo["file"], "line": fo["line"], "op": fo["op"]},
+            other={"program": tuple(oprog), "file": fo["file"], "line": fo["line"], "op": fo["op"],
+                   "tensor": fo["tensor"]},
             op_row=wrow, **f))
     return out

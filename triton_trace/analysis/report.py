@@ -62,7 +62,8 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
          "count" (offending lanes; elements for race, unwritten_output), "rows" (op executions),
          "offsets": [element offsets into the storage], "indices": [view index | null],
          "lanes": [position in the op's block], "valid_range": [lo, hi] | null,
-         "other": {} | race: {"program", "file", "line", "op"}}],
+         "other": {} | race: {"program", "file", "line", "op", "tensor" (the other access's argument:
+                   differs from "tensor" when two arguments view one storage)}}],
       "finding_counts": {kind: findings found, before the cap},
       "suppressed": findings left out by the cap
     }
@@ -141,6 +142,10 @@ class Report:
         if hidden > 0:
             lines.append(f"  ... and {hidden} more (Report.findings and Report.to_dict() list up to "
                          f"max_findings={self.params.max_findings})")
+        # A launch that raised is analysed as far as it ran; say so, or a clean report would hide it.
+        lines += [f"  [note] launch {d['index']} ('{d['kernel']}') did not complete; metrics and checks cover "
+                  f"the {d['recorded_programs']} program(s) recorded before it stopped"
+                  for d in (lr.summary for lr in self.launches) if not d["completed"]]
         return "\n".join(lines + self._table())
 
     def _table(self) -> list:

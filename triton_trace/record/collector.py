@@ -115,6 +115,11 @@ class Collector:
             self.values_truncated = True
             return
         v = np.ascontiguousarray(np.broadcast_to(np.asarray(values), self._shapes[row])).reshape(-1)
+        t = r[5]
+        if v.dtype == np.uint16 and t >= 0 and self.memory.tensors[t].dtype == "bfloat16" and r[6] == 2:
+            # numpy has no bfloat16: the interpreter carries its bit patterns as uint16. Widen them to the
+            # float32 they denote (exact), so a loaded 1.0 reads 1.0 and not 16256.
+            v = (v.astype(np.uint32) << np.uint32(16)).view(np.float32)
         dt = v.dtype.str
         did = self._dtypes.get(dt)
         if did is None:

@@ -79,7 +79,7 @@ class HostMemory:
         info = TensorInfo(
             name=name, dtype=str(t.dtype).replace("torch.", ""), shape=tuple(t.shape), strides=tuple(t.stride()),
             storage_offset=int(t.storage_offset()), storage_size=st.nbytes // itemsize, elem_bytes=itemsize,
-            device=str(t.device))
+            device=str(t.device), storage=self.storages.index(st))
         self.tensors.append(info)
         self._tensor_storage.append(self.storages.index(st))
         self._reindex()
