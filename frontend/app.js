@@ -13,8 +13,13 @@ window.ttPerf = [];   // {what, ms}: click-to-update latencies, read by the benc
 // requests in flight, so a prefetch and the click that follows it share one request).
 const CACHE = new Map(), CACHE_SIZE = 256;
 
+// A shared server's token, from the page's own URL (?token=): sent as a header because, inside a
+// notebook's cross-site iframe, the browser does not send the SameSite cookie that carries it elsewhere.
+const TOKEN = new URLSearchParams(location.search).get("token");
+const HEADERS = TOKEN ? { Accept: "application/json", "X-TT-Token": TOKEN } : { Accept: "application/json" };
+
 async function fetchJson(path) {
-  const r = await fetch(path, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  const r = await fetch(path, { credentials: "same-origin", headers: HEADERS });
   const body = await r.json().catch(() => ({ error: `${r.status} ${r.statusText}` }));
   return r.ok ? { body } : { error: body.error || `request failed with ${r.status}` };
 }

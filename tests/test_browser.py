@@ -328,6 +328,40 @@ def test_hostile_trace_is_shown_as_text(browser, tmp_path):
         srv.stop()
 
 
+def test_shared_ui_works_in_a_cross_site_iframe(browser, matmul_run):
+    """A notebook on http://localhost:PORT embedding the shared UI (http://127.0.0.1:...?token=) is a
+    cross-site frame, where the SameSite token cookie is not sent: the UI must still load its data."""
+    import http.server
+    import threading
+    srv = triton_trace.launch(trace=matmul_run["trace"], share=True, block=False, port=0)
+    page = f'<html><body><iframe src="{srv.url}#/launch/0/program/2,0,0" width="1500" height="1100"></iframe></body></html>'
+
+    class Notebook(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(page.encode())
+
+        def log_message(self, *args):
+            pass
+
+    host = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Notebook)
+    threading.Thread(target=host.serve_forever, daemon=True).start()
+    p = Page(browser, srv.url)
+    try:
+        p.page.goto(f"http://localhost:{host.server_address[1]}/")
+        frame = p.page.frame_locator("iframe")
+        frame.locator("#tensor-canvas[data-key='program|0|2,0,0|']").wait_for()
+        assert "matmul_kernel" in frame.locator("#status").text_content()
+        assert not p.errors, p.errors
+    finally:
+        p.close()
+        host.shutdown()
+        host.server_close()
+        srv.stop()
+
+
 def test_token_page_works_through_its_cookie(browser, matmul_run):
     srv = triton_trace.launch(trace=matmul_run["trace"], share=True, block=False, port=0)
     p = Page(browser, srv.url)

@@ -122,6 +122,32 @@ def test_run_bad_script_path(tmp_path):
     assert r.returncode == 2 and "--programs" in r.stderr
 
 
+def one_line_error(r, text):
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and text in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2, r.stderr      # argparse adds its usage line
+
+
+def test_view_busy_or_bad_port_is_one_line(plain_trace):
+    out, _ = plain_trace
+    with socket.socket() as s:        # a port some other server is listening on
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        one_line_error(cli("view", str(out), "--port", str(port)), f"cannot serve on port {port}")
+    one_line_error(cli("view", str(out), "--port", "70000"), "not a port number")
+
+
+def test_run_checks_the_output_path_before_running(tmp_path):
+    """A bad -o is found before the script runs (a long run's trace would be lost at save time)."""
+    marker = tmp_path / "ran"
+    script = tmp_path / "s.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    one_line_error(cli("run", "-o", str(tmp_path), str(script)), "is a folder")
+    assert not marker.exists()
+    one_line_error(cli("run", "--programs", "0;-1", str(script)), "negative")
+
+
 def test_view_serves_a_saved_trace(plain_trace):
     out, _ = plain_trace
     with socket.socket() as s:

@@ -350,9 +350,15 @@ def test_security_headers(client):
 
 def test_token_is_required_when_shared(mixed):
     c = create_app(mixed["trace"], token="s3cret-token").test_client()
-    for url in ("/", "/api/trace", "/static/app.js", "/vendor/plotly.min.js", "/api/launch/0/grid"):
+    for url in ("/", "/api/trace", "/api/launch/0/grid", "/api/launch/0/tensor/0"):
         assert c.get(url).status_code == 403
         assert c.get(url + ("&" if "?" in url else "?") + "token=wrong").status_code == 403
+        assert c.get(url, headers={"X-TT-Token": "wrong"}).status_code == 403
+    # the page's code holds nothing from the trace, and a notebook's cross-site iframe cannot send the
+    # token with it; the trace's data (every /api/ answer) still needs the token
+    for url in ("/static/app.js", "/vendor/plotly.min.js", "/favicon.svg"):
+        assert c.get(url).status_code == 200
+    assert c.get("/api/trace", headers={"X-TT-Token": "s3cret-token"}).status_code == 200
     r = c.get("/?token=s3cret-token")
     assert r.status_code == 200
     cookie = r.headers["Set-Cookie"]
@@ -464,6 +470,15 @@ def test_launch_takes_the_next_free_port(mixed, capsys, monkeypatch):
             triton_trace.launch(trace=mixed["trace"], block=False, port=first.port)
     finally:
         first.stop()
+
+
+@pytest.mark.parametrize("port", [65536, -1, "http", 1.5])
+def test_launch_refuses_a_bad_port_before_analysing(mixed, monkeypatch, port):
+    """A bad port= is a TraceUsageError naming the port (socket.bind raised OverflowError/TypeError),
+    and it comes before the trace is analysed, not after."""
+    monkeypatch.setattr(web, "_warm", lambda ti: pytest.fail("analysed the trace before checking port="))
+    with pytest.raises(TraceUsageError, match="is not a port number"):
+        triton_trace.launch(trace=mixed["trace"], block=False, port=port)
 
 
 def test_launch_shared_needs_the_token(mixed, tmp_path):

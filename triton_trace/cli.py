@@ -36,6 +36,8 @@ def _parse_programs(spec: Optional[str]):
             raise CliError(f"--programs: '{part}' is not a program id; use e.g. '0;3' or '0,1,0;2,0,0'") from None
         if not 1 <= len(coords) <= 3:
             raise CliError(f"--programs: '{part}' has {len(coords)} coordinates; a program id has 1 to 3")
+        if min(coords) < 0:     # a negative id matches no program: the run would silently record nothing
+            raise CliError(f"--programs: '{part}' has a negative coordinate; program ids start at 0")
         ids.append(coords + (0,) * (3 - len(coords)))
     return ids
 
@@ -92,8 +94,13 @@ def cmd_run(args) -> int:
         raise CliError(f"{script}: no such script")
     out = args.output or os.path.splitext(os.path.basename(script))[0] + ".ttrace"
     out_dir = os.path.dirname(os.path.abspath(out))
+    # checked before the script runs: finding out when saving would throw away a long run's trace
     if not os.path.isdir(out_dir):
         raise CliError(f"-o {out}: the folder {out_dir} does not exist")
+    if os.path.isdir(out):
+        raise CliError(f"-o {out}: is a folder; name the trace file to write, e.g. {os.path.join(out, 'out.ttrace')}")
+    if not os.access(out_dir, os.W_OK):
+        raise CliError(f"-o {out}: cannot write to the folder {out_dir}")
     programs = _parse_programs(args.programs)
     reset()
     status = 0
@@ -115,16 +122,34 @@ def cmd_run(args) -> int:
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
     trace = current_trace()
-    trace.save(out)
+    try:
+        trace.save(out)
+    except OSError as e:
+        raise CliError(f"cannot write the trace to {out} ({e.strerror or e})") from None
     print(f"triton-trace: saved {len(trace.launches)} launch(es) of "
           f"{', '.join(trace.kernels()) or 'no kernels'} to {out}", file=sys.stderr)
     return status
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535)")
+    return port
+
+
 def cmd_view(args) -> int:
     trace = _load(args.trace)
+    from .errors import TraceUsageError
     from .view.server import launch
-    launch(trace=trace, port=args.port, share=args.share, block=True)
+    try:
+        launch(trace=trace, port=args.port, share=args.share, block=True)
+    except TraceUsageError as e:      # e.g. the port is taken; say it in the command line's terms
+        raise CliError(str(e).replace("pass another port= or port=None to take a free one",
+                                      "pass another --port, or leave it out to take a free one")) from None
     return 0
 
 
@@ -164,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("view", help="serve a saved trace in the web UI",
                        description="Serve a saved trace in the web UI until Ctrl-C.")
     v.add_argument("trace", help="a .ttrace file")
-    v.add_argument("--port", type=int, default=None, help="port (default 5001, or the next free one)")
+    v.add_argument("--port", type=_port, default=None, help="port (default 5001, or the next free one)")
     v.add_argument("--share", action="store_true",
                    help="listen on all interfaces, protected by an access token in the printed URL")
     v.set_defaults(func=cmd_view)

@@ -27,6 +27,13 @@ from .tensormap import PlaneError
 from .tensorview import encode, tensor_payload
 
 TOKEN_COOKIE = "tt_token"
+# The page sends the token from its own URL in this header too: in a notebook's iframe the UI is a
+# cross-site frame (Jupyter on localhost, the UI on 127.0.0.1), where the SameSite cookie is not sent.
+TOKEN_HEADER = "X-TT-Token"
+# The frontend's code and plotly.js are the package's files and hold nothing from the trace; they are
+# served without the token because a cross-site frame cannot carry it (a module's imports and the page's
+# <script> tags send no header and, there, no cookie). The page itself and every /api/ answer need it.
+PUBLIC_PREFIXES = ("/static/", "/vendor/", "/favicon.svg")
 # No inline script and no inline style. plotly.js would inject <style> elements: frontend/index.html gives
 # it a stylesheet to fill through the CSSOM instead (id "plotly.js-style-global"), and the ids that guard
 # its bundled map CSS are placed in the page before it loads (/vendor/plotly-guards.json), so it skips it.
@@ -115,9 +122,9 @@ def _ti() -> TraceIndex:
 # --------------------------------------------------------------------------------------------------------
 def _check_token():
     want = current_app.config.get("TT_TOKEN")
-    if not want:
+    if not want or request.path.startswith(PUBLIC_PREFIXES):
         return None
-    given = request.args.get("token") or request.cookies.get(TOKEN_COOKIE) or ""
+    given = request.args.get("token") or request.headers.get(TOKEN_HEADER) or request.cookies.get(TOKEN_COOKIE) or ""
     if not hmac.compare_digest(given.encode(), want.encode()):
         return _error("this server is shared with an access token; open the URL it printed", 403)
     g.tt_set_cookie = request.args.get("token") is not None

@@ -5,6 +5,7 @@ The app itself is app.py's ``create_app`` (re-exported here). ``share=False`` li
 """
 from __future__ import annotations
 
+import operator
 import secrets
 import socket
 import sys
@@ -78,6 +79,20 @@ class _QuietHandler(WSGIRequestHandler):
         pass
 
 
+def _check_port(port) -> Optional[int]:
+    """``port`` as an int, or None. Checked before the trace is analysed, and because socket.bind would
+    raise OverflowError or TypeError, which reads as a crash rather than a bad argument."""
+    if port is None:
+        return None
+    try:
+        value = operator.index(port)
+    except TypeError:
+        value = int(port) if isinstance(port, str) and port.isdigit() else -1
+    if not 0 <= value <= 65535:
+        raise TraceUsageError(f"port={port!r} is not a port number: pass 0 to 65535, or None to take a free one")
+    return value
+
+
 def _bind(app, host: str, port: Optional[int]):
     """(server, port). ``port=None`` takes DEFAULT_PORT or the next free one. The socket is bound here:
     werkzeug's own bind exits the process when the port is taken."""
@@ -120,6 +135,7 @@ def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool
     the unguessable access token that is part of the printed URL. ``port=None`` takes 5001 or the next
     free port. ``block=None`` blocks until Ctrl-C in a script and returns at once in Jupyter/IPython.
     """
+    port = _check_port(port)
     if trace is None:
         from ..record.session import current_trace
         trace = current_trace()
