@@ -128,3 +128,17 @@ def test_example_serves_the_trace_until_ctrl_c():
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     assert f"port {port}" in out and "no findings" in out
+    assert "Traceback" not in out
+
+
+def test_a_second_ctrl_c_during_shutdown_exits_quietly():
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, os.path.join("examples", "vector_add.py"), "--port", str(port)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _poll(f"http://127.0.0.1:{port}/api/trace", time.monotonic() + TIMEOUT)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    assert "Traceback" not in out, out

@@ -8,6 +8,7 @@ from __future__ import annotations
 import operator
 import secrets
 import socket
+import signal
 import sys
 import threading
 from typing import Optional
@@ -47,14 +48,24 @@ class Server:
         self._thread.join()
 
     def wait(self) -> None:
-        """Block until Ctrl-C, then stop."""
+        """Block until Ctrl-C, then stop. Further Ctrl-Cs during shutdown are ignored, so the user sees
+        one line, not a traceback from inside socketserver."""
+        interrupted = False
         try:
             while self._thread.is_alive():
                 self._thread.join(0.5)
         except KeyboardInterrupt:
-            print("triton_trace: stopping the web server")
-        finally:
+            interrupted = True
+        previous = None
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            if interrupted:
+                print("triton_trace: stopping the web server")
             self.stop()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
 
     def __repr__(self) -> str:
         return f"<triton_trace web server at {self.url}>"
