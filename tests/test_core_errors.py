@@ -14,7 +14,7 @@ from triton.runtime import interpreter as _ti
 import kernels as K
 import triton_trace
 from triton_trace import ProgramError, UnsupportedOp, UnsupportedTritonVersion, trace
-from triton_trace.record import hooks
+from triton_trace.record.interp import hooks
 
 
 def line_of(fn, text):

@@ -4,7 +4,7 @@ The recording core imports without Flask or plotly; the web and notebook views l
 """
 from __future__ import annotations
 
-from .record import hooks as _hooks
+from .record.interp import hooks as _hooks
 
 _hooks.check_version()
 _hooks.require_seams()

@@ -9,7 +9,8 @@ from typing import Callable, Iterable, Optional, Union
 
 from ..errors import ProgramError, TraceUsageError, TritonTraceError, UnsupportedOp
 from ..model import Launch, Trace
-from . import frames, hooks
+from . import frames
+from .interp import hooks
 from .collector import DEFAULT_VALUE_CAP, Collector
 from .memory import HostMemory
 

@@ -21,10 +21,11 @@ from triton.runtime import interpreter as _ti
 from triton.runtime.autotuner import Autotuner, Heuristics
 from triton.runtime.jit import JITFunction
 
-from ..errors import UnsupportedTritonVersion
-from . import frames
-from .frames import where
-from .patching import Scope, Snapshot
+from ...errors import UnsupportedTritonVersion
+from .. import frames
+from ..frames import where
+from ..patching import Scope, Snapshot
+from . import semantics
 
 SUPPORTED = ((3, 5), (3, 9))     # inclusive major.minor range
 
@@ -316,6 +317,7 @@ def interpreter_scope(fn, rec):
         scope.set_attr(_ti.InterpretedFunction, "__call__", _call_nested)
         _set_interpret_knob(scope)
         _install_compute_hooks(scope, rec)
+        semantics.install(scope, _ti.interpreter_builder)
         yield
     finally:
         _ACTIVE.pop()
@@ -345,7 +347,7 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_program_end=None) -> 
     host = {name: (v if name in constexprs else memory.to_host(v, name)) for name, v in bound.items()}
     kernel = _rewritten(fn)
     with interpreter_scope(fn, rec):
-        call_args = {name: (v if name in constexprs else _ti._implicit_cvt(v)) for name, v in host.items()}
+        call_args = {name: (v if name in constexprs else semantics.kernel_arg(v)) for name, v in host.items()}
         builder = _ti.interpreter_builder
         builder.set_grid_dim(*grid)
         for x in range(grid[0]):

@@ -1,0 +1,8 @@
+"""Everything that touches Triton's interpreter internals, and nothing else does.
+
+Triton's interpreter is private and changes between releases, so its seams are reached only from this
+package: ``hooks`` installs and restores the recording seams and runs a grid, ``semantics`` makes traced
+kernels compute as compiled code does where the plain interpreter differs, and ``batch`` runs many
+programs in one numpy pass. ``tests/test_core_errors.py`` checks that no module outside this package
+imports ``triton.runtime.interpreter``.
+"""
