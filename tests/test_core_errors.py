@@ -119,7 +119,7 @@ def test_keyboard_interrupt_from_progress_keeps_completed_programs():
     try:
         x, y = torch.randn(1000), torch.randn(1000)
         with pytest.raises(KeyboardInterrupt):
-            K.add(x, y, kernel=trace(K.make_add()), block=128)
+            K.add(x, y, kernel=trace(batch=False)(K.make_add()), block=128)
     finally:
         triton_trace.set_progress(None)
     assert seen == [(1, 8, "add_kernel"), (2, 8, "add_kernel"), (3, 8, "add_kernel")]
@@ -133,11 +133,33 @@ def test_keyboard_interrupt_from_progress_keeps_completed_programs():
     assert triton_trace.current_trace().launches[1].completed
 
 
+def test_keyboard_interrupt_between_batched_chunks_keeps_the_completed_chunks():
+    seen = []
+
+    def progress(done, total, kernel):
+        seen.append(done)
+        if done >= 4:
+            raise KeyboardInterrupt
+
+    triton_trace.set_progress(progress)
+    try:
+        x, y = torch.randn(1000), torch.randn(1000)
+        with pytest.raises(KeyboardInterrupt):
+            K.add(x, y, kernel=trace(batch=2)(K.make_add()), block=128)
+    finally:
+        triton_trace.set_progress(None)
+    assert seen == [2, 4]
+    lc = triton_trace.current_trace().launches[0]
+    assert [tuple(p) for p in lc.programs()] == [(0, 0, 0), (1, 0, 0), (2, 0, 0), (3, 0, 0)]
+    np.testing.assert_array_equal(lc.accesses(program=3)[2].offsets, 384 + np.arange(128))
+
+
 def test_progress_reports_every_program():
     seen = []
     triton_trace.set_progress(lambda done, total, kernel: seen.append(done))
     try:
-        K.sub3d(torch.randn(2, 4, 8), torch.randn(2, 4, 8), kernel=trace(K.make_grid3d()), block_m=4, block_n=4)
+        K.sub3d(torch.randn(2, 4, 8), torch.randn(2, 4, 8), kernel=trace(batch=False)(K.make_grid3d()),
+                block_m=4, block_n=4)
     finally:
         triton_trace.set_progress(None)
     assert seen == list(range(1, 5))

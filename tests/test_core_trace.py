@@ -76,8 +76,9 @@ def test_program_filter_records_chosen_programs_while_all_run(programs, kept):
 def test_values_off_and_capped():
     x, y = add_inputs()
     K.add(x, y, kernel=trace(values=False)(K.make_add()), block=128)
+    K.add(x, y, kernel=trace(values=300, batch=False)(K.make_add()), block=128)
     K.add(x, y, kernel=trace(values=300)(K.make_add()), block=128)
-    off, capped = triton_trace.current_trace().launches
+    off, capped, batched = triton_trace.current_trace().launches
     assert all(a.values is None for a in off.accesses()) and not off.values_truncated
     acc = capped.accesses()
     assert capped.values_truncated and "values truncated" in triton_trace.current_trace().summary()
@@ -85,6 +86,8 @@ def test_values_off_and_capped():
     order = np.argsort([a.index for a in acc])
     with_values = [acc[i].values is not None for i in order]
     assert with_values == [True, True] + [False] * (len(acc) - 2)
+    # batched, values are kept op by op for the whole chunk: under the cap, none of them fit
+    assert batched.values_truncated and all(a.values is None for a in batched.accesses())
 
 
 def test_lambda_grid_and_launch_options_are_accepted():

@@ -380,7 +380,7 @@ def test_progress_callback_runs_during_a_trace(capsys):
     out = io.StringIO()
     triton_trace.set_progress(progress.TerminalProgress(stream=out, min_programs=1, interval=0.0))
     try:
-        kernels.add(torch.randn(500), torch.randn(500), kernel=triton_trace.trace(kernels.make_add()), block=64)
+        kernels.add(torch.randn(500), torch.randn(500), kernel=triton_trace.trace(batch=False)(kernels.make_add()), block=64)
     finally:
         triton_trace.set_progress(None)
     text = out.getvalue()
@@ -397,7 +397,7 @@ def test_keyboard_interrupt_from_the_callback_keeps_completed_programs():
     x, y = torch.randn(640), torch.randn(640)
     try:
         with pytest.raises(KeyboardInterrupt):
-            kernels.add(x, y, kernel=triton_trace.trace(kernels.make_add()), block=64)
+            kernels.add(x, y, kernel=triton_trace.trace(batch=False)(kernels.make_add()), block=64)
     finally:
         triton_trace.set_progress(None)
     (lc,) = triton_trace.current_trace().launches

@@ -69,3 +69,9 @@ class FindingsError(TritonTraceError, AssertionError):
     def __init__(self, report):
         self.report = report
         super().__init__(report.summary())
+
+
+class BatchFallback(Exception):
+    """Internal, never reaches the user: a chunk of programs cannot run batched (programs branch
+    differently, share memory they write, or use an op the batched mode lacks), so the executor undoes
+    the chunk and runs its programs one at a time. The message is recorded in the launch as the reason."""

@@ -1,6 +1,10 @@
-"""Columnar recording of one launch: small rows per op, lane data appended as numpy chunks.
+"""Columnar recording of one launch.
 
-Nothing here knows about Triton: the hooks hand in plain numpy arrays and program ids.
+Programs run in chunks: one program at a time, or many at once in batched mode. Each op of a chunk is one
+*event* (a small tuple) whose lanes are one block of shape (programs kept, lanes per program); ``finish``
+expands events into the per-program rows of ``Launch.ops``, ordered program by program as a sequential
+run records them, so both modes give the same trace. Nothing here knows about Triton: the hooks hand in
+plain numpy arrays and program ids.
 """
 from __future__ import annotations
 
@@ -8,11 +12,44 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..errors import OutOfBoundsAccess
+from ..errors import BatchFallback, OutOfBoundsAccess
 from ..model import KIND_CODE, MAX_RANK, OP_COLUMNS, Launch, empty_ops
 from .memory import HostMemory
+from .shadow import ChunkConflicts
 
 DEFAULT_VALUE_CAP = 1 << 22     # elements of values kept per launch (about 32 MB of float64)
+
+# event tuple fields
+_CHUNK, _SEQ, _KIND, _FILE, _LINE, _TENSOR, _EB, _SHAPE, _LANE0, _N, _VAL0, _VDT, _VSIZE, _AUX = range(14)
+
+
+class LaneWriter:
+    def __init__(self):
+        self._o, self._m, self.lanes = [], [], 0
+
+    def add(self, offsets, mask, shape=None) -> int:
+        start = self.lanes
+        self._o.append(np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1))
+        self._m.append(np.ascontiguousarray(mask, dtype=bool).reshape(-1))
+        self.lanes += self._o[-1].size
+        return start
+
+    def mark(self):
+        return (len(self._o), self.lanes)
+
+    def rollback(self, mark):
+        del self._o[mark[0]:], self._m[mark[0]:]
+        self.lanes = mark[1]
+
+    def finish(self):
+        o = np.concatenate(self._o) if self._o else np.zeros(0, np.int64)
+        m = np.concatenate(self._m) if self._m else np.zeros(0, bool)
+        class L:
+            def offsets(self_):
+                return o
+            def mask(self_):
+                return m
+        return L()
 
 
 class Collector:
@@ -23,42 +60,80 @@ class Collector:
         self.values_cap = 0 if values_cap is None else int(values_cap)
         self.program_filter = program_filter
         self.on_oob = on_oob
-        self._rows: list = []
-        self._shapes: list = []
-        self._offsets: list = []
-        self._masks: list = []
+        self._events: list = []
+        self._chunk_pids: list = []      # per chunk: (R, 3) int32, the kept programs in execution order
+        self._lanes = LaneWriter()
         self._values: list = []
-        self._lanes = 0
         self._value_bytes = 0
         self._value_elems = 0
         self.values_truncated = False
         self._files: dict = {}
         self._dtypes: dict = {}
-        self._seq: dict = {}
         self._flops: dict = {}
         self.recording = True
         self.recorded_programs = 0
         self.skipped_programs = 0
         self.pid = (0, 0, 0)
-        self._recorded_ids: list = []
+        self.batched = False
+        self.undo: Optional[list] = None     # the proxy's write log while a batched chunk runs
+        self._keep: Optional[np.ndarray] = None
+        self._size = 1
+        self._seq = 0
+        self._open = False
+        self._conflicts: Optional[ChunkConflicts] = None
+        self.fallbacks: list = []            # (first program index, programs, reason) of chunks re-run one by one
+        self.batched_programs = 0
 
-    # -- program boundaries -------------------------------------------------------------------------------
-    def begin_program(self, pid: tuple) -> None:
-        self.pid = pid
-        self.recording = self.program_filter is None or bool(self.program_filter(pid))
-        if self.recording:
-            self.recorded_programs += 1
-            self._recorded_ids.append(pid)
+    # -- chunk boundaries ---------------------------------------------------------------------------------
+    def begin_chunk(self, pids: np.ndarray, batched: bool) -> None:
+        """Start recording the programs ``pids`` ((P, 3), execution order); batched: they run at once."""
+        pids = np.asarray(pids, dtype=np.int32).reshape(-1, 3)
+        self.pid = tuple(int(v) for v in pids[0])
+        self.batched, self._size, self._seq, self._open = batched, len(pids), 0, True
+        if self.program_filter is None:
+            keep, kept = None, pids
         else:
-            self.skipped_programs += 1
+            keep = np.fromiter((bool(self.program_filter(tuple(int(v) for v in p))) for p in pids), bool, len(pids))
+            kept = pids[keep]
+        self._keep = keep
+        self.recording = len(kept) > 0
+        self._kept = kept
+        self._conflicts = ChunkConflicts(self.memory, len(pids)) if batched else None
 
-    def end_program(self) -> None:
-        """Flush the program's elementwise-math counters as one "math" row per source line."""
-        if not self._flops:
+    def begin_program(self, pid: tuple) -> None:
+        self.begin_chunk(np.array([pid]), batched=False)
+
+    def end_chunk(self) -> None:
+        """Close the chunk: check it (batched), flush elementwise-math counters, count its programs."""
+        if not self._open:
             return
+        if self._conflicts is not None:
+            self._conflicts.check()           # raises BatchFallback before anything is committed
         for (f, line), flops in sorted(self._flops.items()):
-            self._row(self.pid, "math", f, line, -1, 0, (), 0, 0, -1, (flops, 0, 0))
+            self._event("math", f, line, -1, 0, (), 0, 0, (flops, 0, 0))
         self._flops.clear()
+        self._chunk_pids.append(self._kept)
+        self.recorded_programs += len(self._kept)
+        self.skipped_programs += self._size - len(self._kept)
+        if self.batched:
+            self.batched_programs += self._size
+        self._open = False
+
+    end_program = end_chunk
+
+    def mark(self) -> tuple:
+        return (len(self._events), len(self._chunk_pids), self._lanes.mark(), len(self._values),
+                self._value_bytes, self._value_elems, self.values_truncated, set(self._files), set(self._dtypes))
+
+    def rollback(self, mark: tuple) -> None:
+        """Forget everything recorded since ``mark`` (a chunk that is re-run program by program)."""
+        ne, nc, lanes, nv, self._value_bytes, self._value_elems, self.values_truncated, files, dtypes = mark
+        del self._events[ne:], self._chunk_pids[nc:], self._values[nv:]
+        self._lanes.rollback(lanes)
+        self._files = {k: v for k, v in self._files.items() if k in files}
+        self._dtypes = {k: v for k, v in self._dtypes.items() if k in dtypes}
+        self._flops.clear()
+        self._open = False
 
     # -- ops ------------------------------------------------------------------------------------------------
     def _file_id(self, file: Optional[str]) -> int:
@@ -69,33 +144,42 @@ class Collector:
             fid = self._files[file] = len(self._files)
         return fid
 
-    def _row(self, pid, kind, fid, line, tensor, elem_bytes, shape, lane_start, lane_count, value_start, aux,
-             value_dtype=-1) -> int:
-        seq = self._seq.get(pid, 0)
-        self._seq[pid] = seq + 1
+    def _event(self, kind, fid, line, tensor, elem_bytes, shape, lane_start, lane_count, aux) -> int:
         if len(shape) > MAX_RANK:
             shape = (int(np.prod(shape)),)
-        self._rows.append((pid, seq, KIND_CODE[kind], fid, line, tensor, elem_bytes, len(shape), lane_start,
-                           lane_count, value_start, value_dtype, aux))
-        self._shapes.append(shape)
-        return len(self._rows) - 1
+        self._events.append([len(self._chunk_pids), self._seq, KIND_CODE[kind], fid, line, tensor, elem_bytes,
+                             tuple(shape), lane_start, lane_count, -1, -1, 0, aux])
+        self._seq += 1
+        return len(self._events) - 1
 
     def memory_op(self, kind: str, file: Optional[str], line: int, addrs: np.ndarray, mask: np.ndarray,
                   elem_bytes: int):
-        """Check and record one memory op before it executes. Returns (lanes safe to execute, row or -1)."""
+        """Check and record one memory op before it executes. Returns (lanes safe to execute, event or -1).
+
+        In a batched chunk ``addrs`` has a leading program axis over every program of the chunk."""
         mask = np.broadcast_to(np.asarray(mask, dtype=bool), addrs.shape)
-        tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes)
+        if self.batched:
+            tensor, offsets, safe = self.memory.attribute_chunk(addrs, mask, elem_bytes)
+            shape = addrs.shape[1:]
+            if tensor >= 0:
+                self._conflicts.add(tensor, offsets, safe, kind != "load", elem_bytes)
+        else:
+            tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes)
+            shape = addrs.shape
         row = -1
         if self.recording:
-            n = int(addrs.size)
-            self._offsets.append(offsets.reshape(-1))
-            self._masks.append(mask.reshape(-1))
-            row = self._row(self.pid, kind, self._file_id(file), int(line or 0), tensor, elem_bytes,
-                            tuple(addrs.shape), self._lanes, n, -1, (0, 0, 0))
-            self._lanes += n
+            n = int(np.prod(shape, dtype=np.int64))
+            o, m = offsets.reshape(-1, n), mask.reshape(-1, n)
+            if self._keep is not None:
+                o, m = o[self._keep], m[self._keep]
+            start = self._lanes.add(o, m, shape=tuple(shape))
+            row = self._event(kind, self._file_id(file), int(line or 0), tensor, elem_bytes, shape, start, n,
+                              (0, 0, 0))
         if kind != "load" and tensor >= 0 and safe.any():
             self.memory.mark_written(tensor)
         if self.on_oob == "raise" and not np.array_equal(safe, mask):
+            if self.batched:
+                raise BatchFallback("an out-of-bounds access with on_oob='raise'")
             name = self.memory.tensors[tensor].name if tensor >= 0 else "<unknown>"
             bad = np.argwhere(mask & ~safe)
             raise OutOfBoundsAccess(
@@ -109,14 +193,19 @@ class Collector:
             if row >= 0 and self.values_cap > 0:
                 self.values_truncated = True
             return
-        r = self._rows[row]
-        n = r[9]
-        if self._value_elems + n > self.values_cap:
+        ev = self._events[row]
+        rows, n = len(self._kept), ev[_N]
+        if self._value_elems + rows * n > self.values_cap:
             self.values_truncated = True
             return
-        v = np.ascontiguousarray(np.broadcast_to(np.asarray(values), self._shapes[row])).reshape(-1)
-        t = r[5]
-        if v.dtype == np.uint16 and t >= 0 and self.memory.tensors[t].dtype == "bfloat16" and r[6] == 2:
+        v = np.asarray(values)
+        if self.batched:
+            v = np.broadcast_to(v, (self._size,) + ev[_SHAPE]).reshape(self._size, n)
+            if self._keep is not None:
+                v = v[self._keep]
+        v = np.ascontiguousarray(np.broadcast_to(v, (rows, n) if self.batched else ev[_SHAPE])).reshape(-1)
+        t = ev[_TENSOR]
+        if v.dtype == np.uint16 and t >= 0 and self.memory.tensors[t].dtype == "bfloat16" and ev[_EB] == 2:
             # numpy has no bfloat16: the interpreter carries its bit patterns as uint16. Widen them to the
             # float32 they denote (exact), so a loaded 1.0 reads 1.0 and not 16256.
             v = (v.astype(np.uint32) << np.uint32(16)).view(np.float32)
@@ -124,41 +213,77 @@ class Collector:
         did = self._dtypes.get(dt)
         if did is None:
             did = self._dtypes[dt] = len(self._dtypes)
-        self._rows[row] = r[:10] + (self._value_bytes, did) + r[12:]
+        ev[_VAL0], ev[_VDT], ev[_VSIZE] = self._value_bytes, did, v.dtype.itemsize
         self._values.append(v.view(np.uint8))
         self._value_bytes += v.nbytes
-        self._value_elems += n
+        self._value_elems += rows * n
 
     def compute_op(self, kind: str, file: Optional[str], line: int, shape: tuple, aux: tuple) -> None:
         if self.recording:
-            self._row(self.pid, kind, self._file_id(file), int(line or 0), -1, 0, tuple(shape), 0, 0, -1,
-                      tuple(aux) + (0,) * (3 - len(aux)))
+            self._event(kind, self._file_id(file), int(line or 0), -1, 0, tuple(shape), 0, 0,
+                        tuple(aux) + (0,) * (3 - len(aux)))
 
     def add_flops(self, file: Optional[str], line: int, flops: int) -> None:
+        """Count elementwise flops of one program (every program of a batched chunk does the same)."""
         if self.recording and flops:
             key = (self._file_id(file), int(line or 0))
             self._flops[key] = self._flops.get(key, 0) + int(flops)
 
     # -- finishing --------------------------------------------------------------------------------------------
+    def _rows(self) -> dict:
+        """Expand events into one row per (event, kept program), ordered by program, then by seq."""
+        n_ev = len(self._events)
+        ops = empty_ops(0)
+        if not n_ev:
+            return ops
+        ev = list(zip(*self._events))
+        chunk = np.asarray(ev[_CHUNK], dtype=np.int64)
+        sizes = np.array([len(p) for p in self._chunk_pids], dtype=np.int64)
+        pid_start = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(sizes) else np.zeros(0, np.int64)
+        all_pids = np.concatenate(self._chunk_pids) if self._chunk_pids else np.zeros((0, 3), np.int32)
+        reps = sizes[chunk]
+        idx = np.repeat(np.arange(n_ev), reps)
+        first = np.concatenate([[0], np.cumsum(reps)[:-1]])
+        prog = np.arange(len(idx)) - np.repeat(first, reps)          # index of the program within its chunk
+        seq = np.asarray(ev[_SEQ], dtype=np.int64)
+        order = np.lexsort((seq[idx], prog, chunk[idx]))
+        idx, prog = idx[order], prog[order]
+        total = len(idx)
+        ops = empty_ops(total)
+        ops["program"] = all_pids[pid_start[chunk[idx]] + prog]
+        for name, col in (("seq", _SEQ), ("kind", _KIND), ("file", _FILE), ("line", _LINE), ("tensor", _TENSOR),
+                          ("elem_bytes", _EB)):
+            ops[name] = np.asarray(ev[col], dtype=OP_COLUMNS[name][0])[idx]
+        shapes = np.zeros((n_ev, MAX_RANK), dtype=np.int64)
+        ndim = np.zeros(n_ev, dtype=np.int32)
+        for i, s in enumerate(ev[_SHAPE]):
+            shapes[i, :len(s)] = s
+            ndim[i] = len(s)
+        ops["shape"], ops["ndim"] = shapes[idx], ndim[idx]
+        n = np.asarray(ev[_N], dtype=np.int64)
+        ops["lane_count"] = n[idx]
+        ops["lane_start"] = np.asarray(ev[_LANE0], dtype=np.int64)[idx] + prog * n[idx]
+        vdt = np.asarray(ev[_VDT], dtype=np.int32)
+        ops["value_dtype"] = vdt[idx]
+        vstart = np.asarray(ev[_VAL0], dtype=np.int64)[idx] + prog * n[idx] * np.asarray(ev[_VSIZE], np.int64)[idx]
+        ops["value_start"] = np.where(vdt[idx] >= 0, vstart, -1)
+        ops["aux"] = np.asarray(ev[_AUX], dtype=np.int64).reshape(n_ev, 3)[idx]
+        return ops
+
+    def execution(self) -> dict:
+        return {"batched_programs": int(self.batched_programs),
+                "fallbacks": [{"first": int(a), "programs": int(b), "reason": r} for a, b, r in self.fallbacks]}
+
     def finish(self, **meta) -> Launch:
-        self.end_program()
-        n = len(self._rows)
-        ops = empty_ops(n)
-        if n:
-            cols = list(zip(*self._rows))
-            names = ["program", "seq", "kind", "file", "line", "tensor", "elem_bytes", "ndim", "lane_start",
-                     "lane_count", "value_start", "value_dtype", "aux"]
-            for name, col in zip(names, cols):
-                ops[name] = np.asarray(col, dtype=OP_COLUMNS[name][0]).reshape((n,) + OP_COLUMNS[name][1])
-            shapes = np.zeros((n, MAX_RANK), dtype=np.int64)
-            for i, s in enumerate(self._shapes):
-                shapes[i, :len(s)] = s
-            ops["shape"] = shapes
-        cat = lambda chunks, dt: np.concatenate(chunks) if chunks else np.zeros(0, dtype=dt)
+        if self._open:                          # a program that failed: keep what it recorded
+            self._conflicts = None
+            self.end_chunk()
+        ops = self._rows()
+        lanes = self._lanes.finish()
+        values = np.concatenate(self._values) if self._values else np.zeros(0, np.uint8)
+        recorded = np.concatenate(self._chunk_pids) if self._chunk_pids else np.zeros((0, 3), np.int32)
         return Launch(
             tensors=tuple(self.memory.tensors), files=tuple(self._files), value_dtypes=tuple(self._dtypes),
-            ops=ops, offsets=cat(self._offsets, np.int64).astype(np.int64, copy=False),
-            mask=cat(self._masks, bool).astype(bool, copy=False), values=cat(self._values, np.uint8),
+            ops=ops, offsets=lanes.offsets(), mask=lanes.mask(), values=values,
             recorded_programs=self.recorded_programs, skipped_programs=self.skipped_programs,
-            values_truncated=self.values_truncated,
-            recorded_ids=np.array(self._recorded_ids, dtype=np.int32).reshape(-1, 3), **meta)
+            values_truncated=self.values_truncated, recorded_ids=recorded.astype(np.int32).reshape(-1, 3), **meta)

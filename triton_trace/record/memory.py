@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..errors import BatchFallback
 from ..model import TensorInfo
 
 GUARD_MIN = 1 << 16          # bytes of guard zone on each side of a storage, at least
@@ -117,13 +118,41 @@ class HostMemory:
         a = addrs.astype(np.int64, copy=False)
         if not self.storages:
             return -1, np.zeros(a.shape, np.int64), np.zeros(a.shape, bool)
-        # Storage of each lane by its padded region; lanes below every region go to the first one.
-        pos = np.clip(np.searchsorted(self._starts, a, side="right") - 1, 0, len(self._starts) - 1)
-        lane_storage = self._order[pos]
+        lane_storage = self._lane_storage(a)
         pick = lane_storage[active] if active.any() else lane_storage.reshape(-1)[:1]
         sid = int(np.bincount(pick, minlength=len(self.storages)).argmax())
+        return self._relative(sid, self._choose_tensor(sid, a, active, self.storages[sid]), a, active, elem_bytes)
+
+    def attribute_chunk(self, addrs: np.ndarray, active: np.ndarray, elem_bytes: int):
+        """``attribute`` for a chunk of programs (leading axis of ``addrs``) at once. Raises BatchFallback
+        unless every program's lanes go to one tensor, so that each program gets what it would alone."""
+        a = addrs.astype(np.int64, copy=False)
+        if not self.storages:
+            return -1, np.zeros(a.shape, np.int64), np.zeros(a.shape, bool)
+        p = a.shape[0]
+        lane_storage = self._lane_storage(a).reshape(p, -1)
+        act = active.reshape(p, -1)
+        has = act.any(axis=1)
+        # a program without active lanes is attributed by its first lane, as attribute() does
+        picks = np.concatenate([lane_storage[act], lane_storage[~has, :1].reshape(-1)]) if lane_storage.shape[1] \
+            else np.zeros(0, np.int64)
+        if picks.size == 0:
+            raise BatchFallback("an access without lanes")
+        sid = int(picks[0])
+        if (picks != sid).any():
+            raise BatchFallback("the programs of a chunk access different tensors at one op")
+        if sum(1 for s in self._tensor_storage if s == sid) > 1:
+            raise BatchFallback("arguments that alias one storage")
+        tid = self._tensor_storage.index(sid) if sid in self._tensor_storage else -1
+        return self._relative(sid, tid, a, active, elem_bytes)
+
+    def _lane_storage(self, a: np.ndarray) -> np.ndarray:
+        # Storage of each lane by its padded region; lanes below every region go to the first one.
+        pos = np.clip(np.searchsorted(self._starts, a, side="right") - 1, 0, len(self._starts) - 1)
+        return self._order[pos]
+
+    def _relative(self, sid: int, tid: int, a, active, elem_bytes: int):
         st = self.storages[sid]
-        tid = self._choose_tensor(sid, a, active, st)
         itemsize = self.tensors[tid].elem_bytes if tid >= 0 else elem_bytes
         if elem_bytes != itemsize:
             itemsize = elem_bytes   # a pointer cast to another element type: offsets in the access's units
@@ -131,6 +160,9 @@ class HostMemory:
         offsets = np.floor_divide(rel, itemsize)
         safe = active & (rel >= 0) & (rel + elem_bytes <= st.nbytes)
         return tid, offsets, safe
+
+    def storage_of(self, tensor: int) -> int:
+        return self._tensor_storage[tensor]
 
     def _choose_tensor(self, sid: int, a, active, st) -> int:
         cands = [i for i, s in enumerate(self._tensor_storage) if s == sid]

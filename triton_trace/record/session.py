@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Optional, Union
 from ..errors import ProgramError, TraceUsageError, TritonTraceError, UnsupportedOp
 from ..model import Launch, Trace
 from . import frames
-from .interp import hooks
+from .interp import grid as _grid, hooks
 from .collector import DEFAULT_VALUE_CAP, Collector
 from .memory import HostMemory
 
@@ -87,9 +87,20 @@ def value_cap(values) -> int:
     raise TraceUsageError(f"trace(values=...) takes True, False or a number of elements to keep; got {values!r}")
 
 
+def batch_chunk(batch) -> int:
+    """Programs per batched chunk: ``True`` the default size, ``False`` one program at a time."""
+    if batch is True:
+        return _grid.DEFAULT_CHUNK
+    if batch is False or batch is None:
+        return 1
+    if isinstance(batch, numbers.Integral) and batch >= 1:
+        return int(batch)
+    raise TraceUsageError(f"trace(batch=...) takes True, False or a number of programs per chunk; got {batch!r}")
+
+
 class TraceOptions:
     def __init__(self, programs=None, values=True, outputs: Iterable[str] = (), on_oob: str = "skip",
-                 config=None):
+                 config=None, batch: Union[bool, int] = True):
         if on_oob not in ("skip", "raise"):
             raise TraceUsageError(f"trace(on_oob=...) is 'skip' or 'raise', not {on_oob!r}")
         if isinstance(outputs, str):
@@ -100,6 +111,7 @@ class TraceOptions:
         self.outputs = tuple(outputs)
         self.on_oob = on_oob
         self.config = config
+        self.chunk = batch_chunk(batch)
         self.keep = True       # False: run through the interpreter without keeping a launch
 
 
@@ -153,7 +165,7 @@ def _bind(fn, args, kwargs) -> dict:
         raise TraceUsageError(f"kernel '{fn.__name__}': {e}; pass every parameter of the kernel") from None
 
 
-def _failure_error(name: str, f: "hooks.ProgramFailure", cause: BaseException) -> BaseException:
+def _failure_error(name: str, f: "_grid.ProgramFailure", cause: BaseException) -> BaseException:
     if isinstance(cause, TritonTraceError):      # e.g. OutOfBoundsAccess: already names kernel and program
         return cause
     op = hooks.unsupported_op(cause)
@@ -178,19 +190,19 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
     total, done = g[0] * g[1] * g[2], [0]
     progress = _SESSION.progress
 
-    def on_end(pid):
-        done[0] += 1
+    def on_end(n):
+        done[0] += n
         if progress is not None:
             progress(done[0], total, name)
 
     meta = dict(kernel_name=name, source=source, source_file=file, source_line=def_line, grid=g, args=scalars,
                 config=config, outputs=opts.outputs)
     try:
-        hooks.run_grid(fn, bound, g, memory, rec, on_program_end=on_end)
+        _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk)
     except BaseException as e:
         # Keep what was recorded, and give the caller what the completed programs stored, as a GPU would.
         error = None
-        if isinstance(e, hooks.ProgramFailure):
+        if isinstance(e, _grid.ProgramFailure):
             cause = hooks.unwrap_interpreter_error(e.cause)
             error = _failure_error(name, e, cause)
             why = f"program {e.pid}: {type(cause).__name__}: {cause}"
@@ -284,7 +296,7 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
 # the decorator
 # --------------------------------------------------------------------------------------------------------
 def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, outputs: Iterable[str] = (),
-          on_oob: str = "skip", config=None):
+          on_oob: str = "skip", config=None, batch: Union[bool, int] = True):
     """Trace every launch of a Triton kernel through Triton's interpreter.
 
     Use bare (``@trace``) or with options, above ``@triton.jit``, ``@triton.autotune`` or
@@ -297,11 +309,15 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
       for the uninitialised-read and coverage checks of the analysis.
     - ``on_oob``: ``"skip"`` records and skips out-of-bounds lanes; ``"raise"`` stops at the first one.
     - ``config``: for an autotuned kernel, the config to run (index or dict of its kwargs).
+    - ``batch``: run chunks of programs in one numpy pass (default ``True``; a number sets the programs
+      per chunk, which bounds memory). Results are exactly those of one program at a time: a chunk whose
+      programs branch differently or share memory they write is undone and re-run one by one, and the
+      launch's ``execution`` says which and why. ``False`` runs one program at a time.
 
     The kernel object is returned with its ``run`` method replaced, so it still passes Triton's and
     PyTorch's type checks (``wrap_triton``, ``triton_op``).
     """
-    opts = TraceOptions(programs, values, outputs, on_oob, config)
+    opts = TraceOptions(programs, values, outputs, on_oob, config, batch)
 
     def decorate(k):
         if not hooks.is_kernel(k):

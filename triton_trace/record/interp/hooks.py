@@ -25,7 +25,7 @@ from ...errors import UnsupportedTritonVersion
 from .. import frames
 from ..frames import where
 from ..patching import Scope, Snapshot
-from . import semantics
+from . import batch, semantics
 
 SUPPORTED = ((3, 5), (3, 9))     # inclusive major.minor range
 
@@ -105,7 +105,7 @@ _TRITON_DIR = triton.__path__[0]
 _REWRITTEN: dict = {}
 
 
-def _rewritten(fn):
+def rewritten(fn):
     out = _REWRITTEN.get(fn)
     if out is None:
         out = _REWRITTEN[fn] = _ti.FunctionRewriter(fn).rewrite_ast()
@@ -143,6 +143,18 @@ class _MemoryProxy:
     def __getattr__(self, name):
         return getattr(self._real, name)
 
+    def _save(self, ptrs, safe, dtype) -> None:
+        # In a batched chunk, keep what a write overwrites so the chunk can be undone and re-run
+        undo = self._rec.undo
+        if undo is not None and safe.any():
+            dtype = np.dtype(dtype)
+            undo.append((ptrs, self._real.load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
+
+    def undo(self, log: list) -> None:
+        while log:
+            ptrs, old, safe = log.pop()
+            self._real.store(ptrs, old, safe)
+
     def load(self, ptrs, mask, other, dtype):
         file, line = where()
         safe, row = self._rec.memory_op("load", file, line, ptrs, mask, np.dtype(dtype).itemsize)
@@ -154,6 +166,7 @@ class _MemoryProxy:
         file, line = where()
         safe, row = self._rec.memory_op("store", file, line, ptrs, mask, value.dtype.itemsize)
         self._rec.record_values(row, value)
+        self._save(ptrs, safe, value.dtype)
         return self._real.store(ptrs, value, safe)
 
     def atomic_rmw(self, op, ptrs, val, mask, sem):
@@ -161,6 +174,7 @@ class _MemoryProxy:
         kind = _RMW_KIND.get(getattr(op, "name", str(op)).split(".")[-1], "atomic_add")
         safe, row = self._rec.memory_op(kind, file, line, ptrs, mask, val.dtype.itemsize)
         self._rec.record_values(row, val)
+        self._save(ptrs, safe, val.dtype)
         return self._real.atomic_rmw(op, ptrs, val, safe, sem)
 
     def atomic_cas(self, ptrs, cmp, val, sem):
@@ -168,6 +182,7 @@ class _MemoryProxy:
         ones = np.ones(ptrs.shape, dtype=bool)
         safe, row = self._rec.memory_op("atomic_cas", file, line, ptrs, ones, val.dtype.itemsize)
         self._rec.record_values(row, val)
+        self._save(ptrs, safe, val.dtype)
         if safe.all():
             return self._real.atomic_cas(ptrs, cmp, val, sem)
         # CAS has no mask: run it on the safe lanes only; skipped lanes read back the compare value.
@@ -191,23 +206,22 @@ def _install_compute_hooks(scope, rec) -> None:
     b = _ti.interpreter_builder
     cls = type(b)
 
+    # The hooks look the method up on type(self) at call time: a batched chunk swaps the builder's class.
     def dot(self, a, bb, *args, **kwargs):
-        out = cls.create_dot(self, a, bb, *args, **kwargs)
-        sa, sb = a.data.shape, bb.data.shape
-        batch = int(np.prod(sa[:-2])) if len(sa) > 2 else 1
-        m, k, n = sa[-2] * batch, sa[-1], sb[-1]
+        out = type(self).create_dot(self, a, bb, *args, **kwargs)
+        sa, sb = batch.program_shape(a.data), batch.program_shape(bb.data)
+        nb = int(np.prod(sa[:-2])) if len(sa) > 2 else 1
+        m, k, n = sa[-2] * nb, sa[-1], sb[-1]
         file, line = where()
-        rec.compute_op("dot", file, line, tuple(out.data.shape), (m, n, k))
+        rec.compute_op("dot", file, line, batch.program_shape(out.data), (m, n, k))
         return out
 
     def counted(method, flops_per_elem):
-        orig = getattr(cls, method)
-
         def run(self, *args, **kwargs):
-            out = orig(self, *args, **kwargs)
+            out = getattr(type(self), method)(self, *args, **kwargs)
             if _is_float(out) and rec.recording:
                 file, line = where()
-                rec.add_flops(file, line, flops_per_elem * int(np.size(out.data)))
+                rec.add_flops(file, line, flops_per_elem * batch.program_size(out.data))
             return out
         return run
 
@@ -216,19 +230,24 @@ def _install_compute_hooks(scope, rec) -> None:
         if hasattr(cls, name):
             scope.set_attr(b, name, counted(name, per).__get__(b))
 
-    for cls_name, kind in (("ReduceOps", "reduce"), ("ScanOps", "scan")):
+    for cls_name, kind, batched in (("ReduceOps", "reduce", batch.reduce_apply), ("ScanOps", "scan", batch.scan_apply)):
         ops_cls = getattr(_ti, cls_name)
         orig_apply = ops_cls.apply
 
-        def apply(self, input, _orig=orig_apply, _kind=kind):
-            ret = _orig(self, input)
+        def apply(self, input, _orig=orig_apply, _kind=kind, _batched=batched):
+            if not batch.STATE.active:
+                ret = _orig(self, input)
+            elif not isinstance(input, tuple):
+                return self.apply((input,))[0]
+            else:
+                ret = _batched(self, input)
             if not isinstance(input, tuple):    # apply() re-enters itself with a 1-tuple: record that once
                 return ret
             first, res = input[0], (ret[0] if isinstance(ret, tuple) else ret)
             if rec.recording and hasattr(first, "handle"):
                 file, line = where()
-                rec.compute_op(_kind, file, line, tuple(np.shape(first.handle.data)),
-                               (int(np.size(first.handle.data)), int(np.size(res.handle.data)), 0))
+                rec.compute_op(_kind, file, line, batch.program_shape(first.handle.data),
+                               (batch.program_size(first.handle.data), batch.program_size(res.handle.data), 0))
             return ret
         scope.set_attr(ops_cls, "apply", apply)
 
@@ -239,6 +258,15 @@ def _install_compute_hooks(scope, rec) -> None:
 def _fix_index(scope: Scope) -> None:
     # numpy >= 2.4 refuses int() of a 1-element array, which Triton 3.6's tensor.__index__ patch relies on
     scope.set_attr(tl.tensor, "__index__", lambda t: int(np.asarray(t.handle.data).reshape(-1)[0]))
+
+
+def _batch_tensor_patches(scope: Scope) -> None:
+    # Python control flow on a tensor inside a batched chunk must see one value for all its programs
+    t = tl.tensor
+    scope.set_attr(t, "__bool__", batch.tensor_bool(t.__dict__.get("__bool__", t.__bool__)))
+    scope.set_attr(t, "__index__", batch.tensor_index(t.__dict__.get("__index__", t.__index__)))
+    if "T" in t.__dict__:
+        scope.set_attr(t, "T", batch.tensor_transpose(t.__dict__["T"]))
 
 
 class _LangPatches:
@@ -255,6 +283,7 @@ class _LangPatches:
             self.scopes.append(_ti._patch_lang(fn))
             fix = Scope()
             _fix_index(fix)
+            _batch_tensor_patches(fix)
             self.scopes.append(fix)
 
     def restore(self):
@@ -270,7 +299,7 @@ def _call_nested(self, *args, **kwargs):
     # interpreter mode it is a plain call, once the language builtins its module sees are patched.
     if _ACTIVE:
         _ACTIVE[-1].ensure(self.fn)
-    return _rewritten(self.fn)(*args, **kwargs)
+    return rewritten(self.fn)(*args, **kwargs)
 
 
 def _language_objects() -> list:
@@ -312,13 +341,14 @@ def interpreter_scope(fn, rec):
     _ACTIVE.append(lang_scope)
     try:
         lang_scope.ensure(fn)
-        scope.set_attr(_ti, "_interpreter", _MemoryProxy(_ti._interpreter, rec))
+        proxy = _MemoryProxy(_ti._interpreter, rec)
+        scope.set_attr(_ti, "_interpreter", proxy)
         scope.set_attr(JITFunction, "__call__", _call_nested)
         scope.set_attr(_ti.InterpretedFunction, "__call__", _call_nested)
         _set_interpret_knob(scope)
         _install_compute_hooks(scope, rec)
         semantics.install(scope, _ti.interpreter_builder)
-        yield
+        yield proxy
     finally:
         _ACTIVE.pop()
         scope.restore()
@@ -326,44 +356,8 @@ def interpreter_scope(fn, rec):
         snapshot.restore()
 
 
-def _constexpr_names(fn, arg_names) -> set:
+def constexpr_names(fn, arg_names) -> set:
     return set(_ti.GridExecutor(fn, arg_names, (1,)).constexprs)
-
-
-class ProgramFailure(Exception):
-    """A program raised; carries its id and the user's source line to the session."""
-
-    def __init__(self, pid, file, line, cause):
-        super().__init__(str(cause))
-        self.pid, self.file, self.line, self.cause = pid, file, line, cause
-
-
-def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_program_end=None) -> None:
-    """Run every program of ``grid`` through the interpreter, recording into ``rec``.
-
-    Raises ``ProgramFailure`` (carrying the program id and source line) when a program raises.
-    """
-    constexprs = _constexpr_names(fn, list(bound))
-    host = {name: (v if name in constexprs else memory.to_host(v, name)) for name, v in bound.items()}
-    kernel = _rewritten(fn)
-    with interpreter_scope(fn, rec):
-        call_args = {name: (v if name in constexprs else semantics.kernel_arg(v)) for name, v in host.items()}
-        builder = _ti.interpreter_builder
-        builder.set_grid_dim(*grid)
-        for x in range(grid[0]):
-            for y in range(grid[1]):
-                for z in range(grid[2]):
-                    pid = (x, y, z)
-                    builder.set_grid_idx(x, y, z)
-                    rec.begin_program(pid)
-                    try:
-                        kernel(**call_args)
-                    except Exception as e:  # re-raised with the program and line attached
-                        file, line = frames.where_in_traceback(e.__traceback__)
-                        raise ProgramFailure(pid, file, line, e) from e
-                    rec.end_program()
-                    if on_program_end is not None:
-                        on_program_end(pid)
 
 
 def unwrap_interpreter_error(e: BaseException) -> BaseException:

@@ -1,0 +1,391 @@
+"""Batched execution: a chunk of programs runs in one numpy pass.
+
+While a chunk runs, the interpreter's builder instance takes a subclass of its own class
+(``InterpreterBuilder``) in which every ``TensorHandle.data`` carries one extra LEADING program axis: size
+P (the chunk's programs) for values that differ between programs, size 1 for values that are the same in
+every program, so uniform work is done once. Triton's semantic layer already splats and broadcasts
+operands to equal block shapes before calling the builder, so elementwise builder methods work unchanged
+through numpy broadcasting; the methods that know about shapes (splat, broadcast, reshape, trans, cat,
+gather, reductions...) shift their axes by one here, and memory ops widen their operands to all P programs
+so every program gets its own record.
+
+What cannot be batched raises ``BatchFallback``, and the executor re-runs the chunk program by program:
+a per-program scalar turned into a Python bool or int whose values differ across the chunk (``if pid == 0``,
+loop bounds from the program id, spin locks), ops listed in ``_UNBATCHABLE`` or unknown to this module,
+and printing (its output order would change).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import triton.language as tl
+from triton.runtime import interpreter as _ti
+
+from ...errors import BatchFallback
+
+TensorHandle = _ti.TensorHandle
+
+
+class _Chunk:
+    """The programs of the running chunk (None between chunks)."""
+    active = False
+    size = 0
+    pid_data: tuple = ()      # per axis: (P, 1) int32, or (1, 1) where every program shares the value
+
+
+STATE = _Chunk()
+
+
+def start(pids: np.ndarray) -> None:
+    """Enter batched mode for the programs ``pids`` ((P, 3) ints, in execution order)."""
+    cols = []
+    for axis in range(3):
+        col = pids[:, axis].astype(np.int32)
+        cols.append(col[:1].reshape(1, 1) if (col == col[0]).all() else col.reshape(-1, 1))
+    STATE.pid_data, STATE.size, STATE.active = tuple(cols), len(pids), True
+
+
+def stop() -> None:
+    STATE.active, STATE.size, STATE.pid_data = False, 0, ()
+
+
+def program_shape(data) -> tuple:
+    """The per-program shape of a handle's data (without the program axis while a chunk runs)."""
+    shape = np.shape(data)
+    return tuple(shape[1:]) if STATE.active else tuple(shape)
+
+
+def program_size(data) -> int:
+    return int(np.prod(program_shape(data), dtype=np.int64))
+
+
+# --------------------------------------------------------------------------------------------------------
+# helpers on batched handles
+# --------------------------------------------------------------------------------------------------------
+def _b(h) -> int:
+    return h.data.shape[0]
+
+
+def _uniform(h) -> TensorHandle:
+    return TensorHandle(h.data[None], h.dtype)
+
+
+def _full(h, n: int) -> TensorHandle:
+    """``h`` widened to ``n`` programs, contiguous (the C++ memory functions want plain arrays)."""
+    d = h.data
+    if d.shape[0] != n:
+        d = np.broadcast_to(d, (n,) + d.shape[1:])
+    return TensorHandle(np.ascontiguousarray(d), h.dtype)
+
+
+def _slice(h, p: int) -> TensorHandle:
+    return TensorHandle(h.data[p if h.data.shape[0] > 1 else 0], h.dtype)
+
+
+def _stack(outs: list) -> TensorHandle:
+    return TensorHandle(np.stack([o.data for o in outs]), outs[0].dtype)
+
+
+def _agree(data) -> np.ndarray:
+    """The value every program of the chunk holds, or BatchFallback when they differ."""
+    d = np.asarray(data)
+    if d.ndim and d.shape[0] > 1:
+        first = d[:1]
+        same = (d == first) | ((d != d) & (first != first))     # NaN agrees with NaN
+        if not same.all():
+            raise BatchFallback("programs of the chunk take different branches or loop counts")
+    return d[0] if d.ndim else d
+
+
+def _handles(args) -> list:
+    out = []
+    for a in args:
+        if isinstance(a, TensorHandle):
+            out.append(a)
+        elif isinstance(a, (list, tuple)):
+            out += _handles(a)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------------
+# the builder subclass
+# --------------------------------------------------------------------------------------------------------
+_UNIFORM = ("get_int1", "get_uint8", "get_int8", "get_uint16", "get_int16", "get_uint32", "get_int32",
+            "get_uint64", "get_int64", "get_fp16", "get_bf16", "get_fp32", "get_fp64", "get_null_value",
+            "get_all_ones_value", "create_get_num_programs", "create_make_range")
+# elementwise or shape-agnostic: inherited unchanged (numpy broadcasting handles the program axis)
+_ELEMENTWISE = {"binary_op", "unary_op", "ternary_op", "cast_impl", "create_fp_to_fp", "create_bitcast",
+                "create_int_to_ptr", "create_ptr_to_int", "create_idiv", "create_ashr", "create_umulhi",
+                "create_clampf", "create_fma", "create_fabs", "create_erf", "create_rsqrt", "create_addptr",
+                "create_split", "create_assert", "create_assume", "create_barrier", "create_load",
+                "create_store", "create_atomic_load", "create_atomic_store", "create_extern_elementwise",
+                "create_inline_asm"}
+_PER_PROGRAM = {"create_histogram", "create_dot_scaled"}     # pure: run per program and stacked
+
+
+def _per_program(base_method, name):
+    def run(self, *args):
+        hs = _handles(args)
+        if all(_b(h) == 1 for h in hs):
+            n = 1
+        else:
+            n = max(_b(h) for h in hs)
+
+        def pick(a, p):
+            if isinstance(a, TensorHandle):
+                return _slice(a, p)
+            if isinstance(a, (list, tuple)):
+                return type(a)(pick(x, p) for x in a)
+            return a
+        outs = [base_method(self, *[pick(a, p) for a in args]) for p in range(n)]
+        return _stack(outs)
+    run.__name__ = name
+    return run
+
+
+def _refuse(name):
+    def run(self, *args, **kwargs):
+        raise BatchFallback(f"{name} is not batched")
+    run.__name__ = name
+    return run
+
+
+def _wrap_uniform(base_method, name):
+    def run(self, *args, **kwargs):
+        return _uniform(base_method(self, *args, **kwargs))
+    run.__name__ = name
+    return run
+
+
+class _Overrides:
+    """Shape-aware builder methods; ``self`` is the interpreter's builder instance."""
+
+    def create_get_program_id(self, axis):
+        return TensorHandle(STATE.pid_data[axis], tl.int32)
+
+    def create_splat(self, ret_ty, arg):
+        d = arg.data
+        b = d.shape[0]
+        first = d.reshape(b, -1)[:, :1]
+        shape = tuple(ret_ty.shape)
+        np_dtype = _ti._get_np_dtype(arg.dtype)
+        return TensorHandle(np.broadcast_to(first.astype(np_dtype, copy=False).reshape((b,) + (1,) * len(shape)),
+                                            (b,) + shape), arg.dtype.scalar)
+
+    def create_unsplat(self, arg):
+        d = arg.data
+        return TensorHandle(d.reshape(d.shape[0], -1)[:, :1].copy(), arg.dtype.scalar)
+
+    def create_broadcast(self, arg, shape):
+        return TensorHandle(np.broadcast_to(arg.data, (_b(arg),) + tuple(shape)), arg.dtype.scalar)
+
+    def create_expand_dims(self, arg, axis):
+        return TensorHandle(np.expand_dims(arg.data, axis + 1 if axis >= 0 else axis), arg.dtype.scalar)
+
+    def create_reshape(self, arg, shape, allow_reorder):
+        return TensorHandle(arg.data.reshape((_b(arg),) + tuple(shape)), arg.dtype.scalar)
+
+    def create_trans(self, arg, perm):
+        return TensorHandle(np.transpose(arg.data, (0,) + tuple(p + 1 for p in perm)), arg.dtype.scalar)
+
+    def create_cat(self, lhs, rhs):
+        b = max(_b(lhs), _b(rhs))
+        parts = [np.broadcast_to(h.data, (b,) + h.data.shape[1:]) for h in (lhs, rhs)]
+        return TensorHandle(np.concatenate(parts, axis=1), lhs.dtype.scalar)
+
+    def create_join(self, lhs, rhs):
+        a, c = np.broadcast_arrays(lhs.data, rhs.data)
+        return TensorHandle(np.stack([a, c], axis=-1), lhs.dtype.scalar)
+
+    def create_gather(self, src, indices, axis):
+        b = max(_b(src), _b(indices))
+        s = np.broadcast_to(src.data, (b,) + src.data.shape[1:])
+        i = np.broadcast_to(indices.data, (b,) + indices.data.shape[1:])
+        return TensorHandle(np.take_along_axis(s, i, axis=axis + 1), src.dtype.scalar)
+
+    def create_dot(self, a, b, d, *args):
+        base = STATE.base.create_dot
+        n = max(_b(a), _b(b), _b(d))
+        # one product per program, exactly as a program alone computes it (a batched matmul could sum
+        # in another order)
+        outs = [base(self, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in range(n)]
+        return _stack(outs)
+
+    # memory: every program gets its own lanes, so uniform operands are widened to the whole chunk
+    def create_masked_load(self, ptrs, mask, other, *args):
+        n = STATE.size
+        other = None if other is None else _full(other, n)
+        return STATE.base.create_masked_load(self, _full(ptrs, n), _full(mask, n), other, *args)
+
+    def create_masked_store(self, ptrs, value, mask, *args):
+        n = STATE.size
+        return STATE.base.create_masked_store(self, _full(ptrs, n), _full(value, n), _full(mask, n), *args)
+
+    def create_atomic_rmw(self, op, ptr, val, mask, *args):
+        n = STATE.size
+        return STATE.base.create_atomic_rmw(self, op, _full(ptr, n), _full(val, n), _full(mask, n), *args)
+
+    def create_atomic_cas(self, ptr, cmp, val, *args):
+        n = STATE.size
+        return STATE.base.create_atomic_cas(self, _full(ptr, n), _full(cmp, n), _full(val, n), *args)
+
+
+_CLASSES: dict = {}
+
+
+def batched_class(base: type) -> type:
+    """The batched subclass of the interpreter's builder class (built once per class)."""
+    cls = _CLASSES.get(base)
+    if cls is not None:
+        return cls
+    ns = {name: fn for name, fn in vars(_Overrides).items() if callable(fn)}
+    for name in dir(base):
+        if name in ns or not name.startswith(("create_", "get_")):
+            continue
+        member = getattr(base, name)
+        if not callable(member) or name.endswith("_ty") or name in ("get_cache_policy",):
+            continue
+        if name in _UNIFORM:
+            ns[name] = _wrap_uniform(member, name)
+        elif name in _PER_PROGRAM:
+            ns[name] = _per_program(member, name)
+        elif name in _ELEMENTWISE or getattr(member, "__name__", "") == "<lambda>":
+            continue        # binary/unary ops and casts, written as lambdas over binary_op / cast_impl
+        else:
+            ns[name] = _refuse(name)
+    cls = _CLASSES[base] = type(f"Batched{base.__name__}", (base,), ns)
+    return cls
+
+
+STATE.base = _ti.InterpreterBuilder
+
+
+# --------------------------------------------------------------------------------------------------------
+# tensor-level patches: Python control flow on tensors, transposes, reductions and scans
+# --------------------------------------------------------------------------------------------------------
+def tensor_bool(original):
+    def __bool__(self):
+        if not STATE.active:
+            return original(self)
+        v = _agree(self.handle.data)
+        return bool(v) if np.size(v) == 1 else True
+    return __bool__
+
+
+def tensor_index(original):
+    def __index__(self):
+        if not STATE.active:
+            return original(self)
+        return int(np.asarray(_agree(self.handle.data)).reshape(-1)[0])
+    return __index__
+
+
+def tensor_transpose(original):
+    def T(self):
+        if not STATE.active:
+            return original.fget(self) if isinstance(original, property) else original(self)
+        shape = list(self.type.shape)
+        shape[-1], shape[-2] = shape[-2], shape[-1]
+        handle = TensorHandle(np.swapaxes(self.handle.data, -1, -2), self.handle.dtype)
+        return tl.core.tensor(handle, tl.core.block_type(self.dtype, shape))
+    return property(T)
+
+
+_REDUCE_FAST = None
+
+
+def _reduce_table():
+    std = tl.standard
+    table = {}
+    for name, kind in (("_argmin_combine_tie_break_left", "argmin"), ("_argmin_combine_tie_break_fast", "argmin"),
+                       ("_argmax_combine_tie_break_left", "argmax"), ("_argmax_combine_tie_break_fast", "argmax"),
+                       ("_elementwise_max", "max"), ("_elementwise_min", "min"), ("_sum_combine", "sum")):
+        fn = getattr(std, name, None)
+        if fn is not None:
+            table[id(fn)] = kind
+    return table
+
+
+def _to_tensor(data, dtype, shape):
+    np_dtype = _ti._get_np_dtype(dtype)
+    data = np.asarray(data).astype(np_dtype, copy=False)
+    if shape:
+        return tl.core.tensor(TensorHandle(data, dtype.scalar), tl.core.block_type(dtype, list(shape)))
+    return tl.core.tensor(TensorHandle(data.reshape(-1, 1), dtype.scalar), dtype)
+
+
+def reduce_apply(op, inputs: tuple):
+    """``ReduceOps.apply`` on batched tensors, for the reductions Triton's interpreter vectorises."""
+    global _REDUCE_FAST
+    if _REDUCE_FAST is None:
+        _REDUCE_FAST = _reduce_table()
+    kind = _REDUCE_FAST.get(id(op.combine_fn))
+    if kind is None:
+        raise BatchFallback("a reduction with a custom combine function is not batched")
+    x = inputs[0]
+    data, shape = x.handle.data, list(x.type.shape) if x.type.is_block() else []
+    b = data.shape[0]
+    if op.axis is None:
+        flat, axis = data.reshape(b, -1), 1
+        out_shape = [1] * len(shape) if op.keep_dims else []
+    else:
+        axis = op.axis + 1 if op.axis >= 0 else op.axis + len(shape) + 1
+        flat = data
+        out_shape = list(shape)
+        if op.keep_dims:
+            out_shape[axis - 1] = 1
+        else:
+            del out_shape[axis - 1]
+    keep = op.keep_dims and op.axis is not None
+
+    def shaped(v):
+        if op.keep_dims and op.axis is None:
+            v = v.reshape((b,) + (1,) * len(shape))
+        return v
+    if kind == "sum":
+        if np.issubdtype(flat.dtype, np.floating):
+            # per program, so the summation order is the one a program alone gets
+            v = np.stack([np.sum(flat[p], axis=axis - 1, keepdims=keep) for p in range(b)])
+        else:
+            v = np.sum(flat, axis=axis, keepdims=keep)
+        return (_to_tensor(shaped(v), x.dtype, out_shape),)
+    val_op = np.nanmax if kind in ("max", "argmax") else np.nanmin
+    out = [_to_tensor(shaped(val_op(flat, axis=axis, keepdims=keep)), x.dtype, out_shape)]
+    if kind in ("argmin", "argmax"):
+        idx_op = np.nanargmax if kind == "argmax" else np.nanargmin
+        out.append(_to_tensor(shaped(idx_op(flat, axis=axis, keepdims=keep)), tl.int32, out_shape))
+    return tuple(out)
+
+
+def scan_apply(op, inputs: tuple):
+    """``ScanOps.apply`` on batched tensors: cumulative sums and products along the shifted axis."""
+    if op.combine_fn == tl.standard._sum_combine:
+        fn = np.cumsum
+    elif op.combine_fn == tl.standard._prod_combine:
+        fn = np.cumprod
+    else:
+        raise BatchFallback("a scan with a custom combine function is not batched")
+    x = inputs[0]
+    shape = list(x.type.shape)
+    axis = (op.axis if op.axis >= 0 else op.axis + len(shape)) + 1
+    data = x.handle.data
+    if op.reverse:
+        data = np.flip(data, axis=axis)
+    v = np.stack([fn(data[p], axis=axis - 1) for p in range(data.shape[0])]) \
+        if np.issubdtype(data.dtype, np.floating) else fn(data, axis=axis)
+    if op.reverse:
+        v = np.flip(v, axis=axis)
+    return (_to_tensor(np.ascontiguousarray(v), x.dtype, shape),)
+
+
+def batch_args(call_args: dict) -> dict:
+    """Kernel arguments with the program axis added (they are the same in every program)."""
+    def conv(v):
+        if isinstance(v, tl.core.tensor) and isinstance(v.handle, TensorHandle):
+            return tl.core.tensor(_uniform(v.handle), v.type)
+        if isinstance(v, tuple) and not hasattr(v, "_fields"):
+            return tuple(conv(x) for x in v)
+        if isinstance(v, tl.core.tensor_descriptor_base) or hasattr(v, "handle"):
+            raise BatchFallback("tensor descriptor arguments are not batched")
+        return v
+    return {k: conv(v) for k, v in call_args.items()}

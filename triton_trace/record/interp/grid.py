@@ -1,0 +1,126 @@
+"""Running a launch's grid: chunks of programs in one numpy pass where that gives the same result, one
+program at a time where it does not (or when asked)."""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+
+from triton.runtime import interpreter as _ti
+
+from ...errors import BatchFallback
+from .. import frames
+from . import batch, hooks, semantics
+
+DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
+GIVE_UP_AFTER = 2            # consecutive chunks that fell back: run the rest of the launch one by one
+
+
+class ProgramFailure(Exception):
+    """A program raised; carries its id and the user's source line to the session."""
+
+    def __init__(self, pid, file, line, cause):
+        super().__init__(str(cause))
+        self.pid, self.file, self.line, self.cause = pid, file, line, cause
+
+
+def program_order(grid: tuple) -> np.ndarray:
+    """Every program id of ``grid`` in the order Triton's interpreter runs them (x outermost)."""
+    x, y, z = np.meshgrid(np.arange(grid[0]), np.arange(grid[1]), np.arange(grid[2]), indexing="ij")
+    return np.stack([x.reshape(-1), y.reshape(-1), z.reshape(-1)], axis=1).astype(np.int32)
+
+
+def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callable] = None,
+             chunk: int = DEFAULT_CHUNK) -> None:
+    """Run every program of ``grid`` through the interpreter, recording into ``rec``.
+
+    ``chunk`` > 1 runs that many programs at once where the result is provably the same as running
+    them one by one; ``on_done(n)`` is told after every n programs completed. Raises ``ProgramFailure``
+    (carrying the program id and source line) when a program raises.
+    """
+    constexprs = hooks.constexpr_names(fn, list(bound))
+    host = {name: (v if name in constexprs else memory.to_host(v, name)) for name, v in bound.items()}
+    kernel = hooks.rewritten(fn)
+    order = program_order(grid)
+    total = len(order)
+    with hooks.interpreter_scope(fn, rec) as proxy:
+        call_args = {name: (v if name in constexprs else semantics.kernel_arg(v)) for name, v in host.items()}
+        builder = _ti.interpreter_builder
+        builder.set_grid_dim(*grid)
+        batched_args = None
+        if chunk > 1 and total > 1:
+            try:
+                batched_args = batch.batch_args(call_args)
+            except BatchFallback as e:
+                rec.fallbacks.append((0, total, str(e)))
+        start, misses = 0, 0
+        while start < total:
+            n = min(chunk, total - start) if batched_args is not None else total - start
+            if batched_args is not None and n > 1:
+                why = _run_chunk(kernel, batched_args, order[start:start + n], builder, rec, proxy)
+                if why is None:
+                    start, misses = start + n, 0
+                    if on_done is not None:
+                        on_done(n)
+                    continue
+                rec.fallbacks.append((start, n, why))
+                misses += 1
+                if misses >= GIVE_UP_AFTER:
+                    batched_args = None
+                    n = total - start
+                    rec.fallbacks.append((start, n, "batching stopped after repeated fallbacks"))
+            _run_sequential(kernel, call_args, order[start:start + n], builder, rec, on_done)
+            start += n
+
+
+def _run_sequential(kernel, call_args, pids, builder, rec, on_done) -> None:
+    for p in pids:
+        pid = (int(p[0]), int(p[1]), int(p[2]))
+        builder.set_grid_idx(*pid)
+        rec.begin_program(pid)
+        try:
+            kernel(**call_args)
+        except Exception as e:  # re-raised with the program and line attached
+            file, line = frames.where_in_traceback(e.__traceback__)
+            raise ProgramFailure(pid, file, line, e) from e
+        rec.end_program()
+        if on_done is not None:
+            on_done(1)
+
+
+def _run_chunk(kernel, batched_args, pids, builder, rec, proxy) -> Optional[str]:
+    """Run ``pids`` at once. Returns None when done, else why the chunk was undone (nothing of it kept)."""
+    mark = rec.mark()
+    rec.undo = []
+    base = type(builder)
+    why = None
+    try:
+        batch.STATE.base = base
+        builder.__class__ = batch.batched_class(base)
+        batch.start(pids)
+        builder.set_grid_idx(*(int(v) for v in pids[0]))
+        rec.begin_chunk(pids, batched=True)
+        kernel(**batched_args)
+        rec.end_chunk()
+    except BatchFallback as e:
+        why = str(e)
+    except Exception as e:  # the programs re-run one by one, where the failing one reports itself
+        e = hooks.unwrap_interpreter_error(e)
+        why = f"{type(e).__name__}: {e}"
+    except BaseException:
+        _undo(rec, proxy, mark)
+        raise
+    finally:
+        batch.stop()
+        builder.__class__ = base
+        rec.batched = False
+    if why is not None:
+        _undo(rec, proxy, mark)
+    rec.undo = None
+    return why
+
+
+def _undo(rec, proxy, mark) -> None:
+    proxy.undo(rec.undo or [])
+    rec.undo = None
+    rec.rollback(mark)
