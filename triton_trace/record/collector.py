@@ -81,6 +81,7 @@ class Collector:
         self._seq = 0
         self._open = False
         self._conflicts: Optional[ChunkConflicts] = None
+        self._owners: dict = {}
         self.fallbacks: list = []            # (first program index, programs, reason) of chunks re-run one by one
         self.batched_programs = 0
 
@@ -98,7 +99,7 @@ class Collector:
         self._keep = keep
         self.recording = len(kept) > 0
         self._kept = kept
-        self._conflicts = ChunkConflicts(self.memory, len(pids)) if batched else None
+        self._conflicts = ChunkConflicts(self.memory, len(pids), self._owners) if batched else None
 
     def begin_program(self, pid: tuple) -> None:
         self.begin_chunk(np.array([pid]), batched=False)
@@ -166,6 +167,7 @@ class Collector:
         else:
             tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes)
             shape = addrs.shape
+        self.last = (tensor, offsets, self.memory.aligned)
         row = -1
         if self.recording:
             n = int(np.prod(shape, dtype=np.int64))
@@ -271,6 +273,7 @@ class Collector:
         return ops
 
     def execution(self) -> dict:
+        """How the programs ran: how many in batched chunks, and which chunks were re-run one by one."""
         return {"batched_programs": int(self.batched_programs),
                 "fallbacks": [{"first": int(a), "programs": int(b), "reason": r} for a, b, r in self.fallbacks]}
 
@@ -286,4 +289,5 @@ class Collector:
             tensors=tuple(self.memory.tensors), files=tuple(self._files), value_dtypes=tuple(self._dtypes),
             ops=ops, offsets=lanes.offsets(), mask=lanes.mask(), values=values,
             recorded_programs=self.recorded_programs, skipped_programs=self.skipped_programs,
-            values_truncated=self.values_truncated, recorded_ids=recorded.astype(np.int32).reshape(-1, 3), **meta)
+            values_truncated=self.values_truncated, recorded_ids=recorded.astype(np.int32).reshape(-1, 3),
+            meta={"execution": self.execution()}, **meta)

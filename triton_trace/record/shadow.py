@@ -14,9 +14,10 @@ from ..errors import BatchFallback
 
 
 class ChunkConflicts:
-    def __init__(self, memory, programs: int):
+    def __init__(self, memory, programs: int, owners: dict):
         self.memory = memory
         self.programs = programs
+        self._owners = owners            # storage -> shadow array, all -1 between chunks (kept per launch)
         self._by_storage: dict = {}      # storage -> list of (offsets, safe, is_write, elem_bytes)
 
     def add(self, tensor: int, offsets: np.ndarray, safe: np.ndarray, is_write: bool, elem_bytes: int) -> None:
@@ -31,7 +32,9 @@ class ChunkConflicts:
             if len({a[3] for a in accesses}) > 1:
                 raise BatchFallback("one storage is accessed with different element sizes in a chunk")
             size = self.memory.storages[sid].nbytes // accesses[0][3]
-            owner = np.full(size, -1, dtype=np.int32)
+            owner = self._owners.get((sid, size))
+            if owner is None:
+                owner = self._owners[(sid, size)] = np.full(size, -1, dtype=np.int32)
             lanes = []
             for offsets, safe, is_write, _ in accesses:
                 prog = np.broadcast_to(np.arange(self.programs, dtype=np.int32).reshape(
@@ -40,10 +43,16 @@ class ChunkConflicts:
             for el, pr, is_write in lanes:
                 if is_write:
                     owner[el] = pr
+            bad = False
             for el, pr, is_write in lanes:
                 o = owner[el]
                 # a written element must belong to one program; a read one to nobody or the reader
-                bad = (o != pr) & ((o >= 0) | is_write)
-                if bad.any():
+                if ((o != pr) & ((o >= 0) | is_write)).any():
+                    bad = True
+                    break
+            for el, _, is_write in lanes:
+                if is_write:
+                    owner[el] = -1
+            if bad:
                     name = self.memory.tensors[self.memory._tensor_storage.index(sid)].name
                     raise BatchFallback(f"programs of one chunk share elements of '{name}' that one of them writes")

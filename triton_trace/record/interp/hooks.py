@@ -9,6 +9,7 @@ of them; the version range below is what the test suite runs against.
 """
 from __future__ import annotations
 
+import builtins
 import os
 from contextlib import contextmanager
 from typing import Callable, Optional
@@ -143,22 +144,45 @@ class _MemoryProxy:
     def __getattr__(self, name):
         return getattr(self._real, name)
 
+    def _view(self, dtype):
+        """(typed view of the accessed storage, element offsets) when numpy can serve the op, else None."""
+        tensor, offsets, aligned = self._rec.last
+        if tensor < 0 or not aligned:
+            return None
+        view = self._rec.memory.typed_view(tensor, dtype)
+        return (view, offsets) if view.size else None
+
     def _save(self, ptrs, safe, dtype) -> None:
         # In a batched chunk, keep what a write overwrites so the chunk can be undone and re-run
         undo = self._rec.undo
-        if undo is not None and safe.any():
+        if undo is None or not safe.any():
+            return
+        vo = self._view(dtype)
+        if vo is not None:
+            idx = vo[1][safe]
+            undo.append((vo[0], idx, vo[0][idx]))
+        else:
             dtype = np.dtype(dtype)
             undo.append((ptrs, self._real.load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
 
     def undo(self, log: list) -> None:
         while log:
-            ptrs, old, safe = log.pop()
-            self._real.store(ptrs, old, safe)
+            a, b, c = log.pop()
+            if isinstance(a, np.ndarray) and a.dtype != np.uint64:    # (view, element offsets, old values)
+                a[b] = c
+            else:
+                self._real.store(a, b, c)
 
     def load(self, ptrs, mask, other, dtype):
         file, line = where()
         safe, row = self._rec.memory_op("load", file, line, ptrs, mask, np.dtype(dtype).itemsize)
-        out = self._real.load(ptrs, safe, other, dtype)
+        vo = self._view(dtype)
+        if vo is None:
+            out = self._real.load(ptrs, safe, other, dtype)
+        elif safe.all():
+            out = vo[0][vo[1]]
+        else:
+            out = np.where(safe, vo[0][np.where(safe, vo[1], 0)], other).astype(dtype, copy=False)
         self._rec.record_values(row, out)
         return out
 
@@ -167,7 +191,14 @@ class _MemoryProxy:
         safe, row = self._rec.memory_op("store", file, line, ptrs, mask, value.dtype.itemsize)
         self._rec.record_values(row, value)
         self._save(ptrs, safe, value.dtype)
-        return self._real.store(ptrs, value, safe)
+        vo = self._view(value.dtype)
+        if vo is None:
+            return self._real.store(ptrs, value, safe)
+        value = np.broadcast_to(value, ptrs.shape)
+        if safe.all():
+            vo[0][vo[1].reshape(-1)] = value.reshape(-1)
+        else:
+            vo[0][vo[1][safe]] = value[safe]
 
     def atomic_rmw(self, op, ptrs, val, mask, sem):
         file, line = where()
@@ -310,6 +341,22 @@ def _language_objects() -> list:
             core.tensor_descriptor_base, type(_ti.interpreter_builder), _ti.interpreter_builder]
 
 
+def _builtin_minmax(scope: Scope) -> None:
+    # Compiled Triton turns Python's min/max on tensors into tl.minimum/tl.maximum; the interpreter runs
+    # the Python builtins, which compare with __bool__ (a program-dependent branch in a batched chunk).
+    for name, tl_fn in (("min", "minimum"), ("max", "maximum")):
+        original = getattr(builtins, name)
+
+        def minmax(*args, _orig=original, _tl=tl_fn, **kwargs):
+            if kwargs or len(args) < 2 or not any(isinstance(a, tl.tensor) for a in args):
+                return _orig(*args, **kwargs)
+            out = args[0]
+            for a in args[1:]:
+                out = getattr(tl, _tl)(out, a)
+            return out
+        scope.set_attr(builtins, name, minmax)
+
+
 def _set_interpret_knob(scope: Scope) -> None:
     # Triton's constexpr functions consult knobs.runtime.interpret while a kernel runs. Setting the knob
     # also writes TRITON_INTERPRET into os.environ, so both are put back.
@@ -346,6 +393,7 @@ def interpreter_scope(fn, rec):
         scope.set_attr(JITFunction, "__call__", _call_nested)
         scope.set_attr(_ti.InterpretedFunction, "__call__", _call_nested)
         _set_interpret_knob(scope)
+        _builtin_minmax(scope)
         _install_compute_hooks(scope, rec)
         semantics.install(scope, _ti.interpreter_builder)
         yield proxy

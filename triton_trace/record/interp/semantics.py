@@ -1,16 +1,103 @@
-"""GPU semantics where Triton's plain interpreter differs from compiled code (filled in by issue 8).
+"""GPU semantics where Triton's plain interpreter differs from compiled code.
 
-``kernel_arg`` converts one non-constexpr kernel argument for the interpreter; ``install`` patches the
-builder for one launch (restored through ``scope``).
+``kernel_arg`` converts one non-constexpr kernel argument the way a compiled launch types it; ``install``
+patches the interpreter's builder for one launch (everything goes through ``scope``, so it is undone when
+the launch ends). What is fixed, and why:
+
+- scalar arguments are tensors, typed by Triton's specialisation rules (ints i32/i64/u64 by value, floats
+  fp32, bools i1), so ``eps.to(tl.float32)``, ``n.dtype`` and fp16-block-times-float-argument promotion
+  behave as compiled (the interpreter passes a float as a Python float, which has no ``.to`` and promotes
+  as a weak constant);
+- integer constants wrap to their type (``tl.full(..., -1, tl.uint32)`` is 0xFFFFFFFF on the GPU, an
+  OverflowError in numpy 2), and numpy's overflow/invalid warnings are silenced while a kernel runs, since
+  the GPU wraps integers and makes inf/NaN silently; float to integer conversion saturates, NaN giving 0
+  (``lowp``);
+- bfloat16 and float16 round where compiled code rounds (``lowp``);
+- ``libdevice`` math runs on numpy (``libdevice``, ``libdevice_ops``);
+- what cannot be emulated (inline PTX assembly, a libdevice function with no numpy equivalent) raises
+  NotImplementedError from inside Triton, which the session reports as ``UnsupportedOp`` with the op and line.
 """
 from __future__ import annotations
 
+import numpy as np
+import triton.language as tl
 from triton.runtime import interpreter as _ti
+
+from . import libdevice, lowp
+from .lowp import inner_method
+
+_TH = _ti.TensorHandle
+_INT_CONSTANTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")
 
 
 def kernel_arg(value):
+    """A non-constexpr kernel argument as the compiled kernel sees it."""
+    if isinstance(value, bool):
+        return _scalar(np.array([value], dtype=np.bool_), tl.int1)
+    if isinstance(value, int):
+        if -2**31 <= value < 2**31:
+            return _scalar(np.array([value], dtype=np.int32), tl.int32)
+        if -2**63 <= value < 2**63:
+            return _scalar(np.array([value], dtype=np.int64), tl.int64)
+        if 2**63 <= value < 2**64:
+            return _scalar(np.array([value], dtype=np.uint64), tl.uint64)
+        raise ValueError(f"integer kernel argument {value} does not fit in 64 bits; Triton cannot pass it")
+    if isinstance(value, float):
+        with np.errstate(over="ignore"):      # the launcher packs a C float: out of range becomes inf
+            return _scalar(np.array([value], dtype=np.float32), tl.float32)
+    if isinstance(value, tuple):
+        items = [kernel_arg(v) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
     return _ti._implicit_cvt(value)
 
 
+def _scalar(data, dtype):
+    return tl.tensor(_TH(data, dtype), dtype)
+
+
 def install(scope, builder) -> None:
-    return None
+    _quiet_numpy(scope)
+    _wrapping_constants(scope, builder)
+    lowp.install(scope, builder)
+    libdevice.install(scope, builder)
+    _explain_inline_asm(scope, builder)
+
+
+def _quiet_numpy(scope) -> None:
+    # numpy's error state is per thread (a context variable), like the launch itself
+    old = np.seterr(all="ignore")
+    scope.on_restore(lambda: np.seterr(**old))
+
+
+def _wrapping_constants(scope, builder) -> None:
+    for name in _INT_CONSTANTS:
+        method = f"get_{name}"
+        if hasattr(builder, method):
+            scope.set_attr(builder, method, _constant(np.dtype(name), inner_method(builder, method)))
+
+
+def _constant(np_dtype, inner):
+    bits = np_dtype.itemsize * 8
+    signed = np_dtype.kind == "i"
+
+    def get(value):
+        v = int(value) & ((1 << bits) - 1)      # two's complement wrap, as an MLIR constant of that width
+        if signed and v >= 1 << (bits - 1):
+            v -= 1 << bits
+        return inner(v)
+    return get
+
+
+def _explain_inline_asm(scope, builder) -> None:
+    inner = inner_method(builder, "create_inline_asm")
+
+    def create_inline_asm(inline_asm, constraints, values, type, is_pure, pack):
+        try:
+            return inner(inline_asm, constraints, values, type, is_pure, pack)
+        except NotImplementedError as e:
+            text = " ".join(str(inline_asm).split())
+            text = text if len(text) <= 60 else text[:57] + "..."
+            raise NotImplementedError(
+                f"inline PTX assembly ({text!r}) runs only on an NVIDIA GPU; it cannot be emulated on "
+                f"the CPU").with_traceback(e.__traceback__) from None
+    scope.set_attr(builder, "create_inline_asm", create_inline_asm)

@@ -1,0 +1,160 @@
+"""Batched execution gives exactly what one program at a time gives: outputs bit for bit, and the whole
+trace (every row, offset, mask and value), on every kernel of the suite, the broken ones included."""
+import numpy as np
+import pytest
+import torch
+import triton
+
+import broken_kernels as B
+import kernels as K
+import triton_trace
+from triton_trace import trace
+
+TRITON_39 = tuple(int(v) for v in triton.__version__.split(".")[:2]) >= (3, 9)
+
+
+def _lnb(kw):
+    torch.manual_seed(1)
+    M, N = 24, 40
+    x, dy, w = torch.randn(M, N), torch.randn(M, N), torch.randn(N)
+    _, mean, rstd = K.layer_norm_fwd(x, w, torch.randn(N), kernel=trace(**kw)(K.make_layer_norm_fwd()), block=64)
+    return K.layer_norm_bwd(dy, x, w, mean, rstd, group_size_m=4, dx_kernel=trace(**kw)(K.make_layer_norm_bwd_dx()),
+                            dwdb_kernel=trace(**kw)(K.make_layer_norm_bwd_dwdb()))
+
+
+# name -> run(trace options) returning the outputs; inputs are seeded, so both modes see the same data
+CASES = {
+    "add": lambda kw: K.add(torch.randn(1000), torch.randn(1000), kernel=trace(**kw)(K.make_add()), block=64),
+    "scale_bias": lambda kw: K.scale_bias(torch.randn(300), torch.randn(300), kernel=trace(**kw)(K.make_bias())),
+    "softmax": lambda kw: K.softmax(torch.randn(37, 50)[:, :45], kernel=trace(**kw)(K.make_softmax())),
+    "layer_norm_fwd_bwd": _lnb,
+    "matmul": lambda kw: K.matmul(torch.randn(40, 24), torch.randn(24, 36), kernel=trace(**kw)(K.make_matmul())),
+    "matmul_fp16": lambda kw: K.matmul(torch.randn(32, 32).half(), torch.randn(32, 32).half(),
+                                       kernel=trace(**kw)(K.make_matmul())),
+    "transpose_view": lambda kw: K.transpose(torch.randn(30, 20).t(), kernel=trace(**kw)(K.make_transpose())),
+    "histogram": lambda kw: K.histogram(torch.randint(0, 10, (300,), dtype=torch.int32), 10,
+                                        kernel=trace(**kw)(K.make_histogram()), block=32),
+    "cumsum": lambda kw: K.cumsum(torch.randn(6, 20), kernel=trace(**kw)(K.make_cumsum())),
+    "autotune": lambda kw: K.scale(torch.randn(500), 3.0, kernel=trace(**kw)(K.make_autotuned())),
+    "heuristics": lambda kw: K.square(torch.randn(70), kernel=trace(**kw)(K.make_heuristics()), block=32),
+    "nested_helper": lambda kw: K.poly(torch.randn(100), kernel=trace(**kw)(K.make_nested())),
+    "grid3d": lambda kw: K.sub3d(torch.randn(3, 10, 12), torch.randn(3, 10, 12), kernel=trace(**kw)(K.make_grid3d()),
+                                 block_m=4, block_n=8),
+    "runtime_loop_bounds": lambda kw: K.segment_sum(torch.randn(50), torch.tensor([0, 3, 3, 20, 41, 50]),
+                                                    kernel=trace(**kw)(K.make_segment_sum()), block=8),
+    "tensor_descriptor": lambda kw: K.tensor_desc_add_one(torch.randn(20, 24), kernel=trace(**kw)(K.make_tensor_desc())),
+    "host_descriptor": lambda kw: K.host_desc_scale(torch.randn(20, 40), kernel=trace(**kw)(K.make_host_desc())),
+}
+if not TRITON_39:
+    CASES["block_pointer"] = lambda kw: K.block_ptr_scale(torch.randn(19, 40), kernel=trace(**kw)(K.make_block_ptr()))
+for _name, (_make, _launch, _ref, _inputs, _tol) in getattr(K, "LIBRARY", {}).items():
+    CASES[f"library_{_name}"] = (lambda mk, la, inp: lambda kw: la(*inp("cpu"), kernel=trace(**kw)(mk())))(
+        _make, _launch, _inputs)
+
+
+def rows(lc, values=True):
+    """Every row of a launch with its lanes and values, independent of where the buffers keep them."""
+    out = []
+    for a in lc.accesses():
+        vals = None if a.values is None or not values else np.asarray(a.values).tobytes()
+        out.append((a.program, a.kind, a.tensor, a.file, a.line, a.shape, a.offsets.tobytes(),
+                    np.asarray(a.mask).tobytes(), vals))
+    return out
+
+
+def assert_same_traces(seq, bat, values=True):
+    assert len(seq.launches) == len(bat.launches)
+    for s, b in zip(seq.launches, bat.launches):
+        assert (s.kernel_name, s.grid, s.recorded_programs, s.skipped_programs, s.completed) == \
+            (b.kernel_name, b.grid, b.recorded_programs, b.skipped_programs, b.completed)
+        np.testing.assert_array_equal(s.recorded_ids, b.recorded_ids)
+        for col in ("program", "seq", "kind", "file", "line", "tensor", "elem_bytes", "ndim", "shape", "lane_count",
+                    "value_dtype", "aux"):
+            np.testing.assert_array_equal(s.ops[col], b.ops[col], err_msg=f"{s.kernel_name}: column {col}")
+        assert s.files == b.files and s.value_dtypes == b.value_dtypes
+        assert rows(s, values) == rows(b, values)
+
+
+def run_both(run, chunk):
+    results = []
+    for batch in (False, chunk):
+        triton_trace.reset()
+        torch.manual_seed(0)
+        out = run({"batch": batch})
+        results.append((out, triton_trace.current_trace()))
+    return results
+
+
+def flat_outputs(out):
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in flat_outputs(o)]
+    return []
+
+
+@pytest.mark.parametrize("chunk", [True, 3])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_batched_equals_sequential(name, chunk):
+    (o1, t1), (o2, t2) = run_both(CASES[name], chunk)
+    for a, b in zip(flat_outputs(o1), flat_outputs(o2)):
+        assert a.dtype == b.dtype and torch.equal(a.view(torch.uint8) if a.is_floating_point() else a,
+                                                  b.view(torch.uint8) if b.is_floating_point() else b)
+    assert_same_traces(t1, t2)
+
+
+def _broken_run(case, kernel, chunk):
+    opts = kernel.__triton_trace_options__
+    saved = opts.chunk
+    opts.chunk = chunk
+    try:
+        triton_trace.reset()
+        torch.manual_seed(0)
+        case.run(kernel, kernel is case.fixed)
+        return triton_trace.current_trace()
+    finally:
+        opts.chunk = saved
+
+
+@pytest.mark.parametrize("case", B.CASES, ids=lambda c: c.name)
+def test_broken_kernels_batched_equal_sequential(case):
+    if TRITON_39 and "block_pointer" in case.name:
+        pytest.skip("Triton 3.9's interpreter removed block pointers")
+    # a kernel reading torch.empty memory computes with whatever was there: compare lanes, not values
+    values = case.kind != "uninitialized_read"
+    for kernel in {id(case.broken): case.broken, id(case.fixed): case.fixed}.values():
+        assert_same_traces(_broken_run(case, kernel, 1), _broken_run(case, kernel, 4), values)
+
+
+# kernels whose every program must run batched (no chunk falls back): the speed-up is real, not a fallback
+EXPECT_BATCHED = ("add", "scale_bias", "softmax", "matmul", "matmul_fp16", "transpose_view", "cumsum", "autotune",
+                  "heuristics", "nested_helper", "grid3d", "library_rms_norm", "library_layer_norm",
+                  "library_gelu_tanh", "library_gelu_erf", "library_hash", "library_scale_bias_fp16")
+
+
+@pytest.mark.parametrize("name", [n for n in EXPECT_BATCHED if n in CASES])
+def test_batched_kernels_do_not_fall_back(name):
+    triton_trace.reset()
+    CASES[name]({"batch": True})
+    for lc in triton_trace.current_trace().launches:
+        ex = lc.meta["execution"]
+        assert ex["fallbacks"] == [] and ex["batched_programs"] == lc.recorded_programs > 1, (lc.kernel_name, ex)
+
+
+def test_divergent_programs_fall_back_and_say_why():
+    triton_trace.reset()
+    torch.manual_seed(0)
+    x, starts = torch.randn(50), torch.tensor([0, 3, 3, 20, 41, 50])
+    out = K.segment_sum(x, starts, kernel=trace(K.make_segment_sum()), block=8)
+    ex = triton_trace.current_trace().launches[0].meta["execution"]
+    assert ex["fallbacks"] and "different branches or loop counts" in ex["fallbacks"][0]["reason"]
+    want = torch.stack([x[a:b].sum() for a, b in zip(starts[:-1], starts[1:])])
+    torch.testing.assert_close(out, want)
+
+
+def test_lock_kernel_falls_back_and_stays_correct():
+    triton_trace.reset()
+    dx, dw, db, *_ = _lnb({"batch": True})
+    dx_lc = triton_trace.current_trace().launches[1]
+    reasons = [f["reason"] for f in dx_lc.meta["execution"]["fallbacks"]]
+    assert reasons and dx_lc.completed

@@ -1,0 +1,110 @@
+"""libdevice math in traced kernels.
+
+How the calls reach the interpreter, and what goes wrong there without this module:
+
+- ``triton.language.extra.libdevice`` holds stubs (``def tanh(arg0): ...``) that a GPU compile swaps for the
+  backend's module; the interpreter calls the stub itself, which returns None ("cannot convert None to
+  tensor", or ``unsupported operand type(s) for +: 'int' and 'NoneType'``);
+- ``triton.language.extra.cuda.libdevice`` holds ``@core.extern`` builtins, which the interpreter never
+  hands a semantic object ("Did you forget to add @triton.jit ?");
+- both end in ``builder.create_extern_elementwise(lib, path, "__nv_tanhf", args, ret_type, pure)``, which
+  the interpreter refuses (NotImplementedError).
+
+For one launch, every stub and every CUDA builtin gets a body that dispatches to the CUDA builtin with the
+interpreter's semantic, whichever way the kernel reached it (``libdevice.tanh``, ``tl.extra.cuda.libdevice.
+tanh``, or a name imported with ``from ... import tanh``, since the function object itself changes), and
+``create_extern_elementwise`` computes the symbol with numpy (``libdevice_ops.OPS``). A symbol with no numpy
+equivalent raises NotImplementedError from inside Triton, which the session reports as ``UnsupportedOp``.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import triton.language.extra.libdevice as _stubs
+from triton.language.extra.cuda import libdevice as _cuda
+from triton.runtime import interpreter as _ti
+
+from . import libdevice_exact  # noqa: F401  (registers the exact symbols in OPS)
+from .libdevice_ops import OPS
+
+_DISPATCH = "_triton_trace_libdevice"
+_STUB_CODES: dict = {}
+
+
+def supported_symbols() -> list:
+    return sorted(OPS)
+
+
+def install(scope, builder) -> None:
+    scope.set_attr(builder, "create_extern_elementwise", _extern(builder.create_extern_elementwise))
+    scope.set_attr(_stubs, _DISPATCH, _dispatch)
+    for name, fn in vars(_stubs).items():
+        if inspect.isfunction(fn) and fn.__module__ == _stubs.__name__ and not fn.__code__.co_freevars:
+            _swap_code(scope, fn, _stub_code(name))
+    for fn in vars(_cuda).values():
+        if getattr(fn, "__triton_builtin__", False) and getattr(fn, "__code__", None) is not None \
+                and fn.__code__.co_freevars == ("fn",):
+            _swap_code(scope, fn, _BUILTIN_CODE, {"_triton_trace_semantic": _ti.interpreter_semantic})
+
+
+def _swap_code(scope, fn, code, kwdefaults=None) -> None:
+    old_code, old_kw = fn.__code__, fn.__kwdefaults__
+
+    def undo():
+        fn.__code__, fn.__kwdefaults__ = old_code, old_kw
+    scope.on_restore(undo)
+    fn.__code__ = code
+    if kwdefaults is not None:
+        fn.__kwdefaults__ = kwdefaults
+
+
+def _stub_code(name: str):
+    code = _STUB_CODES.get(name)
+    if code is None:
+        ns: dict = {}
+        src = f"def {name}(*args, **kwargs):\n    return {_DISPATCH}({name!r}, args, kwargs)\n"
+        exec(compile(src, f"<triton_trace libdevice.{name}>", "exec"), ns)
+        code = _STUB_CODES[name] = ns[name].__code__
+    return code
+
+
+def _dispatch(name: str, args: tuple, kwargs: dict):
+    builtin = vars(_cuda).get(name)
+    if builtin is None:
+        raise NotImplementedError(f"libdevice.{name} has no CUDA implementation in Triton's "
+                                  f"triton.language.extra.cuda.libdevice, so it does not compile for an NVIDIA GPU")
+    target = getattr(builtin, "__wrapped__", builtin)
+    return target(*args, _semantic=_ti.interpreter_semantic, **kwargs)
+
+
+def _builtin_template(fn):
+    # the body a CUDA libdevice builtin gets for the launch; ``fn`` is the builtin's own closure cell
+    def wrapper(*args, _triton_trace_semantic=None, **kwargs):
+        if kwargs.get("_semantic") is None:
+            kwargs["_semantic"] = _triton_trace_semantic
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+_BUILTIN_CODE = _builtin_template(None).__code__
+
+
+def _extern(inner):
+    def create_extern_elementwise(lib_name, lib_path, symbol, arg_list, ret_type, is_pure):
+        impl = OPS.get(symbol)
+        if impl is None:
+            try:
+                return inner(lib_name, lib_path, symbol, arg_list, ret_type, is_pure)
+            except NotImplementedError as e:
+                raise NotImplementedError(
+                    f"libdevice function {symbol} has no numpy equivalent in triton_trace, so it cannot run "
+                    f"on the CPU (README.md, 'Supported Triton features', lists the ones that can)"
+                ).with_traceback(e.__traceback__) from None
+        with np.errstate(all="ignore"):
+            out = np.asarray(impl(*(h.data for h in arg_list)))
+            np_dtype = _ti._get_np_dtype(ret_type)
+            if out.dtype != np_dtype:
+                out = out.astype(np_dtype)        # integers keep their low bits, floats round to nearest
+        return _ti.TensorHandle(out, ret_type.scalar)
+    return create_extern_elementwise

@@ -1,0 +1,134 @@
+"""Exact float rounding in numpy: bfloat16 encoding, directed rounding modes, error-free transformations.
+
+Everything is elementwise numpy that broadcasts, so it works on a block and on a block with a leading
+program axis alike. The directed modes follow IEEE 754: ``rn`` nearest-even, ``rz`` toward zero, ``rd``
+toward -inf, ``ru`` toward +inf. A value is passed as ``s + e``: ``s`` the float64 nearest the exact result
+and ``e`` the (float64) rest, from ``two_sum`` / ``two_prod``; only the sign of ``e`` matters once ``s`` is
+known, which is what makes single-rounded results exact without wider floats.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+MODES = ("rn", "rz", "rd", "ru")
+_SPLIT = 134217729.0     # 2**27 + 1, Veltkamp's splitter for float64
+
+
+def two_sum(a, b):
+    """(s, e) with s = fl(a + b) and a + b = s + e exactly (Knuth). e is 0 where s is not finite."""
+    with np.errstate(all="ignore"):
+        s = a + b
+        bb = s - a
+        e = (a - (s - bb)) + (b - bb)
+    return s, np.where(np.isfinite(s), e, 0.0)
+
+
+def two_prod(a, b):
+    """(p, e) with p = fl(a * b) and a * b = p + e exactly (Dekker), barring overflow and underflow."""
+    with np.errstate(all="ignore"):
+        p = a * b
+        ah, al = _split(a)
+        bh, bl = _split(b)
+        e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, np.where(np.isfinite(p), e, 0.0)
+
+
+def _split(a):
+    c = _SPLIT * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def _cmp_exact(r, s, e):
+    """(exact > r, exact < r) for exact = s + e, r a float no finer than float64 near s."""
+    r = r.astype(np.float64)
+    return (s > r) | ((s == r) & (e > 0)), (s < r) | ((s == r) & (e < 0))
+
+
+def round_to(s, e, dtype, mode: str = "rn"):
+    """Round the exact value s + e (float64 pair) to float32 or float64 with an IEEE rounding mode."""
+    s = np.asarray(s, dtype=np.float64)
+    e = np.broadcast_to(np.asarray(e, dtype=np.float64), s.shape) if np.ndim(e) else np.full(s.shape, float(e))
+    dtype = np.dtype(dtype)
+    with np.errstate(all="ignore"):
+        if dtype == np.float64:
+            r = s.copy()
+            if mode == "rn":
+                return r
+            above, below = e > 0, e < 0
+        else:
+            r = s.astype(dtype)
+            above, below = _cmp_exact(r, s, e)
+            if mode == "rn":
+                return _nearest_fix(r, s, e, dtype)
+        pos = (s > 0) | ((s == 0) & (e > 0))
+        down = np.nextafter(r, np.asarray(-np.inf, dtype)).astype(dtype)
+        up = np.nextafter(r, np.asarray(np.inf, dtype)).astype(dtype)
+        if mode == "rd":
+            return np.where(below, down, r)
+        if mode == "ru":
+            return np.where(above, up, r)
+        if mode == "rz":
+            return np.where(pos, np.where(below, down, r), np.where(above, up, r))
+    raise ValueError(f"unknown rounding mode {mode!r}; use one of {MODES}")
+
+
+def _nearest_fix(r, s, e, dtype):
+    # fl32(s) is the nearest float32 to s + e unless s lies exactly halfway between two float32 values and
+    # e pushes the exact value off the tie: then the neighbour on e's side is nearer.
+    lo = np.nextafter(r, np.asarray(-np.inf, dtype)).astype(dtype)
+    hi = np.nextafter(r, np.asarray(np.inf, dtype)).astype(dtype)
+    r64, lo64, hi64 = r.astype(np.float64), lo.astype(np.float64), hi.astype(np.float64)
+    tie_hi = (s - r64 == hi64 - s) & (hi64 != r64) & (s > r64)
+    tie_lo = (r64 - s == s - lo64) & (lo64 != r64) & (s < r64)
+    out = np.where(tie_hi & (e > 0), hi, r)
+    return np.where(tie_lo & (e < 0), lo, out).astype(dtype)
+
+
+def to_odd_f32(s, e=0.0):
+    """float32 of s + e rounded to odd: truncate, and set the last bit when inexact. Rounding that to a
+    narrower format (bfloat16, float16) to nearest gives the exact value's single rounding."""
+    s = np.asarray(s, dtype=np.float64)
+    t = round_to(s, e, np.float32, "rz")
+    inexact = (t.astype(np.float64) != s) | (np.asarray(e) != 0)
+    bits = t.view(np.uint32)
+    odd = np.where(inexact & np.isfinite(t), bits | np.uint32(1), bits)
+    return odd.astype(np.uint32).view(np.float32)
+
+
+# --------------------------------------------------------------------------------------------------------
+# bfloat16 (the interpreter stores it as uint16 bit patterns)
+# --------------------------------------------------------------------------------------------------------
+def bf16_to_f32(bits):
+    return (np.asarray(bits).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def f32_to_bf16(x, mode: str = "rn"):
+    """bfloat16 bit patterns (uint16) of float32 values: nearest-even (what cvt.rn.bf16.f32 does) or
+    toward zero; NaN stays a quiet NaN."""
+    x = np.asarray(x, dtype=np.float32)
+    b = x.view(np.uint32)
+    if mode == "rz":
+        out = b >> np.uint32(16)
+    else:
+        with np.errstate(over="ignore"):
+            out = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    out = np.where(np.isnan(x), (b >> np.uint32(16)) | np.uint32(0x40), out)
+    return out.astype(np.uint16)
+
+
+def f32_to_f16(x, mode: str = "rn"):
+    x = np.asarray(x, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        r = x.astype(np.float16)
+        if mode == "rz":
+            too_far = np.abs(r.astype(np.float32)) > np.abs(x)
+            r = np.where(too_far & np.isfinite(x), np.nextafter(r, np.float16(0)), r)
+    return r.astype(np.float16)
+
+
+def f64_to_narrow(x, np_dtype, is_bf16: bool, mode: str = "rn"):
+    """float64 values rounded once to bfloat16 (as uint16 bits) or float16."""
+    x = np.asarray(x, dtype=np.float64)
+    mid = to_odd_f32(x) if mode == "rn" else round_to(x, 0.0, np.float32, "rz")
+    return f32_to_bf16(mid, mode) if is_bf16 else f32_to_f16(mid, mode).astype(np_dtype)
