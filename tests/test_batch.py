@@ -158,3 +158,29 @@ def test_lock_kernel_falls_back_and_stays_correct():
     dx_lc = triton_trace.current_trace().launches[1]
     reasons = [f["reason"] for f in dx_lc.meta["execution"]["fallbacks"]]
     assert reasons and dx_lc.completed
+
+
+def test_report_says_which_programs_ran_one_at_a_time():
+    triton_trace.reset()
+    K.segment_sum(torch.randn(50), torch.tensor([0, 3, 3, 20, 41, 50]), kernel=trace(K.make_segment_sum()), block=8)
+    rep = triton_trace.analyze(triton_trace.current_trace())
+    assert "ran one at a time instead of batched (programs of the chunk take different branches" in rep.summary()
+    assert rep.to_dict()["launches"][0]["execution"]["fallbacks"][0]["programs"] >= 1
+
+
+def test_memory_limit_drops_values_then_programs_and_says_so():
+    x, y = torch.randn(1 << 16), torch.randn(1 << 16)
+    triton_trace.reset()
+    out = K.add(x, y, kernel=trace(memory_limit=300_000)(K.make_add()), block=256)
+    assert torch.equal(out, x + y)                     # every program still ran
+    lc = triton_trace.current_trace().launches[0]
+    notes = lc.meta["execution"]["limit_notes"]
+    assert lc.values_truncated and notes[0].startswith("memory_limit: values dropped")
+    assert lc.lanes.nbytes + lc.values.nbytes <= 300_000
+    triton_trace.reset()
+    K.add(x, y, kernel=trace(memory_limit=2_000, batch=8)(K.make_add()), block=256)
+    lc = triton_trace.current_trace().launches[0]
+    assert lc.skipped_programs > 0 and lc.recorded_programs + lc.skipped_programs == 256
+    assert any("ran without being recorded" in n for n in lc.meta["execution"]["limit_notes"])
+    with pytest.raises(triton_trace.TraceUsageError, match="memory_limit"):
+        trace(memory_limit="lots")

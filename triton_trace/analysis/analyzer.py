@@ -94,6 +94,7 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
         "index": ctx.index, "kernel": lc.kernel_name, "grid": [int(g) for g in lc.grid],
         "recorded_programs": int(lc.recorded_programs), "skipped_programs": int(lc.skipped_programs),
         "completed": bool(lc.completed), "config": lc.config, "checks_skipped": _skipped_checks(lc),
+        "execution": dict((lc.meta or {}).get("execution") or {}),
         "metrics": m,
         "roofline": roofline(m["dot_flops"], m["math_flops"], m["dram_bytes_predicted"], dot_precision(ctx)),
         "balance": metrics.balance(ctx, cols),

@@ -11,6 +11,9 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
       "launches": [ one per Launch of the trace, in trace order:
         {"index", "kernel": str, "grid": [x, y, z], "recorded_programs", "skipped_programs",
          "completed": bool, "config": dict | null,
+         "execution": {"batched_programs", "memory_limit", "limit_notes": [str],
+                       "fallbacks": [{"first", "programs", "reason"}]}   how the programs ran ({} for
+                                        traces recorded before batched execution),
          "checks_skipped": [str]        sanitizer checks not run, with the reason,
          "metrics": {                   over the recorded programs; bytes and lanes count active lanes:
             "load_bytes", "store_bytes", "atomic_bytes", "load_lanes", "store_lanes", "atomic_lanes",
@@ -146,6 +149,14 @@ class Report:
         lines += [f"  [note] launch {d['index']} ('{d['kernel']}') did not complete; metrics and checks cover "
                   f"the {d['recorded_programs']} program(s) recorded before it stopped"
                   for d in (lr.summary for lr in self.launches) if not d["completed"]]
+        for d in (lr.summary for lr in self.launches):
+            ex = d.get("execution") or {}
+            fb = ex.get("fallbacks") or []
+            if fb:
+                ran = sum(f["programs"] for f in fb)
+                lines.append(f"  [note] launch {d['index']} ('{d['kernel']}'): {ran} program(s) ran one at a time "
+                             f"instead of batched ({fb[0]['reason']})")
+            lines += [f"  [note] launch {d['index']} ('{d['kernel']}'): {n}" for n in ex.get("limit_notes") or []]
         return "\n".join(lines + self._table())
 
     def _table(self) -> list:

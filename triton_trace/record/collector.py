@@ -13,6 +13,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..errors import BatchFallback, OutOfBoundsAccess
+from ..lanes import LaneWriter
 from ..model import KIND_CODE, MAX_RANK, OP_COLUMNS, Launch, empty_ops
 from .memory import HostMemory
 from .shadow import ChunkConflicts
@@ -23,38 +24,10 @@ DEFAULT_VALUE_CAP = 1 << 22     # elements of values kept per launch (about 32 M
 _CHUNK, _SEQ, _KIND, _FILE, _LINE, _TENSOR, _EB, _SHAPE, _LANE0, _N, _VAL0, _VDT, _VSIZE, _AUX = range(14)
 
 
-class LaneWriter:
-    def __init__(self):
-        self._o, self._m, self.lanes = [], [], 0
-
-    def add(self, offsets, mask, shape=None) -> int:
-        start = self.lanes
-        self._o.append(np.ascontiguousarray(offsets, dtype=np.int64).reshape(-1))
-        self._m.append(np.ascontiguousarray(mask, dtype=bool).reshape(-1))
-        self.lanes += self._o[-1].size
-        return start
-
-    def mark(self):
-        return (len(self._o), self.lanes)
-
-    def rollback(self, mark):
-        del self._o[mark[0]:], self._m[mark[0]:]
-        self.lanes = mark[1]
-
-    def finish(self):
-        o = np.concatenate(self._o) if self._o else np.zeros(0, np.int64)
-        m = np.concatenate(self._m) if self._m else np.zeros(0, bool)
-        class L:
-            def offsets(self_):
-                return o
-            def mask(self_):
-                return m
-        return L()
-
-
 class Collector:
     def __init__(self, kernel: str, memory: HostMemory, values_cap: Optional[int] = DEFAULT_VALUE_CAP,
-                 program_filter: Optional[Callable] = None, on_oob: str = "skip"):
+                 program_filter: Optional[Callable] = None, on_oob: str = "skip",
+                 memory_limit: Optional[int] = None):
         self.kernel = kernel
         self.memory = memory
         self.values_cap = 0 if values_cap is None else int(values_cap)
@@ -84,6 +57,11 @@ class Collector:
         self._owners: dict = {}
         self.fallbacks: list = []            # (first program index, programs, reason) of chunks re-run one by one
         self.batched_programs = 0
+        self.memory_limit = memory_limit
+        self.limit_notes: list = []          # what the memory limit made us leave out
+        self._stopped = False                # the limit is reached: later programs run unrecorded
+        self._growth = 0                     # bytes the last chunk added (to stop before the next one)
+        self._chunk_start_bytes = 0
 
     # -- chunk boundaries ---------------------------------------------------------------------------------
     def begin_chunk(self, pids: np.ndarray, batched: bool) -> None:
@@ -91,7 +69,14 @@ class Collector:
         pids = np.asarray(pids, dtype=np.int32).reshape(-1, 3)
         self.pid = tuple(int(v) for v in pids[0])
         self.batched, self._size, self._seq, self._open = batched, len(pids), 0, True
-        if self.program_filter is None:
+        if self.memory_limit is not None and not self._stopped and \
+                self.nbytes + self._growth > self.memory_limit:
+            self._stopped = True
+            self.limit_notes.append(f"memory_limit: programs from {self.pid} on ran without being recorded")
+        self._chunk_start_bytes = self.nbytes
+        if self._stopped:
+            keep, kept = np.zeros(len(pids), bool), pids[:0]
+        elif self.program_filter is None:
             keep, kept = None, pids
         else:
             keep = np.fromiter((bool(self.program_filter(tuple(int(v) for v in p))) for p in pids), bool, len(pids))
@@ -118,17 +103,26 @@ class Collector:
         self.skipped_programs += self._size - len(self._kept)
         if self.batched:
             self.batched_programs += self._size
+        self._growth = max(self._growth, self.nbytes - self._chunk_start_bytes)
         self._open = False
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the recording holds now: lanes, values and event rows."""
+        return self._lanes.nbytes + self._value_bytes + 120 * len(self._events)
 
     end_program = end_chunk
 
     def mark(self) -> tuple:
         return (len(self._events), len(self._chunk_pids), self._lanes.mark(), len(self._values),
-                self._value_bytes, self._value_elems, self.values_truncated, set(self._files), set(self._dtypes))
+                self._value_bytes, self._value_elems, self.values_truncated, set(self._files), set(self._dtypes),
+                self._stopped, len(self.limit_notes))
 
     def rollback(self, mark: tuple) -> None:
         """Forget everything recorded since ``mark`` (a chunk that is re-run program by program)."""
-        ne, nc, lanes, nv, self._value_bytes, self._value_elems, self.values_truncated, files, dtypes = mark
+        (ne, nc, lanes, nv, self._value_bytes, self._value_elems, self.values_truncated, files, dtypes,
+         self._stopped, nn) = mark
+        del self.limit_notes[nn:]
         del self._events[ne:], self._chunk_pids[nc:], self._values[nv:]
         self._lanes.rollback(lanes)
         self._files = {k: v for k, v in self._files.items() if k in files}
@@ -160,7 +154,7 @@ class Collector:
         In a batched chunk ``addrs`` has a leading program axis over every program of the chunk."""
         mask = np.broadcast_to(np.asarray(mask, dtype=bool), addrs.shape)
         if self.batched:
-            tensor, offsets, safe = self.memory.attribute_chunk(addrs, mask, elem_bytes)
+            tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, chunk=True)
             shape = addrs.shape[1:]
             if tensor >= 0:
                 self._conflicts.add(tensor, offsets, safe, kind != "load", elem_bytes)
@@ -199,6 +193,10 @@ class Collector:
         rows, n = len(self._kept), ev[_N]
         if self._value_elems + rows * n > self.values_cap:
             self.values_truncated = True
+            return
+        if self.memory_limit is not None and self.nbytes + 2 * rows * n * 8 + self._growth > self.memory_limit:
+            self.values_truncated = True
+            self.limit_notes.append(f"memory_limit: values dropped from program {self.pid} on")
             return
         v = np.asarray(values)
         if self.batched:
@@ -274,7 +272,8 @@ class Collector:
 
     def execution(self) -> dict:
         """How the programs ran: how many in batched chunks, and which chunks were re-run one by one."""
-        return {"batched_programs": int(self.batched_programs),
+        return {"batched_programs": int(self.batched_programs), "memory_limit": self.memory_limit,
+                "limit_notes": list(self.limit_notes),
                 "fallbacks": [{"first": int(a), "programs": int(b), "reason": r} for a, b, r in self.fallbacks]}
 
     def finish(self, **meta) -> Launch:
@@ -287,7 +286,7 @@ class Collector:
         recorded = np.concatenate(self._chunk_pids) if self._chunk_pids else np.zeros((0, 3), np.int32)
         return Launch(
             tensors=tuple(self.memory.tensors), files=tuple(self._files), value_dtypes=tuple(self._dtypes),
-            ops=ops, offsets=lanes.offsets(), mask=lanes.mask(), values=values,
+            ops=ops, lanes=lanes, values=values,
             recorded_programs=self.recorded_programs, skipped_programs=self.skipped_programs,
             values_truncated=self.values_truncated, recorded_ids=recorded.astype(np.int32).reshape(-1, 3),
             meta={"execution": self.execution()}, **meta)

@@ -41,6 +41,14 @@ def _unwrap(arg):
     return arg, getattr(arg, "dtype", None)
 
 
+def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """Copy bytes between uint8 tensors (torch's uint8 copy_ runs at a tenth of numpy's speed on CPU)."""
+    if dst.device.type == "cpu" and src.device.type == "cpu":
+        dst.numpy()[:] = src.numpy()
+    else:
+        dst.copy_(src.to(dst.device))
+
+
 class HostMemory:
     """Owns the padded copies; maps raw addresses back to (tensor, element offset)."""
 
@@ -64,14 +72,13 @@ class HostMemory:
         if st is None:
             nbytes = storage.nbytes()
             guard = max(GUARD_MIN, -(-min(nbytes, 1 << 24) // ALIGN) * ALIGN)
+            # guard bytes are never read or written (lanes in them are skipped), so they stay unset
             buf = torch.empty(guard + nbytes + guard + ALIGN, dtype=torch.uint8)
             shift = (-buf.data_ptr()) % ALIGN
-            buf[:shift + guard].zero_()
-            buf[shift + guard + nbytes:].zero_()
             data = buf[shift + guard: shift + guard + nbytes]
             if nbytes:
                 src = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
-                data.copy_(src.cpu())
+                _copy(data, src)
             st = _Storage(key, storage, buf, buf.data_ptr() + shift + guard, nbytes, guard)
             self._by_key[key] = st
             self.storages.append(st)
@@ -112,75 +119,66 @@ class HostMemory:
         self._starts = starts[self._order]
 
     # -- attribution --------------------------------------------------------------------------------------
-    def attribute(self, addrs: np.ndarray, active: np.ndarray, elem_bytes: int):
+    def attribute(self, addrs: np.ndarray, active: np.ndarray, elem_bytes: int, chunk: bool = False):
         """Attribute one op's lanes to a tensor argument.
 
         Returns (tensor index or -1, element offsets relative to that tensor's storage (int64, same
         shape as addrs), lanes that are safe to execute). A lane is safe when it is active and inside the
         attributed tensor's storage; every other active lane is out of bounds and must be skipped.
+        With ``chunk``, ``addrs`` has a leading axis over the programs of a batched chunk, and
+        BatchFallback is raised unless every program's lanes go to one tensor (as they would alone).
         """
         a = addrs.view(np.int64) if addrs.dtype == np.uint64 else addrs.astype(np.int64, copy=False)
         if not self.storages:
             return -1, np.zeros(a.shape, np.int64), np.zeros(a.shape, bool)
-        lane_storage = self._lane_storage(a)
-        pick = lane_storage[active] if active.any() else lane_storage.reshape(-1)[:1]
-        sid = int(np.bincount(pick, minlength=len(self.storages)).argmax())
-        return self._relative(sid, self._choose_tensor(sid, a, active, self.storages[sid]), a, active, elem_bytes)
-
-    def attribute_chunk(self, addrs: np.ndarray, active: np.ndarray, elem_bytes: int):
-        """``attribute`` for a chunk of programs (leading axis of ``addrs``) at once. Raises BatchFallback
-        unless every program's lanes go to one tensor, so that each program gets what it would alone."""
-        a = addrs.view(np.int64) if addrs.dtype == np.uint64 else addrs.astype(np.int64, copy=False)
-        if not self.storages:
-            return -1, np.zeros(a.shape, np.int64), np.zeros(a.shape, bool)
-        p = a.shape[0]
-        lane_storage = self._lane_storage(a).reshape(p, -1)
-        act = active.reshape(p, -1)
-        has = act.any(axis=1)
-        # a program without active lanes is attributed by its first lane, as attribute() does
-        picks = np.concatenate([lane_storage[act], lane_storage[~has, :1].reshape(-1)]) if lane_storage.shape[1] \
-            else np.zeros(0, np.int64)
-        if picks.size == 0:
-            raise BatchFallback("an access without lanes")
-        sid = int(picks[0])
-        if (picks != sid).any():
-            raise BatchFallback("the programs of a chunk access different tensors at one op")
-        if sum(1 for s in self._tensor_storage if s == sid) > 1:
-            raise BatchFallback("arguments that alias one storage")
-        tid = self._tensor_storage.index(sid) if sid in self._tensor_storage else -1
-        return self._relative(sid, tid, a, active, elem_bytes)
-
-    def _lane_storage(self, a: np.ndarray) -> np.ndarray:
-        # Storage of each lane by its padded region; lanes below every region go to the first one.
-        # Nearly always every lane sits in one region: check that with two comparisons before searching.
+        lo = hi = None
+        sid = -1
         if a.size:
-            first = a.reshape(-1)[0]
-            k = max(int(np.searchsorted(self._starts, first, side="right")) - 1, 0)
-            lo = self._starts[k] if k > 0 else np.iinfo(np.int64).min
-            hi = self._starts[k + 1] if k + 1 < len(self._starts) else np.iinfo(np.int64).max
-            if ((a >= lo) & (a < hi)).all():
-                return np.broadcast_to(self._order[k], a.shape)
-        pos = np.clip(np.searchsorted(self._starts, a, side="right") - 1, 0, len(self._starts) - 1)
-        return self._order[pos]
-
-    def _relative(self, sid: int, tid: int, a, active, elem_bytes: int):
+            # nearly always every lane sits in one storage's padded region: two reductions tell
+            lo, hi = int(a.min()), int(a.max())
+            k = max(int(np.searchsorted(self._starts, lo, side="right")) - 1, 0)
+            if k + 1 == len(self._starts) or hi < self._starts[k + 1]:
+                sid = int(self._order[k])
+        if sid < 0:
+            sid = self._vote(a, active, chunk)
+        if chunk:
+            if sum(1 for s in self._tensor_storage if s == sid) > 1:
+                raise BatchFallback("arguments that alias one storage")
+            tid = self._tensor_storage.index(sid) if sid in self._tensor_storage else -1
+        else:
+            tid = self._choose_tensor(sid, a, active, self.storages[sid])
         st = self.storages[sid]
-        itemsize = self.tensors[tid].elem_bytes if tid >= 0 else elem_bytes
-        if elem_bytes != itemsize:
-            itemsize = elem_bytes   # a pointer cast to another element type: offsets in the access's units
+        itemsize = elem_bytes       # offsets count in the access's element size (a cast pointer's too)
         rel = a - st.base
         if itemsize & (itemsize - 1) == 0:
             offsets = rel >> (itemsize.bit_length() - 1)      # a floor division, for negative lanes too
         else:
             offsets = np.floor_divide(rel, itemsize)
-        if rel.size and rel.min() >= 0 and rel.max() + elem_bytes <= st.nbytes:
+        if lo is not None and lo - st.base >= 0 and hi - st.base + elem_bytes <= st.nbytes:
             safe = active                                     # the usual case: no lane outside the storage
         else:
             safe = active & (rel >= 0) & (rel + elem_bytes <= st.nbytes)
-        # element-aligned lanes can be served from typed_view (all of them, for plain pointer arithmetic)
-        self.aligned = itemsize == elem_bytes and (
-            itemsize == 1 or not rel.size or not int(np.bitwise_or.reduce(rel, axis=None)) & (itemsize - 1))
+        # element-aligned lanes can be served from typed_view (all of them, for plain pointer arithmetic);
+        # storages start 256-byte aligned, so an address's alignment is its offset's
+        self.aligned = itemsize == 1 or not a.size or not int(np.bitwise_or.reduce(a, axis=None)) & (itemsize - 1)
         return tid, offsets, safe
+
+    def _vote(self, a: np.ndarray, active: np.ndarray, chunk: bool) -> int:
+        """The storage of an op whose lanes span several padded regions: the one most active lanes hit
+        (lanes below every region go to the first). A chunk must agree program by program."""
+        pos = np.clip(np.searchsorted(self._starts, a, side="right") - 1, 0, len(self._starts) - 1)
+        lane_storage = self._order[pos]
+        if not chunk:
+            pick = lane_storage[active] if active.any() else lane_storage.reshape(-1)[:1]
+            return int(np.bincount(pick, minlength=len(self.storages)).argmax())
+        p = a.shape[0]
+        ls, act = lane_storage.reshape(p, -1), active.reshape(p, -1)
+        has = act.any(axis=1)
+        # a program without active lanes is attributed by its first lane, as a program alone is
+        picks = np.concatenate([ls[act], ls[~has, :1].reshape(-1)])
+        if picks.size == 0 or (picks != picks[0]).any():
+            raise BatchFallback("the programs of a chunk access different tensors at one op")
+        return int(picks[0])
 
     def storage_of(self, tensor: int) -> int:
         return self._tensor_storage[tensor]
@@ -229,4 +227,4 @@ class HostMemory:
             shift = st.base - st.buffer.data_ptr()
             data = st.buffer[shift: shift + st.nbytes]
             dst = torch.empty(0, dtype=torch.uint8, device=st.original.device).set_(st.original)
-            dst.copy_(data.to(dst.device))
+            _copy(dst, data)

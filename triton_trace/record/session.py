@@ -87,6 +87,28 @@ def value_cap(values) -> int:
     raise TraceUsageError(f"trace(values=...) takes True, False or a number of elements to keep; got {values!r}")
 
 
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def memory_bytes(limit) -> Optional[int]:
+    """``trace(memory_limit=...)``: None, a number of bytes, or a string such as "512MB" or "2GiB"."""
+    if limit is None:
+        return None
+    if isinstance(limit, numbers.Integral) and not isinstance(limit, bool) and limit > 0:
+        return int(limit)
+    if isinstance(limit, str):
+        text = limit.strip().lower().replace(" ", "")
+        num = text.rstrip("kmgib")
+        unit = text[len(num):]
+        try:
+            if unit in _UNITS and float(num) > 0:
+                return int(float(num) * _UNITS[unit])
+        except ValueError:
+            pass
+    raise TraceUsageError(f"trace(memory_limit=...) takes a number of bytes or a size such as '512MB' or '2GiB'; "
+                          f"got {limit!r}")
+
+
 def batch_chunk(batch) -> int:
     """Programs per batched chunk: ``True`` the default size, ``False`` one program at a time."""
     if batch is True:
@@ -100,7 +122,7 @@ def batch_chunk(batch) -> int:
 
 class TraceOptions:
     def __init__(self, programs=None, values=True, outputs: Iterable[str] = (), on_oob: str = "skip",
-                 config=None, batch: Union[bool, int] = True):
+                 config=None, batch: Union[bool, int] = True, memory_limit=None):
         if on_oob not in ("skip", "raise"):
             raise TraceUsageError(f"trace(on_oob=...) is 'skip' or 'raise', not {on_oob!r}")
         if isinstance(outputs, str):
@@ -112,6 +134,7 @@ class TraceOptions:
         self.on_oob = on_oob
         self.config = config
         self.chunk = batch_chunk(batch)
+        self.memory_limit = memory_bytes(memory_limit)
         self.keep = True       # False: run through the interpreter without keeping a launch
 
 
@@ -184,7 +207,7 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
                               f"(its arguments: {list(bound)})")
     g = _normalize_grid(grid, dict(bound), name)
     memory = HostMemory()
-    rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob)
+    rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob, opts.memory_limit)
     source, file, def_line = frames.kernel_source(fn)
     scalars = {k: _json_arg(v) for k, v in bound.items() if not hasattr(v, "data_ptr")}
     total, done = g[0] * g[1] * g[2], [0]
@@ -296,7 +319,7 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
 # the decorator
 # --------------------------------------------------------------------------------------------------------
 def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, outputs: Iterable[str] = (),
-          on_oob: str = "skip", config=None, batch: Union[bool, int] = True):
+          on_oob: str = "skip", config=None, batch: Union[bool, int] = True, memory_limit=None):
     """Trace every launch of a Triton kernel through Triton's interpreter.
 
     Use bare (``@trace``) or with options, above ``@triton.jit``, ``@triton.autotune`` or
@@ -312,12 +335,14 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
     - ``batch``: run chunks of programs in one numpy pass (default ``True``; a number sets the programs
       per chunk, which bounds memory). Results are exactly those of one program at a time: a chunk whose
       programs branch differently or share memory they write is undone and re-run one by one, and the
-      launch's ``execution`` says which and why. ``False`` runs one program at a time.
+      launch's ``meta["execution"]`` says which and why. ``False`` runs one program at a time.
+    - ``memory_limit``: bytes (or "512MB", "2GiB") the recorded trace of a launch may hold. Values are
+      dropped first, then later programs are no longer recorded (they still run); the launch says so.
 
     The kernel object is returned with its ``run`` method replaced, so it still passes Triton's and
     PyTorch's type checks (``wrap_triton``, ``triton_op``).
     """
-    opts = TraceOptions(programs, values, outputs, on_oob, config, batch)
+    opts = TraceOptions(programs, values, outputs, on_oob, config, batch, memory_limit)
 
     def decorate(k):
         if not hooks.is_kernel(k):
