@@ -184,3 +184,35 @@ def test_memory_limit_drops_values_then_programs_and_says_so():
     assert any("ran without being recorded" in n for n in lc.meta["execution"]["limit_notes"])
     with pytest.raises(triton_trace.TraceUsageError, match="memory_limit"):
         trace(memory_limit="lots")
+
+
+def test_a_chunk_whose_programs_share_written_memory_is_undone_and_rerun():
+    # program p reads x[32p + 1 ...], part of which program p + 1 overwrites. Whether lockstep happens to
+    # agree with one-by-one here does not matter: elements one program writes and another touches always
+    # send the chunk back to one-by-one execution, and the result is the sequential one.
+    case = next(c for c in B.CASES if c.name == "in_place_stencil")
+    seq, bat = _broken_run(case, case.broken, 1), _broken_run(case, case.broken, 4)
+    assert_same_traces(seq, bat)
+    fb = bat.launches[0].meta["execution"]["fallbacks"]
+    assert fb and "share elements of 'x'" in fb[0]["reason"]
+    x = torch.arange(64, dtype=torch.float32)
+    out = x.clone()
+    triton_trace.reset()
+    case.broken[(2,)](out, 64, BLOCK=32)
+    want = x.clone()
+    want[:63] = x[1:]
+    assert torch.equal(out, want)
+
+
+def test_overlap_primitives_against_a_direct_count():
+    from triton_trace.overlap import ranges_disjoint, shared_elements
+    rng = np.random.default_rng(0)
+    el = rng.integers(0, 50, 400)
+    prog = rng.integers(0, 7, 400)
+    want = np.zeros(50, bool)
+    for e in range(50):
+        want[e] = len(set(prog[el == e])) > 1
+    np.testing.assert_array_equal(shared_elements(el, prog, 50), want)
+    assert ranges_disjoint(np.array([0, 10, 5]), np.array([4, 12, 9]))
+    assert not ranges_disjoint(np.array([0, 10, 4]), np.array([4, 12, 9]))
+    assert ranges_disjoint(np.array([0, 3, 9]), np.array([2, 2, 9]))       # program 1 touched nothing

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..overlap import shared_elements
 from .context import CAS, LOAD, STORE, XCHG, LaunchContext, lane_index, sorted_unique, unique_rows
 from .findings import Finding, Suppressed, op_fields, short_list, where
 from .sanitizer import view_positions
@@ -80,14 +81,11 @@ def check_races(ctx: LaunchContext) -> list:
         lr = ctx.lane_row[lanes]
         el = ctx.offsets[lanes] * ctx.eb[lr] // unit
         p = ctx.row_prog[lr]
-        # Cheap filter first: only elements touched by two programs and written by someone can race.
-        lo = np.full(size, _NONE, dtype=np.int64)
-        hi = np.full(size, -1, dtype=np.int64)
-        np.minimum.at(lo, el, p)
-        np.maximum.at(hi, el, p)
+        # Cheap filter first: only elements touched by two programs and written by someone can race
+        # (the same test the batched executor applies to each chunk).
         has_w = np.zeros(size, dtype=bool)
         has_w[el[ctx.is_write[lr]]] = True
-        sel = ((lo != hi) & has_w)[el]
+        sel = (shared_elements(el, p, size) & has_w)[el]
         if sel.any():
             findings += _races(ctx, unit, el[sel], lr[sel], p[sel], typ[lr[sel]], lock[lr[sel]])
     return findings

@@ -54,7 +54,7 @@ class Collector:
         self._seq = 0
         self._open = False
         self._conflicts: Optional[ChunkConflicts] = None
-        self._owners: dict = {}
+        self._scratch: dict = {}
         self.fallbacks: list = []            # (first program index, programs, reason) of chunks re-run one by one
         self.batched_programs = 0
         self.memory_limit = memory_limit
@@ -84,7 +84,7 @@ class Collector:
         self._keep = keep
         self.recording = len(kept) > 0
         self._kept = kept
-        self._conflicts = ChunkConflicts(self.memory, len(pids), self._owners) if batched else None
+        self._conflicts = ChunkConflicts(self.memory, len(pids), self._scratch) if batched else None
 
     def begin_program(self, pid: tuple) -> None:
         self.begin_chunk(np.array([pid]), batched=False)

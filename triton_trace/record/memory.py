@@ -183,6 +183,9 @@ class HostMemory:
     def storage_of(self, tensor: int) -> int:
         return self._tensor_storage[tensor]
 
+    def tensor_of_storage(self, sid: int) -> int:
+        return self._tensor_storage.index(sid)
+
     def typed_view(self, tensor: int, dtype) -> np.ndarray:
         """The padded copy of ``tensor``'s storage as a numpy array of ``dtype`` (element offsets index it).
 

@@ -3,79 +3,65 @@
 Programs of one chunk run op by op in lockstep, so a program could see (or overwrite) what another
 program of the same chunk wrote, in an order a sequential run never produces. Both orders agree exactly
 when no element that a program of the chunk writes is touched by any other program of the chunk. This
-keeps, per written storage, a shadow array holding the program that wrote each element (the "last
-writer"), filled and checked with one scatter and one gather per access.
+finds, per written storage, the elements two programs touch (``overlap``, shared with the race
+detector), after a cheaper test that the programs' element ranges are disjoint.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import BatchFallback
+from ..overlap import ranges_disjoint, shared_elements
 
 
 class ChunkConflicts:
-    def __init__(self, memory, programs: int, owners: dict):
+    def __init__(self, memory, programs: int, scratch: dict):
         self.memory = memory
         self.programs = programs
-        self._owners = owners            # storage -> shadow array, all -1 between chunks (kept per launch)
+        self._scratch = scratch          # storage -> shadow array, reused by every chunk of a launch
         self._by_storage: dict = {}      # storage -> list of (offsets, safe, is_write, elem_bytes)
 
     def add(self, tensor: int, offsets: np.ndarray, safe: np.ndarray, is_write: bool, elem_bytes: int) -> None:
         self._by_storage.setdefault(self.memory.storage_of(tensor), []).append((offsets, safe, is_write, elem_bytes))
 
-    def _disjoint(self, accesses) -> bool:
-        """True when the programs' element ranges on this storage do not overlap (the common case of
-        row- or block-partitioned kernels): two reductions per access instead of a scatter and gathers."""
+    def _ranges(self, accesses) -> tuple:
         lo = np.full(self.programs, np.iinfo(np.int64).max)
         hi = np.full(self.programs, np.iinfo(np.int64).min)
         for offsets, safe, _, _ in accesses:
-            if offsets.shape[0] != self.programs:
-                return False
             o = offsets.reshape(self.programs, -1)
             if o.shape[1] == 0:
                 continue
-            if not safe.all():
+            if safe.all():
+                lo, hi = np.minimum(lo, o.min(axis=1)), np.maximum(hi, o.max(axis=1))
+            else:
                 s = safe.reshape(self.programs, -1)
                 lo = np.minimum(lo, np.where(s, o, lo[:, None]).min(axis=1))
                 hi = np.maximum(hi, np.where(s, o, hi[:, None]).max(axis=1))
-            else:
-                lo, hi = np.minimum(lo, o.min(axis=1)), np.maximum(hi, o.max(axis=1))
-        used = lo <= hi
-        order = np.argsort(lo[used], kind="stable")
-        return bool((hi[used][order][:-1] < lo[used][order][1:]).all())
+        return lo, hi
 
     def check(self) -> None:
         """Raise BatchFallback when two programs of the chunk touch an element one of them writes."""
         for sid, accesses in self._by_storage.items():
-            writes = [a for a in accesses if a[2]]
-            if not writes:
+            if not any(a[2] for a in accesses):
                 continue
             if len({a[3] for a in accesses}) > 1:
                 raise BatchFallback("one storage is accessed with different element sizes in a chunk")
-            if self._disjoint(accesses):
+            if ranges_disjoint(*self._ranges(accesses)):
                 continue
             size = self.memory.storages[sid].nbytes // accesses[0][3]
-            owner = self._owners.get((sid, size))
-            if owner is None:
-                owner = self._owners[(sid, size)] = np.full(size, -1, dtype=np.int32)
-            lanes = []
+            scratch = self._scratch.get((sid, size))
+            if scratch is None:
+                scratch = self._scratch[(sid, size)] = np.empty(size, dtype=np.int64)
+            els, progs, writes = [], [], []
             for offsets, safe, is_write, _ in accesses:
-                prog = np.broadcast_to(np.arange(self.programs, dtype=np.int32).reshape(
-                    (-1,) + (1,) * (offsets.ndim - 1)), offsets.shape)
-                lanes.append((offsets[safe], prog[safe], is_write))
-            for el, pr, is_write in lanes:
+                prog = np.broadcast_to(np.arange(self.programs).reshape((-1,) + (1,) * (offsets.ndim - 1)),
+                                       offsets.shape)
+                els.append(offsets[safe])
+                progs.append(prog[safe])
                 if is_write:
-                    owner[el] = pr
-            bad = False
-            for el, pr, is_write in lanes:
-                o = owner[el]
-                # a written element must belong to one program; a read one to nobody or the reader
-                if ((o != pr) & ((o >= 0) | is_write)).any():
-                    bad = True
-                    break
-            for el, _, is_write in lanes:
-                if is_write:
-                    owner[el] = -1
-            if bad:
-                name = self.memory.tensors[self.memory._tensor_storage.index(sid)].name
+                    writes.append(offsets[safe])
+            el = np.concatenate(els)
+            shared = shared_elements(el, np.concatenate(progs), size, scratch)
+            if shared[np.concatenate(writes)].any():
+                name = self.memory.tensors[self.memory.tensor_of_storage(sid)].name
                 raise BatchFallback(f"programs of one chunk share elements of '{name}' that one of them writes")

@@ -1,0 +1,32 @@
+"""Which elements more than one program touches: the one mechanism behind the race detector (analysis,
+over a whole launch) and the batched executor's exactness check (recording, over one chunk).
+
+Pure numpy on element offsets and program numbers; nothing here knows about Triton or traces.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def ranges_disjoint(lo: np.ndarray, hi: np.ndarray) -> bool:
+    """True when the programs' inclusive element ranges [lo, hi] (one per program; lo > hi for a program
+    that touched nothing) do not overlap, so no element is shared: the cheap answer for kernels that
+    partition memory into rows or blocks."""
+    used = lo <= hi
+    lo, hi = lo[used], hi[used]
+    order = np.argsort(lo, kind="stable")
+    return bool((hi[order][:-1] < lo[order][1:]).all())
+
+
+def shared_elements(el: np.ndarray, prog: np.ndarray, size: int, scratch: np.ndarray = None) -> np.ndarray:
+    """Per element of a storage of ``size`` elements: touched by two or more programs.
+
+    ``el`` and ``prog`` are parallel arrays of accessed elements and the programs accessing them. One
+    scatter and one gather instead of sorting: every element remembers one of its programs, and a lane
+    whose program differs from the remembered one proves the element is shared. ``scratch`` (int64 of
+    ``size``, any contents) avoids allocating the shadow array."""
+    owner = np.empty(size, dtype=np.int64) if scratch is None else scratch
+    owner[el] = prog
+    shared = np.zeros(size, dtype=bool)
+    shared[el[owner[el] != prog]] = True
+    return shared
