@@ -216,3 +216,21 @@ def test_overlap_primitives_against_a_direct_count():
     assert ranges_disjoint(np.array([0, 10, 5]), np.array([4, 12, 9]))
     assert not ranges_disjoint(np.array([0, 10, 4]), np.array([4, 12, 9]))
     assert ranges_disjoint(np.array([0, 3, 9]), np.array([2, 2, 9]))       # program 1 touched nothing
+
+
+def test_program_filter_and_value_options_give_the_same_trace_batched():
+    x, y = torch.randn(2000), torch.randn(2000)
+    runs = []
+    for batch in (False, 5):
+        triton_trace.reset()
+        K.add(x, y, kernel=trace(batch=batch, programs=lambda p: p[0] % 3 == 1, values=False)(K.make_add()),
+              block=64)
+        runs.append(triton_trace.current_trace())
+    assert_same_traces(*runs)
+    assert runs[1].launches[0].meta["execution"]["batched_programs"] == 32
+
+
+@pytest.mark.parametrize("bad", [0, -3, "yes", 2.5])
+def test_bad_batch_option_is_refused(bad):
+    with pytest.raises(triton_trace.TraceUsageError, match="batch"):
+        trace(batch=bad)
