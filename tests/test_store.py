@@ -30,7 +30,7 @@ def sample_trace():
     triton_trace.set_progress(lambda done, total, kernel: (_ for _ in ()).throw(KeyboardInterrupt) if done == 2 else None)
     try:
         with pytest.raises(KeyboardInterrupt):
-            K.softmax(torch.randn(4, 10), kernel=trace(K.make_softmax()))
+            K.softmax(torch.randn(4, 10), kernel=trace(K.make_softmax(), batch=False))
     finally:
         triton_trace.set_progress(None)
     tr = triton_trace.current_trace()
@@ -151,7 +151,7 @@ def test_truncated_file(saved, tmp_path):
 
 def test_corrupt_block_and_bad_header_json(saved):
     magic, _, header, blobs = split(saved)
-    d = header["launches"][0]["arrays"]["offsets"]
+    d = header["launches"][0]["arrays"]["lanes.base"]
     corrupt = bytearray(blobs)
     corrupt[d["offset"]: d["offset"] + d["nbytes"]] = b"\xff" * d["nbytes"]
     join(saved, header, bytes(corrupt))
@@ -166,7 +166,7 @@ def test_corrupt_block_and_bad_header_json(saved):
 @pytest.mark.parametrize("shape", [[1 << 40], [1 << 32, 1 << 32, 16], [1 << 62, 4]])
 def test_header_declaring_enormous_arrays_is_refused_before_allocating(saved, shape):
     magic, _, header, blobs = split(saved)
-    d = header["launches"][0]["arrays"]["offsets"]
+    d = header["launches"][0]["arrays"]["lanes.base"]
     n = 1
     for s in shape:
         n *= s
@@ -197,9 +197,9 @@ def test_value_dtype_table_is_checked(saved):
 @pytest.mark.parametrize("mutate,match", [
     (lambda h: h["launches"][0].__setitem__("arrays", []), "inconsistent header"),
     (lambda h: h["launches"][0].pop("grid"), "inconsistent header"),
-    (lambda h: h["launches"][0]["arrays"]["mask"].__setitem__("offset", -5), "beyond the end"),
-    (lambda h: h["launches"][0]["arrays"]["mask"].__setitem__("nbytes", -1), "beyond the end"),
-    (lambda h: h["launches"][0]["arrays"]["mask"].__setitem__("shape", [-1]), "does not match"),
+    (lambda h: h["launches"][0]["arrays"]["lanes.base"].__setitem__("offset", -5), "beyond the end"),
+    (lambda h: h["launches"][0]["arrays"]["lanes.base"].__setitem__("nbytes", -1), "beyond the end"),
+    (lambda h: h["launches"][0]["arrays"]["lanes.seg_sig"].__setitem__("shape", [-1]), "does not match"),
     (lambda h: h["launches"][0].__setitem__("grid", [1, 1, 1]), "outside"),
     (lambda h: h.__setitem__("format", "other"), "not a triton_trace header"),
     (lambda h: h.__setitem__("kinds", ["store", "load"]), "op-kind table"),
@@ -238,7 +238,7 @@ def test_inconsistent_op_rows(sample_trace, tmp_path, columns, match):
 
 def test_raw_block_that_lies_about_its_size(saved):
     magic, _, header, blobs = split(saved)
-    d = header["launches"][0]["arrays"]["offsets"]
+    d = header["launches"][0]["arrays"]["lanes.base"]
     small = zlib.compress(np.zeros(3, np.int64).tobytes())
     d.update(offset=len(blobs), nbytes=len(small))
     join(saved, header, blobs + small)
@@ -267,6 +267,135 @@ def test_synthetic_launch_without_recorded_ids_round_trips(tmp_path):
 ])
 def test_header_fields_the_analysis_sizes_arrays_by_are_checked(saved, mutate, match):
     magic, _, header, blobs = split(saved)
+    mutate(header["launches"][0])
+    join(saved, header, blobs)
+    refused(saved, match)
+
+
+# ------------------------------------------------------------------------------------------------------
+# the compact lane arrays (format version 2) and files of version 1 (flat offsets and mask)
+# ------------------------------------------------------------------------------------------------------
+def _block(arr: np.ndarray, pos: int) -> tuple:
+    raw = np.ascontiguousarray(arr).tobytes()
+    comp = zlib.compress(raw, 1)
+    return {"dtype": arr.dtype.str, "shape": list(arr.shape), "offset": pos, "nbytes": len(comp),
+            "raw_nbytes": len(raw)}, comp
+
+
+def as_version_1(path, trace, mutate=lambda name, arr: arr):
+    """Rewrite a saved file as format version 1 would have stored it: flat offsets and mask arrays."""
+    _, _, header, blobs = split(path)
+    for h, lc in zip(header["launches"], trace.launches):
+        for name in [k for k in h["arrays"] if k.startswith("lanes.")]:
+            del h["arrays"][name]
+        del h["lanes"]
+        for name, arr in (("offsets", np.asarray(lc.offsets)), ("mask", np.asarray(lc.mask))):
+            h["arrays"][name], comp = _block(mutate(name, arr), len(blobs))
+            blobs += comp
+    join(path, header, blobs, version=1)
+
+
+def _replace_array(path, launch: int, name: str, arr: np.ndarray):
+    _, _, header, blobs = split(path)
+    header["launches"][launch]["arrays"][name], comp = _block(arr, len(blobs))
+    join(path, header, blobs + comp)
+
+
+def test_lanes_are_stored_compactly(sample_trace, saved):
+    _, version, header, _ = split(saved)
+    assert version == store.VERSION == 2
+    for h, lc in zip(header["launches"], sample_trace.launches):
+        assert h["lanes"] == lc.lanes.size
+        assert not {"offsets", "mask"} & set(h["arrays"])
+        assert {"lanes." + k for k in lc.lanes.to_arrays()} <= set(h["arrays"])
+    add = sample_trace.launches[0]          # a vector add: every block contiguous
+    assert add.lanes.nbytes <= 2 * add.lanes.size
+
+
+def test_big_contiguous_trace_is_small_on_disk(tmp_path):
+    n, block = 1 << 20, 1024
+    ops = empty_ops(n // block)
+    ops["kind"][:] = 0
+    ops["program"][:, 0] = np.arange(n // block)
+    ops["lane_start"] = np.arange(n // block, dtype=np.int64) * block
+    ops["lane_count"][:], ops["ndim"][:], ops["shape"][:, 0] = block, 1, block
+    ops["value_dtype"][:], ops["elem_bytes"][:], ops["file"][:] = -1, 4, -1
+    from triton_trace.model import TensorInfo
+    lc = Launch(kernel_name="k", source="", source_file="", source_line=0, grid=(n // block, 1, 1), args={},
+                tensors=(TensorInfo("x", "float32", (n,), (1,), 0, n, 4),), files=(), value_dtypes=(), ops=ops,
+                offsets=np.arange(n, dtype=np.int64), mask=np.ones(n, bool), values=np.zeros(0, np.uint8))
+    assert lc.lanes.nbytes < 0.05 * n
+    lc.ops["tensor"][:] = 0
+    Trace((lc,)).save(tmp_path / "big.ttrace")
+    assert (tmp_path / "big.ttrace").stat().st_size < 0.1 * n
+    back = triton_trace.load(tmp_path / "big.ttrace").launches[0]
+    np.testing.assert_array_equal(back.offsets, np.arange(n))
+    assert back.mask.all()
+
+
+def test_version_1_files_still_load(sample_trace, saved):
+    as_version_1(saved, sample_trace)
+    loaded = triton_trace.load(saved)
+    for a, b in zip(sample_trace.launches, loaded.launches):
+        assert_launches_equal(a, b)
+    # loading compacts the flat arrays; saving again writes the current version
+    loaded.save(saved)
+    assert split(saved)[1] == store.VERSION
+    for a, b in zip(sample_trace.launches, triton_trace.load(saved).launches):
+        assert_launches_equal(a, b)
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda name, a: a.astype(np.int32) if name == "offsets" else a, "wrong dtype or rank"),
+    (lambda name, a: a.astype(np.uint8) if name == "mask" else a, "wrong dtype or rank"),
+    (lambda name, a: a.reshape(1, -1) if name == "mask" else a, "wrong dtype or rank"),
+    (lambda name, a: a[:-1] if name == "mask" else a, "differ in length"),
+    (lambda name, a: a[:5], "outside the lane buffers"),
+])
+def test_damaged_version_1_lanes(sample_trace, saved, mutate, match):
+    as_version_1(saved, sample_trace, mutate)
+    refused(saved, match)
+
+
+def test_version_1_file_without_lane_arrays(sample_trace, saved):
+    as_version_1(saved, sample_trace)
+    _, _, header, blobs = split(saved)
+    del header["launches"][0]["arrays"]["mask"]
+    join(saved, header, blobs, version=1)
+    refused(saved, "lane buffers are missing")
+
+
+@pytest.mark.parametrize("name,change,match", [
+    ("lanes.base", lambda a: a[:-1], "lane arrays are inconsistent: .*row"),
+    ("lanes.base", lambda a: a.astype(np.int32), "lane arrays are inconsistent: .*int64"),
+    ("lanes.seg_rows", lambda a: a * 2, "lane arrays are inconsistent"),
+    ("lanes.seg_sig", lambda a: a + 100, "lane arrays are inconsistent: .*unknown signature"),
+    ("lanes.sig_offs", lambda a: a + 9, "lane arrays are inconsistent: .*unknown encoding"),
+    ("lanes.sig_n", lambda a: a + 1, "lane arrays are inconsistent"),
+    ("lanes.sig_shape", lambda a: a[:, :2].copy(), "lane arrays are inconsistent: .*columns"),
+    ("lanes.sig_strides", lambda a: a + 1, "lane arrays are inconsistent: .*malformed"),
+    ("lanes.code", lambda a: np.concatenate([a, a]), "lane arrays are inconsistent: .*code holds"),
+    ("lanes.bits", lambda a: np.concatenate([a, [1]]).astype(np.uint8), "lane arrays are inconsistent: .*bits"),
+])
+def test_damaged_lane_arrays(sample_trace, saved, name, change, match):
+    _, _, header, _ = split(saved)
+    launch = next(i for i, h in enumerate(header["launches"]) if h["lanes"] > 0)
+    arrays = sample_trace.launches[launch].lanes.to_arrays()
+    _replace_array(saved, launch, name, np.asarray(change(arrays[name[len("lanes."):]])))
+    refused(saved, match)
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda lc: lc.__setitem__("lanes", lc["lanes"] + 1), "lane arrays are inconsistent"),
+    (lambda lc: lc.__setitem__("lanes", -1), "lane count"),
+    (lambda lc: lc.__setitem__("lanes", "many"), "lane count"),
+    (lambda lc: lc.pop("lanes"), "inconsistent header"),
+    (lambda lc: lc["arrays"].pop("lanes.bits"), "lane arrays are inconsistent: .*missing"),
+    (lambda lc: lc["arrays"].__setitem__("offsets", lc["arrays"]["lanes.base"]), "flat lane buffers"),
+    (lambda lc: lc["arrays"].__setitem__("lanes.extra", lc["arrays"]["lanes.base"]), "unknown"),
+])
+def test_lane_header_fields_are_checked(saved, mutate, match):
+    _, _, header, blobs = split(saved)
     mutate(header["launches"][0])
     join(saved, header, blobs)
     refused(saved, match)

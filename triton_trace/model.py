@@ -11,6 +11,8 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
+from .lanes import Lanes
+
 # Op kinds, stored as uint8 codes. Memory kinds come first; analyses rely on the split.
 KINDS: tuple = (
     "load", "store",
@@ -102,8 +104,10 @@ class Access:
     dims: tuple = ()                # dot: (M, N, K)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Launch:
+    """One kernel launch. Construct it with ``lanes=`` (a Lanes), or with flat ``offsets=`` and ``mask=``
+    arrays, which are compacted (see lanes.py); ``offsets`` and ``mask`` read back expanded, read-only."""
     kernel_name: str
     source: str
     source_file: str
@@ -114,8 +118,7 @@ class Launch:
     files: tuple                    # file names the op table's "file" column indexes
     value_dtypes: tuple             # numpy dtype strings the "value_dtype" column indexes
     ops: dict                       # column name -> numpy array, see OP_COLUMNS
-    offsets: np.ndarray             # int64, all lanes of all memory ops
-    mask: np.ndarray                # bool, parallel to offsets
+    lanes: Lanes                    # offsets (int64) and mask (bool) of all lanes of all memory ops
     values: np.ndarray              # uint8 byte buffer
     config: Optional[dict] = None   # the autotune / heuristics config that ran
     outputs: tuple = ()             # argument names declared as outputs (undefined at launch)
@@ -126,6 +129,44 @@ class Launch:
     error: Optional[str] = None
     meta: dict = field(default_factory=dict)
     recorded_ids: Optional[np.ndarray] = None   # (n, 3) int32: the programs recorded, in execution order
+
+    def __init__(self, kernel_name: str, source: str, source_file: str, source_line: int, grid: tuple, args: dict,
+                 tensors: tuple, files: tuple, value_dtypes: tuple, ops: dict, lanes: Optional[Lanes] = None,
+                 values: Optional[np.ndarray] = None, config: Optional[dict] = None, outputs: tuple = (),
+                 recorded_programs: int = 0, skipped_programs: int = 0, values_truncated: bool = False,
+                 completed: bool = True, error: Optional[str] = None, meta: Optional[dict] = None,
+                 recorded_ids: Optional[np.ndarray] = None, *, offsets: Optional[np.ndarray] = None,
+                 mask: Optional[np.ndarray] = None):
+        if offsets is not None or mask is not None:
+            # flat arrays win over ``lanes``, so dataclasses.replace(launch, offsets=...) works
+            if offsets is None or mask is None:
+                if lanes is None:
+                    raise TypeError("Launch(offsets=..., mask=...): give both, or lanes=")
+                offsets = lanes.offsets() if offsets is None else offsets
+                mask = lanes.mask() if mask is None else mask
+            lanes = lanes_from_ops(ops, offsets, mask)
+        elif lanes is None:
+            raise TypeError("Launch() needs lanes= (a Lanes) or offsets= and mask= (flat arrays)")
+        for name, value in (("kernel_name", kernel_name), ("source", source), ("source_file", source_file),
+                            ("source_line", source_line), ("grid", grid), ("args", args), ("tensors", tensors),
+                            ("files", files), ("value_dtypes", value_dtypes), ("ops", ops), ("lanes", lanes),
+                            ("values", np.zeros(0, np.uint8) if values is None else values), ("config", config),
+                            ("outputs", outputs), ("recorded_programs", recorded_programs),
+                            ("skipped_programs", skipped_programs), ("values_truncated", values_truncated),
+                            ("completed", completed), ("error", error), ("meta", {} if meta is None else meta),
+                            ("recorded_ids", recorded_ids)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Element offsets of every lane, int64, expanded from ``lanes`` (read-only). Per op, prefer
+        ``access(i)`` or ``lanes.take(start, count)``, which decode only that op's lanes."""
+        return self.lanes.offsets()
+
+    @property
+    def mask(self) -> np.ndarray:
+        """Active flag of every lane, bool, parallel to ``offsets`` (read-only)."""
+        return self.lanes.mask()
 
     def skipped_ids(self) -> np.ndarray:
         """The programs of the grid that ran but were left out of the recording, as an (n, 3) array in
@@ -190,8 +231,8 @@ class Launch:
         offsets = mask = values = None
         if kind in MEMORY_KINDS:
             s, n = int(o["lane_start"][i]), int(o["lane_count"][i])
-            offsets = self.offsets[s:s + n].reshape(shape)
-            mask = self.mask[s:s + n].reshape(shape)
+            offsets, mask = self.lanes.take(s, n)
+            offsets, mask = offsets.reshape(shape), mask.reshape(shape)
             vd = int(o["value_dtype"][i])
             if vd >= 0:
                 dt = np.dtype(self.value_dtypes[vd])
@@ -263,13 +304,40 @@ class Trace:
         for i, lc in enumerate(self.launches):
             kinds = np.bincount(lc.ops["kind"], minlength=len(KINDS)) if lc.num_ops else np.zeros(len(KINDS), int)
             counts = ", ".join(f"{KINDS[k]}={int(c)}" for k, c in enumerate(kinds) if c)
-            lanes = int(lc.mask.sum())
+            lanes = int(np.count_nonzero(lc.mask))
             lines.append(f"  [{i}] {lc.kernel_name} grid={lc.grid} programs={lc.recorded_programs}"
                          f"{f' (+{lc.skipped_programs} not recorded)' if lc.skipped_programs else ''}"
                          f" ops: {counts or 'none'}; active lanes={lanes}"
                          f"{'; values truncated' if lc.values_truncated else ''}"
                          f"{'' if lc.completed else '; INCOMPLETE: ' + (lc.error or '')}")
         return "\n".join(lines)
+
+
+def lanes_from_ops(ops: dict, offsets, mask) -> Lanes:
+    """Compact flat lane arrays, rows cut where the op table's memory rows start and end. When the rows
+    tile the lanes exactly (the recorder's layout, in any order), each row keeps its block shape, so tiles
+    are recognised as strided blocks; otherwise (a synthetic launch) the pieces are 1-D."""
+    offsets, mask = np.asarray(offsets), np.asarray(mask)
+    if offsets.ndim != 1 or mask.shape != offsets.shape:
+        raise ValueError(f"Launch: offsets and mask must be 1-D arrays of one length, got shapes "
+                         f"{offsets.shape} and {mask.shape}")
+    size = len(offsets)
+    try:
+        kind, start = np.asarray(ops["kind"]), np.asarray(ops["lane_start"], dtype=np.int64)
+        count, ndim = np.asarray(ops["lane_count"], dtype=np.int64), np.asarray(ops["ndim"], dtype=np.int64)
+        shape = np.asarray(ops["shape"], dtype=np.int64).reshape(len(kind), MAX_RANK)
+    except (KeyError, ValueError, TypeError):
+        return Lanes.from_flat(offsets, mask)
+    rows = np.flatnonzero((kind < len(MEMORY_KINDS)) & (count > 0) & (start >= 0) & (start + count <= size))
+    rows = rows[np.argsort(start[rows], kind="stable")]
+    s, c = start[rows], count[rows]
+    if len(rows) and int(c.sum()) == size and s[0] == 0 and np.array_equal(s[1:], (s + c)[:-1]):
+        nd = np.clip(ndim[rows], 0, MAX_RANK)
+        sh = shape[rows]
+        shapes = [tuple(sh[i, :nd[i]].tolist()) for i in range(len(rows))]
+        return Lanes.from_flat(offsets, mask, counts=c, shapes=shapes)
+    cuts = np.unique(np.concatenate([[0, size], s, s + c]))
+    return Lanes.from_flat(offsets, mask, counts=np.diff(cuts))
 
 
 def concat_ops(chunks: Sequence[dict]) -> dict:

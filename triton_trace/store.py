@@ -1,7 +1,9 @@
 """The versioned trace file: the contract between recording and viewing.
 
 Layout: an 8-byte magic, a little-endian uint32 format version, a uint64 header length, a UTF-8 JSON
-header, then the array blocks it describes (each zlib-compressed). Loading never unpickles anything;
+header, then the array blocks it describes (each zlib-compressed). Version 2 stores the lanes in their
+compact form (``lanes.*`` arrays, see lanes.py); version 1 stored flat ``offsets`` and ``mask`` arrays and
+is still read. Loading never unpickles anything;
 every dtype comes from a whitelist, every block's offset and length is checked against the file before it
 is read, and the declared decompressed sizes are checked against a memory budget before anything is
 allocated, so a crafted file is refused instead of exhausting memory.
@@ -15,15 +17,16 @@ import zlib
 import numpy as np
 
 from .errors import TraceFileError
+from .lanes import Lanes
 from .model import KINDS, MAX_RANK, MEMORY_KINDS, OP_COLUMNS, Launch, TensorInfo, Trace
 
 MAGIC = b"TTRACE\x00\x01"
-VERSION = 1
+VERSION = 2
 MAX_HEADER = 64 << 20
 DEFAULT_MAX_BYTES = 8 << 30
 _MAX_RATIO = 1100     # zlib cannot compress better than about 1032:1
 _DTYPES = {"<i8", "<i4", "|u1", "|b1", "<f4", "<f8", "<f2", "<u2", "<u4", "<u8", "|i1", "<i2"}
-_LAUNCH_ARRAYS = ("offsets", "mask", "values", "recorded_ids")
+_LAUNCH_ARRAYS = ("values", "recorded_ids")
 
 
 def _describe(arr: np.ndarray, f, pos: int) -> tuple:
@@ -47,6 +50,8 @@ def save(trace: Trace, path) -> None:
             arrays = {}
             for name in OP_COLUMNS:
                 arrays["ops." + name], pos = _describe(lc.ops[name], bf, pos)
+            for name, arr in sorted(lc.lanes.to_arrays().items()):
+                arrays["lanes." + name], pos = _describe(arr, bf, pos)
             for name in _LAUNCH_ARRAYS:
                 if getattr(lc, name) is not None:
                     arrays[name], pos = _describe(getattr(lc, name), bf, pos)
@@ -57,7 +62,7 @@ def save(trace: Trace, path) -> None:
                 "value_dtypes": list(lc.value_dtypes), "config": lc.config, "outputs": list(lc.outputs),
                 "recorded_programs": lc.recorded_programs, "skipped_programs": lc.skipped_programs,
                 "values_truncated": lc.values_truncated, "completed": lc.completed, "error": lc.error,
-                "meta": lc.meta, "arrays": arrays})
+                "meta": lc.meta, "lanes": lc.lanes.size, "arrays": arrays})
     header = json.dumps({"format": "triton_trace", "version": VERSION, "kinds": list(KINDS),
                          "launches": launches}, sort_keys=True, separators=(",", ":")).encode()
     try:
@@ -105,14 +110,14 @@ def load(path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
             raise _bad(path, f"header is not valid JSON: {type(e).__name__}: {e}") from None
         data_start = 20 + hlen
         try:
-            return _build(path, header, f, data_start, size, max_bytes)
+            return _build(path, header, f, data_start, size, max_bytes, version)
         except TraceFileError:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
             raise _bad(path, f"inconsistent header: {type(e).__name__}: {e}") from None
 
 
-def _build(path, header, f, data_start, size, max_bytes) -> Trace:
+def _build(path, header, f, data_start, size, max_bytes, version) -> Trace:
     if header.get("format") != "triton_trace" or not isinstance(header.get("launches"), list):
         raise _bad(path, "header is not a triton_trace header")
     if list(header.get("kinds", KINDS)) != list(KINDS)[:len(header.get("kinds", KINDS))]:
@@ -133,12 +138,16 @@ def _build(path, header, f, data_start, size, max_bytes) -> Trace:
             if a.dtype != np.dtype(dt) or a.shape[1:] != shape:
                 raise _bad(path, f"op column {name} has the wrong dtype or shape")
             ops[name] = a
+        if not isinstance(arrays.get("values"), np.ndarray) or arrays["values"].dtype != np.uint8 or \
+                arrays["values"].ndim != 1:
+            raise _bad(path, "the value buffer is missing or has the wrong dtype or rank")
+        lane_kw = _lanes(path, lc, arrays, ops, version)
         launch = Launch(
             kernel_name=str(lc["kernel_name"]), source=str(lc["source"]), source_file=str(lc["source_file"]),
             source_line=int(lc["source_line"]), grid=tuple(int(g) for g in lc["grid"]), args=dict(lc["args"]),
             tensors=tuple(TensorInfo.from_dict(t) for t in lc["tensors"]), files=tuple(map(str, lc["files"])),
-            value_dtypes=tuple(map(str, lc["value_dtypes"])), ops=ops, offsets=arrays["offsets"],
-            mask=arrays["mask"], values=arrays["values"], config=lc["config"], outputs=tuple(lc["outputs"]),
+            value_dtypes=tuple(map(str, lc["value_dtypes"])), ops=ops, **lane_kw,
+            values=arrays["values"], config=lc["config"], outputs=tuple(lc["outputs"]),
             recorded_programs=int(lc["recorded_programs"]), skipped_programs=int(lc["skipped_programs"]),
             values_truncated=bool(lc["values_truncated"]), completed=bool(lc["completed"]),
             error=None if lc["error"] is None else str(lc["error"]), meta=dict(lc.get("meta") or {}),
@@ -147,6 +156,29 @@ def _build(path, header, f, data_start, size, max_bytes) -> Trace:
         _validate(path, launch)
         launches.append(launch)
     return Trace(tuple(launches))
+
+
+def _lanes(path, lc: dict, arrays: dict, ops: dict, version: int) -> dict:
+    """The Launch keyword arguments that carry the lanes: compact arrays (version 2) or flat ones (1)."""
+    if version == 1:
+        off, mask = arrays.get("offsets"), arrays.get("mask")
+        if not isinstance(off, np.ndarray) or not isinstance(mask, np.ndarray):
+            raise _bad(path, "the lane buffers are missing")
+        if off.dtype != np.int64 or mask.dtype != np.bool_ or off.ndim != 1 or mask.ndim != 1:
+            raise _bad(path, "the lane buffers have the wrong dtype or rank")
+        if len(mask) != len(off):
+            raise _bad(path, "mask and offsets differ in length")
+        return {"offsets": off, "mask": mask}
+    if any(k in arrays for k in ("offsets", "mask")):
+        raise _bad(path, "flat lane buffers in a version 2 file")
+    parts = {k[len("lanes."):]: v for k, v in arrays.items() if k.startswith("lanes.")}
+    n = lc["lanes"]
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise _bad(path, f"the lane count {n!r} is not a non-negative integer")
+    try:
+        return {"lanes": Lanes.from_arrays(parts, n)}
+    except ValueError as e:
+        raise _bad(path, f"the lane arrays are inconsistent: {e}") from None
 
 
 def _check_block(path, d: dict, data_start: int, size: int) -> int:
@@ -211,11 +243,6 @@ def _validate(path, lc: Launch) -> None:
     n = lc.num_ops
     if any(len(o[c]) != n for c in o):
         raise _bad(path, "op columns differ in length")
-    if lc.offsets.dtype != np.int64 or lc.mask.dtype != np.bool_ or lc.values.dtype != np.uint8 or \
-            lc.offsets.ndim != 1 or lc.mask.ndim != 1 or lc.values.ndim != 1:
-        raise _bad(path, "the lane buffers have the wrong dtype or rank")
-    if len(lc.mask) != len(lc.offsets):
-        raise _bad(path, "mask and offsets differ in length")
     ids = lc.recorded_ids
     if ids is not None and (ids.dtype != np.int32 or ids.ndim != 2 or ids.shape[1] != 3 or
                             (len(ids) and (ids.min() < 0 or np.any(ids.max(axis=0) >= np.array(lc.grid))))):
@@ -233,7 +260,7 @@ def _validate(path, lc: Launch) -> None:
     if o["ndim"].min() < 0 or o["ndim"].max() > MAX_RANK:
         raise _bad(path, "op rows have an invalid rank")
     end = o["lane_start"] + o["lane_count"]
-    if o["lane_start"].min() < 0 or o["lane_count"].min() < 0 or end.max() > len(lc.offsets):
+    if o["lane_start"].min() < 0 or o["lane_count"].min() < 0 or end.max() > lc.lanes.size:
         raise _bad(path, "op rows point outside the lane buffers")
     shapes_n = np.where(np.arange(MAX_RANK)[None, :] < o["ndim"][:, None], o["shape"], 1).prod(axis=1)
     mem = o["kind"] < len(MEMORY_KINDS)

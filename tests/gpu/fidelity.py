@@ -1,171 +1,252 @@
-"""Predicted (trace + analysis on the CPU interpreter) against measured (Nsight Compute on the GPU).
+"""GPU fidelity: the same kernels compiled for a real GPU agree with their traces, outputs and memory metrics.
 
-Run on the GPU machine from the repo root:
+Run on the GPU machine, from the repository root, in one call:
 
-    python tests/gpu/fidelity.py --out results.json
+    PYTHONPATH=. python tests/gpu/fidelity.py --out tests/gpu/results
 
-For every case it traces the kernel through the interpreter, analyses the trace, then runs the same kernel
-compiled for the GPU in a child process under ``ncu --clock-control none`` and reads the global-memory
-sector counts and DRAM bytes. The table it prints (and the JSON it writes) is what tests/gpu/RESULTS.md
-records.
+1. Outputs: every kernel of the test suite and of examples/ runs compiled on the GPU and traced on the
+   CPU, on the same fresh random inputs with poisoned outputs; the comparison (bit-exact, ulp bounds, or
+   relative norm error against float64 for tl.dot) is per output, and disagreeing elements are traced
+   back to the program and store that wrote them (output_compare.py, output_specs.py, output_check.py).
+2. Memory metrics: the cases of metric_cases.py are traced and analysed in worker processes while one
+   Nsight Compute run (``ncu --clock-control none``) measures them all (metric_measure.py); predicted sectors,
+   requests, requested bytes, DRAM bytes and L2 hit rate are set against the counters.
+3. Tracing leaves Triton alone: an add kernel compiled before anything is traced gives the same binary,
+   the same cached compiled kernel and bit-identical output afterwards, and a fresh copy compiles to the
+   same binary.
+
+Writes results.json and table.md under --out, prints the table, and exits 1 on any output mismatch,
+error, uncovered kernel or failed compile check (a metric outside its target is reported, not fatal).
 """
+from __future__ import annotations
+
 import argparse
-import csv
-import io
+import datetime
 import json
 import os
+import platform
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
+import multiprocessing as mp
 
-import torch
-import triton
-import triton.language as tl
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+for _p in (ROOT, os.path.join(ROOT, "tests"), os.path.dirname(os.path.abspath(__file__))):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
 
-NCU_METRICS = [
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
-    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
-    "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
-    "dram__bytes_read.sum",
-    "dram__bytes_write.sum",
-]
+import metric_measure  # noqa: E402
+import metric_predict  # noqa: E402
+import fidelity_table  # noqa: E402
 
 
-@triton.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+def _sh(cmd: list) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
 
 
-@triton.jit
-def stride2_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + 2 * offs, mask=m), mask=m)
+def environment() -> dict:
+    import numpy
+    import torch
+    import triton
+    props = torch.cuda.get_device_properties(0)
+    return {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "gpu": torch.cuda.get_device_name(0), "sms": props.multi_processor_count,
+            "l2_bytes": getattr(props, "L2_cache_size", None),
+            "driver": _sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).splitlines()[:1],
+            "cuda": torch.version.cuda, "torch": torch.__version__, "triton": triton.__version__,
+            "numpy": numpy.__version__, "python": platform.python_version(),
+            "ncu": (_sh(["ncu", "--version"]).splitlines() or [""])[-1],
+            "command": "PYTHONPATH=. python3 " + " ".join([os.path.relpath(__file__, ROOT)] + sys.argv[1:])}
 
 
-@triton.jit
-def transpose_kernel(x_ptr, out_ptr, M, N, sxm, sxn, som, son, BM: tl.constexpr, BN: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    m = (rm[:, None] < M) & (rn[None, :] < N)
-    tile = tl.load(x_ptr + rm[:, None] * sxm + rn[None, :] * sxn, mask=m)
-    # transposed store: out[n, m] = x[m, n]
-    tl.store(out_ptr + rn[None, :] * som + rm[:, None] * son, tile, mask=m)
+# --------------------------------------------------------------------------------------------------------
+# tracing leaves compilation alone
+# --------------------------------------------------------------------------------------------------------
+class CompileProbe:
+    """An add kernel compiled and run before anything is traced, checked again at the end."""
+
+    def __init__(self):
+        import hashlib
+        import torch
+        import kernels as K
+        self.K, self.hashlib = K, hashlib
+        g = torch.Generator().manual_seed(7)
+        self.x, self.y = (torch.randn(1 << 20, generator=g).cuda() for _ in range(2))
+        self.kernel = K.make_add()
+        self.out = K.add(self.x, self.y, kernel=self.kernel, block=1024).clone()
+        self.compiled = self._compiled(self.kernel)
+        self.cubin = hashlib.sha256(self.compiled.asm["cubin"]).hexdigest()
+
+    def _compiled(self, kernel):
+        n = self.x.numel()
+        return kernel.warmup(self.x, self.y, self.out, n, BLOCK=1024, grid=(n // 1024,))
+
+    def check(self) -> dict:
+        import torch
+        import triton_trace
+        from triton.runtime.jit import JITFunction
+        K = self.K
+        traced_cuda = K.add(self.x, self.y, kernel=triton_trace.trace(K.make_add()), block=1024)
+        again = K.add(self.x, self.y, kernel=self.kernel, block=1024)
+        fresh = K.make_add()
+        fresh_out = K.add(self.x, self.y, kernel=fresh, block=1024)
+        torch.cuda.synchronize()
+        checks = {
+            "traced launch on CUDA tensors matches the compiled kernel": torch.equal(traced_cuda, self.out),
+            "the kernel compiled before tracing is reused (no recompile)": self._compiled(self.kernel) is self.compiled,
+            "its output is bit-identical after tracing": torch.equal(again, self.out),
+            "a fresh copy compiles to the same cubin": self.hashlib.sha256(
+                self._compiled(fresh).asm["cubin"]).hexdigest() == self.cubin,
+            "the fresh copy's output is bit-identical": torch.equal(fresh_out, self.out),
+            "JITFunction.run is Triton's own": "run" not in vars(self.kernel) and JITFunction.run.__module__
+            == "triton.runtime.jit",
+            "TRITON_INTERPRET is not left set": "TRITON_INTERPRET" not in os.environ,
+        }
+        return {"checks": checks, "ok": all(checks.values()), "cubin_sha256": self.cubin}
 
 
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    in_group = GROUP_M * num_n
-    group = pid // in_group
-    first_m = group * GROUP_M
-    size_m = min(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % in_group) % size_m
-    pid_n = (pid % in_group) // size_m
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
-        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-        acc += tl.dot(a, b, input_precision="ieee")
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc)
+# --------------------------------------------------------------------------------------------------------
+# the memory metrics: predictions in worker processes, measurements from one ncu run
+# --------------------------------------------------------------------------------------------------------
+def occupancy(compiled: dict):
+    """Programs per SM from the compiled kernel's resources, with Hopper's limits: 64 warps and 32 blocks
+    per SM, 65536 registers allocated per warp in units of 256, 228 KiB of shared memory of which the
+    runtime reserves 1 KiB per block."""
+    try:
+        warps, regs, smem = int(compiled["num_warps"]), int(compiled["n_regs"]), int(compiled["shared"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    per_warp = -(-regs * 32 // 256) * 256
+    by_regs = (65536 // per_warp) // warps if per_warp else 32
+    return max(1, min(32, 64 // warps, by_regs, (228 << 10) // (smem + 1024)))
 
 
-def case_args(name, device):
-    """(kernel, grid, args, kwargs) of each case, on ``device``."""
-    g = torch.Generator().manual_seed(0)
-    if name == "add":
-        n = 1 << 22
-        x, y = torch.randn(n, generator=g).to(device), torch.randn(n, generator=g).to(device)
-        return add_kernel, (triton.cdiv(n, 1024),), (x, y, torch.empty_like(x), n), {"BLOCK": 1024}
-    if name == "stride2":
-        n = 1 << 21
-        x = torch.randn(2 * n, generator=g).to(device)
-        return stride2_kernel, (triton.cdiv(n, 1024),), (x, torch.empty(n, device=device), n), {"BLOCK": 1024}
-    if name == "transpose":
-        M = N = 4096
-        x = torch.randn(M, N, generator=g).to(device)
-        out = torch.empty(N, M, device=device)
-        return (transpose_kernel, (M // 64, N // 64),
-                (x, out, M, N, x.stride(0), x.stride(1), out.stride(0), out.stride(1)), {"BM": 64, "BN": 64})
-    if name.startswith("matmul"):
-        group = int(name.split("_g")[1])
-        M = N = 2048
-        K = 2048
-        a, b = torch.randn(M, K, generator=g).to(device), torch.randn(K, N, generator=g).to(device)
-        c = torch.empty(M, N, device=device)
-        BM = BN = 128
-        return (matmul_kernel, (triton.cdiv(M, BM) * triton.cdiv(N, BN),),
-                (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1)),
-                {"BM": BM, "BN": BN, "BK": 32, "GROUP_M": group})
-    raise KeyError(name)
+def programs_in_flight(measured: dict, compiled: dict, sms: int):
+    """Programs resident at once: the compiled kernel's occupancy (ncu's limits, else computed from its
+    registers and shared memory) times the SMs. None leaves the analyzer's default."""
+    keys = ("launch__occupancy_limit_blocks", "launch__occupancy_limit_registers",
+            "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_warps")
+    limits = [measured.get(k) for k in keys]
+    limits = [v for v in limits if isinstance(v, float) and v > 0]
+    per_sm = int(min(limits)) if limits else occupancy(compiled or {})
+    return per_sm * sms if per_sm else None
 
 
-CASES = ["add", "stride2", "transpose", "matmul_g1", "matmul_g8"]
+class Predictions:
+    """Every case traced at once in a pool of worker processes; each worker then waits for its programs in
+    flight (known once ncu has measured the compiled kernel's occupancy) and analyses."""
+
+    def __init__(self, cases: list, workers: int, l2_bytes, wait_s: float):
+        ctx = mp.get_context("spawn")
+        self.manager = ctx.Manager()
+        self.box = self.manager.dict()
+        self.ready = {c.name: self.manager.Event() for c in cases}
+        self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+        self.futures = {c.name: self.pool.submit(metric_predict.predict_case, c.name, l2_bytes, self.box,
+                                                 self.ready[c.name], wait_s)
+                        for c in sorted(cases, key=lambda c: -c.cost)}     # the longest traces first
+
+    def analyse(self, name: str, programs_in_flight) -> None:
+        self.box[name] = programs_in_flight
+        self.ready[name].set()
+
+    def results(self, timeout: float) -> dict:
+        end = time.monotonic() + timeout
+        out = {}
+        for name, f in self.futures.items():
+            try:
+                out[name] = f.result(timeout=max(1.0, end - time.monotonic()))
+            except Exception as e:                 # reported in the table; the run goes on
+                out[name] = {"error": f"{type(e).__name__}: {e}"[:1000] or type(e).__name__}
+        self.close()
+        return out
+
+    def close(self) -> None:
+        for f in self.futures.values():
+            f.cancel()
+        for proc in list(getattr(self.pool, "_processes", {}).values()):     # a worker still tracing
+            if proc.is_alive():
+                proc.terminate()
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.manager.shutdown()
 
 
-def gpu_child(name):
-    """Launch once to compile, once to be profiled (ncu --launch-skip 1)."""
-    kernel, grid, args, kwargs = case_args(name, "cuda")
-    for _ in range(2):
-        kernel[grid](*args, num_warps=4, **kwargs)
-    torch.cuda.synchronize()
+def _save(folder: str, results: dict) -> None:
+    """results.json, rewritten after every stage: a run cut short still leaves what it measured."""
+    with open(os.path.join(folder, "results.json"), "w") as f:
+        json.dump(results, f, indent=1, sort_keys=True, default=str)
 
 
-def measure(name):
-    cmd = ["ncu", "--clock-control", "none", "--launch-skip", "1", "--launch-count", "1", "--csv",
-           "--metrics", ",".join(NCU_METRICS), sys.executable, __file__, "--child", name]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    rows = [row for row in csv.reader(io.StringIO(r.stdout)) if len(row) > 5]
-    if not rows:
-        return {"error": (r.stdout + r.stderr)[-2000:]}
-    header, out = rows[0], {}
-    for row in rows[1:]:
-        rec = dict(zip(header, row))
-        out[rec["Metric Name"]] = float(rec["Metric Value"].replace(",", ""))
-    return out
+def main(argv=None) -> int:
+    from metric_cases import CASES, MAIN, SWEEP
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default="fidelity_results", help="folder for results.json and table.md")
+    ap.add_argument("--cases", default=None, help="comma-separated metric cases (default: all); see metric_cases.py")
+    ap.add_argument("--no-sweep", action="store_true", help="leave out the L2 write-back sweep cases")
+    ap.add_argument("--no-metrics", action="store_true", help="skip the Nsight Compute comparison")
+    ap.add_argument("--no-outputs", action="store_true", help="skip the output comparison")
+    ap.add_argument("--workers", type=int, default=max(1, min(14, (os.cpu_count() or 2) - 2)))
+    ap.add_argument("--seed", type=int, default=None, help="seed of the output comparison (default: fresh)")
+    ap.add_argument("--budget", type=float, default=480, help="seconds after which unfinished predictions are "
+                                                              "reported as such and the run ends")
+    a = ap.parse_args(argv)
 
-
-def predict(name):
-    import triton_trace
-    triton_trace.reset()
-    kernel, grid, args, kwargs = case_args(name, "cpu")
+    import torch
+    if not torch.cuda.is_available():
+        print("no CUDA device: nothing to compare (run this on the GPU machine)")
+        return 2
+    os.makedirs(a.out, exist_ok=True)
+    log = lambda msg: print(msg, flush=True)      # noqa: E731
+    env = environment()
+    log(json.dumps(env))
+    probe = CompileProbe()                         # before anything is traced
+    cases = [] if a.no_metrics else (
+        [CASES[n] for n in a.cases.split(",")] if a.cases else MAIN + ([] if a.no_sweep else SWEEP))
+    results = {"environment": env}
     t0 = time.perf_counter()
-    triton_trace.trace(kernel, values=False)[grid](*args, **kwargs)
-    t1 = time.perf_counter()
-    report = triton_trace.analyze(triton_trace.current_trace(), gpu="H200", num_warps=4)
-    t2 = time.perf_counter()
-    m = report.to_dict()["launches"][0]["metrics"]
-    keys = ["load_sectors", "store_sectors", "load_requests", "store_requests", "dram_read_bytes",
-            "dram_write_bytes", "dram_write_bytes_evicted", "dram_bytes_predicted"]
-    return {k: m[k] for k in keys} | {"trace_s": round(t1 - t0, 2), "analyze_s": round(t2 - t1, 2)}
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--child")
-    ap.add_argument("--out", default="fidelity.json")
-    ap.add_argument("--cases", default=",".join(CASES))
-    a = ap.parse_args()
-    if a.child:
-        return gpu_child(a.child)
-    results = {"gpu": torch.cuda.get_device_name(), "triton": triton.__version__, "cases": {}}
-    for name in a.cases.split(","):
-        pred = predict(name)
-        meas = measure(name)
-        results["cases"][name] = {"predicted": pred, "measured": meas}
-        print(name, json.dumps(results["cases"][name], sort_keys=True), flush=True)
-    with open(a.out, "w") as f:
-        json.dump(results, f, indent=1, sort_keys=True)
+    if cases:
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "2")        # the workers share the cores: no BLAS thread pools each
+        preds = Predictions(cases, a.workers, env["l2_bytes"], wait_s=a.budget)
+        workdir = tempfile.mkdtemp(prefix="fidelity_")
+        measured = metric_measure.measure(cases, workdir, log=log)
+        log(f"ncu done after {time.perf_counter() - t0:.0f} s")
+        for c in cases:
+            preds.analyse(c.name, programs_in_flight(measured["cases"].get(c.name, {}),
+                                                     measured["compiled"].get(c.name), env["sms"]))
+        results["ncu"] = {k: v for k, v in measured.items() if k != "cases"}
+        results["measured_so_far"] = measured["cases"]
+        _save(a.out, results)
+    if not a.no_outputs:
+        import output_compare
+        seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+        log(f"outputs (seed {seed}):")
+        results["outputs"] = output_compare.run_all(seed, "cuda", log=log)
+        log(f"outputs done after {time.perf_counter() - t0:.0f} s")
+        _save(a.out, results)
+    results["compile_check"] = probe.check()
+    if cases:
+        predicted = preds.results(timeout=a.budget - (time.perf_counter() - t0))
+        results["metrics"] = {c.name: {"what": c.what, "predicted": predicted[c.name],
+                                       "measured": measured["cases"].get(c.name, {}),
+                                       "compiled": measured.get("compiled", {}).get(c.name)} for c in cases}
+    results.pop("measured_so_far", None)
+    results["seconds"] = round(time.perf_counter() - t0, 1)
+    _save(a.out, results)
+    table = fidelity_table.markdown(results)
+    with open(os.path.join(a.out, "table.md"), "w") as f:
+        f.write(table)
+    print(table)
+    failed = fidelity_table.failures(results)
+    for line in failed:
+        print("FAIL:", line)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

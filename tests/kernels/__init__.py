@@ -15,3 +15,4 @@ from .access_patterns import *  # noqa: F401,F403
 from .launch_styles import *  # noqa: F401,F403
 from .launch_styles import _poly  # noqa: F401
 from .tutorials import *  # noqa: F401,F403
+from .library import *  # noqa: F401,F403

@@ -40,6 +40,18 @@ class CacheResult:
     # kernel ends and reach DRAM later, so a profiler's per-kernel DRAM write counter (ncu's
     # dram__bytes_write) sees only these: on an H200 a 16 MB vector-add output stays in its L2.
     evicted_sectors: int = 0
+    # L2 lookups, in sectors: what reads (loads, atomics) and writes (stores, atomics) asked for, and how
+    # many found their sector valid (a read) or their line present (a write, which never fetches).
+    read_lookups: int = 0
+    read_hits: int = 0
+    write_lookups: int = 0
+    write_hits: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """Sector hit rate of all L2 lookups, in percent (ncu's lts__t_sector_hit_rate.pct)."""
+        total = self.read_lookups + self.write_lookups
+        return 100.0 * (self.read_hits + self.write_hits) / total if total else 0.0
 
 
 def issue_order(ctx: LaunchContext) -> np.ndarray:
@@ -74,10 +86,12 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray) -> Cache
     wr = ctx.is_write[row]
     h = (line.astype(np.uint64) * _HASH) >> np.uint64(40)
     sets = (h % np.uint64(n_sets)).astype(np.int64)
-    fetched, dirtied, evicted = _lockstep(sets, line, mask, rd, wr, n_sets, p.l2_ways)
+    fetched, dirtied, evicted, hits = _lockstep(sets, line, mask, rd, wr, n_sets, p.l2_ways)
     read_s += np.bincount(row, weights=fetched, minlength=ctx.n_rows).astype(np.int64)
     write_s += np.bincount(row, weights=dirtied, minlength=ctx.n_rows).astype(np.int64)
-    return CacheResult(read_s, write_s, n_sets, evicted)
+    sectors = _POPCOUNT[mask & 15]
+    return CacheResult(read_s, write_s, n_sets, evicted, read_lookups=int(sectors[rd].sum()),
+                       read_hits=hits[0], write_lookups=int(sectors[wr].sum()), write_hits=hits[1])
 
 
 def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int):
@@ -92,6 +106,8 @@ def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int):
         a, b = by_set[1:], by_set[:-1]
         same[1:] = ((s_sorted[1:] == s_sorted[:-1]) & (line[a] == line[b]) & (mask[a] == mask[b])
                     & (rd[a] == rd[b]) & (wr[a] == wr[b]))
+    dropped = by_set[same]
+    hits = [int(_POPCOUNT[mask[dropped][rd[dropped]] & 15].sum()), int(_POPCOUNT[mask[dropped][wr[dropped]] & 15].sum())]
     by_set, s_sorted = by_set[~same], s_sorted[~same]
     counts = np.bincount(s_sorted, minlength=n_sets)
     rank = np.arange(len(by_set)) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -128,13 +144,15 @@ def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int):
         v = np.where(hit, valid[f], 0).astype(np.uint8)
         d = np.where(hit, dirty[f], 0).astype(np.uint8)
         got[lo:hi] = _POPCOUNT[read_m[lo:hi] & ~v & 15]
+        hits[0] += int(_POPCOUNT[read_m[lo:hi] & v & 15].sum())
+        hits[1] += int(_POPCOUNT[np.where(tags[live, way] == tg, write_m[lo:hi], 0) & 15].sum())
         made[lo:hi] = _POPCOUNT[write_m[lo:hi] & ~d & 15]
         tags[live, way], last[live, way] = tg, step
         valid[f], dirty[f] = v | m8[lo:hi], d | write_m[lo:hi]
     fetched = np.zeros(n, dtype=np.int64)
     dirtied = np.zeros(n, dtype=np.int64)
     fetched[step_major], dirtied[step_major] = got, made
-    return fetched, dirtied, evicted
+    return fetched, dirtied, evicted, hits
 
 
 def dram_bytes(result: CacheResult) -> tuple:

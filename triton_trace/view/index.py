@@ -60,12 +60,9 @@ class LaunchIndex:
         self.memory = kind < _N_MEM
         counts = np.where(self.memory, o["lane_count"], 0).astype(np.int64)
         rows = np.nonzero(counts)[0]
-        lanes = lane_ranges(o["lane_start"][rows], counts[rows])
+        # every lane, decoded once while the index is built and dropped after: the index keeps per-row numbers
+        off, active = lc.lanes.gather(o["lane_start"][rows], counts[rows])
         lane_row = np.repeat(rows, counts[rows])
-        self.lane_row = lane_row
-        self.lanes = lanes
-        active = lc.mask[lanes] if len(lanes) else np.zeros(0, bool)
-        off = lc.offsets[lanes] if len(lanes) else np.zeros(0, np.int64)
         size = np.array([t.storage_size for t in lc.tensors] + [0], dtype=np.int64)
         t = o["tensor"].astype(np.int64)[lane_row]
         inside = (off >= 0) & (off < size[t]) & (t >= 0)

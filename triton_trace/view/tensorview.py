@@ -61,10 +61,9 @@ def elements(ix: LaunchIndex, rows: np.ndarray, tensor: int) -> Elements:
     lc, o = ix.launch, ix.launch.ops
     rows = np.asarray(rows, dtype=np.int64)
     counts = o["lane_count"][rows].astype(np.int64)
-    lanes, values, has = ix.lane_values(rows)
+    _, values, has = ix.lane_values(rows)
     lane_row = np.repeat(rows, counts)
-    active = lc.mask[lanes]
-    off = lc.offsets[lanes]
+    off, active = lc.lanes.gather(o["lane_start"][rows], counts)     # decodes only these rows' lanes
     size = lc.tensors[tensor].storage_size
     inside = (off >= 0) & (off < size)
     bad = active & ~inside

@@ -29,6 +29,10 @@ from . import libdevice_exact  # noqa: F401  (registers the exact symbols in OPS
 from .libdevice_ops import OPS
 
 _DISPATCH = "_triton_trace_libdevice"
+# float32 symbols that look at bits, not values: no flush to zero
+_NO_FTZ = {"__nv_isnanf", "__nv_isinff", "__nv_finitef", "__nv_signbitf", "__nv_float_as_int", "__nv_float_as_uint",
+           "__nv_copysignf"}
+_FLT_MIN = np.float32(np.finfo(np.float32).tiny)
 _STUB_CODES: dict = {}
 
 
@@ -78,6 +82,18 @@ def _dispatch(name: str, args: tuple, kwargs: dict):
     return target(*args, _semantic=_ti.interpreter_semantic, **kwargs)
 
 
+def _subnormal(x):
+    return (x != 0) & (np.abs(x) < _FLT_MIN)
+
+
+def _flush(x):
+    """float32 subnormals to signed zero: Triton builds libdevice with __CUDA_FTZ on (enable_reflect_ftz), and
+    an H200 flushes the inputs and results of its float32 functions."""
+    if x.dtype != np.float32:
+        return x
+    return np.where(_subnormal(x), np.copysign(np.float32(0), x), x).astype(np.float32)
+
+
 def _builtin_template(fn):
     # the body a CUDA libdevice builtin gets for the launch; ``fn`` is the builtin's own closure cell
     def wrapper(*args, _triton_trace_semantic=None, **kwargs):
@@ -101,10 +117,17 @@ def _extern(inner):
                     f"libdevice function {symbol} has no numpy equivalent in triton_trace, so it cannot run "
                     f"on the CPU (README.md, 'Supported Triton features', lists the ones that can)"
                 ).with_traceback(e.__traceback__) from None
+        ftz = symbol not in _NO_FTZ
         with np.errstate(all="ignore"):
-            out = np.asarray(impl(*(h.data for h in arg_list)))
+            args = [_flush(h.data) if ftz else h.data for h in arg_list]
+            out = np.asarray(impl(*args))
             np_dtype = _ti._get_np_dtype(ret_type)
             if out.dtype != np_dtype:
                 out = out.astype(np_dtype)        # integers keep their low bits, floats round to nearest
+            if symbol == "__nv_nextafterf":
+                out = np.where(_subnormal(out), np.where(args[0] == 0, np.copysign(_FLT_MIN, out),
+                                                          np.copysign(np.float32(0), out)), out).astype(np.float32)
+            elif ftz:
+                out = _flush(out)
         return _ti.TensorHandle(out, ret_type.scalar)
     return create_extern_elementwise

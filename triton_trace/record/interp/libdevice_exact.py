@@ -9,15 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from .libdevice_ops import OPS, _reg
-from .rounding import MODES, round_to, two_prod, two_sum
+from .rounding import MODES, fma64, round_to, two_prod, two_sum
 
 _F64, _U32, _U64 = np.float64, np.uint32, np.uint64
 _M32 = np.uint64(0xFFFFFFFF)
-try:
-    from triton.runtime.interpreter import _interpreter as _native
-    _FMA64 = getattr(_native, "fma_fp64", None)
-except ImportError:   # pragma: no cover - every supported Triton has it
-    _FMA64 = None
 
 
 def _out(x):
@@ -55,9 +50,7 @@ def _sqrt(x):
 
 def _fma(a, b, c):
     a, b, c = (v.astype(_F64) for v in np.broadcast_arrays(a, b, c))
-    p, pe = two_prod(a, b)                  # pe is 0 for float32 inputs: their product is exact
-    s, e = two_sum(p, c)
-    return s, e + pe
+    return fma64(a, b, c)
 
 
 def _rounded(kernel, mode):
@@ -77,13 +70,7 @@ for _m in MODES:
     _reg(f"__nv_fmaf_{_m} __nv_fma_{_m}", _rounded(_fma, _m))
 
 
-def _fma_rn(a, b, c):
-    if np.asarray(c).dtype == _F64 and _FMA64 is not None:
-        return _FMA64(*(np.ascontiguousarray(v, dtype=_F64) for v in np.broadcast_arrays(a, b, c)))
-    return _rounded(_fma, "rn")(a, b, c)
-
-
-_reg("__nv_fmaf __nv_fma", _fma_rn)
+_reg("__nv_fmaf __nv_fma", _rounded(_fma, "rn"))
 
 # --------------------------------------------------------------------------------------------------------
 # conversions
@@ -91,13 +78,19 @@ _reg("__nv_fmaf __nv_fma", _fma_rn)
 _TO_INT = {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}
 
 
-def _saturate(x, np_dtype):
-    """Rounded float64 values to an integer type as cvt does: saturating, NaN to 0."""
+def _saturate(x, np_dtype, nan_bits: bool = False):
+    """Rounded float64 values to an integer type as cvt does: saturating; NaN gives 0, or the sign bit alone
+    (0x80..0) where ``nan_bits`` (measured on an H200: float64 sources and 64-bit results)."""
     info = np.iinfo(np_dtype)
-    x = np.where(np.isnan(x), 0.0, x)
+    nan = np.isnan(x)
+    x = np.where(nan, 0.0, x)
     lo, hi = x < float(info.min), x >= float(info.max) + 1.0
     safe = np.where(lo | hi, 0.0, x).astype(np_dtype)
-    return np.where(lo, np.array(info.min, np_dtype), np.where(hi, np.array(info.max, np_dtype), safe))
+    out = np.where(lo, np.array(info.min, np_dtype), np.where(hi, np.array(info.max, np_dtype), safe))
+    if nan_bits:
+        sign = np.array(1 << (np.dtype(np_dtype).itemsize * 8 - 1), dtype=np.uint64).astype(np_dtype)
+        out = np.where(nan, sign, out)
+    return out
 
 
 def _from_int64(x, mode, out):
@@ -114,14 +107,15 @@ for _m in MODES:
     _f2i = _TO_INT[_m]
     for _src in ("float", "double"):
         for _dst, _dt in (("int", np.int32), ("uint", _U32), ("ll", np.int64), ("ull", _U64)):
-            _reg(f"__nv_{_src}2{_dst}_{_m}", lambda x, f=_f2i, d=_dt: _saturate(f(x.astype(_F64)), d))
+            _nb = _src == "double" or _dst in ("ll", "ull")
+            _reg(f"__nv_{_src}2{_dst}_{_m}", lambda x, f=_f2i, d=_dt, nb=_nb: _saturate(f(x.astype(_F64)), d, nb))
     _reg(f"__nv_double2float_{_m}", lambda x, m=_m: round_to(x, 0.0, np.float32, m))
     _reg(f"__nv_int2float_{_m} __nv_uint2float_{_m}", lambda x, m=_m: round_to(x.astype(_F64), 0.0, np.float32, m))
     _reg(f"__nv_ll2float_{_m} __nv_ull2float_{_m}", lambda x, m=_m: _from_int64(x, m, np.float32))
     _reg(f"__nv_ll2double_{_m} __nv_ull2double_{_m}", lambda x, m=_m: _from_int64(x, m, _F64))
 _reg("__nv_int2double_rn __nv_uint2double_rn", lambda x: x.astype(_F64))
-_reg("__nv_llrintf __nv_llrint", lambda x: _saturate(np.rint(x.astype(_F64)), np.int64))
-_reg("__nv_llroundf __nv_llround", lambda x: _saturate(OPS["__nv_round"](x), np.int64))
+_reg("__nv_llrintf __nv_llrint", lambda x: _saturate(np.rint(x.astype(_F64)), np.int64, True))
+_reg("__nv_llroundf __nv_llround", lambda x: _saturate(OPS["__nv_round"](x), np.int64, True))
 _reg("__nv_int_as_float __nv_uint_as_float", lambda x: x.view(np.float32))
 _reg("__nv_float_as_int", lambda x: x.view(np.int32))
 _reg("__nv_float_as_uint", lambda x: x.view(_U32))

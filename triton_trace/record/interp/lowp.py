@@ -153,17 +153,12 @@ def _fp_to_fp(inner):
 def _fma(inner):
     def create_fma(x, y, z):
         name = _name(z.dtype)
-        if name == "fp64" and hasattr(_ti._interpreter, "fma_fp64"):
-            return inner(x, y, z)
         if name not in _STD:
             return inner(x, y, z)
         a, b, c = (_as_f64(h) for h in (x, y, z))
         a, b, c = np.broadcast_arrays(a, b, c)
-        if name == "fp64":       # Triton 3.6 has no fma_fp64: an exact product, then one faithful sum
-            p, pe = rounding.two_prod(a, b)
-            s, e = rounding.two_sum(p, c)
-            with np.errstate(all="ignore"):
-                return _TH(s + (e + pe), tl.float64)
+        if name == "fp64":       # the interpreter's native fma_fp64 is not single-rounded everywhere
+            return _TH(rounding.fma64(a, b, c)[0], tl.float64)
         with np.errstate(all="ignore"):
             s, e = rounding.two_sum(a * b, c)     # the product of two floats of <= 24 bits is exact
         if name == "fp32":

@@ -33,6 +33,22 @@ def two_prod(a, b):
     return p, np.where(np.isfinite(p), e, 0.0)
 
 
+def fma64(a, b, c):
+    """(r, e): r the float64 fma(a, b, c) rounded once to nearest, e the sign-carrying rest. Boldo and
+    Melquiond's emulation: exact product and sum, the low parts added with rounding to odd, one last rounding."""
+    with np.errstate(all="ignore"):
+        uh, ul = two_prod(a, b)
+        th, tl = two_sum(c, uh)
+        lo, lo_e = two_sum(tl, ul)
+        bits = lo.view(np.int64)
+        odd = np.where((lo_e != 0) & ((bits & 1) == 0), np.nextafter(lo, np.where(lo_e > 0, np.inf, -np.inf)), lo)
+        r = th + odd
+        q, qe = two_sum(th, -r)
+        rest = (q + tl) + (qe + ul)
+        exact = np.isfinite(r)
+        return np.where(exact, r, a * b + c), np.where(exact, rest, 0.0)
+
+
 def _split(a):
     c = _SPLIT * a
     hi = c - (c - a)
@@ -105,7 +121,7 @@ def bf16_to_f32(bits):
 
 def f32_to_bf16(x, mode: str = "rn"):
     """bfloat16 bit patterns (uint16) of float32 values: nearest-even (what cvt.rn.bf16.f32 does) or
-    toward zero; NaN stays a quiet NaN."""
+    toward zero; NaN becomes 0x7FFF as on the GPU."""
     x = np.asarray(x, dtype=np.float32)
     b = x.view(np.uint32)
     if mode == "rz":
@@ -113,7 +129,7 @@ def f32_to_bf16(x, mode: str = "rn"):
     else:
         with np.errstate(over="ignore"):
             out = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-    out = np.where(np.isnan(x), (b >> np.uint32(16)) | np.uint32(0x40), out)
+    out = np.where(np.isnan(x), np.uint32(0x7FFF), out)        # the GPU's canonical NaN
     return out.astype(np.uint16)
 
 

@@ -1,0 +1,324 @@
+"""The benchmark suite: every case under Triton's plain interpreter, traced, and traced plus analysed.
+
+    python tests/benchmarks/bench_suite.py [--quick] [--repeat 3] [--cases add_1m,softmax]
+                                           [--trace-opt batch=False] [--json out.json]
+
+Each (case, mode) runs in a fresh child process, so its peak memory is its own: ``plain`` sets
+``TRITON_INTERPRET=1`` before Triton is imported and runs the bare kernels, as a user would; ``traced``
+runs them under ``triton_trace.trace(**trace_opts)``; ``analysed`` traces and then runs
+``triton_trace.analyze`` on the trace. Times are medians over ``--repeat`` runs; ratios compare the modes
+of one run of this script, measured one after the other on the same machine, so they are what to read
+(absolute times depend on the machine's load). Peak memory is the child's high-water RSS above its RSS
+once the inputs exist. Trace sizes count bytes per recorded lane: the compact lanes in memory
+(``Lanes.nbytes``), the lane arrays in the saved file, and the whole file (values included).
+
+``--quick`` shrinks every case (the plain interpreter needs minutes for a 1024^3 matmul). Not part of the
+test run: nothing here asserts a time.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+if __name__ == "__main__" and "--child" in sys.argv and sys.argv[sys.argv.index("--child") + 1] == "plain":
+    os.environ["TRITON_INTERPRET"] = "1"       # before triton is imported, as a user would set it
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+MODES = ("plain", "traced", "analysed")
+
+
+# ------------------------------------------------------------------------------------------------------
+# cases: name -> (description, setup(quick) -> run(wrap)); ``wrap`` turns a fresh @triton.jit kernel into
+# the kernel to launch (itself for plain, trace(...) of it otherwise)
+# ------------------------------------------------------------------------------------------------------
+def _add(n_full, n_quick):
+    def setup(quick):
+        import torch
+        import kernels as K
+        n = n_quick if quick else n_full
+        x, y = torch.randn(n), torch.randn(n)
+
+        def make(wrap):
+            k = wrap(K.make_add())
+            return lambda: K.add(x, y, kernel=k, block=1024)
+        return n, make
+    return setup
+
+
+def _softmax(quick):
+    import torch
+    import kernels as K
+    s = torch.randn(1024 if quick else 4096, 1024)
+
+    def make(wrap):
+        k = wrap(K.make_softmax())
+        return lambda: K.softmax(s, kernel=k)
+    return list(s.shape), make
+
+
+def _ln_fwd(quick):
+    import torch
+    import kernels as K
+    M, N = (1024 if quick else 4096), 1024
+    x, w, b = torch.randn(M, N), torch.randn(N), torch.randn(N)
+
+    def make(wrap):
+        k = wrap(K.make_layer_norm_fwd())
+        return lambda: K.layer_norm_fwd(x, w, b, kernel=k, block=1024)
+    return [M, N], make
+
+
+def _ln_bwd(quick):
+    import torch
+    import kernels as K
+    M, N = (1024 if quick else 4096), 1024
+    x, w, dy = torch.randn(M, N), torch.randn(N), torch.randn(M, N)
+    mean = x.mean(dim=1)
+    rstd = 1 / torch.sqrt(x.var(dim=1, unbiased=False) + 1e-5)
+
+    def make(wrap):
+        dx_k, dwdb_k = wrap(K.make_layer_norm_bwd_dx()), wrap(K.make_layer_norm_bwd_dwdb())
+        # the tutorial's sizes for N = 1024: 64 row groups for the partial sums, 32 x 128 reduction tiles
+        return lambda: K.layer_norm_bwd(dy, x, w, mean, rstd, group_size_m=64, dx_kernel=dx_k,
+                                        dwdb_kernel=dwdb_k, block_m=32, block_n=128)
+    return [M, N], make
+
+
+def _matmul(full, quick_size, tiles):
+    def setup(quick):
+        import torch
+        import kernels as K
+        n = quick_size if quick else full
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        bm, bn, bk = tiles
+
+        def make(wrap):
+            k = wrap(K.make_matmul())
+            return lambda: K.matmul(a, b, kernel=k, block_m=bm, block_n=bn, block_k=bk, group_m=8)
+        return [n, n, n], make
+    return setup
+
+
+def _transpose(quick):
+    import torch
+    import kernels as K
+    x = torch.randn(*(2 * [2048 if quick else 4096]))
+
+    def make(wrap):
+        k = wrap(K.make_transpose())
+        return lambda: K.transpose(x, kernel=k, block_m=64, block_n=64)
+    return list(x.shape), make
+
+
+CASES = {
+    "add_1m": ("vector add, 1M elements (quick: 256K), BLOCK 1024", _add(1 << 20, 1 << 18)),
+    "add_4m": ("vector add, 4M elements (quick: 1M), BLOCK 1024", _add(1 << 22, 1 << 20)),
+    "softmax": ("fused softmax 4096x1024 (quick: 1024x1024)", _softmax),
+    "ln_fwd": ("layer norm forward 4096x1024 (quick: 1024x1024)", _ln_fwd),
+    "ln_bwd": ("layer norm backward (dx + dw/db) 4096x1024 (quick: 1024x1024)", _ln_bwd),
+    "matmul_512": ("matmul 512^3, 32x32x32 tiles (quick: 256^3)", _matmul(512, 256, (32, 32, 32))),
+    "matmul_1024": ("matmul 1024^3, 64x64x32 tiles (quick: 512^3)", _matmul(1024, 512, (64, 64, 32))),
+    "transpose": ("transpose 4096x4096, 64x64 tiles (quick: 2048^2)", _transpose),
+}
+
+
+# ------------------------------------------------------------------------------------------------------
+# child: one case in one mode
+# ------------------------------------------------------------------------------------------------------
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _trace_sizes(trace) -> dict:
+    """Lanes recorded, and bytes of the lanes in memory, of the lane arrays on disk and of the file."""
+    import triton_trace
+    from triton_trace import store
+    lanes = sum(lc.lanes.size for lc in trace.launches)
+    mem = sum(lc.lanes.nbytes for lc in trace.launches)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "bench.ttrace")
+        t0 = time.perf_counter()
+        trace.save(path)
+        save_s = time.perf_counter() - t0
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(20)
+            header = json.loads(f.read(int.from_bytes(head[12:20], "little")))
+        t0 = time.perf_counter()
+        triton_trace.load(path)
+        load_s = time.perf_counter() - t0
+    disk_lanes = sum(d["nbytes"] for lc in header["launches"] for name, d in lc["arrays"].items()
+                     if name.startswith("lanes.") or name in ("offsets", "mask"))
+    return {"lanes": lanes, "mem_lane_bytes": mem, "disk_lane_bytes": disk_lanes, "file_bytes": size,
+            "format_version": int.from_bytes(head[8:12], "little"), "save_s": save_s, "load_s": load_s,
+            "ops": sum(lc.num_ops for lc in trace.launches), "store_version": store.VERSION}
+
+
+def child(mode: str, case: str, repeat: int, quick: bool, trace_opts: dict) -> dict:
+    import numpy as np
+    import torch
+    import triton
+    torch.manual_seed(0)
+    np.random.seed(0)
+    size, make = CASES[case][1](quick)
+    if mode == "plain":
+        run = make(lambda k: k)
+        reset = lambda: None
+    else:
+        import triton_trace
+        run = make(lambda k: triton_trace.trace(k, **trace_opts))
+        reset = triton_trace.reset
+    base_rss = _rss_bytes()
+    times, analyse_times = [], []
+    sizes = None
+    for i in range(repeat):
+        reset()
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+        if mode == "analysed":
+            tr = triton_trace.current_trace()
+            t0 = time.perf_counter()
+            triton_trace.analyze(tr)
+            analyse_times.append(time.perf_counter() - t0)
+            del tr
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss
+    out = {"case": case, "mode": mode, "size": size, "times": times, "peak_bytes": peak,
+           "base_rss": base_rss, "triton": triton.__version__}
+    if mode != "plain":
+        tr = triton_trace.current_trace()
+        execution = [getattr(lc, "meta", {}).get("execution") for lc in tr.launches]
+        out["execution"] = execution if any(execution) else None
+        if mode == "traced":
+            sizes = _trace_sizes(tr)
+            out.update(sizes)
+        else:
+            out["analyse_times"] = analyse_times
+            out["lanes"] = sum(lc.lanes.size for lc in tr.launches)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------
+# parent
+# ------------------------------------------------------------------------------------------------------
+def parse_opt(text: str) -> tuple:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--trace-opt takes key=value, got {text!r}")
+    key, value = text.split("=", 1)
+    try:
+        return key.strip(), ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return key.strip(), value            # a bare word: pass it as a string
+
+
+def run_child(mode, case, args) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--cases", case, "--repeat", str(args.repeat)]
+    if args.quick:
+        cmd.append("--quick")
+    for k, v in args.trace_opt:
+        cmd += ["--trace-opt", f"{k}={v!r}"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr[-4000:])
+        return {"case": case, "mode": mode, "error": (r.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def summarise(results: dict) -> list:
+    rows = []
+    for case, by_mode in results.items():
+        p, t, a = (by_mode.get(m, {}) for m in MODES)
+        plain, traced = _med(p.get("times", [])), _med(t.get("times", []))
+        an_times = [x + y for x, y in zip(a.get("times", []), a.get("analyse_times", []))]
+        analysed = _med(an_times)
+        lanes = t.get("lanes") or a.get("lanes") or 0
+        per = lambda key: t[key] / lanes if lanes and key in t else float("nan")
+        rows.append({
+            "case": case, "lanes": lanes, "plain_s": plain, "traced_s": traced, "traced_ratio": traced / plain,
+            "analysed_s": analysed, "analyse_ratio": (analysed - traced) / plain,
+            "analyse_only_s": _med(a.get("analyse_times", [])),
+            "peak_mb_plain": p.get("peak_bytes", float("nan")) / 2 ** 20,
+            "peak_mb_traced": t.get("peak_bytes", float("nan")) / 2 ** 20,
+            "peak_mb_analysed": a.get("peak_bytes", float("nan")) / 2 ** 20,
+            "mem_b_per_lane": per("mem_lane_bytes"), "disk_lanes_b_per_lane": per("disk_lane_bytes"),
+            "file_b_per_lane": per("file_bytes"), "save_s": t.get("save_s"), "load_s": t.get("load_s"),
+            "errors": {m: by_mode[m]["error"] for m in MODES if "error" in by_mode.get(m, {})},
+        })
+    return rows
+
+
+def table(rows: list) -> str:
+    head = (f"{'case':12s} {'lanes':>10s} {'plain s':>8s} {'traced s':>9s} {'tr/plain':>8s} {'analysed s':>10s} "
+            f"{'(an-tr)/pl':>10s} {'peakMB pl':>9s} {'peakMB tr':>9s} {'mem B/ln':>8s} {'disk B/ln':>9s} "
+            f"{'file B/ln':>9s}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['case']:12s} {r['lanes']:10d} {r['plain_s']:8.2f} {r['traced_s']:9.2f} "
+                     f"{r['traced_ratio']:7.2f}x {r['analysed_s']:10.2f} {r['analyse_ratio']:9.2f}x "
+                     f"{r['peak_mb_plain']:9.0f} {r['peak_mb_traced']:9.0f} {r['mem_b_per_lane']:8.3f} "
+                     f"{r['disk_lanes_b_per_lane']:9.3f} {r['file_b_per_lane']:9.3f}")
+        for m, e in r["errors"].items():
+            lines.append(f"    {m} failed: {e}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per case and mode; the median is shown")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (minutes instead of tens of minutes)")
+    ap.add_argument("--trace-opt", action="append", type=parse_opt, default=[], metavar="KEY=VALUE",
+                    help="passed to triton_trace.trace(...), e.g. batch=False, values=False (repeatable)")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of plain,traced,analysed")
+    ap.add_argument("--json", help="also write every measurement to this file")
+    ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        ap.error(f"unknown case(s) {unknown}; choose from {list(CASES)}")
+    if args.child:
+        print(json.dumps(child(args.child, cases[0], args.repeat, args.quick, dict(args.trace_opt))))
+        return
+    modes = [m for m in args.modes.split(",") if m]
+    import torch
+    import triton
+    print(f"triton {triton.__version__}, torch {torch.__version__}, python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs; median of {args.repeat}; {'quick' if args.quick else 'full'} sizes; "
+          f"trace options {dict(args.trace_opt) or '{}'}", flush=True)
+    results = {}
+    for case in cases:
+        results[case] = {}
+        for mode in modes:
+            t0 = time.perf_counter()
+            results[case][mode] = run_child(mode, case, args)
+            print(f"  {case:12s} {mode:9s} {time.perf_counter() - t0:7.1f}s wall", file=sys.stderr, flush=True)
+    rows = summarise(results)
+    print(table(rows))
+    print("lanes: recorded lanes (all launches); tr/plain: traced / plain time; (an-tr)/pl: analysis time / plain "
+          "time; peakMB: high-water RSS above the inputs; mem B/ln: Lanes.nbytes per lane; disk B/ln: the lane "
+          "arrays in the saved file per lane; file B/ln: the whole file (values included) per lane")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"options": {"repeat": args.repeat, "quick": args.quick,
+                                   "trace_opts": {k: repr(v) for k, v in args.trace_opt}},
+                       "rows": rows, "raw": results}, f, indent=1, sort_keys=True, default=str)
+
+
+if __name__ == "__main__":
+    main()
