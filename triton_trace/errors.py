@@ -44,10 +44,11 @@ class UnsupportedOp(ProgramError):
         self.op = op
         super().__init__(kernel, program, file, line, cause)
         where = f"{file}:{line}" if line else "an unknown line"
+        name = op if op.startswith(("__nv_", "libdevice")) else f"tl.{op}"
         self.args = (
-            f"kernel '{kernel}' calls tl.{op} at {where} (program {self.program}), which Triton's CPU "
-            f"interpreter cannot run ({cause}). triton_trace runs kernels through that interpreter: replace "
-            f"tl.{op} with plain tl operations, or put it behind a tl.constexpr flag that is off when tracing. "
+            f"kernel '{kernel}' calls {name} at {where} (program {self.program}), which triton_trace cannot run "
+            f"on the CPU ({cause}). Replace {name} with plain tl operations, or put it behind a tl.constexpr flag "
+            f"that is off when tracing (see README, \"Supported Triton features\"). "
             f"The programs that completed are kept in triton_trace.current_trace().",)
 
     def __str__(self) -> str:
