@@ -204,6 +204,34 @@ def test_rollback_forgets_blocks():
         r.w.add(np.arange(3)[None], True)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_random_mixture_with_rollbacks(seed):
+    """Blocks of every kind in random order, some rolled back; decoding matches what was kept."""
+    rng = np.random.default_rng(100 + seed)
+    r = Recorder()
+    for _ in range(40):
+        nd = int(rng.integers(0, 3))
+        shape = tuple(int(v) for v in rng.integers(1, 6, nd))
+        n = int(np.prod(shape)) if shape else 1
+        R = int(rng.integers(1, 4))
+        idx = np.indices(shape).reshape(nd, -1) if shape else np.zeros((0, 1), np.int64)
+        strides = rng.integers(-9, 9, (1 if rng.random() < 0.7 else R, nd))
+        off = rng.integers(-500, 500, (R, 1)) + strides @ idx
+        if rng.random() < 0.3:
+            off[rng.integers(0, R)] = rng.integers(-(1 << 40), 1 << 40, n)
+        kind = rng.integers(0, 4)
+        mask = (np.ones((R, n), bool) if kind == 0 else rng.random((R, n)) < 0.5 if kind == 1 else
+                np.arange(n) < rng.integers(0, n + 1, (R, 1)) if kind == 2 else np.zeros((R, n), bool))
+        if rng.random() < 0.2:
+            mark = r.w.mark()
+            r.w.add(off, mask, shape=shape)
+            r.w.add(off[:1] * 3, ~mask[:1], shape=shape)
+            r.w.rollback(mark)
+        else:
+            r.add(off, mask, shape=shape)
+    r.finish()
+
+
 def test_take_across_block_boundaries():
     r = Recorder()
     for p in range(10):
@@ -265,6 +293,9 @@ def test_from_flat_compacts_and_honours_row_shapes():
     shaped = Lanes.from_flat(two, np.ones(len(two), bool), counts=[64, 64, 3], shapes=[(8, 8), (8, 8), (3,)])
     assert kinds(shaped) == {AFFINE}
     check(shaped, two, np.ones(len(two), bool))
+    # shapes that do not fit their rows (a damaged op table) are taken as 1-D
+    odd = Lanes.from_flat(np.arange(7), np.ones(7, bool), counts=[3, 4], shapes=[(5,), (5,)])
+    check(odd, np.arange(7), np.ones(7, bool))
     with pytest.raises(ValueError, match="sum"):
         Lanes.from_flat(two, np.ones(len(two), bool), counts=[64])
     with pytest.raises(ValueError, match="1-D"):
@@ -360,7 +391,7 @@ def test_from_arrays_rejects_wrong_size_and_missing_arrays(sample):
 def _tile_launch():
     """Four programs, each loading an 8x16 tile of a 32x64 matrix then storing it transposed; lanes laid
     out op by op (program-major within an op, as a batched run records them), not row by row."""
-    from triton_trace.model import KIND_CODE, Launch, empty_ops
+    from triton_trace.model import KIND_CODE, Launch, TensorInfo, empty_ops
     P, M, N = 4, 8, 16
     rm, rn = np.arange(M)[:, None], np.arange(N)[None, :]
     load = np.stack([(p * M + rm) * 64 + rn for p in range(P)]).reshape(P, -1)
@@ -377,8 +408,10 @@ def _tile_launch():
             ops["ndim"][i], ops["shape"][i, :2] = 2, (M, N)
             ops["lane_start"][i], ops["lane_count"][i] = seq * P * M * N + p * M * N, M * N
             ops["value_dtype"][i], ops["file"][i] = -1, -1
+    tensors = (TensorInfo("x", "float32", (32, 64), (64, 1), 0, 2048, 4),
+               TensorInfo("y", "float32", (64, 32), (32, 1), 0, 2048, 4))
     lc = Launch(kernel_name="tiles", source="", source_file="", source_line=0, grid=(P, 1, 1), args={},
-                tensors=(), files=(), value_dtypes=(), ops=ops, offsets=offsets, mask=mask,
+                tensors=tensors, files=(), value_dtypes=(), ops=ops, offsets=offsets, mask=mask,
                 values=np.zeros(0, np.uint8))
     return lc, offsets, mask
 

@@ -399,3 +399,22 @@ def test_lane_header_fields_are_checked(saved, mutate, match):
     mutate(header["launches"][0])
     join(saved, header, blobs)
     refused(saved, match)
+
+
+def test_lanes_that_would_expand_past_the_budget_are_refused(saved):
+    """A few bytes of affine rows can declare 2**32 lanes; views and analyses would expand them."""
+    _, _, header, blobs = split(saved)
+    n, rows = 1 << 30, 4
+    arrays = {"sig_offs": np.zeros(1, np.uint8), "sig_mask": np.zeros(1, np.uint8), "sig_n": np.array([n]),
+              "sig_ndim": np.ones(1, np.uint8), "sig_shape": np.array([[n] + [0] * 7]),
+              "sig_strides": np.array([[1] + [0] * 7]), "seg_sig": np.zeros(1, np.int32),
+              "seg_rows": np.array([rows]), "base": np.zeros(rows, np.int64), "row_strides": np.zeros(0, np.int64),
+              "code": np.zeros(0, np.int32), "delta32": np.zeros(0, np.int32), "raw": np.zeros(0, np.int64),
+              "bits": np.zeros(0, np.uint8)}
+    h = header["launches"][0]
+    for name, arr in arrays.items():
+        h["arrays"]["lanes." + name], comp = _block(arr, len(blobs))
+        blobs += comp
+    h["lanes"] = n * rows
+    join(saved, header, blobs)
+    refused(saved, "needs 36.0 GiB once expanded.*pass max_bytes=")

@@ -203,13 +203,12 @@ class LaneWriter:
                 key, d32 = (DELTA32, n, (n,), ()), d.astype(np.int32)
             else:
                 key, raw = (RAW, n, (n,), ()), row
-        c = np.count_nonzero(mrow)
+        c = int(np.count_nonzero(mrow)) if n > 1 else int(bool(mrow[0]))
         if c == n:
             code = None
         else:
-            code = np.array([c if not mrow[c:].any() else -1], dtype=np.int32)
-        self._append(1, key, np.array([b], dtype=np.int64), None, d32, raw, code,
-                     mrow[None] if code is not None and code[0] < 0 else None)
+            code = c if not mrow[c:].any() else -1
+        self._append(1, key, b, None, d32, raw, code, mrow[None] if code == -1 else None)
 
     def _add_rows(self, o, m, shape, n) -> None:
         R = o.shape[0]
@@ -271,34 +270,39 @@ class LaneWriter:
         return sid
 
     def _append(self, rows, key, base, rs, d32, raw, code, m=None) -> None:
-        """Append ``rows`` rows of one offsets signature ``key``; ``code`` is None for full masks."""
+        """Append ``rows`` rows of one offsets signature ``key``; ``code`` is None for full masks. For one
+        row, ``base`` and ``code`` may be Python ints (the common case, kept off numpy)."""
         n = key[1]
         p = self._pools
         mask_kind = FULL if code is None else ROWS
         last = self._sig_list[self._seg_sig[-1]] if len(self._seg_sig) else None
         merge = last is not None and last[:4] == key and (last[4] == mask_kind or last[4] == ROWS)
         if merge and last[4] == ROWS and code is None:
-            code = np.full(rows, n, dtype=np.int32)       # full rows in a segment of coded rows
-        if code is not None:
+            code = n if rows == 1 else np.full(rows, n, dtype=np.int32)   # full rows among coded rows
+        bit_rows = 0
+        if type(code) is int and code < 0:
+            code = np.array([code], dtype=np.int32)
+        if type(code) is int:                      # one row, full or a prefix
+            p["code"].append(code)
+        elif code is not None:
             neg = code < 0
-            if neg.any():
+            if neg.any():                          # bit-packed rows are numbered on within the segment
                 first = self._seg_bitrows if merge else 0
-                k = np.cumsum(neg) - 1 + first
-                code = np.where(neg, -(k + 1), code).astype(np.int32)
+                code = np.where(neg, -(np.cumsum(neg) + first), code).astype(np.int32)
                 p["bits"].frombytes(np.packbits(m[neg], axis=1).tobytes())
-                nbit = int(neg.sum())
-            else:
-                nbit = 0
+                bit_rows = int(neg.sum())
             p["code"].frombytes(np.ascontiguousarray(code, dtype=np.int32).tobytes())
         if merge:
             self._seg_rows[-1] += rows
-            if code is not None:
-                self._seg_bitrows += nbit
+            self._seg_bitrows += bit_rows
         else:
             self._seg_sig.append(self._sig(key, mask_kind))
             self._seg_rows.append(rows)
-            self._seg_bitrows = nbit if code is not None else 0
-        p["base"].frombytes(np.ascontiguousarray(base, dtype=np.int64).tobytes())
+            self._seg_bitrows = bit_rows
+        if type(base) is int:
+            p["base"].append(base)
+        else:
+            p["base"].frombytes(np.ascontiguousarray(base, dtype=np.int64).tobytes())
         if rs is not None:
             p["row_strides"].frombytes(np.ascontiguousarray(rs, dtype=np.int64).tobytes())
         if d32 is not None:
@@ -684,15 +688,15 @@ class Lanes:
             raise ValueError("Lanes.from_flat: one block shape per row is needed")
         w = LaneWriter()
         starts = _excl(counts)
-        keys = [tuple(int(v) for v in sh) for sh in shapes]
+        keys = [(c, tuple(int(v) for v in sh)) for c, sh in zip(counts.tolist(), shapes)]
         i, P = 0, len(counts)
-        while i < P:          # rows of one shape in a row go in as one block
+        while i < P:          # consecutive rows of one shape go in as one block
             j = i + 1
             while j < P and keys[j] == keys[i]:
                 j += 1
-            n = int(counts[i])
-            ok = math.prod(keys[i]) == n and min(keys[i], default=0) >= 0 and len(keys[i]) <= MAX_RANK
-            shape = keys[i] if ok else (n,)
+            n, shape = keys[i]
+            if math.prod(shape) != n or min(shape, default=0) < 0 or len(shape) > MAX_RANK:
+                shape = (n,)
             lo, hi = int(starts[i]), int(starts[j])
             w.add(offsets[lo:hi].reshape(j - i, n), mask[lo:hi].reshape(j - i, n), shape=shape)
             i = j

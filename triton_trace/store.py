@@ -141,7 +141,7 @@ def _build(path, header, f, data_start, size, max_bytes, version) -> Trace:
         if not isinstance(arrays.get("values"), np.ndarray) or arrays["values"].dtype != np.uint8 or \
                 arrays["values"].ndim != 1:
             raise _bad(path, "the value buffer is missing or has the wrong dtype or rank")
-        lane_kw = _lanes(path, lc, arrays, ops, version)
+        lane_kw = _lanes(path, lc, arrays, version, max_bytes)
         launch = Launch(
             kernel_name=str(lc["kernel_name"]), source=str(lc["source"]), source_file=str(lc["source_file"]),
             source_line=int(lc["source_line"]), grid=tuple(int(g) for g in lc["grid"]), args=dict(lc["args"]),
@@ -158,7 +158,7 @@ def _build(path, header, f, data_start, size, max_bytes, version) -> Trace:
     return Trace(tuple(launches))
 
 
-def _lanes(path, lc: dict, arrays: dict, ops: dict, version: int) -> dict:
+def _lanes(path, lc: dict, arrays: dict, version: int, max_bytes: int) -> dict:
     """The Launch keyword arguments that carry the lanes: compact arrays (version 2) or flat ones (1)."""
     if version == 1:
         off, mask = arrays.get("offsets"), arrays.get("mask")
@@ -175,6 +175,10 @@ def _lanes(path, lc: dict, arrays: dict, ops: dict, version: int) -> dict:
     n = lc["lanes"]
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise _bad(path, f"the lane count {n!r} is not a non-negative integer")
+    if n * 9 > max_bytes:     # compact lanes are small on disk, but views and analyses expand them
+        raise TraceFileError(f"{path}: a launch of {n} lanes needs {n * 9 / 2**30:.1f} GiB once expanded, "
+                             f"more than the limit of {max_bytes / 2**30:.1f} GiB; pass max_bytes= to load() "
+                             f"to raise it")
     try:
         return {"lanes": Lanes.from_arrays(parts, n)}
     except ValueError as e:

@@ -2,6 +2,7 @@
 
     python tests/benchmarks/bench_suite.py [--quick] [--repeat 3] [--cases add_1m,softmax]
                                            [--trace-opt batch=False] [--json out.json]
+    python tests/benchmarks/bench_suite.py --micro      # the lane compaction alone, per block
 
 Each (case, mode) runs in a fresh child process, so its peak memory is its own: ``plain`` sets
 ``TRITON_INTERPRET=1`` before Triton is imported and runs the bare kernels, as a user would; ``traced``
@@ -210,6 +211,44 @@ def child(mode: str, case: str, repeat: int, quick: bool, trace_opts: dict) -> d
 
 
 # ------------------------------------------------------------------------------------------------------
+# --micro: the cost of compacting lanes, per block, without Triton
+# ------------------------------------------------------------------------------------------------------
+def micro(repeat: int) -> str:
+    """LaneWriter.add() per block, bytes per lane, and decoding, for the blocks the cases record."""
+    import timeit
+    import numpy as np
+    from triton_trace.lanes import LaneWriter
+    rng = np.random.default_rng(0)
+    n = 1024
+    r32, c32 = np.arange(32)[:, None], np.arange(32)[None, :]
+    r64, c64 = np.arange(64)[:, None], np.arange(64)[None, :]
+    blocks = {   # name: (offsets (R, n), mask (R, n), block shape)
+        "1-D contiguous, 1024 lanes": ((np.arange(n) + 7)[None], np.ones((1, n), bool), None),
+        "1-D, prefix mask (1000 of 1024)": ((np.arange(n) + 7)[None], (np.arange(n) < 1000)[None], None),
+        "tile 32x32 (matmul)": ((r32 * 512 + c32).reshape(1, -1), np.ones((1, n), bool), (32, 32)),
+        "tile 64x64 transposed": ((r64 + c64 * 4096).reshape(1, -1), np.ones((1, 4096), bool), (64, 64)),
+        "tile 64x64, ragged edge (bits)": ((r64 * 4096 + c64).reshape(1, -1),
+                                           np.broadcast_to(c64 < 40, (64, 64)).reshape(1, -1), (64, 64)),
+        "gather, 1024 random offsets": (rng.integers(0, 1 << 24, (1, n)), np.ones((1, n), bool), None),
+        "scalar": (np.array([[5]]), np.ones((1, 1), bool), ()),
+        "batch of 256 programs x 1024": (np.arange(256)[:, None] * n + np.arange(n), np.ones((256, n), bool), None),
+        "batch of 64 programs x 64x64 tile": (np.arange(64)[:, None] * 64 + (r64 * 4096 + c64).reshape(-1),
+                                              np.ones((64, 4096), bool), (64, 64)),
+    }
+    lines = [f"{'block':36s} {'lanes':>7s} {'add us':>8s} {'ns/lane':>8s} {'B/lane':>7s} {'take us':>8s}"]
+    for name, (o, m, shape) in blocks.items():
+        w = LaneWriter()
+        number = max(1, 20000 // o.size)
+        t = min(timeit.repeat(lambda: w.add(o, m, shape), number=number, repeat=repeat)) / number
+        lanes = w.finish()
+        k = min(o.shape[1], lanes.size)
+        take = min(timeit.repeat(lambda: lanes.take(lanes.size // 2, k), number=200, repeat=repeat)) / 200
+        lines.append(f"{name:36s} {o.size:7d} {t * 1e6:8.1f} {t * 1e9 / o.size:8.2f} "
+                     f"{lanes.nbytes / lanes.size:7.3f} {take * 1e6:8.1f}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------------
 # parent
 # ------------------------------------------------------------------------------------------------------
 def parse_opt(text: str) -> tuple:
@@ -246,12 +285,14 @@ def summarise(results: dict) -> list:
         plain, traced = _med(p.get("times", [])), _med(t.get("times", []))
         an_times = [x + y for x, y in zip(a.get("times", []), a.get("analyse_times", []))]
         analysed = _med(an_times)
+        analyse_only = _med(a.get("analyse_times", []))
         lanes = t.get("lanes") or a.get("lanes") or 0
         per = lambda key: t[key] / lanes if lanes and key in t else float("nan")
         rows.append({
             "case": case, "lanes": lanes, "plain_s": plain, "traced_s": traced, "traced_ratio": traced / plain,
-            "analysed_s": analysed, "analyse_ratio": (analysed - traced) / plain,
-            "analyse_only_s": _med(a.get("analyse_times", [])),
+            # the analysis time is measured on its own in the analysed child: a difference of two
+            # children's medians would carry both children's noise
+            "analysed_s": analysed, "analyse_only_s": analyse_only, "analyse_ratio": analyse_only / plain,
             "peak_mb_plain": p.get("peak_bytes", float("nan")) / 2 ** 20,
             "peak_mb_traced": t.get("peak_bytes", float("nan")) / 2 ** 20,
             "peak_mb_analysed": a.get("peak_bytes", float("nan")) / 2 ** 20,
@@ -286,8 +327,12 @@ def main(argv=None):
                     help="passed to triton_trace.trace(...), e.g. batch=False, values=False (repeatable)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of plain,traced,analysed")
     ap.add_argument("--json", help="also write every measurement to this file")
+    ap.add_argument("--micro", action="store_true", help="only time LaneWriter.add() on typical blocks")
     ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.micro:
+        print(micro(max(args.repeat, 3)))
+        return
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
     if unknown:
@@ -310,8 +355,8 @@ def main(argv=None):
             print(f"  {case:12s} {mode:9s} {time.perf_counter() - t0:7.1f}s wall", file=sys.stderr, flush=True)
     rows = summarise(results)
     print(table(rows))
-    print("lanes: recorded lanes (all launches); tr/plain: traced / plain time; (an-tr)/pl: analysis time / plain "
-          "time; peakMB: high-water RSS above the inputs; mem B/ln: Lanes.nbytes per lane; disk B/ln: the lane "
+    print("lanes: recorded lanes (all launches); tr/plain: traced / plain time; analysed s: trace + analyze in "
+          "one child; (an-tr)/pl: the analyze() time alone / plain time; peakMB: high-water RSS above the inputs; mem B/ln: Lanes.nbytes per lane; disk B/ln: the lane "
           "arrays in the saved file per lane; file B/ln: the whole file (values included) per lane")
     if args.json:
         with open(args.json, "w") as f:

@@ -176,11 +176,11 @@ class LaunchContext:
         starts = ops["lane_start"].astype(np.int64)[self.mem_rows]
         cnt = self.lane_count[self.mem_rows]
         excl = np.cumsum(cnt) - cnt
-        if np.array_equal(starts, excl) and int(cnt.sum()) == len(launch.offsets):
-            self.offsets, self.mask = launch.offsets, launch.mask     # the recorder's own layout: no copy
-        else:
-            idx = lane_index(starts, cnt)
-            self.offsets, self.mask = launch.offsets[idx], launch.mask[idx]
+        offsets, mask = launch.offsets, launch.mask                 # expanded once (compact in the Launch)
+        if not (np.array_equal(starts, excl) and int(cnt.sum()) == len(offsets)):
+            idx = lane_index(starts, cnt)                            # rows in program order, lanes in event order
+            offsets, mask = offsets[idx], mask[idx]
+        self.offsets, self.mask = offsets, mask
         self.n_lanes = int(cnt.sum())
         self.lane_pos = np.zeros(self.n_rows, dtype=np.int64)        # first lane of each row in self.offsets
         self.lane_pos[self.mem_rows] = excl
