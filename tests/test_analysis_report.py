@@ -17,7 +17,7 @@ LAUNCH_KEYS = {"index", "kernel", "grid", "recorded_programs", "skipped_programs
                "execution", "checks_skipped", "metrics", "roofline", "balance", "tensors", "programs", "ops", "lines"}
 METRIC_KEYS = {"load_bytes", "store_bytes", "load_lanes", "store_lanes", "masked_lanes", "load_sectors",
                "store_sectors", "sector_efficiency", "unique_load_bytes", "dram_bytes_predicted", "flops",
-               "arithmetic_intensity"}
+               "arithmetic_intensity", "l2_hit_rate", "l1_hit_sectors"}
 FINDING_KEYS = {"kind", "severity", "kernel", "launch", "program", "file", "line", "tensor", "op", "message",
                 "count", "rows", "offsets", "indices", "lanes", "valid_range", "other"}
 

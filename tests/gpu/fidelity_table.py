@@ -12,7 +12,17 @@ ROWS = [
       "sm__sass_data_bytes_mem_global_op_ldgsts.sum"), "rel", 0.05),
     ("DRAM read bytes", ("dram_read_bytes",), ("dram__bytes_read.sum",), "rel", 0.15),
     ("DRAM write bytes", ("dram_write_bytes_evicted",), ("dram__bytes_write.sum",), "rel", 0.15),
+    ("DRAM bytes, read + write", ("dram_read_bytes", "dram_write_bytes_evicted"),
+     ("dram__bytes_read.sum", "dram__bytes_write.sum"), "rel", 0.15),
     ("L2 hit rate %", ("l2_hit_rate_pct",), ("lts__t_sector_hit_rate.pct",), "abs", 10.0),
+]
+# How the L2 model reached its numbers, beside the counters that show the same thing (not judged).
+DETAIL = [
+    ("L1 hit sectors", "l1_hit_sectors", ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld_lookup_hit.sum",)),
+    ("L2 read lookups", "l2_read_lookups", ("lts__t_sectors_srcunit_tex_op_read.sum",)),
+    ("L2 read hits", "l2_read_hits", ("lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum",)),
+    ("L2 write lookups", "l2_write_lookups", ("lts__t_sectors_srcunit_tex_op_write.sum",)),
+    ("DRAM write bytes, eventually", "dram_write_bytes", ()),
 ]
 DRAM_SLACK = 256 << 10     # bytes: below this a DRAM difference is counted as agreement (ncu's own noise)
 
@@ -91,6 +101,13 @@ def markdown(results: dict) -> str:
             ok = {True: "yes", False: "**no**", None: "n/a"}[r["ok"]]
             lines.append(f"| {r['case']} | {r['quantity']} | {_fmt(r['predicted'])} | {_fmt(r['measured'])} | "
                          f"{ratio} | {r['target']} | {ok} |")
+        lines += ["", "How the model got there (L1 and L2 lookups in sectors; not judged):", "",
+                  "| case | " + " | ".join(f"{q}: predicted / measured" for q, _, _ in DETAIL) + " |",
+                  "| --- |" + " ---: |" * len(DETAIL)]
+        for name, r in results["metrics"].items():
+            cells = [f"{_fmt(r['predicted'].get(pk))} / {_fmt(_sum(r['measured'], mk)) if mk else '-'}"
+                     for _, pk, mk in DETAIL]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines += ["", "| case | what | programs in flight (occupancy) | regs | trace s | analyse s |",
                   "| --- | --- | ---: | ---: | ---: | ---: |"]
         for name, r in results["metrics"].items():

@@ -66,7 +66,7 @@ def predict_case(name: str, l2_bytes, box, ready, wait_s: float) -> dict:
     params = report.to_dict()["params"]
     out.update(l2_read_lookups=cache.read_lookups, l2_read_hits=cache.read_hits,
                l2_write_lookups=cache.write_lookups, l2_write_hits=cache.write_hits,
-               l2_hit_rate_pct=round(cache.hit_rate, 2), trace_s=round(t1 - t0, 1), analyze_s=round(t3 - t2, 1),
+               l2_hit_rate_pct=round(cache.hit_rate, 2), l1_hit_sectors=getattr(cache, "l1_hit_sectors", None), trace_s=round(t1 - t0, 1), analyze_s=round(t3 - t2, 1),
                waited_s=round(t2 - t1, 1), programs=int(tr.launches[0].num_programs),
                params={k: params[k] for k in ("l2_bytes", "l2_ways", "programs_in_flight", "num_warps")})
     return out

@@ -88,16 +88,16 @@ def test_a_differing_element_is_traced_to_the_program_and_store_that_wrote_it():
 @needs_gpu
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_every_kernel_agrees_with_its_trace_on_the_gpu():
-    r = _run("--no-metrics", "--out", os.path.join(ROOT, ".pytest_fidelity"), timeout=600)
+def test_every_kernel_agrees_with_its_trace_on_the_gpu(tmp_path):
+    r = _run("--no-metrics", "--out", str(tmp_path), timeout=600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 
 @needs_ncu
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_memory_metrics_of_a_vector_add_match_nsight_compute():
-    r = _run("--no-outputs", "--cases", "add_4M", "--out", os.path.join(ROOT, ".pytest_fidelity"), timeout=600)
+def test_memory_metrics_of_a_vector_add_match_nsight_compute(tmp_path):
+    r = _run("--no-outputs", "--cases", "add_4M", "--out", str(tmp_path), timeout=600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| add_4M |")]
     assert rows and all("| yes |" in ln for ln in rows if "sectors" in ln or "requests" in ln), rows

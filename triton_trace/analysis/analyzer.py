@@ -90,6 +90,9 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
     ops = metrics.static_ops(ctx, rows, ctx.row_op[attributed])
     m = metrics.launch_metrics(ctx, rows, unique)
     m["dram_write_bytes_evicted"] = int(cache.evicted_sectors) * 32
+    m.update(l2_hit_rate=round(cache.hit_rate, 2), l2_read_lookups=int(cache.read_lookups),
+             l2_read_hits=int(cache.read_hits), l2_write_lookups=int(cache.write_lookups),
+             l1_hit_sectors=int(cache.l1_hit_sectors))
     summary = {
         "index": ctx.index, "kernel": lc.kernel_name, "grid": [int(g) for g in lc.grid],
         "recorded_programs": int(lc.recorded_programs), "skipped_programs": int(lc.skipped_programs),

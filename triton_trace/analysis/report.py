@@ -26,8 +26,11 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
             "unique_load_bytes", "unique_store_bytes" (distinct elements x size),
             "dram_read_bytes", "dram_write_bytes", "dram_bytes_predicted" (the L2 simulation; every
             dirty sector counted as written back once), "dram_write_bytes_evicted" (the part written
-            back by evictions while the kernel ran: what a per-kernel profiler counter such as ncu's
-            dram__bytes_write sees, the rest staying dirty in L2 at the end),
+            back while the kernel ran, evicted or cleaned by the dirty limit: what a per-kernel profiler
+            counter such as ncu's dram__bytes_write sees, the rest staying dirty in L2 at the end),
+            "l2_hit_rate" (float, percent of L2 sector lookups that hit, stores counting as hits, as ncu's
+            lts__t_sector_hit_rate.pct), "l2_read_lookups", "l2_read_hits", "l2_write_lookups" (sectors),
+            "l1_hit_sectors" (load sectors served by L1, which programs on one SM share),
             "flops", "dot_flops", "math_flops", "arithmetic_intensity" (float: flops / DRAM byte),
             "programs"},
          "roofline": {gpu key: {"name", "memory_s", "compute_s", "time_s" (floats, lower bounds),

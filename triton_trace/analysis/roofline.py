@@ -50,9 +50,9 @@ GPUS = {
     # NVIDIA H100 datasheet (PCIe): FP32 51 TF, FP64 tensor 51 TF, TF32 756 / FP16 1,513 / FP8 3,026 TF
     # sparse, 2.0 TB/s; 114 SMs, 50 MB L2.
     "H100-PCIe": GPU("H100-PCIe-80GB", 114, 50 << 20, 2.0e12, 51 * T, 51 * T, 378 * T, 756.5 * T, 1513 * T),
-    # NVIDIA H200 datasheet (SXM): the H100 SXM's compute with HBM3e at 4.8 TB/s. NVIDIA lists no L2 size
-    # for H200; it is the same GH100 configuration as H100 SXM5 (132 SMs, 50 MB).
-    "H200": GPU("H200-SXM-141GB", 132, 50 << 20, 4.8e12, 67 * T, 67 * T, 494.5 * T, 989.5 * T, 1979 * T),
+    # NVIDIA H200 datasheet (SXM): the H100 SXM's compute with HBM3e at 4.8 TB/s. NVIDIA lists no L2 size;
+    # the lent H200 reports 62,914,560 bytes (torch.cuda.get_device_properties().L2_cache_size, 60 MiB).
+    "H200": GPU("H200-SXM-141GB", 132, 62914560, 4.8e12, 67 * T, 67 * T, 494.5 * T, 989.5 * T, 1979 * T),
 }
 
 _PEAK_BY_DTYPE = (("float8", "fp8"), ("float16", "fp16"), ("bfloat16", "fp16"), ("float32", "tf32"),
