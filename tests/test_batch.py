@@ -234,3 +234,21 @@ def test_program_filter_and_value_options_give_the_same_trace_batched():
 def test_bad_batch_option_is_refused(bad):
     with pytest.raises(triton_trace.TraceUsageError, match="batch"):
         trace(batch=bad)
+
+
+def test_lock_groups_batch_once_chunks_shrink_below_the_group_count():
+    # programs i and i + 8 share a lock: chunks of 32 and 16 spin on it (divergent), chunks of 8 do not
+    torch.manual_seed(0)
+    M, N, G = 64, 40, 8
+    x, dy, w, b = torch.randn(M, N), torch.randn(M, N), torch.randn(N), torch.randn(N)
+    _, mean, rstd = K.layer_norm_fwd(x, w, b, kernel=trace(K.make_layer_norm_fwd()), block=64)
+    triton_trace.reset()
+    dx, dw, db, *_ = K.layer_norm_bwd(dy, x, w, mean, rstd, group_size_m=G,
+                                      dx_kernel=trace(batch=32)(K.make_layer_norm_bwd_dx()),
+                                      dwdb_kernel=trace(K.make_layer_norm_bwd_dwdb()))
+    ex = triton_trace.current_trace().launches[0].meta["execution"]
+    assert ex["batched_programs"] == 16 and [f["programs"] for f in ex["fallbacks"]] == [32, 16]
+    xr, wr, br = (t.clone().requires_grad_() for t in (x, w, b))
+    torch.nn.functional.layer_norm(xr, (N,), wr, br, 1e-5).backward(dy)
+    for got, want in ((dx, xr.grad), (dw, wr.grad), (db, br.grad)):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)

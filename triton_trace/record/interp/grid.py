@@ -13,7 +13,8 @@ from .. import frames
 from . import batch, hooks, semantics
 
 DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
-GIVE_UP_AFTER = 2            # consecutive chunks that fell back: run the rest of the launch one by one
+MIN_CHUNK = 8                # a chunk that falls back halves the next one, down to this size
+GIVE_UP_AFTER = 2            # consecutive fallbacks at MIN_CHUNK: run the rest of the launch one by one
 
 
 class ProgramFailure(Exception):
@@ -64,11 +65,14 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                         on_done(n)
                     continue
                 rec.fallbacks.append((start, n, why))
-                misses += 1
-                if misses >= GIVE_UP_AFTER:
+                # Programs that diverge or share memory often do so only within groups (a lock per group
+                # of rows, a special first program): smaller chunks may avoid them. An op that is not
+                # batched will not be in any chunk.
+                misses = misses + 1 if chunk <= MIN_CHUNK else 0
+                chunk = max(MIN_CHUNK, chunk // 2)
+                if misses >= GIVE_UP_AFTER or "not batched" in why:
                     batched_args = None
-                    n = total - start
-                    rec.fallbacks.append((start, n, "batching stopped after repeated fallbacks"))
+                    rec.fallbacks.append((start + n, total - start - n, "batching stopped after repeated fallbacks"))
             _run_sequential(kernel, call_args, order[start:start + n], builder, rec, on_done)
             start += n
 
