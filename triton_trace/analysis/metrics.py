@@ -82,16 +82,19 @@ def launch_metrics(ctx: LaunchContext, rows: dict, unique: dict) -> dict:
 def unique_elements(ctx: LaunchContext) -> dict:
     """Per tensor index: distinct elements (and bytes) loaded and stored by active, in-bounds lanes."""
     out = {}
+    mem = ctx.mem_rows
     for ti, t in enumerate(ctx.launch.tensors):
-        rows = ctx.mem_rows[ctx.tensor[ctx.mem_rows] == ti]
-        lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
-        lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
-        lr = ctx.lane_row[lanes]
-        el = ctx.offsets[lanes] * ctx.eb[lr] // t.elem_bytes
+        rows_t = mem[ctx.tensor[mem] == ti]
         res = {}
-        for name, sel in (("load", ctx.is_read[lr]), ("store", ctx.is_write[lr])):
+        for name, kind_rows in (("load", rows_t[ctx.is_read[rows_t]]), ("store", rows_t[ctx.is_write[rows_t]])):
             seen = np.zeros(t.storage_size, dtype=bool)
-            seen[el[sel]] = True
+            # rows of one element size at a time: offsets count in that size
+            for eb in np.unique(ctx.eb[kind_rows]):
+                rows = kind_rows[ctx.eb[kind_rows] == eb]
+                lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
+                lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
+                el = ctx.offsets[lanes]
+                seen[el if eb == t.elem_bytes else el * int(eb) // t.elem_bytes] = True
             n = int(np.count_nonzero(seen))
             res[f"unique_{name}_elements"], res[f"unique_{name}_bytes"] = n, n * t.elem_bytes
         out[ti] = res
