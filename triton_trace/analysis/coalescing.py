@@ -226,6 +226,44 @@ def _warp_order(a: np.ndarray, warp: int, vec: int, per_thread: int) -> np.ndarr
 
 
 def _requests(ctx, rows, ot, mt, eb, warp, vec, per_thread, out, parts) -> None:
+    """Requests, sectors, lines and the L2 stream of rows that share one layout.
+
+    Rows whose lanes are all active and in bounds and whose offsets are one row's shifted by whole cache
+    lines (every tile of a tiled kernel, every block of a stream) have the same counts and the same line
+    pattern, shifted: those are computed once per distinct pattern."""
+    r = len(rows)
+    if r > 4:
+        base = ot[:, 0]
+        ok = mt.all(axis=1) & (ot.min(axis=1) >= 0) & (ot.max(axis=1) < ctx.row_limit[rows])
+        cand = np.flatnonzero(ok)
+        done = np.zeros(r, dtype=bool)
+        phase = (base[cand] * eb) % LINE_BYTES
+        for ph in np.unique(phase):
+            members = cand[phase == ph]
+            rep = members[0]
+            members = members[((ot[members] - base[members, None]) == (ot[rep] - base[rep])).all(axis=1)]
+            if len(members) < 2:
+                continue
+            sub: list = []
+            _requests_rows(ctx, rows[rep:rep + 1], ot[rep:rep + 1], mt[rep:rep + 1], eb, warp, vec, per_thread,
+                           out, sub)
+            for key in ("requests", "sectors", "lines", "used_bytes"):
+                out[key][rows[members]] = out[key][rows[rep]]
+            if sub:
+                _, line, masks = sub[0]
+                shift = (base[members] - base[rep]) * eb // LINE_BYTES
+                parts.append((np.repeat(rows[members], len(line)), (line[None, :] + shift[:, None]).reshape(-1),
+                              np.tile(masks, len(members))))
+            done[members] = True
+        if done.any():
+            rest = np.flatnonzero(~done)
+            if not len(rest):
+                return
+            rows, ot, mt = rows[rest], ot[rest], mt[rest]
+    _requests_rows(ctx, rows, ot, mt, eb, warp, vec, per_thread, out, parts)
+
+
+def _requests_rows(ctx, rows, ot, mt, eb, warp, vec, per_thread, out, parts) -> None:
     group = warp * vec
     a = _warp_order(np.where(mt, ot, _EMPTY), warp, vec, per_thread)
     r, lanes = a.shape
