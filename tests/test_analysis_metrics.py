@@ -167,3 +167,22 @@ def test_autotune_config_sets_the_warp_count():
     d = launch_dict(analyzed())
     ld = op(d, "load", "x_ptr")
     assert ld["vector_width"] == 1 and ld["requests"] == ld["rows"] * 1     # 32 lanes: one request
+
+
+def test_shared_layout_shortcut_gives_the_per_row_result(monkeypatch):
+    """Rows that are one row's pattern shifted by whole lines are computed once; the report must be the one
+    the row-by-row path gives, for streams, partial blocks, tiles, strided views and matmul tiles."""
+    import json
+
+    from triton_trace.analysis import coalescing
+    torch.manual_seed(0)
+    K.add(torch.randn(1 << 14), torch.randn(1 << 14), kernel=trace(K.make_add()), block=256)
+    K.add(torch.randn(10003), torch.randn(10003), kernel=trace(K.make_add()), block=128)
+    K.softmax(torch.randn(64, 100), kernel=trace(K.make_softmax()))
+    K.transpose(torch.randn(256, 256), kernel=trace(K.make_transpose()), block_m=32, block_n=32)
+    K.transpose(torch.randn(60, 40).t(), kernel=trace(K.make_transpose()))
+    K.matmul(torch.randn(64, 64), torch.randn(64, 64), kernel=trace(K.make_matmul()), block_m=16, block_n=16)
+    tr = triton_trace.current_trace()
+    fast = json.dumps(triton_trace.analyze(tr).to_dict(), sort_keys=True)
+    monkeypatch.setattr(coalescing, "_requests", coalescing._requests_rows)
+    assert json.dumps(triton_trace.analyze(tr).to_dict(), sort_keys=True) == fast
