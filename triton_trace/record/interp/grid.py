@@ -6,8 +6,6 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from triton.runtime import interpreter as _ti
-
 from ...errors import BatchFallback
 from .. import frames
 from . import batch, hooks, semantics
@@ -46,7 +44,7 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
     total = len(order)
     with hooks.interpreter_scope(fn, rec) as proxy:
         call_args = {name: (v if name in constexprs else semantics.kernel_arg(v)) for name, v in host.items()}
-        builder = _ti.interpreter_builder
+        builder = hooks.builder()
         builder.set_grid_dim(*grid)
         batched_args = None
         if chunk > 1 and total > 1:

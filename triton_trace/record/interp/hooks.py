@@ -305,6 +305,11 @@ def interpreter_scope(fn, rec):
         snapshot.restore()
 
 
+def builder():
+    """The interpreter's builder instance (a batched chunk swaps its class for the chunk's duration)."""
+    return _ti.interpreter_builder
+
+
 def constexpr_names(fn, arg_names) -> set:
     return set(_ti.GridExecutor(fn, arg_names, (1,)).constexprs)
 
