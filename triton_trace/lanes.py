@@ -510,6 +510,29 @@ class Lanes:
         packed = self._a["bits"][start[:, None] + np.arange(nb)]
         return np.unpackbits(packed, axis=1, count=n).astype(bool)
 
+    # -- regular rows, for analyses that work per pattern instead of per lane --------------------------------
+    def affine_rows(self) -> tuple:
+        """(lane start, lanes, signature, base) of every stored row, in storage order. ``signature`` is
+        >= 0 for a row whose lanes are all active and whose offsets are ``base + pattern(signature)``,
+        else -1 (its lanes must be decoded)."""
+        a = self._a
+        rows = a["seg_rows"]
+        seg = np.repeat(np.arange(len(rows)), rows)
+        r = np.arange(int(self._row_start[-1]), dtype=np.int64) - self._row_start[:-1][seg]
+        n = self._seg_n[seg]
+        start = self._lane_start[:-1][seg] + r * n
+        full = (self._seg_maskkind == FULL)[seg]
+        coded = np.flatnonzero(~full)
+        if len(coded):
+            full[coded] = a["code"][self._code_start[:-1][seg[coded]] + r[coded]] == n[coded]
+        regular = full & (self._seg_kind == AFFINE)[seg] & (n > 0)
+        sig = np.where(regular, a["seg_sig"][seg], -1).astype(np.int64)
+        return start, n, sig, np.where(regular, a["base"][:len(sig)], 0)
+
+    def pattern(self, signature: int) -> np.ndarray:
+        """Offsets relative to the base of a row of ``signature`` (see affine_rows), read-only."""
+        return _readonly(self._pattern(int(signature)).view())
+
     # -- partial decoding ----------------------------------------------------------------------------------
     def take(self, start: int, count: int) -> tuple:
         """(offsets, mask) of lanes [start, start + count), decoding only the rows involved."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import context
 from .context import LOAD as LOAD_CODE, LaunchContext, unique_rows
 
 PATTERNS = ("", "scalar", "contiguous", "strided", "broadcast", "gather")
@@ -127,13 +128,51 @@ def coalesce(ctx: LaunchContext, row_order: np.ndarray) -> Coalescing:
         for c, k in enumerate(classes):
             nd = int(k[0])
             shape = tuple(int(s) for s in k[1:1 + nd]) or (1,)
-            members = rows[inverse == c]
+            members = _by_pattern(ctx, rows[inverse == c], shape, int(k[-1]), per_thread, out, parts)
             per_chunk = max(1, CHUNK_LANES // int(np.prod(shape)))
             for i in range(0, len(members), per_chunk):
                 _chunk(ctx, members[i:i + per_chunk], shape, int(k[-1]), per_thread, out, parts)
     cat = (lambda j, dt: np.concatenate([p[j] for p in parts]).astype(dt) if parts else np.zeros(0, dt))
     return Coalescing(**out, stream_row=cat(0, np.int64), stream_line=cat(1, np.int64),
                       stream_mask=cat(2, np.uint8))
+
+
+def _by_pattern(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per_thread: np.ndarray, out: dict,
+                parts: list) -> np.ndarray:
+    """Rows of one block shape whose lanes are a known pattern (``ctx.row_sig``), all active and in bounds:
+    rows sharing the pattern, the elements per thread, the base's position within a cache line and its
+    alignment to the widest vector are that pattern shifted by whole lines, so everything here is the
+    same for them but the lines of the L2 stream, which shift. One row of each such group is computed;
+    the rows left (irregular ones, groups of one) are returned, in their order."""
+    if not context.SHORTCUTS or len(rows) < 2:
+        return rows
+    sig = ctx.row_sig[rows]
+    ok = (sig >= 0) & (ctx.row_lo[rows] >= 0) & (ctx.row_hi[rows] < ctx.row_limit[rows])
+    if np.count_nonzero(ok) < 2:
+        return rows
+    reg = rows[ok]
+    base = ctx.row_base[reg]
+    widest = int(_floor_pow2(max(ctx.params.vector_bytes // eb, 1)))
+    _, inverse = unique_rows(np.column_stack([sig[ok], per_thread[reg], (base * eb) % LINE_BYTES, base % widest]))
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, inverse[order][1:] != inverse[order][:-1], True])
+    done = np.zeros(len(rows), dtype=bool)
+    at = np.flatnonzero(ok)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        if hi - lo < 2:
+            continue
+        pick = order[lo:hi]
+        members, rep = reg[pick], reg[pick[0]]
+        sub: list = []
+        _chunk(ctx, members[:1], shape, eb, per_thread, out, sub)
+        for key in ("requests", "sectors", "lines", "used_bytes", "pattern", "stride", "vector", "fast_dim"):
+            out[key][members] = out[key][rep]
+        shift = (base[pick] - base[pick[0]]) * eb // LINE_BYTES
+        for _, line, masks in sub:
+            parts.append((np.repeat(members, len(line)), (line[None, :] + shift[:, None]).reshape(-1),
+                          np.tile(masks, len(members))))
+        done[at[pick]] = True
+    return rows[~done]
 
 
 def _dims(ob: np.ndarray, shape: tuple):
@@ -232,7 +271,7 @@ def _requests(ctx, rows, ot, mt, eb, warp, vec, per_thread, out, parts) -> None:
     lines (every tile of a tiled kernel, every block of a stream) have the same counts and the same line
     pattern, shifted: those are computed once per distinct pattern."""
     r = len(rows)
-    if r > 4:
+    if context.SHORTCUTS and r > 4:
         base = ot[:, 0]
         ok = mt.all(axis=1) & (ot.min(axis=1) >= 0) & (ot.max(axis=1) < ctx.row_limit[rows])
         cand = np.flatnonzero(ok)

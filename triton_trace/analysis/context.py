@@ -20,6 +20,10 @@ import numpy as np
 from ..errors import TraceUsageError
 from ..model import ATOMIC_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, Launch
 
+# Analyses take shortcuts for regular data (rows that are one pattern shifted, programs whose memory is
+# disjoint, ...) that must give exactly what the lane-by-lane path gives; tests switch them off to compare.
+SHORTCUTS = True
+
 N_MEMORY = len(MEMORY_KINDS)          # model.KINDS lists the memory kinds first
 LOAD = KIND_CODE["load"]
 STORE = KIND_CODE["store"]
@@ -191,9 +195,14 @@ class LaunchContext:
         self.row_limit = np.where(self.eb > 0, tb[self.tensor] // np.maximum(self.eb, 1), 0)
         self.inb = np.ones(self.n_lanes, dtype=bool)
         self.active_lanes = np.zeros(self.n_rows, dtype=np.int64)
+        # Per row: the smallest and largest offset of any lane (masked-off ones included), a cheap superset
+        # of what the row touches; lo > hi for rows without lanes.
+        self.row_lo = np.zeros(self.n_rows, dtype=np.int64)
+        self.row_hi = np.full(self.n_rows, -1, dtype=np.int64)
+        self._affine(launch, starts, cnt)
         if self.n_lanes:
-            lo = np.minimum.reduceat(self.offsets, excl)
-            hi = np.maximum.reduceat(self.offsets, excl)
+            lo = self.row_lo[self.mem_rows] = np.minimum.reduceat(self.offsets, excl)
+            hi = self.row_hi[self.mem_rows] = np.maximum.reduceat(self.offsets, excl)
             # Most rows lie inside their storage entirely; check lane by lane only the others.
             out = np.nonzero((lo < 0) | (hi >= self.row_limit[self.mem_rows]))[0]
             if len(out):
@@ -201,6 +210,27 @@ class LaunchContext:
                 limit = np.repeat(self.row_limit[self.mem_rows[out]], cnt[out])
                 self.inb[lanes] = (self.offsets[lanes] >= 0) & (self.offsets[lanes] < limit)
             self.active_lanes[self.mem_rows] = np.add.reduceat(self.mask.view(np.uint8), excl, dtype=np.int64)
+
+    def _affine(self, launch: Launch, starts: np.ndarray, cnt: np.ndarray) -> None:
+        """Per row: the lanes' pattern when all are active and the offsets are ``row_base + pattern``
+        (``row_sig`` >= 0, see Lanes.affine_rows and ``pattern``), else -1. Shortcuts key on it."""
+        self.row_sig = np.full(self.n_rows, -1, dtype=np.int64)
+        self.row_base = np.zeros(self.n_rows, dtype=np.int64)
+        if not SHORTCUTS or not len(starts):
+            return
+        l_start, l_n, l_sig, l_base = launch.lanes.affine_rows()
+        keep = l_n > 0
+        l_start, l_n, l_sig, l_base = l_start[keep], l_n[keep], l_sig[keep], l_base[keep]
+        if not len(l_start):
+            return
+        j = np.minimum(np.searchsorted(l_start, starts), len(l_start) - 1)
+        ok = (l_start[j] == starts) & (l_n[j] == cnt) & (l_sig[j] >= 0)
+        self.row_sig[self.mem_rows[ok]] = l_sig[j[ok]]
+        self.row_base[self.mem_rows[ok]] = l_base[j[ok]]
+
+    def pattern(self, sig: int) -> np.ndarray:
+        """Offsets relative to ``row_base`` of the rows whose ``row_sig`` is ``sig``."""
+        return self.launch.lanes.pattern(sig)
 
     def time(self) -> np.ndarray:
         """Per-row position in the interpreter's sequential execution: program order, then seq."""

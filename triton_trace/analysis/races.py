@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..overlap import shared_elements
+from ..overlap import ranges_disjoint, shared_elements
+from . import context
 from .context import CAS, LOAD, STORE, XCHG, LaunchContext, lane_index, sorted_unique, unique_rows
 from .findings import Finding, Suppressed, op_fields, short_list, where
 from .sanitizer import view_positions
@@ -76,19 +77,65 @@ def check_races(ctx: LaunchContext) -> list:
         unit = min(t.elem_bytes for t in infos)
         size = max(t.storage_size * t.elem_bytes for t in infos) // unit
         rows = mem[np.isin(ctx.tensor[mem], group)]
+        if context.SHORTCUTS and _owners_disjoint(ctx, rows, lock, unit):
+            continue
         lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
         lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
         lr = ctx.lane_row[lanes]
         el = ctx.offsets[lanes] * ctx.eb[lr] // unit
         p = ctx.row_prog[lr]
-        # Cheap filter first: only elements touched by two programs and written by someone can race
-        # (the same test the batched executor applies to each chunk).
-        has_w = np.zeros(size, dtype=bool)
-        has_w[el[ctx.is_write[lr]]] = True
-        sel = (shared_elements(el, p, size) & has_w)[el]
+        sel = _may_race(el, p, typ[lr], lock[lr], size)
         if sel.any():
             findings += _races(ctx, unit, el[sel], lr[sel], p[sel], typ[lr[sel]], lock[lr[sel]])
     return findings
+
+
+def _owners_disjoint(ctx: LaunchContext, rows: np.ndarray, lock: np.ndarray, unit: int) -> bool:
+    """No element of the storage can race, decided from per-row extremes without looking at lanes: the
+    spans of offsets (every lane, masked or not) of different programs miss each other; or, giving each
+    row to an owner (the lock it holds, else its program), the spans of different owners miss each other,
+    so every element is touched by one program or only under one lock (a lock per group of rows)."""
+    lo_el = ctx.row_lo[rows] * ctx.eb[rows] // unit
+    hi_el = ctx.row_hi[rows] * ctx.eb[rows] // unit
+
+    def disjoint(owner, n):
+        lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(n, -1, dtype=np.int64)
+        np.minimum.at(lo, owner, lo_el)
+        np.maximum.at(hi, owner, hi_el)
+        return ranges_disjoint(lo, hi)
+
+    prog = ctx.row_prog[rows]
+    if disjoint(prog, ctx.n_programs):
+        return True
+    lk = lock[rows]
+    if not (lk >= 0).any():
+        return False
+    n_locks = int(lk.max()) + 1
+    return disjoint(np.where(lk >= 0, lk, n_locks + prog), n_locks + ctx.n_programs)
+
+
+def _may_race(el, p, typ, lk, size) -> np.ndarray:
+    """Per lane: its element can race, a filter that _races confirms. An element can race only when a
+    plain store, or an atomic and a plain load, reach it; when two programs touch it; and unless every
+    access to it holds one and the same lock. Scatters and gathers over the storage, no sorting."""
+    def touched(sel):
+        m = np.zeros(size, dtype=bool)
+        m[el[sel]] = True
+        return m
+    need = touched(typ == W)
+    if (typ == A).any():
+        need |= touched(typ == A) & touched(typ == R)
+    keep = need[el]
+    if not context.SHORTCUTS:
+        return keep & shared_elements(el, p, size)[el]
+    if keep.any() and (lk >= 0).any():
+        one = np.empty(size, dtype=np.int64)
+        one[el] = lk                                      # one of the locks the element is accessed under
+        keep &= touched((lk < 0) | (one[el] != lk))[el]
+    if keep.any():
+        keep &= shared_elements(el[keep], p[keep], size)[el]
+    return keep
 
 
 def _storage_groups(tensors) -> list:
