@@ -81,6 +81,13 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
     return s[keep]
 
 
+def pattern_runs(pattern: np.ndarray) -> tuple:
+    """The distinct offsets of a pattern as runs of consecutive elements: (starts, lengths)."""
+    u = sorted_unique(pattern)
+    first = np.flatnonzero(np.r_[True, np.diff(u) != 1])
+    return u[first], np.diff(np.r_[first, len(u)])
+
+
 def unique_rows(key: np.ndarray) -> tuple:
     """(distinct rows of a 2-D int array, the class of every row), classes in a deterministic order.
     np.unique(axis=0) sorts rows as bytes (~10 s for a million rows); a 64-bit fingerprint sorts fast,

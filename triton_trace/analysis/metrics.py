@@ -11,7 +11,8 @@ import numpy as np
 
 from .cache import CacheResult
 from .coalescing import PATTERNS, SECTOR_BYTES, Coalescing
-from .context import KIND_NAMES, LOAD, STORE, LaunchContext, lane_index, sorted_unique
+from . import context
+from .context import KIND_NAMES, LOAD, STORE, LaunchContext, lane_index, pattern_runs, sorted_unique
 
 TAIL_TOLERANCE = 0.1       # a program is in the tail when its work is this far from the median
 MAX_TAIL_PIDS = 16
@@ -87,18 +88,60 @@ def unique_elements(ctx: LaunchContext) -> dict:
         rows_t = mem[ctx.tensor[mem] == ti]
         res = {}
         for name, kind_rows in (("load", rows_t[ctx.is_read[rows_t]]), ("store", rows_t[ctx.is_write[rows_t]])):
-            seen = np.zeros(t.storage_size, dtype=bool)
+            intervals, marks = [], []
             # rows of one element size at a time: offsets count in that size
             for eb in np.unique(ctx.eb[kind_rows]):
                 rows = kind_rows[ctx.eb[kind_rows] == eb]
+                if eb == t.elem_bytes:
+                    rows = _pattern_elements(ctx, rows, t.storage_size, intervals, marks)
                 lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
                 lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
                 el = ctx.offsets[lanes]
-                seen[el if eb == t.elem_bytes else el * int(eb) // t.elem_bytes] = True
-            n = int(np.count_nonzero(seen))
+                marks.append(el if eb == t.elem_bytes else el * int(eb) // t.elem_bytes)
+            n = _count(t.storage_size, intervals, marks)
             res[f"unique_{name}_elements"], res[f"unique_{name}_bytes"] = n, n * t.elem_bytes
         out[ti] = res
     return out
+
+
+def _pattern_elements(ctx: LaunchContext, rows: np.ndarray, size: int, intervals: list, marks: list) -> np.ndarray:
+    """The elements of the rows whose lanes are a known pattern, all active and in bounds (``ctx.row_sig``),
+    without decoding lanes: a pattern made of few runs of consecutive elements (a block, a tile's rows)
+    as (start, end) intervals, any other as its elements. Returns the other rows."""
+    if not context.SHORTCUTS or not len(rows):
+        return rows
+    sig = ctx.row_sig[rows]
+    ok = (sig >= 0) & (ctx.row_lo[rows] >= 0) & (ctx.row_hi[rows] < size)
+    for g in sorted_unique(sig[ok]):
+        pat = ctx.pattern(g)
+        base = ctx.row_base[rows[ok & (sig == g)]]
+        run_start, run_len = pattern_runs(pat)
+        if len(run_start) * 4 <= len(pat):
+            starts = (base[:, None] + run_start).reshape(-1)
+            intervals.append((starts, starts + np.tile(run_len, len(base))))
+        else:
+            marks.append((base[:, None] + pat).reshape(-1))
+    return rows[~ok]
+
+
+def _count(size: int, intervals: list, marks: list) -> int:
+    """Distinct elements in the union of half-open intervals and element arrays."""
+    marks = [m for m in marks if len(m)]
+    if intervals and not marks:
+        lo = np.concatenate([i[0] for i in intervals])
+        hi = np.concatenate([i[1] for i in intervals])
+        o = np.argsort(lo, kind="stable")
+        lo, hi = lo[o], hi[o]
+        reach = np.r_[np.iinfo(np.int64).min, np.maximum.accumulate(hi)[:-1]]    # covered before each
+        return int(np.maximum(hi - np.maximum(lo, reach), 0).sum())
+    seen = np.zeros(size, dtype=bool)
+    for m in marks:
+        seen[m] = True
+    if intervals:
+        cover = np.bincount(np.concatenate([i[0] for i in intervals]), minlength=size + 1)
+        cover -= np.bincount(np.concatenate([i[1] for i in intervals]), minlength=size + 1)
+        seen |= np.cumsum(cover[:size]) > 0
+    return int(np.count_nonzero(seen))
 
 
 def tensor_metrics(ctx: LaunchContext, rows: dict, unique: dict) -> list:

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..overlap import ranges_disjoint, shared_elements
 from . import context
-from .context import CAS, LOAD, STORE, XCHG, LaunchContext, lane_index, sorted_unique, unique_rows
+from .context import CAS, LOAD, STORE, XCHG, LaunchContext, lane_index, pattern_runs, sorted_unique, unique_rows
 from .findings import Finding, Suppressed, op_fields, short_list, where
 from .sanitizer import view_positions
 
@@ -77,7 +77,7 @@ def check_races(ctx: LaunchContext) -> list:
         unit = min(t.elem_bytes for t in infos)
         size = max(t.storage_size * t.elem_bytes for t in infos) // unit
         rows = mem[np.isin(ctx.tensor[mem], group)]
-        if context.SHORTCUTS and _owners_disjoint(ctx, rows, lock, unit):
+        if context.SHORTCUTS and (_owners_disjoint(ctx, rows, lock, unit) or _touched_once(ctx, rows, unit)):
             continue
         lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
         lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
@@ -113,6 +113,40 @@ def _owners_disjoint(ctx: LaunchContext, rows: np.ndarray, lock: np.ndarray, uni
         return False
     n_locks = int(lk.max()) + 1
     return disjoint(np.where(lk >= 0, lk, n_locks + prog), n_locks + ctx.n_programs)
+
+
+def _touched_once(ctx: LaunchContext, rows: np.ndarray, unit: int) -> bool:
+    """No element of the storage is touched by two programs, decided from the rows' patterns: every row
+    whose lanes are a known pattern of few runs (``ctx.row_sig``; a tile) gives intervals of elements,
+    every other row the elements of its active in-bounds lanes, and a program's repeats of one access
+    count once; when no two of them overlap, no element has two programs (tiles of a transpose)."""
+    sig = ctx.row_sig[rows]
+    regular = (sig >= 0) & (ctx.eb[rows] == unit) & (ctx.row_lo[rows] >= 0) & (ctx.row_hi[rows] < ctx.row_limit[rows])
+    starts, ends = [], []
+    for g in sorted_unique(sig[regular]):
+        pat = ctx.pattern(g)
+        run_start, run_len = pattern_runs(pat)
+        if len(run_start) * 4 > len(pat) or len(sorted_unique(pat)) != len(pat):
+            return False
+        r = rows[regular & (sig == g)]
+        key, _ = unique_rows(np.column_stack([ctx.row_prog[r], ctx.row_base[r]]))
+        first = (key[:, 1, None] + run_start).reshape(-1)
+        starts.append(first)
+        ends.append(first + np.tile(run_len, len(key)))
+    other = rows[~regular]
+    lanes = lane_index(ctx.lane_pos[other], ctx.lane_count[other])
+    lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
+    if len(lanes):
+        lr = ctx.lane_row[lanes]
+        key, _ = unique_rows(np.column_stack([ctx.row_prog[lr], ctx.offsets[lanes] * ctx.eb[lr] // unit]))
+        starts.append(key[:, 1])
+        ends.append(key[:, 1] + 1)
+    if not starts:
+        return True
+    lo, hi = np.concatenate(starts), np.concatenate(ends)
+    o = np.argsort(lo, kind="stable")
+    lo, hi = lo[o], hi[o]
+    return bool((hi[:-1] <= lo[1:]).all())
 
 
 def _may_race(el, p, typ, lk, size) -> np.ndarray:
