@@ -96,7 +96,7 @@ def _slice_widths(ctx: LaunchContext) -> np.ndarray:
         nd = int(ops["ndim"][row])
         shape = tuple(int(v) for v in ops["shape"][row][:nd]) or (1,)
         eb = int(ctx.eb[row])
-        o = ctx.offsets[ctx.lane_pos[row] + np.arange(int(np.prod(shape)))][None, :]
+        o = ctx.block(np.array([row]), int(np.prod(shape)))[0]
         order, _, _, _, vec = _layout(o, shape, eb, threads, p)
         perm = tuple(int(v) for v in order[0][::-1])
         own[sid] = int(_aligned(_ordered(o, shape, perm), vec, shape[perm[-1]])[0])
@@ -216,8 +216,7 @@ def _chunk(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per_thre
            parts: list) -> None:
     p = ctx.params
     r, lanes, nd = len(rows), int(np.prod(shape)), len(shape)
-    idx = ctx.lane_pos[rows][:, None] + np.arange(lanes)
-    o, m = ctx.offsets[idx], ctx.mask[idx]
+    o, m = ctx.block(rows, lanes)
     threads = ctx.num_warps * p.warp_size
     order, c_fast, const, step, vec = _layout(o, shape, eb, threads, p)
     fast = order[:, 0]

@@ -13,6 +13,7 @@ the GPU's dispatch order instead (x fastest), see ``gpu_rank``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 from typing import Optional
 
 import numpy as np
@@ -179,44 +180,118 @@ class LaunchContext:
         self.n_static = len(uniq)
 
     # -- lanes --------------------------------------------------------------------------------------------
+    # The flat lane arrays (offsets, mask, lane_row, inb) are built on first use: rows whose lanes are a
+    # known pattern (``row_sig``) give their per-row facts without decoding, and analyses that find every
+    # row regular never expand the lanes at all.
     def _lanes(self, launch: Launch) -> None:
         ops = launch.ops
         counts = ops["lane_count"].astype(np.int64)
         self.lane_count = np.where(self.is_mem, counts, 0)
-        self.mem_rows = np.nonzero(self.lane_count > 0)[0]
-        starts = ops["lane_start"].astype(np.int64)[self.mem_rows]
-        cnt = self.lane_count[self.mem_rows]
+        self.mem_rows = mem = np.nonzero(self.lane_count > 0)[0]
+        starts = ops["lane_start"].astype(np.int64)[mem]
+        cnt = self.lane_count[mem]
         excl = np.cumsum(cnt) - cnt
-        offsets, mask = launch.offsets, launch.mask                 # expanded once (compact in the Launch)
-        if not (np.array_equal(starts, excl) and int(cnt.sum()) == len(offsets)):
-            idx = lane_index(starts, cnt)                            # rows in program order, lanes in event order
-            offsets, mask = offsets[idx], mask[idx]
-        self.offsets, self.mask = offsets, mask
+        self._source = (starts, cnt)
         self.n_lanes = int(cnt.sum())
         self.lane_pos = np.zeros(self.n_rows, dtype=np.int64)        # first lane of each row in self.offsets
-        self.lane_pos[self.mem_rows] = excl
-        row_type = np.int32 if self.n_rows < 1 << 31 else np.int64
-        self.lane_row = np.repeat(self.mem_rows.astype(row_type), cnt)
+        self.lane_pos[mem] = excl
         # Storage size in the access's own units (a pointer cast can change the element size).
         tb = np.array([t.storage_size * t.elem_bytes for t in launch.tensors] + [0], dtype=np.int64)
         self.row_limit = np.where(self.eb > 0, tb[self.tensor] // np.maximum(self.eb, 1), 0)
-        self.inb = np.ones(self.n_lanes, dtype=bool)
+        # Per row: active lanes; the smallest and largest offset of any lane (masked-off ones included), a
+        # cheap superset of what the row touches (lo > hi for rows without lanes); active out-of-bounds lanes.
         self.active_lanes = np.zeros(self.n_rows, dtype=np.int64)
-        # Per row: the smallest and largest offset of any lane (masked-off ones included), a cheap superset
-        # of what the row touches; lo > hi for rows without lanes.
         self.row_lo = np.zeros(self.n_rows, dtype=np.int64)
         self.row_hi = np.full(self.n_rows, -1, dtype=np.int64)
+        self.oob_lanes = np.zeros(self.n_rows, dtype=np.int64)
         self._affine(launch, starts, cnt)
-        if self.n_lanes:
-            lo = self.row_lo[self.mem_rows] = np.minimum.reduceat(self.offsets, excl)
-            hi = self.row_hi[self.mem_rows] = np.maximum.reduceat(self.offsets, excl)
-            # Most rows lie inside their storage entirely; check lane by lane only the others.
-            out = np.nonzero((lo < 0) | (hi >= self.row_limit[self.mem_rows]))[0]
-            if len(out):
-                lanes = lane_index(excl[out], cnt[out])
-                limit = np.repeat(self.row_limit[self.mem_rows[out]], cnt[out])
-                self.inb[lanes] = (self.offsets[lanes] >= 0) & (self.offsets[lanes] < limit)
-            self.active_lanes[self.mem_rows] = np.add.reduceat(self.mask.view(np.uint8), excl, dtype=np.int64)
+        reg = self.row_sig[mem] >= 0
+        if reg.any():
+            sig = self.row_sig[mem[reg]]
+            pmin, pmax = np.zeros(int(sig.max()) + 1, np.int64), np.zeros(int(sig.max()) + 1, np.int64)
+            for g in sorted_unique(sig):
+                pat = self.pattern(g)
+                pmin[g], pmax[g] = pat.min(), pat.max()
+            base = self.row_base[mem[reg]]
+            self.row_lo[mem[reg]], self.row_hi[mem[reg]] = base + pmin[sig], base + pmax[sig]
+            self.active_lanes[mem[reg]] = cnt[reg]
+        irr = np.flatnonzero(~reg)
+        if len(irr):
+            o, m = launch.lanes.gather(starts[irr], cnt[irr])
+            at = np.cumsum(cnt[irr]) - cnt[irr]
+            self.row_lo[mem[irr]] = np.minimum.reduceat(o, at)
+            self.row_hi[mem[irr]] = np.maximum.reduceat(o, at)
+            self.active_lanes[mem[irr]] = np.add.reduceat(m.view(np.uint8), at, dtype=np.int64)
+        # Most rows lie inside their storage entirely; check lane by lane only the others.
+        out = np.flatnonzero((self.row_lo[mem] < 0) | (self.row_hi[mem] >= self.row_limit[mem]))
+        self._out_lanes = lane_index(excl[out], cnt[out])
+        self._out_inb = np.zeros(0, dtype=bool)
+        self.oob_lane_index = np.zeros(0, dtype=np.int64)            # active out-of-bounds lanes, ascending
+        if len(out):
+            o, m = launch.lanes.gather(starts[out], cnt[out])
+            limit = np.repeat(self.row_limit[mem[out]], cnt[out])
+            self._out_inb = (o >= 0) & (o < limit)
+            bad = m & ~self._out_inb
+            self.oob_lane_index = self._out_lanes[bad]
+            self.oob_lanes[mem[out]] = np.add.reduceat(bad.view(np.uint8), np.cumsum(cnt[out]) - cnt[out],
+                                                       dtype=np.int64)
+
+    @cached_property
+    def _expanded(self) -> tuple:
+        starts, cnt = self._source
+        if not len(starts):
+            return np.zeros(0, np.int64), np.zeros(0, bool)
+        return self.launch.lanes.gather(starts, cnt)            # rows in program order, lanes in event order
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Element offset of every lane of every memory row, rows in row order (see ``lane_pos``)."""
+        return self._expanded[0]
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self._expanded[1]
+
+    @cached_property
+    def lane_row(self) -> np.ndarray:
+        """The row of every lane."""
+        row_type = np.int32 if self.n_rows < 1 << 31 else np.int64
+        return np.repeat(self.mem_rows.astype(row_type), self.lane_count[self.mem_rows])
+
+    @cached_property
+    def inb(self) -> np.ndarray:
+        """Per lane: inside its tensor's storage."""
+        inb = np.ones(self.n_lanes, dtype=bool)
+        inb[self._out_lanes] = self._out_inb
+        return inb
+
+    def row_lanes(self, rows: np.ndarray) -> tuple:
+        """(row, offset) of every active in-bounds lane of ``rows``, rows in the given order, decoding only
+        those rows' lanes unless the launch's lanes are expanded already (or most are asked for)."""
+        cnt = self.lane_count[rows]
+        lanes = lane_index(self.lane_pos[rows], cnt)
+        if "_expanded" in self.__dict__ or 2 * len(lanes) > self.n_lanes:
+            off, msk = self.offsets[lanes], self.mask[lanes]
+        else:
+            off, msk = self.launch.lanes.gather(self.launch.ops["lane_start"][rows], cnt)
+        keep = msk & self.inb[lanes] if len(self._out_lanes) else msk
+        return np.repeat(rows, cnt)[keep], off[keep]
+
+    def block(self, rows: np.ndarray, n: int) -> tuple:
+        """(offsets, mask) of rows of ``n`` lanes each, as (rows, n) arrays, from their pattern when they
+        share one, else from the lanes."""
+        sig = self.row_sig[rows]
+        if len(rows) and sig[0] >= 0 and (sig == sig[0]).all():
+            return self.row_base[rows][:, None] + self.pattern(sig[0]), np.ones((len(rows), n), dtype=bool)
+        idx = self.lane_pos[rows][:, None] + np.arange(n)
+        return self.offsets[idx], self.mask[idx]
+
+    def first_offsets(self, rows: np.ndarray) -> np.ndarray:
+        """The offset of the first lane of each row (the address of a scalar access)."""
+        sig = self.row_sig[rows]
+        if (sig >= 0).all():
+            return self.row_base[rows]
+        return self.offsets[self.lane_pos[rows]]
 
     def _affine(self, launch: Launch, starts: np.ndarray, cnt: np.ndarray) -> None:
         """Per row: the lanes' pattern when all are active and the offsets are ``row_base + pattern``

@@ -12,7 +12,7 @@ import numpy as np
 from .cache import CacheResult
 from .coalescing import PATTERNS, SECTOR_BYTES, Coalescing
 from . import context
-from .context import KIND_NAMES, LOAD, STORE, LaunchContext, lane_index, pattern_runs, sorted_unique
+from .context import KIND_NAMES, LOAD, STORE, LaunchContext, pattern_runs, sorted_unique
 
 TAIL_TOLERANCE = 0.1       # a program is in the tail when its work is this far from the median
 MAX_TAIL_PIDS = 16
@@ -22,13 +22,11 @@ def row_table(ctx: LaunchContext, co: Coalescing, cache: CacheResult, dot_flops,
     """Per-row metric arrays (length n_rows). Memory columns are zero on compute rows and vice versa."""
     mem = ctx.is_mem
     lanes = ctx.lane_count
-    oob = np.bincount(ctx.lane_row[ctx.mask & ~ctx.inb], minlength=ctx.n_rows) if ctx.n_lanes else \
-        np.zeros(ctx.n_rows, dtype=np.int64)
     return {
         "program": ctx.row_prog, "static_op": ctx.row_op, "kind": ctx.kind, "tensor": ctx.tensor,
         "file": ctx.file, "line": ctx.line, "seq": ctx.seq,
         "lanes": lanes, "active_lanes": ctx.active_lanes, "masked_lanes": np.where(mem, lanes - ctx.active_lanes, 0),
-        "oob_lanes": oob.astype(np.int64), "bytes": np.where(mem, ctx.active_lanes * ctx.eb, 0),
+        "oob_lanes": ctx.oob_lanes, "bytes": np.where(mem, ctx.active_lanes * ctx.eb, 0),
         "requests": co.requests, "sectors": co.sectors, "cache_lines": co.lines, "used_bytes": co.used_bytes,
         "pattern": co.pattern, "stride": co.stride, "vector_width": co.vector, "fast_dim": co.fast_dim,
         "dram_read_bytes": cache.read_sectors * SECTOR_BYTES, "dram_write_bytes": cache.write_sectors * SECTOR_BYTES,
@@ -94,9 +92,9 @@ def unique_elements(ctx: LaunchContext) -> dict:
                 rows = kind_rows[ctx.eb[kind_rows] == eb]
                 if eb == t.elem_bytes:
                     rows = _pattern_elements(ctx, rows, t.storage_size, intervals, marks)
-                lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
-                lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
-                el = ctx.offsets[lanes]
+                if not len(rows):
+                    continue
+                el = ctx.row_lanes(rows)[1]
                 marks.append(el if eb == t.elem_bytes else el * int(eb) // t.elem_bytes)
             n = _count(t.storage_size, intervals, marks)
             res[f"unique_{name}_elements"], res[f"unique_{name}_bytes"] = n, n * t.elem_bytes

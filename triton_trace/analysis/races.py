@@ -26,7 +26,7 @@ import numpy as np
 
 from ..overlap import ranges_disjoint, shared_elements
 from . import context
-from .context import CAS, LOAD, STORE, XCHG, LaunchContext, lane_index, pattern_runs, sorted_unique, unique_rows
+from .context import CAS, LOAD, STORE, XCHG, LaunchContext, pattern_runs, sorted_unique, unique_rows
 from .findings import Finding, Suppressed, op_fields, short_list, where
 from .sanitizer import view_positions
 
@@ -43,7 +43,7 @@ def lock_of_rows(ctx: LaunchContext) -> np.ndarray:
     rel = np.nonzero((ctx.kind == XCHG) & (ctx.lane_count > 0))[0]
     ev = np.r_[cas, rel]
     release = np.r_[np.zeros(len(cas), dtype=bool), np.ones(len(rel), dtype=bool)]
-    addr = (ctx.tensor[ev] << 40) | (ctx.offsets[ctx.lane_pos[ev]] & ((1 << 40) - 1))
+    addr = (ctx.tensor[ev] << 40) | (ctx.first_offsets(ev) & ((1 << 40) - 1))
     prog, seq = ctx.row_prog[ev], ctx.seq[ev]
     o = np.lexsort((seq, addr, prog))
     release, addr, prog, seq = release[o], addr[o], prog[o], seq[o]
@@ -79,10 +79,8 @@ def check_races(ctx: LaunchContext) -> list:
         rows = mem[np.isin(ctx.tensor[mem], group)]
         if context.SHORTCUTS and (_owners_disjoint(ctx, rows, lock, unit) or _touched_once(ctx, rows, unit)):
             continue
-        lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
-        lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
-        lr = ctx.lane_row[lanes]
-        el = ctx.offsets[lanes] * ctx.eb[lr] // unit
+        lr, off = ctx.row_lanes(rows)
+        el = off * ctx.eb[lr] // unit
         p = ctx.row_prog[lr]
         sel = _may_race(el, p, typ[lr], lock[lr], size)
         if sel.any():
@@ -133,12 +131,9 @@ def _touched_once(ctx: LaunchContext, rows: np.ndarray, unit: int) -> bool:
         first = (key[:, 1, None] + run_start).reshape(-1)
         starts.append(first)
         ends.append(first + np.tile(run_len, len(key)))
-    other = rows[~regular]
-    lanes = lane_index(ctx.lane_pos[other], ctx.lane_count[other])
-    lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
-    if len(lanes):
-        lr = ctx.lane_row[lanes]
-        key, _ = unique_rows(np.column_stack([ctx.row_prog[lr], ctx.offsets[lanes] * ctx.eb[lr] // unit]))
+    lr, off = ctx.row_lanes(rows[~regular])
+    if len(lr):
+        key, _ = unique_rows(np.column_stack([ctx.row_prog[lr], off * ctx.eb[lr] // unit]))
         starts.append(key[:, 1])
         ends.append(key[:, 1] + 1)
     if not starts:

@@ -96,7 +96,7 @@ def _lane_findings(ctx, bad, kind, describe) -> list:
 
 
 def check_bounds(ctx: LaunchContext) -> list:
-    bad = np.flatnonzero(ctx.mask & ~ctx.inb)
+    bad = ctx.oob_lane_index
 
     def describe(f, g, t, ex):
         head = f"{f['op']} at {where(f)} by program {ctx.pid(g.program)}: {g.count} active lane(s)"
