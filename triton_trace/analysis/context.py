@@ -269,13 +269,18 @@ class LaunchContext:
         """(row, offset) of every active in-bounds lane of ``rows``, rows in the given order, decoding only
         those rows' lanes unless the launch's lanes are expanded already (or most are asked for)."""
         cnt = self.lane_count[rows]
-        lanes = lane_index(self.lane_pos[rows], cnt)
-        if "_expanded" in self.__dict__ or 2 * len(lanes) > self.n_lanes:
-            off, msk = self.offsets[lanes], self.mask[lanes]
-        else:
-            off, msk = self.launch.lanes.gather(self.launch.ops["lane_start"][rows], cnt)
+        lanes, off, msk = self._decode(rows)
         keep = msk & self.inb[lanes] if len(self._out_lanes) else msk
         return np.repeat(rows, cnt)[keep], off[keep]
+
+    def _decode(self, rows: np.ndarray) -> tuple:
+        """(lane indices, offsets, mask) of the lanes of ``rows``, in order: from the expanded arrays when
+        they exist (or most lanes are asked for), else decoding only these rows."""
+        cnt = self.lane_count[rows]
+        lanes = lane_index(self.lane_pos[rows], cnt)
+        if "_expanded" in self.__dict__ or 2 * len(lanes) > self.n_lanes:
+            return lanes, self.offsets[lanes], self.mask[lanes]
+        return (lanes,) + tuple(self.launch.lanes.gather(self.launch.ops["lane_start"][rows], cnt))
 
     def block(self, rows: np.ndarray, n: int) -> tuple:
         """(offsets, mask) of rows of ``n`` lanes each, as (rows, n) arrays, from their pattern when they
@@ -283,8 +288,8 @@ class LaunchContext:
         sig = self.row_sig[rows]
         if len(rows) and sig[0] >= 0 and (sig == sig[0]).all():
             return self.row_base[rows][:, None] + self.pattern(sig[0]), np.ones((len(rows), n), dtype=bool)
-        idx = self.lane_pos[rows][:, None] + np.arange(n)
-        return self.offsets[idx], self.mask[idx]
+        _, off, msk = self._decode(rows)
+        return off.reshape(len(rows), n), msk.reshape(len(rows), n)
 
     def first_offsets(self, rows: np.ndarray) -> np.ndarray:
         """The offset of the first lane of each row (the address of a scalar access)."""

@@ -1,0 +1,133 @@
+"""The analysis's shortcuts for regular data give exactly what the lane-by-lane path gives.
+
+Shortcuts: rows whose lanes are a known pattern (``LaunchContext.row_sig``) are coalesced once per
+(pattern, line phase), counted as intervals and never decoded; the race check skips storages whose
+programs (or locks) touch disjoint spans or disjoint tiles, and filters elements that cannot race before
+sorting. ``context.SHORTCUTS = False`` switches all of them off; every report here must be identical
+both ways, on every kernel of the suite (broken ones included) and with non-default GPU parameters.
+"""
+import json
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import broken_kernels as B
+import kernels as K
+import triton_trace
+from test_batch import CASES, TRITON_39
+from triton_trace import trace
+from triton_trace.analysis import context
+from triton_trace.analysis.analyzer import _analyze_launch
+from triton_trace.analysis.context import LaunchContext, Params
+
+PARAMS = ({}, {"num_warps": 8, "l2_bytes": 1 << 18, "programs_in_flight": 4, "vector_bytes": 8})
+
+
+@triton.jit
+def _tiles_kernel(x_ptr, n_cols, stride, HALO: tl.constexpr, BLOCK: tl.constexpr):
+    """In place, x[tile] += 1 on 2-D tiles; with HALO each tile also takes the next tile's first row (a
+    race between neighbours, found only lane by lane since the tiles' spans overlap either way)."""
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    rows = pm * BLOCK + tl.arange(0, BLOCK + HALO)
+    cols = pn * BLOCK + tl.arange(0, BLOCK)
+    ptr = x_ptr + rows[:, None] * stride + cols[None, :]
+    mask = (rows[:, None] < n_cols) & (cols[None, :] < n_cols)
+    tl.store(ptr, tl.load(ptr, mask=mask) + 1, mask=mask)
+
+
+def _tiles(halo):
+    def run(kw):
+        x = torch.zeros(64, 64)
+        trace(**kw)(_tiles_kernel)[(4, 4)](x, 64, 64, HALO=halo, BLOCK=16)
+        return x
+    return run
+
+
+def _report(tr, params):
+    rep = triton_trace.analyze(tr, **params)
+    rows = [{k: v.tolist() for k, v in rep.rows(i).items()} for i in range(len(rep.launches))]
+    return json.dumps([rep.to_dict(), rows], sort_keys=True)
+
+
+def assert_same_reports(tr, monkeypatch):
+    for params in PARAMS:
+        fast = _report(tr, params)
+        with monkeypatch.context() as m:
+            m.setattr(context, "SHORTCUTS", False)
+            slow = _report(tr, params)
+        assert fast == slow, f"shortcut and lane-by-lane reports differ (params {params})"
+
+
+EXTRA = {
+    "add_tail": lambda kw: K.add(torch.randn(10003), torch.randn(10003), kernel=trace(**kw)(K.make_add()), block=128),
+    "transpose_tiles": lambda kw: K.transpose(torch.randn(256, 192), kernel=trace(**kw)(K.make_transpose()),
+                                              block_m=32, block_n=32),
+    "transpose_ragged": lambda kw: K.transpose(torch.randn(70, 45), kernel=trace(**kw)(K.make_transpose()),
+                                               block_m=16, block_n=16),
+    "matmul_tiles": lambda kw: K.matmul(torch.randn(64, 64), torch.randn(64, 64), kernel=trace(**kw)(K.make_matmul()),
+                                        block_m=16, block_n=16),
+    "tiles_in_place": _tiles(0),
+    "tiles_overlapping": _tiles(16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES) + sorted(EXTRA))
+def test_suite_kernels_report_the_same_with_and_without_shortcuts(name, monkeypatch):
+    triton_trace.reset()
+    torch.manual_seed(0)
+    (CASES.get(name) or EXTRA[name])({})
+    assert_same_reports(triton_trace.current_trace(), monkeypatch)
+
+
+@pytest.mark.parametrize("case", B.CASES, ids=lambda c: c.name)
+def test_broken_kernels_report_the_same_with_and_without_shortcuts(case, monkeypatch):
+    if TRITON_39 and "block_pointer" in case.name:
+        pytest.skip("Triton 3.9's interpreter removed block pointers")
+    for kernel in (case.broken, case.fixed):
+        triton_trace.reset()
+        torch.manual_seed(0)
+        case.run(kernel, kernel is case.fixed)
+        assert_same_reports(triton_trace.current_trace(), monkeypatch)
+
+
+def test_overlapping_tiles_are_still_found_as_races():
+    _tiles(16)({})
+    report = triton_trace.analyze(triton_trace.current_trace())
+    assert report.finding_counts.get("race", 0) > 0
+    _tiles(0)({})
+    assert not triton_trace.analyze(triton_trace.current_trace().launches[-1]).findings
+
+
+@pytest.mark.parametrize("name", ["add", "matmul_tiles", "transpose_tiles", "tiles_in_place"])
+def test_regular_kernels_are_analysed_without_decoding_lanes(name):
+    """The shortcuts engage: every row of these kernels is a known pattern, and no analysis expands the
+    launch's lanes (which is where the time went on large launches)."""
+    triton_trace.reset()
+    torch.manual_seed(0)
+    (CASES.get(name) or EXTRA[name])({})
+    for i, lc in enumerate(triton_trace.current_trace().launches):
+        ctx = LaunchContext(lc, i, Params().resolved())
+        full = ctx.active_lanes[ctx.mem_rows] == ctx.lane_count[ctx.mem_rows]
+        assert (ctx.row_sig[ctx.mem_rows[full]] >= 0).all()
+        _analyze_launch(ctx)
+        assert "_expanded" not in ctx.__dict__, f"{lc.kernel_name}: the analysis decoded every lane"
+
+
+def test_interval_shortcuts_against_direct_counts():
+    """Distinct elements and the tile-overlap test on patterns, checked against numpy on the lanes."""
+    from triton_trace.analysis.metrics import _count
+    from triton_trace.analysis.context import pattern_runs
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        pat = rng.choice(40, size=rng.integers(1, 30), replace=False)
+        starts, lens = pattern_runs(pat)
+        assert sorted(set(pat.tolist())) == [s + i for s, n in zip(starts.tolist(), lens.tolist()) for i in range(n)]
+        bases = rng.integers(0, 100, size=rng.integers(1, 8))
+        lo = (bases[:, None] + starts).reshape(-1)
+        hi = lo + np.tile(lens, len(bases))
+        extra = rng.integers(0, 150, size=rng.integers(0, 5))
+        want = len(set((bases[:, None] + pat).reshape(-1).tolist()) | set(extra.tolist()))
+        assert _count(200, [(lo, hi)], [extra] if len(extra) else []) == want
