@@ -101,7 +101,7 @@ def test_overlapping_tiles_are_still_found_as_races():
     assert not triton_trace.analyze(triton_trace.current_trace().launches[-1]).findings
 
 
-@pytest.mark.parametrize("name", ["add", "matmul_tiles", "transpose_tiles", "tiles_in_place"])
+@pytest.mark.parametrize("name", ["add", "softmax", "matmul", "add_tail", "matmul_tiles", "transpose_tiles", "transpose_ragged", "tiles_in_place"])
 def test_regular_kernels_are_analysed_without_decoding_lanes(name):
     """The shortcuts engage: every row of these kernels is a known pattern, and no analysis expands the
     launch's lanes (which is where the time went on large launches)."""

@@ -512,22 +512,23 @@ class Lanes:
 
     # -- regular rows, for analyses that work per pattern instead of per lane --------------------------------
     def affine_rows(self) -> tuple:
-        """(lane start, lanes, signature, base) of every stored row, in storage order. ``signature`` is
-        >= 0 for a row whose lanes are all active and whose offsets are ``base + pattern(signature)``,
-        else -1 (its lanes must be decoded)."""
+        """(lane start, lanes, signature, base, active) of every stored row, in storage order.
+        ``signature`` is >= 0 for a row whose offsets are ``base + pattern(signature)`` and whose active
+        lanes are its first ``active`` (all, or a prefix: a block's tail), else -1 (its lanes must be
+        decoded)."""
         a = self._a
         rows = a["seg_rows"]
         seg = np.repeat(np.arange(len(rows)), rows)
         r = np.arange(int(self._row_start[-1]), dtype=np.int64) - self._row_start[:-1][seg]
         n = self._seg_n[seg]
         start = self._lane_start[:-1][seg] + r * n
-        full = (self._seg_maskkind == FULL)[seg]
-        coded = np.flatnonzero(~full)
+        active = n.copy()
+        coded = np.flatnonzero(self._seg_maskkind[seg] != FULL)
         if len(coded):
-            full[coded] = a["code"][self._code_start[:-1][seg[coded]] + r[coded]] == n[coded]
-        regular = full & (self._seg_kind == AFFINE)[seg] & (n > 0)
+            active[coded] = a["code"][self._code_start[:-1][seg[coded]] + r[coded]]   # < 0: bit-packed
+        regular = (active >= 0) & (self._seg_kind == AFFINE)[seg] & (n > 0)
         sig = np.where(regular, a["seg_sig"][seg], -1).astype(np.int64)
-        return start, n, sig, np.where(regular, a["base"][:len(sig)], 0)
+        return start, n, sig, np.where(regular, a["base"][:len(sig)], 0), np.where(regular, active, 0)
 
     def pattern(self, signature: int) -> np.ndarray:
         """Offsets relative to the base of a row of ``signature`` (see affine_rows), read-only."""

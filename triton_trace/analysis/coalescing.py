@@ -139,21 +139,21 @@ def coalesce(ctx: LaunchContext, row_order: np.ndarray) -> Coalescing:
 
 def _by_pattern(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per_thread: np.ndarray, out: dict,
                 parts: list) -> np.ndarray:
-    """Rows of one block shape whose lanes are a known pattern (``ctx.row_sig``), all active and in bounds:
-    rows sharing the pattern, the elements per thread, the base's position within a cache line and its
-    alignment to the widest vector are that pattern shifted by whole lines, so everything here is the
-    same for them but the lines of the L2 stream, which shift. One row of each such group is computed;
-    the rows left (irregular ones, groups of one) are returned, in their order."""
+    """Rows of one block shape whose lanes are a known pattern with their active lanes in bounds
+    (``ctx.regular``): rows sharing the pattern, the active lanes, the elements per thread, the base's
+    position within a cache line and its alignment to the widest vector are that pattern shifted by whole
+    lines, so everything here is the same for them but the lines of the L2 stream, which shift. One row of
+    each such group is computed; the rows left (irregular ones, groups of one) are returned, in order."""
     if not context.SHORTCUTS or len(rows) < 2:
         return rows
-    sig = ctx.row_sig[rows]
-    ok = (sig >= 0) & (ctx.row_lo[rows] >= 0) & (ctx.row_hi[rows] < ctx.row_limit[rows])
+    ok = ctx.regular(rows)
     if np.count_nonzero(ok) < 2:
         return rows
     reg = rows[ok]
     base = ctx.row_base[reg]
     widest = int(_floor_pow2(max(ctx.params.vector_bytes // eb, 1)))
-    _, inverse = unique_rows(np.column_stack([sig[ok], per_thread[reg], (base * eb) % LINE_BYTES, base % widest]))
+    _, inverse = unique_rows(np.column_stack([ctx.row_sig[reg], ctx.active_lanes[reg], per_thread[reg],
+                                              (base * eb) % LINE_BYTES, base % widest]))
     order = np.argsort(inverse, kind="stable")
     bounds = np.flatnonzero(np.r_[True, inverse[order][1:] != inverse[order][:-1], True])
     done = np.zeros(len(rows), dtype=bool)

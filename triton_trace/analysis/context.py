@@ -85,6 +85,8 @@ def sorted_unique(a: np.ndarray) -> np.ndarray:
 def pattern_runs(pattern: np.ndarray) -> tuple:
     """The distinct offsets of a pattern as runs of consecutive elements: (starts, lengths)."""
     u = sorted_unique(pattern)
+    if not len(u):
+        return u, u
     first = np.flatnonzero(np.r_[True, np.diff(u) != 1])
     return u[first], np.diff(np.r_[first, len(u)])
 
@@ -214,7 +216,6 @@ class LaunchContext:
                 pmin[g], pmax[g] = pat.min(), pat.max()
             base = self.row_base[mem[reg]]
             self.row_lo[mem[reg]], self.row_hi[mem[reg]] = base + pmin[sig], base + pmax[sig]
-            self.active_lanes[mem[reg]] = cnt[reg]
         irr = np.flatnonzero(~reg)
         if len(irr):
             o, m = launch.lanes.gather(starts[irr], cnt[irr])
@@ -269,11 +270,11 @@ class LaunchContext:
         """(row, offset) of every active in-bounds lane of ``rows``, rows in the given order, decoding only
         those rows' lanes unless the launch's lanes are expanded already (or most are asked for)."""
         cnt = self.lane_count[rows]
-        lanes, off, msk = self._decode(rows)
+        lanes, off, msk = self.decode(rows)
         keep = msk & self.inb[lanes] if len(self._out_lanes) else msk
         return np.repeat(rows, cnt)[keep], off[keep]
 
-    def _decode(self, rows: np.ndarray) -> tuple:
+    def decode(self, rows: np.ndarray) -> tuple:
         """(lane indices, offsets, mask) of the lanes of ``rows``, in order: from the expanded arrays when
         they exist (or most lanes are asked for), else decoding only these rows."""
         cnt = self.lane_count[rows]
@@ -287,8 +288,9 @@ class LaunchContext:
         share one, else from the lanes."""
         sig = self.row_sig[rows]
         if len(rows) and sig[0] >= 0 and (sig == sig[0]).all():
-            return self.row_base[rows][:, None] + self.pattern(sig[0]), np.ones((len(rows), n), dtype=bool)
-        _, off, msk = self._decode(rows)
+            return (self.row_base[rows][:, None] + self.pattern(sig[0]),
+                    np.arange(n) < self.active_lanes[rows][:, None])
+        _, off, msk = self.decode(rows)
         return off.reshape(len(rows), n), msk.reshape(len(rows), n)
 
     def first_offsets(self, rows: np.ndarray) -> np.ndarray:
@@ -299,21 +301,58 @@ class LaunchContext:
         return self.offsets[self.lane_pos[rows]]
 
     def _affine(self, launch: Launch, starts: np.ndarray, cnt: np.ndarray) -> None:
-        """Per row: the lanes' pattern when all are active and the offsets are ``row_base + pattern``
-        (``row_sig`` >= 0, see Lanes.affine_rows and ``pattern``), else -1. Shortcuts key on it."""
+        """Per row: the lanes' pattern when the offsets are ``row_base + pattern`` and the active lanes are
+        the first ``active_lanes`` (``row_sig`` >= 0, see Lanes.affine_rows and ``pattern``), else -1."""
         self.row_sig = np.full(self.n_rows, -1, dtype=np.int64)
         self.row_base = np.zeros(self.n_rows, dtype=np.int64)
         if not SHORTCUTS or not len(starts):
             return
-        l_start, l_n, l_sig, l_base = launch.lanes.affine_rows()
+        l_start, l_n, l_sig, l_base, l_active = launch.lanes.affine_rows()
         keep = l_n > 0
-        l_start, l_n, l_sig, l_base = l_start[keep], l_n[keep], l_sig[keep], l_base[keep]
+        l_start, l_n, l_sig, l_base, l_active = l_start[keep], l_n[keep], l_sig[keep], l_base[keep], l_active[keep]
         if not len(l_start):
             return
         j = np.minimum(np.searchsorted(l_start, starts), len(l_start) - 1)
         ok = (l_start[j] == starts) & (l_n[j] == cnt) & (l_sig[j] >= 0)
         self.row_sig[self.mem_rows[ok]] = l_sig[j[ok]]
         self.row_base[self.mem_rows[ok]] = l_base[j[ok]]
+        self.active_lanes[self.mem_rows[ok]] = l_active[j[ok]]
+
+    def regular(self, rows: np.ndarray) -> np.ndarray:
+        """Per row: its lanes are a known pattern (``row_sig``), the active ones its first
+        ``active_lanes``, and those lie inside its tensor's storage. What every shortcut requires."""
+        sig = self.row_sig[rows]
+        ok = sig >= 0
+        for g in sorted_unique(sig[ok]):
+            sel = np.flatnonzero(ok & (sig == g))
+            lo, hi = self._prefix_extremes(int(g))
+            last = np.maximum(self.active_lanes[rows[sel]] - 1, 0)
+            base = self.row_base[rows[sel]]
+            ok[sel] = (self.active_lanes[rows[sel]] == 0) | (
+                (base + lo[last] >= 0) & (base + hi[last] < self.row_limit[rows[sel]]))
+        return ok
+
+    def regular_groups(self, rows: np.ndarray) -> tuple:
+        """(per row: ``regular``, [(offsets of the active lanes relative to the base, rows)] of the regular
+        rows grouped by pattern and active lanes)."""
+        ok = self.regular(rows)
+        reg = rows[ok]
+        groups = []
+        if len(reg):
+            classes, inverse = unique_rows(np.column_stack([self.row_sig[reg], self.active_lanes[reg]]))
+            order = np.argsort(inverse, kind="stable")
+            bounds = np.searchsorted(inverse[order], np.arange(len(classes) + 1))
+            for c, (g, k) in enumerate(classes.tolist()):
+                groups.append((self.pattern(g)[:k], reg[order[bounds[c]:bounds[c + 1]]]))
+        return ok, groups
+
+    def _prefix_extremes(self, g: int) -> tuple:
+        """Running minimum and maximum of pattern g: the extremes of its first k lanes at k - 1."""
+        memo = self.__dict__.setdefault("_extremes", {})
+        if g not in memo:
+            pat = self.pattern(g)
+            memo[g] = (np.minimum.accumulate(pat), np.maximum.accumulate(pat))
+        return memo[g]
 
     def pattern(self, sig: int) -> np.ndarray:
         """Offsets relative to ``row_base`` of the rows whose ``row_sig`` is ``sig``."""

@@ -103,16 +103,14 @@ def unique_elements(ctx: LaunchContext) -> dict:
 
 
 def _pattern_elements(ctx: LaunchContext, rows: np.ndarray, size: int, intervals: list, marks: list) -> np.ndarray:
-    """The elements of the rows whose lanes are a known pattern, all active and in bounds (``ctx.row_sig``),
-    without decoding lanes: a pattern made of few runs of consecutive elements (a block, a tile's rows)
-    as (start, end) intervals, any other as its elements. Returns the other rows."""
+    """The elements of the regular rows (``ctx.regular``: a known pattern, active lanes in bounds) without
+    decoding lanes: a pattern made of few runs of consecutive elements (a block, a tile's rows) as
+    (start, end) intervals, any other as its elements. Returns the other rows."""
     if not context.SHORTCUTS or not len(rows):
         return rows
-    sig = ctx.row_sig[rows]
-    ok = (sig >= 0) & (ctx.row_lo[rows] >= 0) & (ctx.row_hi[rows] < size)
-    for g in sorted_unique(sig[ok]):
-        pat = ctx.pattern(g)
-        base = ctx.row_base[rows[ok & (sig == g)]]
+    ok, groups = ctx.regular_groups(rows)
+    for pat, members in groups:
+        base = ctx.row_base[members]
         run_start, run_len = pattern_runs(pat)
         if len(run_start) * 4 <= len(pat):
             starts = (base[:, None] + run_start).reshape(-1)

@@ -118,16 +118,17 @@ def _touched_once(ctx: LaunchContext, rows: np.ndarray, unit: int) -> bool:
     whose lanes are a known pattern of few runs (``ctx.row_sig``; a tile) gives intervals of elements,
     every other row the elements of its active in-bounds lanes, and a program's repeats of one access
     count once; when no two of them overlap, no element has two programs (tiles of a transpose)."""
-    sig = ctx.row_sig[rows]
-    regular = (sig >= 0) & (ctx.eb[rows] == unit) & (ctx.row_lo[rows] >= 0) & (ctx.row_hi[rows] < ctx.row_limit[rows])
+    regular, groups = ctx.regular_groups(rows)
+    regular &= ctx.eb[rows] == unit
     starts, ends = [], []
-    for g in sorted_unique(sig[regular]):
-        pat = ctx.pattern(g)
+    for pat, members in groups:
+        members = members[ctx.eb[members] == unit]
+        if not len(members):
+            continue
         run_start, run_len = pattern_runs(pat)
-        if len(run_start) * 4 > len(pat) or len(sorted_unique(pat)) != len(pat):
+        if len(run_start) * 4 > max(len(pat), 1) or len(sorted_unique(pat)) != len(pat):
             return False
-        r = rows[regular & (sig == g)]
-        key, _ = unique_rows(np.column_stack([ctx.row_prog[r], ctx.row_base[r]]))
+        key, _ = unique_rows(np.column_stack([ctx.row_prog[members], ctx.row_base[members]]))
         first = (key[:, 1, None] + run_start).reshape(-1)
         starts.append(first)
         ends.append(first + np.tile(run_len, len(key)))

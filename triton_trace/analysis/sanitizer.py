@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import TensorInfo
-from .context import STORE, LaunchContext, lane_index
+from .context import STORE, LaunchContext
 from .findings import Finding, Suppressed, block_index, group_lanes, op_fields, short_list, where
 
 
@@ -114,10 +114,8 @@ def _check_views(ctx: LaunchContext) -> list:
     for ti, t in enumerate(ctx.launch.tensors):
         if _covers_storage(t):
             continue
-        rows = ctx.mem_rows[(ctx.tensor[ctx.mem_rows] == ti) & (ctx.eb[ctx.mem_rows] == t.elem_bytes)]
-        lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
-        lanes = lanes[ctx.mask[lanes] & ctx.inb[lanes]]
-        inside, _ = view_positions(t, ctx.offsets[lanes])
+        lanes, off = _output_lanes(ctx, ti)
+        inside, _ = view_positions(t, off)
         bad_parts.append(lanes[~inside])
     bad = np.sort(np.concatenate(bad_parts)) if bad_parts else np.zeros(0, dtype=np.int64)
 
@@ -130,11 +128,14 @@ def _check_views(ctx: LaunchContext) -> list:
     return _lane_findings(ctx, bad, "out_of_view", describe)
 
 
-def _output_lanes(ctx: LaunchContext, ti: int) -> np.ndarray:
+def _output_lanes(ctx: LaunchContext, ti: int) -> tuple:
+    """(lane indices, offsets) of the active in-bounds lanes of tensor ti's rows in its own element size,
+    decoding only those rows."""
     t = ctx.launch.tensors[ti]
     rows = ctx.mem_rows[(ctx.tensor[ctx.mem_rows] == ti) & (ctx.eb[ctx.mem_rows] == t.elem_bytes)]
-    lanes = lane_index(ctx.lane_pos[rows], ctx.lane_count[rows])
-    return lanes[ctx.mask[lanes] & ctx.inb[lanes]]
+    lanes, off, msk = ctx.decode(rows)
+    keep = msk & ctx.inb[lanes]
+    return lanes[keep], off[keep]
 
 
 def _outputs(ctx: LaunchContext) -> list:
@@ -148,9 +149,9 @@ def check_uninitialized(ctx: LaunchContext) -> list:
     time = ctx.time()
     bad_parts = []
     for ti in _outputs(ctx):
-        lanes = _output_lanes(ctx, ti)
+        lanes, off = _output_lanes(ctx, ti)
         rows = ctx.lane_row[lanes]
-        off, t = ctx.offsets[lanes], time[rows]
+        t = time[rows]
         first = np.full(ctx.launch.tensors[ti].storage_size, np.iinfo(np.int64).max, dtype=np.int64)
         w = ctx.is_write[rows]
         np.minimum.at(first, off[w], t[w])
@@ -168,14 +169,14 @@ def check_uninitialized(ctx: LaunchContext) -> list:
 def check_double_writes(ctx: LaunchContext) -> list:
     bad_parts = []
     for ti in _outputs(ctx):
-        lanes = _output_lanes(ctx, ti)
-        lanes = lanes[ctx.kind[ctx.lane_row[lanes]] == STORE]
-        off = ctx.offsets[lanes]
+        lanes, off = _output_lanes(ctx, ti)
+        store = ctx.kind[ctx.lane_row[lanes]] == STORE
+        lanes, off = lanes[store], off[store]
         many = np.bincount(off, minlength=ctx.launch.tensors[ti].storage_size) > 1
-        lanes = lanes[many[off]]                    # usually none: skip the sort below
+        lanes, off = lanes[many[off]], off[many[off]]     # usually none: skip the sort below
         if not len(lanes):
             continue
-        key = ctx.offsets[lanes] * ctx.n_programs + ctx.row_prog[ctx.lane_row[lanes]]
+        key = off * ctx.n_programs + ctx.row_prog[ctx.lane_row[lanes]]
         order = np.argsort(key, kind="stable")
         again = np.zeros(len(lanes), dtype=bool)
         again[order[1:]] = key[order[1:]] == key[order[:-1]]      # a later store by the same program
@@ -196,10 +197,9 @@ def check_coverage(ctx: LaunchContext) -> list:
     out = []
     for ti in _outputs(ctx):
         t = lc.tensors[ti]
-        lanes = _output_lanes(ctx, ti)
-        lanes = lanes[ctx.is_write[ctx.lane_row[lanes]]]
+        lanes, off = _output_lanes(ctx, ti)
         written = np.zeros(t.storage_size, dtype=bool)
-        written[ctx.offsets[lanes]] = True
+        written[off[ctx.is_write[ctx.lane_row[lanes]]]] = True
         vo = t.view_offsets()
         missing = ~written[vo] if vo.size else np.zeros(t.shape, dtype=bool)
         n = int(missing.sum())
