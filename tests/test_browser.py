@@ -16,7 +16,6 @@ import kernels
 import test_web_kernels as K
 import torch
 import triton_trace
-from triton_trace.model import Trace
 
 pytestmark = pytest.mark.browser
 

@@ -107,7 +107,7 @@ class Access:
 @dataclass(frozen=True, init=False)
 class Launch:
     """One kernel launch. Construct it with ``lanes=`` (a Lanes), or with flat ``offsets=`` and ``mask=``
-    arrays, which are compacted (see lanes.py); ``offsets`` and ``mask`` read back expanded, read-only."""
+    arrays, which are compacted (see triton_trace.lanes); ``offsets`` and ``mask`` read back expanded, read-only."""
     kernel_name: str
     source: str
     source_file: str

@@ -2,7 +2,7 @@
 
 Layout: an 8-byte magic, a little-endian uint32 format version, a uint64 header length, a UTF-8 JSON
 header, then the array blocks it describes (each zlib-compressed). Version 2 stores the lanes in their
-compact form (``lanes.*`` arrays, see lanes.py); version 1 stored flat ``offsets`` and ``mask`` arrays and
+compact form (``lanes.*`` arrays, see triton_trace.lanes); version 1 stored flat ``offsets`` and ``mask`` arrays and
 is still read. Loading never unpickles anything;
 every dtype comes from a whitelist, every block's offset and length is checked against the file before it
 is read, and the declared decompressed sizes are checked against a memory budget before anything is

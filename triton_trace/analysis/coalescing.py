@@ -215,7 +215,7 @@ def _patterns(o: np.ndarray, shape: tuple, contig_fast, const, step) -> tuple:
 def _chunk(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per_thread: np.ndarray, out: dict,
            parts: list) -> None:
     p = ctx.params
-    r, lanes, nd = len(rows), int(np.prod(shape)), len(shape)
+    lanes, nd = int(np.prod(shape)), len(shape)
     o, m = ctx.block(rows, lanes)
     threads = ctx.num_warps * p.warp_size
     order, c_fast, const, step, vec = _layout(o, shape, eb, threads, p)

@@ -93,14 +93,21 @@ def _analyzer():
 
 
 def frontend_dir() -> Path:
-    """The shipped frontend (package ``triton_trace.frontend``), else the repository's ``frontend/``."""
+    """The shipped frontend (``triton_trace/frontend`` in an installed wheel), else the repository's
+    ``frontend/`` (a source checkout or an editable install). Looked up by path: the frontend has no
+    ``__init__.py``, and importlib.resources gives a namespace package a MultiplexedPath, not a folder."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package / "frontend", package.parent / "frontend"):
+        if (candidate / "index.html").is_file():
+            return candidate
     try:
         root = resources.files("triton_trace.frontend")
-        if root.joinpath("index.html").is_file():
-            return Path(str(root))
+        for path in getattr(root, "_paths", [root]):
+            if Path(str(path)).joinpath("index.html").is_file():
+                return Path(str(path))
     except (ModuleNotFoundError, TypeError):
         pass
-    return Path(__file__).resolve().parents[2] / "frontend"
+    return package.parent / "frontend"
 
 
 def _static_files() -> dict:

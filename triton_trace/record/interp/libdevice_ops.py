@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from .rounding import round_to, two_prod, two_sum
+from .rounding import two_prod
 
 OPS: dict = {}
 _F64 = np.float64

@@ -1,0 +1,264 @@
+"""LaneWriter: encodes blocks of lanes as they are recorded (see the package docstring for the encoding)."""
+from __future__ import annotations
+
+import array
+import math
+from typing import Optional
+
+import numpy as np
+
+from .encoding import (AFFINE, ARRAYS, DELTA32, FULL, MAX_RANK, RAW, ROWS, ROWSTRIDES, _POOLS, _Cache, _pattern,
+                       _unravel)
+from .reader import Lanes
+
+
+class LaneWriter:
+    """Appends blocks of lanes, encoding each as it comes; ``finish`` hands back an immutable Lanes."""
+
+    def __init__(self):
+        self._pools = {name: array.array(code) for name, code in _POOLS.items()}
+        self._sigs: dict = {}              # signature tuple -> id
+        self._sig_list: list = []
+        self._seg_sig = array.array("i")
+        self._seg_rows = array.array("q")
+        self._seg_bitrows = 0              # bit-packed rows in the last segment (their codes count on)
+        self._lanes = 0
+        self._patterns = _Cache()
+        self._finished = False
+
+    @property
+    def lanes(self) -> int:
+        return self._lanes
+
+    @property
+    def nbytes(self) -> int:
+        pools = sum(len(a) * a.itemsize for a in self._pools.values())
+        return pools + len(self._seg_sig) * 12 + len(self._sig_list) * (3 * 8 + 2 * 8 * MAX_RANK)
+
+    def mark(self) -> tuple:
+        last = self._seg_rows[-1] if len(self._seg_rows) else 0
+        return (self._lanes, len(self._seg_sig), last, self._seg_bitrows,
+                tuple(len(a) for a in self._pools.values()), len(self._sig_list))
+
+    def rollback(self, mark) -> None:
+        self._check_open()
+        lanes, nseg, last, bitrows, pools, nsig = mark
+        self._lanes = lanes
+        for key in self._sig_list[nsig:]:        # signatures first used after the mark
+            del self._sigs[key]
+        del self._sig_list[nsig:]
+        del self._seg_sig[nseg:]
+        del self._seg_rows[nseg:]
+        if nseg:
+            self._seg_rows[-1] = last
+        self._seg_bitrows = bitrows
+        for a, n in zip(self._pools.values(), pools):
+            del a[n:]
+
+    def _check_open(self):
+        if self._finished:
+            raise RuntimeError("LaneWriter.finish() was called: the writer takes no more blocks")
+
+    def add(self, offsets: np.ndarray, mask: np.ndarray, shape: Optional[tuple] = None) -> int:
+        """Append one block of R rows of n lanes (int64 offsets and bool mask, shape (R, n), the mask may
+        be a broadcast view); ``shape`` is the block shape of one row (product n), used to find strides.
+        Returns the lane index of the block's first lane."""
+        if self._finished:
+            self._check_open()
+        o = offsets if type(offsets) is np.ndarray else np.asarray(offsets)
+        if o.ndim != 2:
+            o = o.reshape(1, -1) if o.ndim < 2 else o.reshape(o.shape[0], -1)
+        if o.dtype != np.int64:
+            o = o.astype(np.int64)
+        R, n = o.shape
+        m = mask if type(mask) is np.ndarray else np.asarray(mask)
+        if m.dtype != np.bool_:
+            m = m.astype(bool)
+        if m.shape != (R, n):
+            m = np.broadcast_to(m.reshape(R, n) if m.size == R * n else m, (R, n))
+        if shape is None or len(shape) > MAX_RANK:
+            shape = (n,)
+        else:
+            shape = tuple(shape)
+            if math.prod(shape) != n or min(shape, default=0) < 0:
+                raise ValueError(f"LaneWriter.add: block shape {shape} does not hold {n} lanes per row")
+        if n >= 1 << 31:
+            raise ValueError(f"LaneWriter.add: {n} lanes in one row; at most 2**31 - 1 are supported")
+        start = self._lanes
+        if R == 0:
+            return start
+        if n == 0:
+            self._append(R, (AFFINE, 0, (0,), (0,)), np.zeros(R, np.int64), None, None, None, None)
+        elif R == 1:
+            self._add_row(o[0], m[0], shape, n)
+        else:
+            self._add_rows(o, m, shape, n)
+        return start
+
+    # -- classification ------------------------------------------------------------------------------------
+    def _add_row(self, row, mrow, shape, n) -> None:
+        """One row (the sequential recorder's case): the steps of _add_rows with less overhead."""
+        b = int(row[0])
+        d32 = raw = None
+        if n == 1:
+            key = (AFFINE, 1, shape, (0,) * len(shape))
+        else:
+            probe = self._patterns.get((shape, "probe"), lambda: _probe(shape))
+            s = tuple(_wrap(int(row[k]) - b) if k else 0 for k in probe)
+            pat = self._patterns.get((shape, s), lambda: _pattern(shape, s))
+            d = row - b
+            if (d == pat).all():
+                key = (AFFINE, n, shape, s)
+            elif d.min() >= -(1 << 31) and d.max() < (1 << 31):
+                key, d32 = (DELTA32, n, (n,), ()), d.astype(np.int32)
+            else:
+                key, raw = (RAW, n, (n,), ()), row
+        c = int(np.count_nonzero(mrow)) if n > 1 else int(bool(mrow[0]))
+        if c == n:
+            code = None
+        else:
+            code = c if not mrow[c:].any() else -1
+        self._append(1, key, b, None, d32, raw, code, mrow[None] if code == -1 else None)
+
+    def _add_rows(self, o, m, shape, n) -> None:
+        R = o.shape[0]
+        base = o[:, 0].copy()
+        rel = o - base[:, None]
+        s = rel[:, _probe(shape)]                  # (R, ndim) strides, if the row is affine
+        same_prev = np.ones(R, dtype=bool)         # a row's strides equal the previous row's
+        same_prev[1:] = (s[1:] == s[:-1]).all(axis=1)
+        if same_prev.all():                        # one set of strides (a batch of one op): one pattern
+            s0 = tuple(s[0].tolist())
+            pat = self._patterns.get((shape, s0), lambda: _pattern(shape, s0))
+            ok = (rel == pat).all(axis=1)
+            kind = np.where(ok, AFFINE, DELTA32)
+        else:
+            # rows of several ops, or strides that vary by program: runs of equal strides share them, a
+            # row whose strides match neither neighbour keeps its own (ROWSTRIDES)
+            u = self._patterns.get((shape, "u"), lambda: _unravel(shape))
+            exp = np.zeros_like(rel)
+            for d in range(len(shape)):
+                exp += s[:, d, None] * u[None, :, d]
+            ok = (rel == exp).all(axis=1)
+            same_prev[0] = False
+            in_run = same_prev.copy()
+            in_run[:-1] |= same_prev[1:]
+            kind = np.where(ok, np.where(in_run, AFFINE, ROWSTRIDES), DELTA32)
+        if not ok.all():
+            bad = ~ok
+            fits = (rel.min(axis=1) >= -(1 << 31)) & (rel.max(axis=1) < (1 << 31))
+            kind[bad & ~fits] = RAW
+        full = m.all(axis=1)
+        code = None
+        if not full.all():
+            cnt = np.count_nonzero(m, axis=1)
+            prefix = (m == (np.arange(n) < cnt[:, None])).all(axis=1)
+            code = np.where(prefix, cnt, -1).astype(np.int32)
+        # runs of rows with the same encoding (and for AFFINE the same strides) become segments
+        cuts = np.flatnonzero((kind[1:] != kind[:-1]) | ((kind[1:] == AFFINE) & ~same_prev[1:])) + 1
+        for a, b in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [R]]).tolist()):
+            k = int(kind[a])
+            rs = d32 = raw = None
+            if k == AFFINE:
+                key = (AFFINE, n, shape, tuple(s[a].tolist()))
+            elif k == ROWSTRIDES:
+                key, rs = (ROWSTRIDES, n, shape, ()), s[a:b]
+            elif k == DELTA32:
+                key, d32 = (DELTA32, n, (n,), ()), rel[a:b].astype(np.int32)
+            else:
+                key, raw = (RAW, n, (n,), ()), o[a:b]
+            c = None if code is None or full[a:b].all() else code[a:b]
+            self._append(b - a, key, base[a:b], rs, d32, raw, c, m[a:b] if c is not None else None)
+
+    # -- appending -----------------------------------------------------------------------------------------
+    def _sig(self, key: tuple, mask_kind: int) -> int:
+        k = key + (mask_kind,)
+        sid = self._sigs.get(k)
+        if sid is None:
+            sid = self._sigs[k] = len(self._sig_list)
+            self._sig_list.append(k)
+        return sid
+
+    def _append(self, rows, key, base, rs, d32, raw, code, m=None) -> None:
+        """Append ``rows`` rows of one offsets signature ``key``; ``code`` is None for full masks. For one
+        row, ``base`` and ``code`` may be Python ints (the common case, kept off numpy)."""
+        n = key[1]
+        p = self._pools
+        mask_kind = FULL if code is None else ROWS
+        last = self._sig_list[self._seg_sig[-1]] if len(self._seg_sig) else None
+        merge = last is not None and last[:4] == key and (last[4] == mask_kind or last[4] == ROWS)
+        if merge and last[4] == ROWS and code is None:
+            code = n if rows == 1 else np.full(rows, n, dtype=np.int32)   # full rows among coded rows
+        bit_rows = 0
+        if type(code) is int and code < 0:
+            code = np.array([code], dtype=np.int32)
+        if type(code) is int:                      # one row, full or a prefix
+            p["code"].append(code)
+        elif code is not None:
+            neg = code < 0
+            if neg.any():                          # bit-packed rows are numbered on within the segment
+                first = self._seg_bitrows if merge else 0
+                code = np.where(neg, -(np.cumsum(neg) + first), code).astype(np.int32)
+                p["bits"].frombytes(np.packbits(m[neg], axis=1).tobytes())
+                bit_rows = int(neg.sum())
+            p["code"].frombytes(np.ascontiguousarray(code, dtype=np.int32).tobytes())
+        if merge:
+            self._seg_rows[-1] += rows
+            self._seg_bitrows += bit_rows
+        else:
+            self._seg_sig.append(self._sig(key, mask_kind))
+            self._seg_rows.append(rows)
+            self._seg_bitrows = bit_rows
+        if type(base) is int:
+            p["base"].append(base)
+        else:
+            p["base"].frombytes(np.ascontiguousarray(base, dtype=np.int64).tobytes())
+        if rs is not None:
+            p["row_strides"].frombytes(np.ascontiguousarray(rs, dtype=np.int64).tobytes())
+        if d32 is not None:
+            p["delta32"].frombytes(np.ascontiguousarray(d32).tobytes())
+        if raw is not None:
+            p["raw"].frombytes(np.ascontiguousarray(raw, dtype=np.int64).tobytes())
+        self._lanes += rows * n
+
+    def finish(self) -> "Lanes":
+        self._check_open()
+        self._finished = True
+        used = sorted(set(self._seg_sig))
+        remap = np.full(len(self._sig_list) + 1, -1, dtype=np.int32)
+        remap[used] = np.arange(len(used), dtype=np.int32)
+        sigs = [self._sig_list[i] for i in used]
+        a = _sig_arrays(sigs)
+        a["seg_sig"] = remap[np.frombuffer(self._seg_sig, dtype=np.int32)] if len(self._seg_sig) else \
+            np.zeros(0, np.int32)
+        a["seg_rows"] = np.frombuffer(self._seg_rows, dtype=np.int64).copy()
+        for name, pool in self._pools.items():
+            a[name] = np.frombuffer(pool, dtype=ARRAYS[name][0]) if len(pool) else \
+                np.zeros(0, ARRAYS[name][0])
+        return Lanes(a, self._lanes)
+
+
+def _wrap(v: int) -> int:
+    """A Python int taken modulo 2**64 into int64's range, as numpy's int64 arithmetic wraps."""
+    return (v + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def _probe(shape: tuple) -> list:
+    """Flat lane index one step along each dimension (0 for dimensions of size 1, whose stride is 0)."""
+    out, inner = [], 1
+    for size in reversed(shape):
+        out.append(inner if size > 1 else 0)
+        inner *= size
+    return out[::-1]
+
+
+def _sig_arrays(sigs: list) -> dict:
+    g = len(sigs)
+    a = {"sig_offs": np.zeros(g, np.uint8), "sig_mask": np.zeros(g, np.uint8), "sig_n": np.zeros(g, np.int64),
+         "sig_ndim": np.zeros(g, np.uint8), "sig_shape": np.zeros((g, MAX_RANK), np.int64),
+         "sig_strides": np.zeros((g, MAX_RANK), np.int64)}
+    for i, (kind, n, shape, strides, mask_kind) in enumerate(sigs):
+        a["sig_offs"][i], a["sig_mask"][i], a["sig_n"][i], a["sig_ndim"][i] = kind, mask_kind, n, len(shape)
+        a["sig_shape"][i, :len(shape)] = shape
+        a["sig_strides"][i, :len(strides)] = strides
+    return a
