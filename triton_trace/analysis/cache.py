@@ -189,9 +189,11 @@ def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int, copy=None, fetch
     # is a hit that changes nothing: drop it from the steps (it fetches and dirties nothing).
     same = np.zeros(n, dtype=bool)
     if n > 1:
-        a, b = by_set[1:], by_set[:-1]
-        same[1:] = ((s_sorted[1:] == s_sorted[:-1]) & (line[a] == line[b]) & (mask[a] == mask[b])
-                    & (rd[a] == rd[b]) & (wr[a] == wr[b]) & (copy[a] == copy[b]))
+        # one key per access: line, sectors and kind (lines are far below 2**55)
+        i64 = lambda a: np.asarray(a).astype(np.int64)
+        what = (i64(line) << 8) | ((i64(mask) & 15) << 3) | (i64(rd) << 2) | (i64(wr) << 1) | i64(copy)
+        what = what[by_set]
+        same[1:] = (s_sorted[1:] == s_sorted[:-1]) & (what[1:] == what[:-1])
     hit_sectors = np.zeros(n, dtype=np.int64)
     dropped = by_set[same]
     hit_sectors[dropped] = np.where(rd[dropped], _POPCOUNT[mask[dropped] & 15], 0)
@@ -215,6 +217,7 @@ def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int, copy=None, fetch
     # State: tags and last use per (set, way) (-1: empty); sector bits flat at set * ways + way.
     tags = np.full((n_sets, ways), -1, dtype=sl_line.dtype)
     last = np.full((n_sets, ways), -1, dtype=np.int32)
+    tags_flat, last_flat = tags.reshape(-1), last.reshape(-1)     # views: 1-D fancy indexing is faster
     valid = np.zeros(n_sets * ways, dtype=np.uint8)
     dirty = np.zeros(n_sets * ways, dtype=np.uint8)
     n_dirty = np.zeros(n_sets, dtype=np.int32)            # dirty lines per set
@@ -249,13 +252,13 @@ def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int, copy=None, fetch
         if any_drop:                       # a write dropped the other partition's copy
             stay = dr & ~hit               # (there was none: nothing changes)
             tg = np.where(dr, -1, tg).astype(tags.dtype)
-            tg = np.where(stay, tags[live, way], tg)
-            step_t = np.where(stay, last[live, way], np.where(dr, -1, step))
+            tg = np.where(stay, tags_flat[f], tg)
+            step_t = np.where(stay, last_flat[f], np.where(dr, -1, step))
             new_v = np.where(stay, valid[f], np.where(dr, 0, new_v))
             new_d = np.where(stay, df, np.where(dr, 0, new_d))
         else:
             step_t = step
-        tags[live, way], last[live, way] = tg, step_t
+        tags_flat[f], last_flat[f] = tg, step_t
         valid[f], dirty[f] = new_v, new_d
         if dirty_ways is not None:
             n_dirty[live] += (new_d != 0).astype(np.int32) - (df != 0)
