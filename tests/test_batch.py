@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 import triton
+import triton.language as tl
 
 import broken_kernels as B
 import kernels as K
@@ -252,3 +253,55 @@ def test_lock_groups_batch_once_chunks_shrink_below_the_group_count():
     torch.nn.functional.layer_norm(xr, (N,), wr, br, 1e-5).backward(dy)
     for got, want in ((dx, xr.grad), (dw, wr.grad), (db, br.grad)):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+@triton.jit
+def _tile_inc_kernel(x_ptr, n, HALO: tl.constexpr, BLOCK: tl.constexpr):
+    # in place, x[tile] += 1 on 2-D tiles of an n x n matrix; HALO reads the next tile's first row too
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    rows = pm * BLOCK + tl.arange(0, BLOCK)
+    cols = pn * BLOCK + tl.arange(0, BLOCK)
+    ptr = x_ptr + rows[:, None] * n + cols[None, :]
+    v = tl.load(ptr) + tl.load(ptr + HALO * n, mask=(rows[:, None] + HALO) < n, other=0.) * 0
+    tl.store(ptr, v + 1)
+
+
+def _tile_inc(halo, batch):
+    x = torch.zeros(64, 64)
+    triton_trace.reset()
+    trace(batch=batch)(_tile_inc_kernel)[(4, 4)](x, 64, HALO=halo, BLOCK=16)
+    return x, triton_trace.current_trace()
+
+
+def test_loads_of_unwritten_storages_keep_ranges_and_the_chunk_reruns_when_it_writes_them(monkeypatch):
+    """Loads of a storage nothing has written are kept as per-program ranges only (read-only inputs never
+    need their lanes); a chunk that then writes it, with overlapping ranges, runs batched again with the
+    lanes kept: tiles updated in place batch without falling back, and tiles that read a neighbour's
+    rows fall back. Both give the sequential result."""
+    from triton_trace.record import shadow
+    kept = []
+    add = shadow.ChunkConflicts.add
+    monkeypatch.setattr(shadow.ChunkConflicts, "add", lambda self, t, o, s, w, eb: (
+        kept.append((self.memory.tensors[t].name, w, self.memory.storages[self.memory.storage_of(t)].written)),
+        add(self, t, o, s, w, eb))[1])
+    for halo in (0, 16):
+        seq_x, seq = _tile_inc(halo, False)
+        kept.clear()
+        bat_x, bat = _tile_inc(halo, True)
+        assert torch.equal(seq_x, bat_x) and torch.equal(bat_x, torch.ones(64, 64))
+        assert_same_traces(seq, bat)
+        ex = bat.launches[0].meta["execution"]
+        if halo == 0:
+            assert ex["batched_programs"] == 16 and not ex["fallbacks"]
+            # first attempt: x's loads as ranges; the retry keeps them (x is marked written by then)
+            assert ("x_ptr", False, False) in kept and ("x_ptr", False, True) in kept
+        else:
+            assert ex["fallbacks"] and "share elements of 'x_ptr'" in ex["fallbacks"][0]["reason"]
+    entries = []
+    check = shadow.ChunkConflicts.check
+    monkeypatch.setattr(shadow.ChunkConflicts, "check", lambda self: (
+        entries.extend(e for es in self._by_storage.values() for e in es), check(self))[1])
+    K.matmul(torch.randn(64, 64), torch.randn(64, 64), kernel=trace(K.make_matmul()), block_m=16, block_n=16)
+    loads = [e for e in entries if not e[2]]
+    assert loads and all(e[0] is None for e in loads), "matmul's inputs are kept as ranges, not lanes"
+    assert any(e[2] and e[0] is not None for e in entries), "its stores keep their lanes"

@@ -76,3 +76,9 @@ class BatchFallback(Exception):
     """Internal, never reaches the user: a chunk of programs cannot run batched (programs branch
     differently, share memory they write, or use an op the batched mode lacks), so the executor undoes
     the chunk and runs its programs one at a time. The message is recorded in the launch as the reason."""
+
+
+class ChunkRetry(BatchFallback):
+    """Internal: a chunk wrote a storage whose earlier loads it kept only as ranges (nothing had written
+    it yet), and the ranges overlap. The executor undoes the chunk and runs it batched again, now keeping
+    those loads' lanes for the exact check."""

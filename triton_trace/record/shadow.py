@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import BatchFallback
+from ..errors import BatchFallback, ChunkRetry
 from ..overlap import ranges_disjoint, shared_elements
 
 
@@ -19,41 +19,58 @@ class ChunkConflicts:
         self.memory = memory
         self.programs = programs
         self._scratch = scratch          # storage -> shadow array, reused by every chunk of a launch
-        self._by_storage: dict = {}      # storage -> list of (offsets, safe, is_write, elem_bytes)
+        self._by_storage: dict = {}      # storage -> list of (offsets or None, safe, is_write, elem_bytes, lo, hi)
 
     def add(self, tensor: int, offsets: np.ndarray, safe: np.ndarray, is_write: bool, elem_bytes: int) -> None:
-        self._by_storage.setdefault(self.memory.storage_of(tensor), []).append((offsets, safe, is_write, elem_bytes))
+        sid = self.memory.storage_of(tensor)
+        if is_write or self.memory.storages[sid].written:
+            entry = (offsets, safe, is_write, elem_bytes, None, None)
+        else:
+            # Nothing has written this storage yet (a read-only input, usually): keep each program's range
+            # of elements, not its lanes. Should the chunk write the storage after all and the ranges
+            # overlap, check() asks for the chunk to run again; the storage is marked written by then.
+            lo, hi = self._span(offsets, safe)
+            entry = (None, None, False, elem_bytes, lo, hi)
+        self._by_storage.setdefault(sid, []).append(entry)
+
+    def _span(self, offsets: np.ndarray, safe: np.ndarray) -> tuple:
+        """Per program: the smallest and largest offset of its safe lanes (lo > hi when it has none)."""
+        o = offsets.reshape(self.programs, -1)
+        big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        if o.shape[1] == 0:
+            return np.full(self.programs, big), np.full(self.programs, small)
+        if safe.all():
+            return o.min(axis=1), o.max(axis=1)
+        s = np.broadcast_to(safe, offsets.shape).reshape(self.programs, -1)
+        return np.where(s, o, big).min(axis=1), np.where(s, o, small).max(axis=1)
 
     def _ranges(self, accesses) -> tuple:
         lo = np.full(self.programs, np.iinfo(np.int64).max)
         hi = np.full(self.programs, np.iinfo(np.int64).min)
-        for offsets, safe, _, _ in accesses:
-            o = offsets.reshape(self.programs, -1)
-            if o.shape[1] == 0:
-                continue
-            if safe.all():
-                lo, hi = np.minimum(lo, o.min(axis=1)), np.maximum(hi, o.max(axis=1))
-            else:
-                s = safe.reshape(self.programs, -1)
-                lo = np.minimum(lo, np.where(s, o, lo[:, None]).min(axis=1))
-                hi = np.maximum(hi, np.where(s, o, hi[:, None]).max(axis=1))
+        for offsets, safe, _, _, a_lo, a_hi in accesses:
+            if offsets is not None:
+                a_lo, a_hi = self._span(offsets, safe)
+            lo, hi = np.minimum(lo, a_lo), np.maximum(hi, a_hi)
         return lo, hi
 
     def check(self) -> None:
         """Raise BatchFallback when two programs of the chunk touch an element one of them writes."""
         for sid, accesses in self._by_storage.items():
-            if not any(a[2] for a in accesses):
-                continue
+            if not any(a[2] and a[1].any() for a in accesses):
+                continue                      # nothing written to this storage (no write had a safe lane)
             if len({a[3] for a in accesses}) > 1:
                 raise BatchFallback("one storage is accessed with different element sizes in a chunk")
             if ranges_disjoint(*self._ranges(accesses)):
                 continue
+            if any(a[0] is None for a in accesses):
+                name = self.memory.tensors[self.memory.tensor_of_storage(sid)].name
+                raise ChunkRetry(f"'{name}' is written after its loads were kept as ranges")
             size = self.memory.storages[sid].nbytes // accesses[0][3]
             scratch = self._scratch.get((sid, size))
             if scratch is None:
                 scratch = self._scratch[(sid, size)] = np.empty(size, dtype=np.int64)
             els, progs, writes = [], [], []
-            for offsets, safe, is_write, _ in accesses:
+            for offsets, safe, is_write, _, _, _ in accesses:
                 prog = np.broadcast_to(np.arange(self.programs).reshape((-1,) + (1,) * (offsets.ndim - 1)),
                                        offsets.shape)
                 els.append(offsets[safe])

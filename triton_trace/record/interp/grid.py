@@ -6,13 +6,14 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ...errors import BatchFallback
+from ...errors import BatchFallback, ChunkRetry
 from .. import frames
 from . import batch, hooks, semantics
 
 DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
 MIN_CHUNK = 8                # a chunk that falls back halves the next one, down to this size
 GIVE_UP_AFTER = 2            # consecutive fallbacks at MIN_CHUNK: run the rest of the launch one by one
+RETRY = "retry"              # _run_chunk's answer when the chunk should run batched again (see ChunkRetry)
 
 
 class ProgramFailure(Exception):
@@ -52,16 +53,22 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                 batched_args = batch.batch_args(call_args)
             except BatchFallback as e:
                 rec.fallbacks.append((0, total, str(e)))
-        start, misses = 0, 0
+        start, misses, retried = 0, 0, False
         while start < total:
             n = min(chunk, total - start) if batched_args is not None else total - start
             if batched_args is not None and n > 1:
                 why = _run_chunk(kernel, batched_args, order[start:start + n], builder, rec, proxy)
+                if why is RETRY and not retried:
+                    retried = True            # the same chunk again, keeping the lanes it lacked
+                    continue
+                retried = False
                 if why is None:
                     start, misses = start + n, 0
                     if on_done is not None:
                         on_done(n)
                     continue
+                if why is RETRY:
+                    why = "the exact check lacked lanes twice"
                 rec.fallbacks.append((start, n, why))
                 # Programs that diverge or share memory often do so only within groups (a lock per group
                 # of rows, a special first program): smaller chunks may avoid them. An op that is not
@@ -104,6 +111,8 @@ def _run_chunk(kernel, batched_args, pids, builder, rec, proxy) -> Optional[str]
         rec.begin_chunk(pids, batched=True)
         kernel(**batched_args)
         rec.end_chunk()
+    except ChunkRetry:
+        why = RETRY
     except BatchFallback as e:
         why = str(e)
     except Exception as e:  # the programs re-run one by one, where the failing one reports itself
