@@ -3,6 +3,7 @@
     python tests/benchmarks/bench_suite.py [--quick] [--repeat 3] [--cases add_1m,softmax]
                                            [--trace-opt batch=False] [--json out.json]
     python tests/benchmarks/bench_suite.py --micro      # the lane compaction alone, per block
+    python tests/benchmarks/bench_suite.py --budget 64MB  # the 16M vector add under a memory budget
 
 Each (case, mode) runs in a fresh child process, so its peak memory is its own: ``plain`` sets
 ``TRITON_INTERPRET=1`` before Triton is imported and runs the bare kernels, as a user would; ``traced``
@@ -251,6 +252,26 @@ def micro(repeat: int) -> str:
 # ------------------------------------------------------------------------------------------------------
 # parent
 # ------------------------------------------------------------------------------------------------------
+def budget(limit: str) -> str:
+    """The 16M-element vector add traced within a memory budget: time, what was recorded, peak memory."""
+    import torch
+    import kernels as K
+    import triton_trace
+    x, y = torch.randn(1 << 24), torch.randn(1 << 24)
+    base = _rss_bytes()
+    t0 = time.perf_counter()
+    out = K.add(x, y, kernel=triton_trace.trace(memory_limit=limit)(K.make_add()), block=1024)
+    took = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+    lc = triton_trace.current_trace().launches[0]
+    ex = lc.meta.get("execution") or {}
+    return (f"16M vector add, trace(memory_limit={limit!r}): {took:.2f} s, output equals torch: "
+            f"{bool(torch.equal(out, x + y))}; recorded programs {lc.recorded_programs} of {lc.num_programs}, "
+            f"lanes {lc.lanes.size:,} ({lc.lanes.nbytes / 1e6:.2f} MB), values {lc.values.nbytes / 1e6:.1f} MB "
+            f"(values truncated: {lc.values_truncated}, by the value cap or the limit); limit notes {ex.get('limit_notes') or []}; "
+            f"peak RSS {peak / 1e6:.0f} MB above the inputs")
+
+
 def parse_opt(text: str) -> tuple:
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"--trace-opt takes key=value, got {text!r}")
@@ -328,10 +349,15 @@ def main(argv=None):
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of plain,traced,analysed")
     ap.add_argument("--json", help="also write every measurement to this file")
     ap.add_argument("--micro", action="store_true", help="only time LaneWriter.add() on typical blocks")
+    ap.add_argument("--budget", metavar="SIZE", help="only trace a 16M-element vector add (16384 programs of "
+                    "1024) under trace(memory_limit=SIZE), e.g. 64MB, and report what was kept")
     ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.micro:
         print(micro(max(args.repeat, 3)))
+        return
+    if args.budget:
+        print(budget(args.budget))
         return
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = [c for c in cases if c not in CASES]
