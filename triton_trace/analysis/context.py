@@ -91,6 +91,17 @@ def pattern_runs(pattern: np.ndarray) -> tuple:
     return u[first], np.diff(np.r_[first, len(u)])
 
 
+def pattern_intervals(pattern: np.ndarray, bases: np.ndarray):
+    """The elements of rows ``bases + pattern`` as half-open intervals (starts, ends), one run of
+    consecutive elements after another; None when the pattern has too many runs for intervals to pay
+    (more than a quarter of its lanes: a gather)."""
+    run_start, run_len = pattern_runs(pattern)
+    if len(run_start) * 4 > max(len(pattern), 1):
+        return None
+    starts = (bases[:, None] + run_start).reshape(-1)
+    return starts, starts + np.tile(run_len, len(bases))
+
+
 def unique_rows(key: np.ndarray) -> tuple:
     """(distinct rows of a 2-D int array, the class of every row), classes in a deterministic order.
     np.unique(axis=0) sorts rows as bytes (~10 s for a million rows); a 64-bit fingerprint sorts fast,
@@ -212,8 +223,8 @@ class LaunchContext:
             sig = self.row_sig[mem[reg]]
             pmin, pmax = np.zeros(int(sig.max()) + 1, np.int64), np.zeros(int(sig.max()) + 1, np.int64)
             for g in sorted_unique(sig):
-                pat = self.pattern(g)
-                pmin[g], pmax[g] = pat.min(), pat.max()
+                lo, hi = self._prefix_extremes(int(g))
+                pmin[g], pmax[g] = lo[-1], hi[-1]
             base = self.row_base[mem[reg]]
             self.row_lo[mem[reg]], self.row_hi[mem[reg]] = base + pmin[sig], base + pmax[sig]
         irr = np.flatnonzero(~reg)
@@ -295,10 +306,13 @@ class LaunchContext:
 
     def first_offsets(self, rows: np.ndarray) -> np.ndarray:
         """The offset of the first lane of each row (the address of a scalar access)."""
-        sig = self.row_sig[rows]
-        if (sig >= 0).all():
-            return self.row_base[rows]
-        return self.offsets[self.lane_pos[rows]]
+        out = self.row_base[rows].copy()
+        irr = np.flatnonzero(self.row_sig[rows] < 0)
+        if len(irr):
+            off = self.decode(rows[irr])[1]
+            cnt = self.lane_count[rows[irr]]
+            out[irr] = off[np.cumsum(cnt) - cnt]
+        return out
 
     def _affine(self, launch: Launch, starts: np.ndarray, cnt: np.ndarray) -> None:
         """Per row: the lanes' pattern when the offsets are ``row_base + pattern`` and the active lanes are

@@ -12,7 +12,7 @@ import numpy as np
 from .cache import CacheResult
 from .coalescing import PATTERNS, SECTOR_BYTES, Coalescing
 from . import context
-from .context import KIND_NAMES, LOAD, STORE, LaunchContext, pattern_runs, sorted_unique
+from .context import KIND_NAMES, LOAD, STORE, LaunchContext, pattern_intervals, sorted_unique
 
 TAIL_TOLERANCE = 0.1       # a program is in the tail when its work is this far from the median
 MAX_TAIL_PIDS = 16
@@ -111,10 +111,9 @@ def _pattern_elements(ctx: LaunchContext, rows: np.ndarray, size: int, intervals
     ok, groups = ctx.regular_groups(rows)
     for pat, members in groups:
         base = ctx.row_base[members]
-        run_start, run_len = pattern_runs(pat)
-        if len(run_start) * 4 <= len(pat):
-            starts = (base[:, None] + run_start).reshape(-1)
-            intervals.append((starts, starts + np.tile(run_len, len(base))))
+        iv = pattern_intervals(pat, base)
+        if iv is not None:
+            intervals.append(iv)
         else:
             marks.append((base[:, None] + pat).reshape(-1))
     return rows[~ok]

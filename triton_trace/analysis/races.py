@@ -26,7 +26,7 @@ import numpy as np
 
 from ..overlap import ranges_disjoint, shared_elements
 from . import context
-from .context import CAS, LOAD, STORE, XCHG, LaunchContext, pattern_runs, sorted_unique, unique_rows
+from .context import CAS, LOAD, STORE, XCHG, LaunchContext, pattern_intervals, sorted_unique, unique_rows
 from .findings import Finding, Suppressed, op_fields, short_list, where
 from .sanitizer import view_positions
 
@@ -125,13 +125,12 @@ def _touched_once(ctx: LaunchContext, rows: np.ndarray, unit: int) -> bool:
         members = members[ctx.eb[members] == unit]
         if not len(members):
             continue
-        run_start, run_len = pattern_runs(pat)
-        if len(run_start) * 4 > max(len(pat), 1) or len(sorted_unique(pat)) != len(pat):
-            return False
         key, _ = unique_rows(np.column_stack([ctx.row_prog[members], ctx.row_base[members]]))
-        first = (key[:, 1, None] + run_start).reshape(-1)
-        starts.append(first)
-        ends.append(first + np.tile(run_len, len(key)))
+        iv = pattern_intervals(pat, key[:, 1])
+        if iv is None or len(sorted_unique(pat)) != len(pat):
+            return False
+        starts.append(iv[0])
+        ends.append(iv[1])
     lr, off = ctx.row_lanes(rows[~regular])
     if len(lr):
         key, _ = unique_rows(np.column_stack([ctx.row_prog[lr], off * ctx.eb[lr] // unit]))

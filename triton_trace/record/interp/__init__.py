@@ -4,5 +4,5 @@ Triton's interpreter is private and changes between releases, so its seams are r
 package: ``hooks`` installs and restores the recording seams and runs a grid, ``semantics`` makes traced
 kernels compute as compiled code does where the plain interpreter differs, and ``batch`` runs many
 programs in one numpy pass. ``tests/test_fidelity.py`` checks that no module outside this package
-imports ``triton.runtime.interpreter``.
+imports Triton's interpreter module.
 """
