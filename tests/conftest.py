@@ -14,3 +14,7 @@ def _fresh_trace():
     triton_trace.reset()
     yield
     triton_trace.reset()
+
+# Triton's own test suite, vendored as test data: run through tests/triton_suite/run_suite.py, never
+# collected as part of this project's tests.
+collect_ignore = ["triton_suite"]

@@ -1,6 +1,12 @@
 """Every error triton_trace raises. Each message names the thing the user has to fix."""
 from __future__ import annotations
 
+from typing import Optional
+
+from triton.compiler.errors import CompilationError
+from triton.errors import TritonError
+from triton.runtime.errors import InterpreterError
+
 
 class TritonTraceError(Exception):
     """Base class of all triton_trace errors."""
@@ -14,11 +20,15 @@ class TraceUsageError(TritonTraceError, ValueError):
     """A bad argument to the public API (decorator options, grid, kernel arguments, program filters)."""
 
 
-class ProgramError(TritonTraceError):
+class ProgramError(TritonTraceError, InterpreterError):
     """An exception inside one program of a traced kernel.
 
-    The launch it happened in is kept in the current trace with every program that completed
-    (and the ops the failing program recorded before it failed), so nothing recorded is lost.
+    A drop-in for Triton's interpreter: it is an ``InterpreterError`` (so a ``triton.TritonError``) whose
+    ``__cause__`` is the original exception, as the plain interpreter raises. ``program_error`` also makes
+    it an instance of the cause's own class where that is a Triton error, and a ``CompilationError`` where
+    Triton's front end refused the kernel (what a compiled launch raises). The launch it happened in is
+    kept in the current trace with every program that completed (and the ops the failing program recorded
+    before it failed), so nothing recorded is lost.
     """
 
     def __init__(self, kernel: str, program: tuple, file: str | None, line: int | None, cause: BaseException):
@@ -28,10 +38,26 @@ class ProgramError(TritonTraceError):
         self.line = line
         self.cause = cause
         where = f"{file}:{line}" if line else "an unknown line"
-        super().__init__(
+        self._set_message(
             f"kernel '{kernel}' failed in program {self.program} at {where}: "
             f"{type(cause).__name__}: {cause}. The programs that completed are kept in "
             f"triton_trace.current_trace().")
+
+    def _set_message(self, message: str) -> None:
+        # InterpreterError and CompilationError print their own attributes: keep all three in step
+        Exception.__init__(self, message)
+        self.error_message = self.message = message
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+    def __reduce__(self):
+        # the mixed-in classes are made at run time: pickle (pytest-xdist, multiprocessing) the plain one
+        return _rebuild, (self.args[0],)
+
+
+def _rebuild(message: str) -> "TritonTraceError":
+    return TritonTraceError(message)
 
 
 class UnsupportedOp(ProgramError):
@@ -45,14 +71,40 @@ class UnsupportedOp(ProgramError):
         super().__init__(kernel, program, file, line, cause)
         where = f"{file}:{line}" if line else "an unknown line"
         name = op if op.startswith(("__nv_", "libdevice")) else f"tl.{op}"
-        self.args = (
+        self._set_message(
             f"kernel '{kernel}' calls {name} at {where} (program {self.program}), which triton_trace cannot run "
             f"on the CPU ({cause}). Replace {name} with plain tl operations, or put it behind a tl.constexpr flag "
             f"that is off when tracing (see README, \"Supported Triton features\"). "
-            f"The programs that completed are kept in triton_trace.current_trace().",)
+            f"The programs that completed are kept in triton_trace.current_trace().")
 
-    def __str__(self) -> str:
-        return self.args[0]
+
+_MIXED: dict = {}
+
+
+def program_error(kernel: str, program: tuple, file: Optional[str], line: Optional[int], cause: BaseException,
+                  op: Optional[str] = None, front_end: bool = False) -> ProgramError:
+    """The error a failing program raises: a ``ProgramError`` (``UnsupportedOp`` when ``op`` names what
+    cannot run) that is also an instance of what Triton would raise: the cause's class when it is a
+    ``TritonError``, and ``CompilationError`` when ``front_end`` (Triton's language module refused the
+    kernel, which a compiled launch reports at compile time)."""
+    base = ProgramError if op is None else UnsupportedOp
+    extra = []
+    if isinstance(cause, TritonError) and not isinstance(cause, InterpreterError):
+        extra.append(type(cause))
+    if front_end and not any(issubclass(c, CompilationError) for c in extra):
+        extra.append(CompilationError)
+    cls = base
+    if extra:
+        key = (base,) + tuple(extra)
+        cls = _MIXED.get(key)
+        if cls is None:
+            try:
+                cls = type(base.__name__, (base,) + tuple(extra), {"__module__": __name__})
+            except TypeError:        # a cause class whose layout cannot be mixed in: keep the base
+                cls = base
+            _MIXED[key] = cls
+    args = (kernel, program, file, line, cause) + ((op,) if op is not None else ())
+    return cls(*args)
 
 
 class OutOfBoundsAccess(TritonTraceError):

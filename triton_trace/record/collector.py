@@ -140,8 +140,8 @@ class Collector:
         return fid
 
     def _event(self, kind, fid, line, tensor, elem_bytes, shape, lane_start, lane_count, aux) -> int:
-        if len(shape) > MAX_RANK:
-            shape = (int(np.prod(shape)),)
+        # the event keeps the block's own shape (values are broadcast to it); a rank above the ops
+        # table's MAX_RANK is flattened only when the table is built
         self._events.append([len(self._chunk_pids), self._seq, KIND_CODE[kind], fid, line, tensor, elem_bytes,
                              tuple(shape), lane_start, lane_count, -1, -1, 0, aux])
         self._seq += 1
@@ -257,6 +257,8 @@ class Collector:
         shapes = np.zeros((n_ev, MAX_RANK), dtype=np.int64)
         ndim = np.zeros(n_ev, dtype=np.int32)
         for i, s in enumerate(ev[_SHAPE]):
+            if len(s) > MAX_RANK:
+                s = (int(np.prod(s)),)
             shapes[i, :len(s)] = s
             ndim[i] = len(s)
         ops["shape"], ops["ndim"] = shapes[idx], ndim[idx]

@@ -7,7 +7,7 @@ import threading
 from contextlib import contextmanager
 from typing import Callable, Iterable, Optional, Union
 
-from ..errors import ProgramError, TraceUsageError, TritonTraceError, UnsupportedOp
+from ..errors import TraceUsageError, TritonTraceError, program_error
 from ..model import Launch, Trace
 from . import frames
 from .interp import grid as _grid, hooks
@@ -191,10 +191,8 @@ def _bind(fn, args, kwargs) -> dict:
 def _failure_error(name: str, f: "_grid.ProgramFailure", cause: BaseException) -> BaseException:
     if isinstance(cause, TritonTraceError):      # e.g. OutOfBoundsAccess: already names kernel and program
         return cause
-    op = hooks.unsupported_op(cause)
-    if op is not None:
-        return UnsupportedOp(name, f.pid, f.file, f.line, cause, op)
-    return ProgramError(name, f.pid, f.file, f.line, cause)
+    return program_error(name, f.pid, f.file, f.line, cause, op=hooks.unsupported_op(cause),
+                         front_end=hooks.raised_by_front_end(cause))
 
 
 def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, config: Optional[dict] = None):

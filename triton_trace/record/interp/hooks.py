@@ -118,6 +118,20 @@ def rewritten(fn):
     return out
 
 
+_LANGUAGE_DIR = os.path.join(_TRITON_DIR, "language")
+
+
+def raised_by_front_end(exc: BaseException) -> bool:
+    """Whether Triton's language module (its front end: type checks, shapes, axes) raised ``exc``. A
+    compiled launch reports those at compile time as a CompilationError."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    return last is not None and last.tb_frame.f_code.co_filename.startswith(_LANGUAGE_DIR)
+
+
 def unsupported_op(exc: BaseException) -> Optional[str]:
     """The name of the Triton function a kernel called that the interpreter cannot run (it raised
     NotImplementedError from inside Triton: inline asm, extern elementwise, block pointers in 3.9), or None."""

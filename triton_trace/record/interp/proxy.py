@@ -44,17 +44,19 @@ class MemoryProxy:
         vo = self._view(dtype)
         if vo is not None:
             idx = vo[1][safe]
-            undo.append((vo[0], idx, vo[0][idx]))
+            undo.append((True, vo[0], idx, vo[0][idx]))
         else:
             dtype = np.dtype(dtype)
-            undo.append((ptrs, self._real.load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
+            undo.append((False, ptrs, self._real.load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
 
     def undo(self, log: list) -> None:
+        # Entries are tagged: a typed view of uint64 storage is itself a uint64 array, so the array's
+        # dtype cannot tell a view apart from raw pointers (taking values for addresses crashed the process).
         while log:
-            a, b, c = log.pop()
-            if isinstance(a, np.ndarray) and a.dtype != np.uint64:    # (view, element offsets, old values)
+            is_view, a, b, c = log.pop()
+            if is_view:           # (typed view, element offsets, old values)
                 a[b] = c
-            else:
+            else:                 # (raw pointers, old values, lanes)
                 self._real.store(a, b, c)
 
     def load(self, ptrs, mask, other, dtype):
