@@ -6,12 +6,15 @@ Definitions (what each finding means exactly):
   end). The recorder skipped it at runtime; on a GPU it reads garbage or faults.
 - out_of_view: an active lane inside the storage but not at any element of the tensor's view (its
   shape, strides and storage offset): e.g. a wrong stride on a transposed view, or the padding of a
-  slice. Milder: the memory exists, but it is not the tensor's.
+  slice. Milder: the memory exists, but it is not the tensor's. Views with a zero stride (expanded or
+  restrided on purpose) are checked against their storage only.
 - uninitialized_read: a load or atomic of an element of a declared output (``trace(outputs=...)``, whose
   contents are undefined at launch) at a point where no program had yet written that element, in the
   interpreter's sequential order: programs in the order they ran (``Launch.recorded_ids``, else (x, y, z)),
   each program's ops in order. A read of an element another program wrote earlier without
   synchronisation is a race (races.py), not this.
+- assert_failed: a ``tl.device_assert`` (checked when the launch ran with debug on, as a compiled
+  kernel checks it) was false on some lanes; the launch stopped in that program, as a GPU traps.
 - unwritten_output: elements of a declared output's view that no program wrote (stores or atomics).
   Checked only when every program ran and was recorded.
 - double_write: an element of a declared output stored more than once by the same program with plain
@@ -71,6 +74,13 @@ def _covers_storage(t: TensorInfo) -> bool:
     return t.storage_offset == 0 and expect == t.storage_size
 
 
+def _expanded(t: TensorInfo) -> bool:
+    """A view with a zero stride (``expand``, ``as_strided(..., (0, ...))``, a broadcast): made on purpose
+    to reuse memory, and libraries index the memory behind it past its nominal extent (a gather over a
+    restrided input). Such a view is checked against its storage only (out_of_bounds)."""
+    return any(n > 1 and st == 0 for n, st in zip(t.shape, t.strides))
+
+
 def _example_fields(ctx: LaunchContext, t: TensorInfo, lanes: np.ndarray) -> dict:
     off = ctx.offsets[lanes]
     fields = {"offsets": tuple(int(o) for o in off), "lanes": tuple(block_index(ctx, int(i)) for i in lanes)}
@@ -95,6 +105,22 @@ def _lane_findings(ctx, bad, kind, describe) -> list:
     return out
 
 
+def check_asserts(ctx: LaunchContext) -> list:
+    d = (ctx.launch.meta or {}).get("assert_failed")
+    if not d:
+        return []
+    lc = ctx.launch
+    expr = f" ({d.get('expression')})" if d.get("expression") else ""
+    values = "; ".join(f"{k}={v}" for k, v in sorted((d.get("values") or {}).items()))
+    message = (f"device_assert {d.get('message', '')!r}{expr} failed at {d.get('file')}:{d.get('line')} in program "
+               f"{tuple(d.get('program') or ())} on {d.get('count', 0)} lane(s), first at block index "
+               f"{[tuple(v) for v in d.get('lanes') or []]}" + (f"; values {values}" if values else ""))
+    return [Finding(kind="assert_failed", kernel=lc.kernel_name, launch=ctx.index, message=message,
+                    count=int(d.get("count", 0)), program=tuple(d.get("program") or (0, 0, 0)),
+                    file=d.get("file"), line=int(d.get("line") or 0), op="device_assert",
+                    lanes=tuple(tuple(v) for v in d.get("lanes") or []))]
+
+
 def check_bounds(ctx: LaunchContext) -> list:
     bad = ctx.oob_lane_index
 
@@ -112,7 +138,7 @@ def check_bounds(ctx: LaunchContext) -> list:
 def _check_views(ctx: LaunchContext) -> list:
     bad_parts = []
     for ti, t in enumerate(ctx.launch.tensors):
-        if _covers_storage(t):
+        if _covers_storage(t) or _expanded(t):
             continue
         lanes, off = _output_lanes(ctx, ti)
         inside, _ = view_positions(t, off)

@@ -62,6 +62,7 @@ class Collector:
         self._stopped = False                # the limit is reached: later programs run unrecorded
         self._growth = 0                     # bytes the last chunk added (to stop before the next one)
         self._chunk_start_bytes = 0
+        self.meta_extra: dict = {}           # more entries of Launch.meta (e.g. the failing device_assert)
 
     # -- chunk boundaries ---------------------------------------------------------------------------------
     def begin_chunk(self, pids: np.ndarray, batched: bool) -> None:
@@ -291,4 +292,4 @@ class Collector:
             ops=ops, lanes=lanes, values=values,
             recorded_programs=self.recorded_programs, skipped_programs=self.skipped_programs,
             values_truncated=self.values_truncated, recorded_ids=recorded.astype(np.int32).reshape(-1, 3),
-            meta={"execution": self.execution()}, **meta)
+            meta={"execution": self.execution(), **self.meta_extra}, **meta)

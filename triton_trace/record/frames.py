@@ -36,6 +36,16 @@ def where(depth: int = 2) -> tuple:
     return None, 0
 
 
+def user_frame(depth: int = 2):
+    """The innermost user-kernel frame above the caller (its locals hold the kernel's blocks), or None."""
+    f = sys._getframe(depth)
+    while f is not None:
+        if id(f.f_code) in _CODE_IDS:
+            return f
+        f = f.f_back
+    return None
+
+
 def _tb_frames(tb) -> list:
     out = []
     while tb is not None:
@@ -67,8 +77,20 @@ def raised_in_library(tb, library_dir: str) -> Optional[str]:
     return None
 
 
+_SOURCES: dict = {}
+
+
 def kernel_source(fn) -> tuple:
-    """(source, file, line of the ``def``) of a Python function, or ("", "", 0) when unavailable."""
+    """(source, file, line of the ``def``) of a Python function, or ("", "", 0) when unavailable.
+    Cached per code object: reading and tokenising the file cost more than a small launch."""
+    key = getattr(fn, "__code__", fn)
+    found = _SOURCES.get(key)
+    if found is None:
+        found = _SOURCES[key] = _read_source(fn)
+    return found
+
+
+def _read_source(fn) -> tuple:
     try:
         lines, start = inspect.getsourcelines(fn)
     except (OSError, TypeError):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import BatchFallback
+from ..errors import BatchFallback, TraceUsageError
 from ..model import TensorInfo
 
 GUARD_MIN = 1 << 16          # bytes of guard zone on each side of a storage, at least
@@ -49,6 +49,57 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
         dst.copy_(src.to(dst.device))
 
 
+def _strides_of(obj, shape: tuple) -> tuple:
+    stride = getattr(obj, "stride", None)
+    if callable(stride):
+        return tuple(int(v) for v in stride())
+    strides = getattr(obj, "strides", None)
+    if strides is not None:
+        return tuple(int(v) for v in strides)
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(out))
+
+
+_TL_TO_TORCH = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64", "int1": "bool",
+                "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
+                "uint16": "uint16", "uint32": "uint32", "uint64": "uint64"}
+
+
+def _torch_dtype(pointee) -> torch.dtype:
+    name = _TL_TO_TORCH.get(getattr(pointee, "name", ""), "uint8")
+    return getattr(torch, name, torch.uint8)
+
+
+class LiveStorages:
+    """Every storage a live torch tensor holds, by address: how a pointer value that is not an argument
+    (read from a table of ``data_ptr()``s) or a tensor-like object finds the memory it names. Built at
+    most once per launch, and only when needed (it walks the garbage collector's objects)."""
+
+    def __init__(self):
+        import gc
+        seen = {}
+        for obj in gc.get_objects():
+            # type(), not isinstance(): isinstance reads __class__, which some module proxies warn about
+            if issubclass(type(obj), torch.Tensor) and obj.layout == torch.strided and obj.device.type != "meta":
+                try:
+                    st = obj.untyped_storage()
+                except (RuntimeError, NotImplementedError):
+                    continue
+                if st.nbytes():
+                    seen.setdefault((st.data_ptr(), str(st.device)), st)
+        self._items = sorted(((p, st) for (p, _), st in seen.items()), key=lambda item: item[0])
+
+    def find(self, ptr: int, device=None):
+        """(storage, its start address) holding byte ``ptr``, or None."""
+        for start, st in self._items:
+            if start <= ptr < start + st.nbytes() and (device is None or str(st.device) == str(device)):
+                return st, start
+        return None
+
+
 class HostMemory:
     """Owns the padded copies; maps raw addresses back to (tensor, element offset)."""
 
@@ -61,11 +112,14 @@ class HostMemory:
         self._order = np.zeros(0, dtype=np.int64)
         self._views: dict = {}
         self.aligned = False
+        self._live_index = None           # LiveStorages, built when a pointer leads outside the arguments
 
     # -- building -----------------------------------------------------------------------------------------
     def host_tensor(self, name: str, arg) -> torch.Tensor:
         """Return a CPU tensor that views the padded copy of ``arg``'s storage, and register it."""
         t, dtype = _unwrap(arg)
+        if not isinstance(t, torch.Tensor):
+            t = self._tensor_like(name, t)
         storage = t.untyped_storage()
         key = (str(t.device), storage.data_ptr())
         st = self._by_key.get(key)
@@ -99,6 +153,83 @@ class HostMemory:
             import triton
             return triton.reinterpret(host, dtype)
         return host
+
+    # -- memory the arguments do not name -----------------------------------------------------------------
+    def _live(self) -> "LiveStorages":
+        if self._live_index is None:
+            self._live_index = LiveStorages()
+        return self._live_index
+
+    def _tensor_like(self, name: str, obj) -> torch.Tensor:
+        """A torch view of a tensor-like argument (an object with ``data_ptr()`` and ``dtype``, as compiled
+        Triton accepts: a library's own strided view class), found through the live storage holding it."""
+        ptr = int(obj.data_ptr())
+        dtype = getattr(obj, "dtype", None)
+        if not isinstance(dtype, torch.dtype):
+            raise TraceUsageError(f"argument '{name}' ({type(obj).__name__}) has data_ptr() but its dtype {dtype!r} "
+                                  f"is not a torch.dtype; pass a torch tensor or an object whose .dtype is one")
+        found = self._live().find(ptr, getattr(obj, "device", None))
+        if found is None:
+            raise TraceUsageError(
+                f"argument '{name}' ({type(obj).__name__}) points at 0x{ptr:x}, which no live torch tensor's storage "
+                f"holds; triton_trace copies arguments from torch storages, so pass a torch tensor (or a view "
+                f"of the tensor that owns this memory)")
+        storage, start = found
+        itemsize = torch.empty(0, dtype=dtype).element_size()
+        shape = tuple(int(v) for v in getattr(obj, "shape", ()) or ())
+        strides = _strides_of(obj, shape)
+        if (ptr - start) % itemsize:
+            raise TraceUsageError(f"argument '{name}': data_ptr() 0x{ptr:x} is not aligned to its {dtype} elements")
+        if not shape:                                  # no shape: the rest of the storage, as one dimension
+            shape, strides = ((storage.nbytes() - (ptr - start)) // itemsize,), (1,)
+        return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, (ptr - start) // itemsize,
+                                                                       shape, strides)
+
+    def translate(self, addrs: np.ndarray, pointee=None) -> np.ndarray:
+        """Addresses a kernel made from integers (a pointer loaded from memory: ``tensor.data_ptr()`` values
+        in a table, cast with ``.to(tl.pointer_type(...))``) moved into the padded copies.
+
+        An address inside a copy stays; one inside the caller's storage of an argument moves to the copy;
+        one inside another live torch tensor's storage makes that storage part of the launch (copied,
+        recorded, written back like an argument). Anything else is left as it is, so its lanes are out of
+        bounds and skipped, never dereferenced."""
+        a = np.asarray(addrs)
+        flat = a.reshape(-1).astype(np.int64, copy=True) if a.dtype != np.uint64 else a.reshape(-1).view(np.int64).copy()
+        starts = np.array([s.base - s.guard for s in self.storages], np.int64)
+        sizes = np.array([2 * s.guard + s.nbytes for s in self.storages], np.int64)
+        inside = np.zeros(flat.shape, bool)
+        for lo, n in zip(starts, sizes):
+            inside |= (flat >= lo) & (flat < lo + n)
+        todo = ~inside & (flat >= 4096)              # null and small integers are never storages
+        if todo.any():
+            for st in list(self.storages):
+                if st.original.device.type != "meta":
+                    lo = st.original.data_ptr()
+                    hit = todo & (flat >= lo) & (flat < lo + st.nbytes)
+                    flat[hit] += st.base - lo
+                    todo &= ~hit
+        while todo.any():
+            ptr = int(flat[todo][0])
+            found = self._live().find(ptr, None)
+            if found is None:
+                todo &= flat != ptr
+                continue
+            storage, start = found
+            self._adopt(storage, pointee)
+            st = self.storages[-1]
+            hit = todo & (flat >= start) & (flat < start + st.nbytes)
+            flat[hit] += st.base - start
+            todo &= ~hit
+        out = flat.view(np.uint64) if a.dtype == np.uint64 else flat.astype(a.dtype)
+        return out.reshape(a.shape)
+
+    def _adopt(self, storage: torch.UntypedStorage, pointee) -> None:
+        dtype = _torch_dtype(pointee)
+        itemsize = torch.empty(0, dtype=dtype).element_size()
+        if storage.nbytes() % itemsize:
+            dtype, itemsize = torch.uint8, 1
+        whole = torch.empty(0, dtype=dtype, device=storage.device).set_(storage, 0, (storage.nbytes() // itemsize,))
+        self.host_tensor(f"<memory at 0x{storage.data_ptr():x}, loaded as a pointer>", whole)
 
     def to_host(self, value, name: str):
         """``value`` with every tensor in it (also inside tuples and host-side tensor descriptors) replaced

@@ -195,7 +195,8 @@ def _failure_error(name: str, f: "_grid.ProgramFailure", cause: BaseException) -
                          front_end=hooks.raised_by_front_end(cause))
 
 
-def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, config: Optional[dict] = None):
+def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, config: Optional[dict] = None,
+               debug: bool = False):
     fn = hooks.python_fn(kernel_obj)
     name = fn.__name__
     bound = _bind(fn, args, kwargs)
@@ -218,8 +219,10 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
 
     meta = dict(kernel_name=name, source=source, source_file=file, source_line=def_line, grid=g, args=scalars,
                 config=config, outputs=opts.outputs)
+    for hook in hooks.pre_run_hooks(kernel_obj):
+        hook(*args, **{k: v for k, v in kwargs.items() if k in bound})
     try:
-        _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk)
+        _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug)
     except BaseException as e:
         # Keep what was recorded, and give the caller what the completed programs stored, as a GPU would.
         error = None
@@ -227,6 +230,9 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
             cause = hooks.unwrap_interpreter_error(e.cause)
             error = _failure_error(name, e, cause)
             why = f"program {e.pid}: {type(cause).__name__}: {cause}"
+            detail = hooks.assert_detail(cause)
+            if detail is not None:
+                rec.meta_extra["assert_failed"] = {**detail, "program": list(e.pid)}
         elif isinstance(e, KeyboardInterrupt):
             why = f"interrupted after {done[0]} of {total} programs"
         else:
@@ -290,6 +296,10 @@ def _config_dict(cfg, how: str, configs: list) -> dict:
     return d
 
 
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
+                  "launch_pdl", "launch_metadata", "instrumentation_mode", "debug", "sanitize_overflow")
+
+
 def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
     """Apply autotune / heuristics wrappers the way Triton does, then run the jit function traced."""
     kwargs = dict(kwargs)
@@ -305,12 +315,14 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
             for k, heur in part.values.items():
                 kwargs[k] = heur({**dict(zip(part.arg_names, args)), **kwargs})
             config = {**(config or {}), "heuristics": {k: _json_arg(kwargs[k]) for k in part.values}}
-    # GPU launch options are not kernel parameters; keep them (the analysis's warp model reads num_warps)
-    launch_opts = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg",
-                                               "enable_fp_fusion", "launch_cooperative_grid") if k in kwargs}
+    # GPU launch options are not kernel parameters; keep them (the analysis's warp model reads num_warps).
+    # A kernel parameter of the same name (``num_stages: tl.constexpr``) is a parameter, as Triton binds it.
+    params = inspect.signature(hooks.python_fn(kernel_obj)).parameters
+    debug = hooks.debug_enabled(kernel_obj, {k: v for k, v in kwargs.items() if k not in params})
+    launch_opts = {k: kwargs.pop(k) for k in LAUNCH_OPTIONS if k in kwargs and k not in params}
     if launch_opts:
         config = {**(config or {}), **{k: _json_arg(v) for k, v in launch_opts.items()}}
-    return run_traced(kernel_obj, tuple(args), kwargs, grid, opts, config)
+    return run_traced(kernel_obj, tuple(args), kwargs, grid, opts, config, debug)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -31,11 +31,12 @@ def program_order(grid: tuple) -> np.ndarray:
 
 
 def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callable] = None,
-             chunk: int = DEFAULT_CHUNK) -> None:
+             chunk: int = DEFAULT_CHUNK, debug: bool = False) -> None:
     """Run every program of ``grid`` through the interpreter, recording into ``rec``.
 
     ``chunk`` > 1 runs that many programs at once where the result is provably the same as running
-    them one by one; ``on_done(n)`` is told after every n programs completed. Raises ``ProgramFailure``
+    them one by one; ``on_done(n)`` is told after every n programs completed; ``debug`` checks
+    ``tl.device_assert``. Raises ``ProgramFailure``
     (carrying the program id and source line) when a program raises.
     """
     constexprs = hooks.constexpr_names(fn, list(bound))
@@ -43,7 +44,7 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
     kernel = hooks.rewritten(fn)
     order = program_order(grid)
     total = len(order)
-    with hooks.interpreter_scope(fn, rec) as proxy:
+    with hooks.interpreter_scope(fn, rec, debug) as proxy:
         call_args = {name: (v if name in constexprs else semantics.kernel_arg(v)) for name, v in host.items()}
         builder = hooks.builder()
         builder.set_grid_dim(*grid)

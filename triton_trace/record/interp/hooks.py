@@ -26,8 +26,8 @@ from ...errors import UnsupportedTritonVersion
 from .. import frames
 from ..frames import where
 from ..patching import Scope, Snapshot
-from . import batch, semantics
-from .proxy import MemoryProxy
+from . import batch, debugops, pylogic, semantics
+from .proxy import MemoryProxy, install_pointer_casts
 
 SUPPORTED = ((3, 5), (3, 9))     # inclusive major.minor range
 
@@ -61,6 +61,10 @@ def check_seams() -> list:
     if hasattr(_ti, "_interpreter"):
         missing += [f"_interpreter.{n}" for n in ("load", "store", "atomic_rmw", "atomic_cas")
                     if not hasattr(_ti._interpreter, n)]
+    rw = getattr(_ti, "FunctionRewriter", None)
+    if rw is not None:
+        missing += [f"FunctionRewriter.{n}" for n in ("_transform_ast", "_compile_and_exec", "rewrite_ast")
+                    if not hasattr(rw, n)]
     b = getattr(_ti, "InterpreterBuilder", None)
     if b is not None:
         missing += [f"InterpreterBuilder.{n}" for n in ("create_dot", "binary_op", "unary_op", "ternary_op",
@@ -99,6 +103,12 @@ def python_fn(obj) -> Callable:
     return innermost(obj).fn
 
 
+def pre_run_hooks(obj) -> list:
+    """The hooks registered with ``kernel.add_pre_run_hook``: Triton calls them with the launch's
+    arguments before every launch, compiled or interpreted."""
+    return list(getattr(innermost(obj), "pre_run_hooks", ()) or ())
+
+
 # --------------------------------------------------------------------------------------------------------
 # rewritten kernels: the interpreter runs a source-rewritten copy; ours is cached here, not in Triton's
 # class-level cache, so tracing leaves InterpretedFunction.rewritten_fn as it was
@@ -107,10 +117,28 @@ _TRITON_DIR = triton.__path__[0]
 _REWRITTEN: dict = {}
 
 
+_REWRITER: list = []
+
+
+def _rewriter_class():
+    """Triton's source rewrite of a kernel, plus the compiler's meaning of ``and`` / ``or`` / ``not``.
+    Made on first use, so a Triton without FunctionRewriter fails in ``require_seams`` with its message."""
+    if not _REWRITER:
+        class Rewriter(_ti.FunctionRewriter):
+            def _transform_ast(self, src):
+                return pylogic.transform(super()._transform_ast(src))
+
+            def _compile_and_exec(self, transformed_ast):
+                pylogic.provide(self.fn.__globals__)
+                return super()._compile_and_exec(transformed_ast)
+        _REWRITER.append(Rewriter)
+    return _REWRITER[0]
+
+
 def rewritten(fn):
     out = _REWRITTEN.get(fn)
     if out is None:
-        out = _REWRITTEN[fn] = _ti.FunctionRewriter(fn).rewrite_ast()
+        out = _REWRITTEN[fn] = _rewriter_class()(fn).rewrite_ast()
         # Triton's own library functions (tl.sum, tl.softmax, ...) are not "user lines": an op inside them
         # is reported at the user's line that called them.
         if not (out.__code__.co_filename or "").startswith(_TRITON_DIR):
@@ -295,7 +323,7 @@ def _set_interpret_knob(scope: Scope) -> None:
 
 
 @contextmanager
-def interpreter_scope(fn, rec):
+def interpreter_scope(fn, rec, debug: bool = False):
     """Install every hook for one launch of ``fn`` and restore Triton afterwards, whatever happens."""
     snapshot = Snapshot(_language_objects())
     scope = Scope()
@@ -311,12 +339,24 @@ def interpreter_scope(fn, rec):
         _builtin_minmax(scope)
         _install_compute_hooks(scope, rec)
         semantics.install(scope, _ti.interpreter_builder)
+        install_pointer_casts(scope, _ti.interpreter_builder, rec.memory)
+        debugops.install(scope, _ti.interpreter_builder, debug)
         yield proxy
     finally:
         _ACTIVE.pop()
         scope.restore()
         lang_scope.restore()
         snapshot.restore()
+
+
+def debug_enabled(kernel_obj, kwargs: dict) -> bool:
+    """Whether the launch checks ``tl.device_assert`` (debug on, as Triton decides it for a compiled launch)."""
+    return debugops.debug_enabled(innermost(kernel_obj), kwargs)
+
+
+def assert_detail(exc: BaseException):
+    """The failing lanes and values of a ``tl.device_assert`` that stopped a launch, else None."""
+    return exc.detail if isinstance(exc, debugops.DeviceAssertionFailed) else None
 
 
 def builder():

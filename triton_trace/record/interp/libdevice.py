@@ -43,24 +43,34 @@ def supported_symbols() -> list:
 def install(scope, builder) -> None:
     scope.set_attr(builder, "create_extern_elementwise", _extern(builder.create_extern_elementwise))
     scope.set_attr(_stubs, _DISPATCH, _dispatch)
-    for name, fn in vars(_stubs).items():
-        if inspect.isfunction(fn) and fn.__module__ == _stubs.__name__ and not fn.__code__.co_freevars:
-            _swap_code(scope, fn, _stub_code(name))
-    for fn in vars(_cuda).values():
-        if getattr(fn, "__triton_builtin__", False) and getattr(fn, "__code__", None) is not None \
-                and fn.__code__.co_freevars == ("fn",):
-            _swap_code(scope, fn, _BUILTIN_CODE, {"_triton_trace_semantic": _ti.interpreter_semantic})
-
-
-def _swap_code(scope, fn, code, kwdefaults=None) -> None:
-    old_code, old_kw = fn.__code__, fn.__kwdefaults__
+    swaps = _swaps()
+    saved = [(fn, fn.__code__, fn.__kwdefaults__) for fn, _, _ in swaps]
 
     def undo():
-        fn.__code__, fn.__kwdefaults__ = old_code, old_kw
+        for fn, code, kw in saved:
+            fn.__code__, fn.__kwdefaults__ = code, kw
     scope.on_restore(undo)
-    fn.__code__ = code
-    if kwdefaults is not None:
-        fn.__kwdefaults__ = kwdefaults
+    for fn, code, kwdefaults in swaps:
+        fn.__code__ = code
+        if kwdefaults is not None:
+            fn.__kwdefaults__ = kwdefaults
+
+
+_SWAPS: list = []
+
+
+def _swaps() -> list:
+    """(function, code to run, kwdefaults or None) for every libdevice function a launch redirects; found
+    once per process (hundreds of functions: scanning them on every launch dominated small launches)."""
+    if not _SWAPS:
+        for name, fn in vars(_stubs).items():
+            if inspect.isfunction(fn) and fn.__module__ == _stubs.__name__ and not fn.__code__.co_freevars:
+                _SWAPS.append((fn, _stub_code(name), None))
+        for fn in vars(_cuda).values():
+            if getattr(fn, "__triton_builtin__", False) and getattr(fn, "__code__", None) is not None \
+                    and fn.__code__.co_freevars == ("fn",):
+                _SWAPS.append((fn, _BUILTIN_CODE, {"_triton_trace_semantic": _ti.interpreter_semantic}))
+    return _SWAPS
 
 
 def _stub_code(name: str):

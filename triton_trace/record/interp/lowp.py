@@ -97,12 +97,31 @@ def install(scope, builder) -> None:
     orig_dot = cls.create_dot
 
     def create_dot(self, a, b, d, *args, **kwargs):
+        a, b, d = _aligned(a), _aligned(b), _aligned(d)
         if not (_is_bf16(a) or _is_bf16(b) or _is_bf16(d)):
             return orig_dot(self, a, b, d, *args, **kwargs)
         out = orig_dot(self, decode(a), decode(b), decode(d), *args, **kwargs)
         return encode(out) if _is_bf16(d) else out
     scope.set_attr(cls, "create_dot", create_dot)
     _install_reductions(scope)
+
+
+_ALIGN = 64
+
+
+def _aligned(h):
+    """The handle with its data C-contiguous at a 64-byte boundary. numpy's matmul (OpenBLAS) sums in an
+    order that depends on where the operands sit in memory: the same tile gave results differing in the
+    last bits when run alone and when sliced out of a batched chunk. Fixed placement makes a dot a
+    function of its values only."""
+    x = h.data
+    if x.flags.c_contiguous and x.ctypes.data % _ALIGN == 0:
+        return h
+    raw = np.empty(x.nbytes + _ALIGN, dtype=np.uint8)
+    start = (-raw.ctypes.data) % _ALIGN
+    out = raw[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    out[...] = x
+    return _TH(out, h.dtype.scalar)
 
 
 def _via_f32(inner):

@@ -11,6 +11,20 @@ import numpy as np
 
 from ..frames import where
 
+def install_pointer_casts(scope, builder, memory) -> None:
+    """Integers cast to pointers (a table of ``data_ptr()`` values loaded by the kernel) name the caller's
+    memory; ``memory.translate`` moves them into the padded copies the traced launch runs on."""
+    from .lowp import inner_method
+    inner = inner_method(builder, "create_int_to_ptr")
+
+    def create_int_to_ptr(val, dst_type):
+        out = inner(val, dst_type)
+        pointee = getattr(getattr(dst_type, "scalar", dst_type), "element_ty", None)
+        out.data = memory.translate(out.data, pointee)
+        return out
+    scope.set_attr(builder, "create_int_to_ptr", create_int_to_ptr)
+
+
 # --------------------------------------------------------------------------------------------------------
 _RMW_KIND = {"ADD": "atomic_add", "FADD": "atomic_add", "MIN": "atomic_min", "UMIN": "atomic_min",
              "MAX": "atomic_max", "UMAX": "atomic_max", "AND": "atomic_and", "OR": "atomic_or",
