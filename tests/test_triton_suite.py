@@ -12,7 +12,7 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EVERY = int(os.environ.get("TT_SUITE_EVERY", "10"))
+EVERY = int(os.environ.get("TT_SUITE_EVERY", "5"))
 
 
 @pytest.mark.slow

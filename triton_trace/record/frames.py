@@ -90,6 +90,11 @@ def kernel_source(fn) -> tuple:
     return found
 
 
+def remember_source(fn, source: str, file: str, def_line: int) -> None:
+    """What Triton's rewriter already read of a kernel, so ``kernel_source`` need not read it again."""
+    _SOURCES.setdefault(getattr(fn, "__code__", fn), (source, file, def_line))
+
+
 def _read_source(fn) -> tuple:
     try:
         lines, start = inspect.getsourcelines(fn)

@@ -207,6 +207,7 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
     g = _normalize_grid(grid, dict(bound), name)
     memory = HostMemory()
     rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob, opts.memory_limit)
+    hooks.rewritten(fn)             # cached; reads the source once, for the interpreter and for the trace
     source, file, def_line = frames.kernel_source(fn)
     scalars = {k: _json_arg(v) for k, v in bound.items() if not hasattr(v, "data_ptr")}
     total, done = g[0] * g[1] * g[2], [0]

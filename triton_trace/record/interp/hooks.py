@@ -63,7 +63,8 @@ def check_seams() -> list:
                     if not hasattr(_ti._interpreter, n)]
     rw = getattr(_ti, "FunctionRewriter", None)
     if rw is not None:
-        missing += [f"FunctionRewriter.{n}" for n in ("_transform_ast", "_compile_and_exec", "rewrite_ast")
+        missing += [f"FunctionRewriter.{n}" for n in ("_transform_ast", "_compile_and_exec", "_prepare_source",
+                                                       "rewrite_ast")
                     if not hasattr(rw, n)]
     b = getattr(_ti, "InterpreterBuilder", None)
     if b is not None:
@@ -127,6 +128,10 @@ def _rewriter_class():
         class Rewriter(_ti.FunctionRewriter):
             def _transform_ast(self, src):
                 return pylogic.transform(super()._transform_ast(src))
+
+            def _prepare_source(self, lines):
+                frames.remember_source(self.fn, "".join(lines), self.filename, self.def_file_lineno)
+                return super()._prepare_source(lines)
 
             def _compile_and_exec(self, transformed_ast):
                 pylogic.provide(self.fn.__globals__)
