@@ -132,7 +132,7 @@ def test_bad_magic_and_garbage(saved, tmp_path):
     p.write_bytes(b"")
     refused(p, "magic")
     refused(tmp_path / "missing.ttrace", "cannot open")
-    refused(tmp_path, "cannot open")
+    refused(tmp_path, "is a folder")
 
 
 def test_newer_version_is_refused(saved):
@@ -172,7 +172,7 @@ def test_header_declaring_enormous_arrays_is_refused_before_allocating(saved, sh
         n *= s
     d.update(shape=shape, raw_nbytes=n * 8)
     join(saved, header, blobs)
-    refused(saved, "more data than its compressed size|would need|does not match")
+    refused(saved, "more data than its compressed size|would need|does not match|not a size or an offset")
 
 
 def test_memory_budget(saved):
@@ -195,12 +195,12 @@ def test_value_dtype_table_is_checked(saved):
 
 
 @pytest.mark.parametrize("mutate,match", [
-    (lambda h: h["launches"][0].__setitem__("arrays", []), "inconsistent header"),
-    (lambda h: h["launches"][0].pop("grid"), "inconsistent header"),
+    (lambda h: h["launches"][0].__setitem__("arrays", []), "arrays is list, not dict"),
+    (lambda h: h["launches"][0].pop("grid"), r"lacks \['grid'\]"),
     (lambda h: h["launches"][0]["arrays"]["lanes.base"].__setitem__("offset", -5), "beyond the end"),
     (lambda h: h["launches"][0]["arrays"]["lanes.base"].__setitem__("nbytes", -1), "beyond the end"),
     (lambda h: h["launches"][0]["arrays"]["lanes.seg_sig"].__setitem__("shape", [-1]), "does not match"),
-    (lambda h: h["launches"][0].__setitem__("grid", [1, 1, 1]), "outside"),
+    (lambda h: h["launches"][0].__setitem__("grid", [1, 1, 1]), "outside|more than the programs"),
     (lambda h: h.__setitem__("format", "other"), "not a triton_trace header"),
     (lambda h: h.__setitem__("kinds", ["store", "load"]), "op-kind table"),
 ])
@@ -227,7 +227,7 @@ def _tampered(sample_trace, tmp_path, **columns):
     ({"value_start": lambda a: a.__setitem__(0, 10 ** 9)}, "outside the value buffer"),
     ({"kind": lambda a: a.__setitem__(0, 200)}, "unknown kinds"),
     ({"tensor": lambda a: a.__setitem__(0, 9)}, "unknown kinds or tensors"),
-    ({"value_dtype": lambda a: a.__setitem__(0, 5)}, "unknown files or value dtypes"),
+    ({"value_dtype": lambda a: a.__setitem__(0, 5)}, "unknown (files or )?value dtypes"),
     ({"ndim": lambda a: a.__setitem__(0, 99)}, "invalid rank"),
     ({"shape": lambda a: a.__setitem__((0, 0), 3)}, "shapes do not match"),
     ({"program": lambda a: a.__setitem__((0, 0), 50)}, "outside the launch grid"),
@@ -262,8 +262,8 @@ def test_synthetic_launch_without_recorded_ids_round_trips(tmp_path):
     (lambda lc: lc["tensors"][0].__setitem__("storage_size", -1), "storage offset"),
     (lambda lc: lc["tensors"][0].__setitem__("elem_bytes", 1 << 62), "element size"),
     (lambda lc: lc["tensors"][0].__setitem__("strides", []), "shape and strides"),
-    (lambda lc: lc.__setitem__("config", 5), "config or args"),
-    (lambda lc: lc.__setitem__("args", [1]), "inconsistent header|config or args"),
+    (lambda lc: lc.__setitem__("config", 5), "config is int, not dict"),
+    (lambda lc: lc.__setitem__("args", [1]), "args is list, not dict"),
 ])
 def test_header_fields_the_analysis_sizes_arrays_by_are_checked(saved, mutate, match):
     magic, _, header, blobs = split(saved)
@@ -387,11 +387,11 @@ def test_damaged_lane_arrays(sample_trace, saved, name, change, match):
 
 @pytest.mark.parametrize("mutate,match", [
     (lambda lc: lc.__setitem__("lanes", lc["lanes"] + 1), "lane arrays are inconsistent"),
-    (lambda lc: lc.__setitem__("lanes", -1), "lane count"),
-    (lambda lc: lc.__setitem__("lanes", "many"), "lane count"),
-    (lambda lc: lc.pop("lanes"), "inconsistent header"),
+    (lambda lc: lc.__setitem__("lanes", -1), "lanes is -1, not an integer"),
+    (lambda lc: lc.__setitem__("lanes", "many"), "lanes is 'many', not an integer"),
+    (lambda lc: lc.pop("lanes"), r"lacks \['lanes'\]"),
     (lambda lc: lc["arrays"].pop("lanes.bits"), "lane arrays are inconsistent: .*missing"),
-    (lambda lc: lc["arrays"].__setitem__("offsets", lc["arrays"]["lanes.base"]), "flat lane buffers"),
+    (lambda lc: lc["arrays"].__setitem__("offsets", lc["arrays"]["lanes.base"]), "unknown array block 'offsets'"),
     (lambda lc: lc["arrays"].__setitem__("lanes.extra", lc["arrays"]["lanes.base"]), "unknown"),
 ])
 def test_lane_header_fields_are_checked(saved, mutate, match):

@@ -13,8 +13,9 @@ import runpy
 import sys
 from typing import Optional
 
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
+EXIT_FINDINGS = 1         # report: the trace has findings
+EXIT_USAGE = 2            # every error: bad arguments, a bad or damaged file, a crash
+EXIT_INTERRUPTED = 130    # Ctrl-C, as shells report SIGINT
 
 
 class CliError(Exception):
@@ -115,7 +116,7 @@ def cmd_run(args) -> int:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except KeyboardInterrupt:
         print("triton-trace: interrupted; saving what was recorded", file=sys.stderr)
-        status = 130
+        status = EXIT_INTERRUPTED
     except Exception as e:  # the user's script failed: keep the trace, report the error in one line
         print(f"triton-trace: {script} raised {type(e).__name__}: {e}", file=sys.stderr)
         status = 1
@@ -123,9 +124,12 @@ def cmd_run(args) -> int:
         sys.argv, sys.path[:] = saved_argv, saved_path
     trace = current_trace()
     try:
-        trace.save(out)
+        trace.save(out)           # written to a temporary file and renamed: never a partial trace file
     except OSError as e:
         raise CliError(f"cannot write the trace to {out} ({e.strerror or e})") from None
+    except KeyboardInterrupt:
+        print(f"triton-trace: interrupted while saving; {out} was not written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     print(f"triton-trace: saved {len(trace.launches)} launch(es) of "
           f"{', '.join(trace.kernels()) or 'no kernels'} to {out}", file=sys.stderr)
     return status
@@ -146,7 +150,7 @@ def cmd_view(args) -> int:
     from .errors import TraceUsageError
     from .view.server import launch
     try:
-        launch(trace=trace, port=args.port, share=args.share, block=True)
+        launch(trace=trace, port=args.port, share=args.share, block=True, allowed_hosts=args.allow_host or ())
     except TraceUsageError as e:      # e.g. the port is taken; say it in the command line's terms
         raise CliError(str(e).replace("pass another port= or port=None to take a free one",
                                       "pass another --port, or leave it out to take a free one")) from None
@@ -187,16 +191,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("view", help="serve a saved trace in the web UI",
+                       usage="triton-trace view TRACE [--port N] [--share [--allow-host NAME]]",
                        description="Serve a saved trace in the web UI until Ctrl-C.")
     v.add_argument("trace", help="a .ttrace file")
     v.add_argument("--port", type=_port, default=None, help="port (default 5001, or the next free one)")
     v.add_argument("--share", action="store_true",
                    help="listen on all interfaces, protected by an access token in the printed URL")
+    v.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="with --share, also answer to this host name (a DNS name or proxy in front of this "
+                        "machine; repeatable). Its own names and IP addresses are always allowed")
     v.set_defaults(func=cmd_view)
 
     rp = sub.add_parser("report", help="print the metrics and findings of a saved trace",
                         description="Print the metrics and findings of a saved trace. Exit status 1 when "
-                                    "there are findings, so it can gate CI.")
+                                    "there are findings, 2 for any error (a bad or damaged file, a crash), "
+                                    "0 when clean, so it can gate CI.")
     rp.add_argument("trace", help="a .ttrace file")
     rp.add_argument("--json", action="store_true", help="print the report's JSON instead of a table")
     rp.set_defaults(func=cmd_report)
@@ -213,6 +222,15 @@ def main(argv=None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("triton-trace: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as e:  # a crash must not read as "findings" (exit 1) to a CI gate
+        if os.environ.get("TRITON_TRACE_DEBUG"):
+            raise
+        print(f"triton-trace: error: {type(e).__name__}: {e} (set TRITON_TRACE_DEBUG=1 for the traceback; "
+              f"this is a bug in triton-trace, please report it)", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

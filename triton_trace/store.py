@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import zlib
 
 import numpy as np
 
+from . import header as H
 from .errors import TraceFileError
 from .lanes import Lanes
+from .lanes.encoding import ARRAYS as LANE_ARRAYS
 from .model import KINDS, MAX_RANK, MEMORY_KINDS, OP_COLUMNS, Launch, TensorInfo, Trace
 
 MAGIC = b"TTRACE\x00\x01"
@@ -27,6 +30,15 @@ DEFAULT_MAX_BYTES = 8 << 30
 _MAX_RATIO = 1100     # zlib cannot compress better than about 1032:1
 _DTYPES = {"<i8", "<i4", "|u1", "|b1", "<f4", "<f8", "<f2", "<u2", "<u4", "<u8", "|i1", "<i2"}
 _LAUNCH_ARRAYS = ("values", "recorded_ids")
+_REFERENCED = {"values", "recorded_ids"}     # bounded by what the op rows and the header use
+# Real traces decompress to at most ~75x their file size (measured: an all-zero vector add); zlib's limit
+# is ~1032x. Op and lane arrays beyond this, and beyond PLAUSIBLE_BASE, are a crafted file.
+PLAUSIBLE_RATIO = 256
+PLAUSIBLE_BASE = 256 << 20
+_ALLOWED_ARRAYS = {
+    1: {"ops." + n for n in OP_COLUMNS} | {"offsets", "mask"} | set(_LAUNCH_ARRAYS),
+    2: {"ops." + n for n in OP_COLUMNS} | {"lanes." + n for n in LANE_ARRAYS} | set(_LAUNCH_ARRAYS),
+}
 
 
 def _describe(arr: np.ndarray, f, pos: int) -> tuple:
@@ -84,14 +96,11 @@ def _bad(path, why: str) -> TraceFileError:
 
 def load(path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
     """Read a trace file. Refuses damaged files, newer format versions and files whose arrays would need
-    more than ``max_bytes`` of memory."""
+    more than ``max_bytes`` of memory, or more than their own content can plausibly hold."""
     path = os.fspath(path)
-    try:
-        size = os.path.getsize(path)
-        f = open(path, "rb")
-    except OSError as e:
-        raise TraceFileError(f"{path}: cannot open trace file ({e.strerror})") from None
+    f = _open_regular(path)
     with f:
+        size = os.fstat(f.fileno()).st_size
         head = f.read(20)
         if len(head) < 20 or head[:8] != MAGIC:
             raise _bad(path, "it does not start with the triton_trace magic bytes")
@@ -105,9 +114,10 @@ def load(path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
         if hlen > min(MAX_HEADER, size - 20):
             raise _bad(path, "header length exceeds the file")
         try:
-            header = json.loads(f.read(hlen).decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-            raise _bad(path, f"header is not valid JSON: {type(e).__name__}: {e}") from None
+            header = H.parse(f.read(hlen))
+            H.check_header(header, version)
+        except H.HeaderError as e:
+            raise _bad(path, str(e)) from None
         data_start = 20 + hlen
         try:
             return _build(path, header, f, data_start, size, max_bytes, version)
@@ -117,45 +127,106 @@ def load(path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
             raise _bad(path, f"inconsistent header: {type(e).__name__}: {e}") from None
 
 
+def _open_regular(path: str):
+    """The file, opened for reading, if it is a regular file. A FIFO or a device would block ``open()``
+    or never end: opened without blocking, checked, and refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise TraceFileError(f"{path}: cannot open trace file ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file (a pipe, socket or device)"
+            raise TraceFileError(f"{path}: is {kind}; give the path of a .ttrace file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _build(path, header, f, data_start, size, max_bytes, version) -> Trace:
-    if header.get("format") != "triton_trace" or not isinstance(header.get("launches"), list):
-        raise _bad(path, "header is not a triton_trace header")
     if list(header.get("kinds", KINDS)) != list(KINDS)[:len(header.get("kinds", KINDS))]:
         raise _bad(path, "it was written with a different op-kind table")
     total = 0
     for lc in header["launches"]:
-        for d in lc["arrays"].values():
+        for name, d in lc["arrays"].items():
+            if name not in _ALLOWED_ARRAYS[min(version, VERSION)]:
+                raise _bad(path, f"unknown array block {name[:40]!r}")
             total += _check_block(path, d, data_start, size)
     if total > max_bytes:
         raise TraceFileError(f"{path}: loading would need {total / 2**30:.1f} GiB, more than the limit of "
                              f"{max_bytes / 2**30:.1f} GiB; pass max_bytes= to load() to raise it")
+    plausible = max(PLAUSIBLE_BASE, PLAUSIBLE_RATIO * size)
+    bulk = sum(int(d["raw_nbytes"]) for lc in header["launches"] for n, d in lc["arrays"].items()
+               if n not in _REFERENCED)
+    if bulk > plausible:
+        raise _bad(path, f"its op and lane arrays declare {bulk} bytes, more than a {size}-byte file of real "
+                         f"trace data holds (at most {PLAUSIBLE_RATIO}x its size)")
     launches = []
     for lc in header["launches"]:
-        arrays = {name: _read(path, f, data_start, d) for name, d in lc["arrays"].items()}
-        ops = {}
-        for name, (dt, shape) in OP_COLUMNS.items():
-            a = arrays["ops." + name]
-            if a.dtype != np.dtype(dt) or a.shape[1:] != shape:
-                raise _bad(path, f"op column {name} has the wrong dtype or shape")
-            ops[name] = a
+        blocks = lc["arrays"]
+        ops = _read_ops(path, f, data_start, blocks)
+        _check_referenced(path, lc, blocks, ops)
+        arrays = {name: _read(path, f, data_start, d) for name, d in blocks.items() if not name.startswith("ops.")}
         if not isinstance(arrays.get("values"), np.ndarray) or arrays["values"].dtype != np.uint8 or \
                 arrays["values"].ndim != 1:
             raise _bad(path, "the value buffer is missing or has the wrong dtype or rank")
         lane_kw = _lanes(path, lc, arrays, version, max_bytes)
         launch = Launch(
-            kernel_name=str(lc["kernel_name"]), source=str(lc["source"]), source_file=str(lc["source_file"]),
-            source_line=int(lc["source_line"]), grid=tuple(int(g) for g in lc["grid"]), args=dict(lc["args"]),
-            tensors=tuple(TensorInfo.from_dict(t) for t in lc["tensors"]), files=tuple(map(str, lc["files"])),
-            value_dtypes=tuple(map(str, lc["value_dtypes"])), ops=ops, **lane_kw,
+            kernel_name=lc["kernel_name"], source=lc["source"], source_file=lc["source_file"],
+            source_line=lc["source_line"], grid=tuple(lc["grid"]), args=dict(lc["args"]),
+            tensors=tuple(TensorInfo.from_dict(t) for t in lc["tensors"]), files=tuple(lc["files"]),
+            value_dtypes=tuple(lc["value_dtypes"]), ops=ops, **lane_kw,
             values=arrays["values"], config=lc["config"], outputs=tuple(lc["outputs"]),
-            recorded_programs=int(lc["recorded_programs"]), skipped_programs=int(lc["skipped_programs"]),
-            values_truncated=bool(lc["values_truncated"]), completed=bool(lc["completed"]),
-            error=None if lc["error"] is None else str(lc["error"]), meta=dict(lc.get("meta") or {}),
-            recorded_ids=arrays.get("recorded_ids"))
+            recorded_programs=lc["recorded_programs"], skipped_programs=lc["skipped_programs"],
+            values_truncated=lc["values_truncated"], completed=lc["completed"], error=lc["error"],
+            meta=dict(lc.get("meta") or {}), recorded_ids=arrays.get("recorded_ids"))
         _validate_meta(path, launch, max_bytes)
         _validate(path, launch)
         launches.append(launch)
     return Trace(tuple(launches))
+
+
+def _read_ops(path, f, data_start, blocks: dict) -> dict:
+    """The op table, after checking every column's declared dtype and shape: one row count for all."""
+    rows = set()
+    for name, (dt, shape) in OP_COLUMNS.items():
+        d = blocks.get("ops." + name)
+        if d is None or d["dtype"] != np.dtype(dt).str or tuple(d["shape"][1:]) != shape or len(d["shape"]) < 1:
+            raise _bad(path, f"op column {name} is missing or has the wrong dtype or shape")
+        rows.add(d["shape"][0])
+    if len(rows) != 1:
+        raise _bad(path, "op columns differ in length")
+    return {name: _read(path, f, data_start, blocks["ops." + name]) for name in OP_COLUMNS}
+
+
+def _check_referenced(path, lc: dict, blocks: dict, ops: dict) -> None:
+    """The value buffer and the recorded ids may not be larger than what the op rows and the header use:
+    a crafted file declaring gigabytes of zeros is refused before they are decompressed."""
+    sizes = []
+    for d in lc["value_dtypes"]:
+        if d not in _DTYPES:
+            raise _bad(path, f"value dtype {d!r} is not allowed")
+        sizes.append(np.dtype(d).itemsize)
+    vd = ops["value_dtype"].astype(np.int64)
+    used = 0
+    if len(vd) and vd.max() >= 0:
+        if vd.max() >= len(sizes):
+            raise _bad(path, "op rows reference unknown value dtypes")
+        has = vd >= 0
+        ends = ops["value_start"][has] + ops["lane_count"][has] * np.asarray(sizes, np.int64)[vd[has]]
+        used = int(ends.max())
+    declared = int(blocks.get("values", {}).get("raw_nbytes", 0))
+    if declared > used:
+        raise _bad(path, f"the value buffer declares {declared} bytes; the op rows use {used}")
+    ids = blocks.get("recorded_ids")
+    if ids is not None:
+        programs = lc["grid"][0] * lc["grid"][1] * lc["grid"][2]
+        if int(ids["raw_nbytes"]) > 12 * min(programs, lc["recorded_programs"] + lc["skipped_programs"]):
+            raise _bad(path, "the recorded program ids are more than the programs the launch ran")
 
 
 def _lanes(path, lc: dict, arrays: dict, version: int, max_bytes: int) -> dict:
@@ -204,17 +275,33 @@ def _check_block(path, d: dict, data_start: int, size: int) -> int:
 
 
 def _read(path, f, data_start, d) -> np.ndarray:
+    """Decompress one block straight into its final array (no second copy of the data)."""
     f.seek(data_start + int(d["offset"]))
-    comp = f.read(int(d["nbytes"]))
-    raw_n = int(d["raw_nbytes"])
+    left, raw_n = int(d["nbytes"]), int(d["raw_nbytes"])
+    out = np.empty(raw_n, dtype=np.uint8)
     dec = zlib.decompressobj()
+    pos = 0
     try:
-        raw = dec.decompress(comp, raw_n)
+        while left:
+            buf = f.read(min(left, 1 << 20))
+            if not buf:
+                raise _bad(path, "an array block lies beyond the end of the file (truncated?)")
+            left -= len(buf)
+            while buf:
+                piece = dec.decompress(buf, 1 << 22)
+                if pos + len(piece) > raw_n:
+                    raise _bad(path, "an array block decompresses to more than its declared size")
+                out[pos:pos + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
+                pos += len(piece)
+                buf = dec.unconsumed_tail
+                if not piece and buf:
+                    break
+        tail = dec.flush()
     except zlib.error as e:
         raise _bad(path, f"an array block is corrupt ({e})") from None
-    if len(raw) != raw_n or dec.unconsumed_tail:
+    if tail or pos != raw_n or not dec.eof:
         raise _bad(path, "an array block does not decompress to its declared size")
-    return np.frombuffer(raw, dtype=np.dtype(d["dtype"])).reshape([int(s) for s in d["shape"]]).copy()
+    return out.view(np.dtype(d["dtype"])).reshape([int(s) for s in d["shape"]])
 
 
 _MAX_GRID = (2 ** 31 - 1, 65535, 65535)    # CUDA's grid limits; a larger grid was not recorded by us

@@ -9,15 +9,18 @@ it derives from it) in ``app.extensions``: nothing lives at module level.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import os
 import re
+import socket
 from importlib import resources
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
-from flask import Blueprint, Flask, current_app, g, jsonify, request, send_file
+from flask import Blueprint, Flask, current_app, jsonify, request, send_file
 from werkzeug.exceptions import HTTPException
+from werkzeug.routing import IntegerConverter
 
 from ..errors import TraceUsageError
 from ..model import Trace
@@ -26,10 +29,14 @@ from .index import TraceIndex
 from .tensormap import PlaneError
 from .tensorview import encode, tensor_payload
 
-TOKEN_COOKIE = "tt_token"
-# The page sends the token from its own URL in this header too: in a notebook's iframe the UI is a
-# cross-site frame (Jupyter on localhost, the UI on 127.0.0.1), where the SameSite cookie is not sent.
+# The page sends the token from its own URL (?token=) in this header with every API request. There is no
+# cookie: a cookie is sent to every port of the host, so another local app would receive it.
 TOKEN_HEADER = "X-TT-Token"
+# Host names a server answers to. DNS rebinding: a web page whose own domain re-resolves to 127.0.0.1 is
+# same-origin with this server, so anything but these names is refused. A shared server also answers to
+# this machine's names, any IP literal (a rebinding attack needs a domain name), and the names passed as
+# ``allowed_hosts`` (``launch(allowed_hosts=...)``, ``triton-trace view --allow-host``).
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 # The frontend's code and plotly.js are the package's files and hold nothing from the trace; they are
 # served without the token because a cross-site frame cannot carry it (a module's imports and the page's
 # <script> tags send no header and, there, no cookie). The page itself and every /api/ answer need it.
@@ -38,12 +45,13 @@ PUBLIC_PREFIXES = ("/static/", "/vendor/", "/favicon.svg")
 # it a stylesheet to fill through the CSSOM instead (id "plotly.js-style-global"), and the ids that guard
 # its bundled map CSS are placed in the page before it loads (/vendor/plotly-guards.json), so it skips it.
 # Only pages on this machine may frame the UI (a local Jupyter notebook's iframe(), see notebook.py).
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
+# img-src blob: lets plotly's "Download plot as a PNG" draw its SVG into a canvas (no outside origin).
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' blob:; font-src 'self'; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
        "frame-ancestors 'self' http://127.0.0.1:* http://localhost:*")
 _GUARD = re.compile(rb'getElementById\("([0-9a-f]{16,128})"\)')
 _STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
-_INT = re.compile(r"-?\d{1,12}")
+_INT = re.compile(r"-?[0-9]{1,12}")       # ASCII digits only: \d takes "０" (a fullwidth zero) too
 # The tab icon: four grid cells in the viridis colours of the program grid. Served from here because the
 # wheel ships the frontend's .html, .js and .css files only.
 FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
@@ -58,10 +66,11 @@ pages = Blueprint("pages", __name__)
 # --------------------------------------------------------------------------------------------------------
 # the app factory
 # --------------------------------------------------------------------------------------------------------
-def create_app(trace, token: Optional[str] = None) -> Flask:
+def create_app(trace, token: Optional[str] = None, allowed_hosts=()) -> Flask:
     """A Flask app that serves ``trace`` (a Trace or the path of a trace file).
 
-    With ``token``, every request must carry it (``?token=`` once; a cookie carries it after that).
+    With ``token`` (a shared server), every page and API request must carry it (``?token=`` or the
+    ``X-TT-Token`` header). Requests whose Host is not an allowed name get 403 (see LOOPBACK_HOSTS).
     """
     if isinstance(trace, (str, os.PathLike)):
         from ..store import load
@@ -70,11 +79,14 @@ def create_app(trace, token: Optional[str] = None) -> Flask:
         raise TraceUsageError(f"the web app shows a triton_trace.Trace or a trace file path; got {type(trace).__name__}")
     app = Flask(__name__, static_folder=None)
     app.url_map.merge_slashes = False     # "/static//etc/passwd" is a 404, not a redirect
+    app.url_map.converters["int"] = AsciiInt
     app.config["TT_TOKEN"] = token
+    app.config["TT_HOSTS"] = _allowed_hosts(bool(token), allowed_hosts)
     app.extensions["triton_trace"] = TraceIndex(trace, analyze=_analyzer())
     app.extensions["triton_trace.static"] = _static_files()
     app.register_blueprint(api)
     app.register_blueprint(pages)
+    app.before_request(_check_host)
     app.before_request(_check_token)
     app.after_request(_secure_headers)
     app.register_error_handler(HTTPException, _http_error)
@@ -127,14 +139,52 @@ def _ti() -> TraceIndex:
 # --------------------------------------------------------------------------------------------------------
 # access token, headers, errors
 # --------------------------------------------------------------------------------------------------------
+class AsciiInt(IntegerConverter):
+    """Route integers in ASCII digits only (werkzeug's takes any Unicode digit)."""
+    regex = r"[0-9]+"
+
+
+def _allowed_hosts(shared: bool, extra) -> frozenset:
+    if isinstance(extra, str):
+        extra = [extra]
+    names = set(LOOPBACK_HOSTS) | {str(h).strip().lower().strip("[]") for h in extra or () if str(h).strip()}
+    if shared:
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return frozenset(names)
+
+
+def _host_name(host: str) -> str:
+    """The name part of a Host header: "[::1]:5001" -> "::1", "Example.org:80" -> "example.org"."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+        return True
+    except ValueError:
+        return False
+
+
+def _check_host():
+    name = _host_name(request.host or "")
+    cfg = current_app.config
+    if name in cfg["TT_HOSTS"] or (cfg.get("TT_TOKEN") and _is_ip(name)):
+        return None
+    return _error(f"host name {name[:80]!r} is not served here (allowed: "
+                  f"{', '.join(sorted(cfg['TT_HOSTS']))}); see README, 'The web UI'", 403)
+
+
 def _check_token():
     want = current_app.config.get("TT_TOKEN")
     if not want or request.path.startswith(PUBLIC_PREFIXES):
         return None
-    given = request.args.get("token") or request.headers.get(TOKEN_HEADER) or request.cookies.get(TOKEN_COOKIE) or ""
+    given = request.args.get("token") or request.headers.get(TOKEN_HEADER) or ""
     if not hmac.compare_digest(given.encode(), want.encode()):
         return _error("this server is shared with an access token; open the URL it printed", 403)
-    g.tt_set_cookie = request.args.get("token") is not None
     return None
 
 
@@ -144,8 +194,6 @@ def _secure_headers(resp):
     resp.headers["Referrer-Policy"] = "no-referrer"
     if request.path.startswith("/api/"):
         resp.headers["Cache-Control"] = "no-store"
-    if g.get("tt_set_cookie"):
-        resp.set_cookie(TOKEN_COOKIE, current_app.config["TT_TOKEN"], httponly=True, samesite="Strict", path="/")
     return resp
 
 

@@ -139,11 +139,14 @@ def _warm(ti: TraceIndex) -> None:
         P.program_metrics(ti, i)
 
 
-def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool] = None, trace=None) -> Server:
+def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool] = None, trace=None,
+           allowed_hosts=()) -> Server:
     """Serve the current trace (or ``trace``: a Trace or a trace file path) in the browser.
 
-    ``share=False`` listens on 127.0.0.1 only. ``share=True`` listens on every interface and requires
-    the unguessable access token that is part of the printed URL. ``port=None`` takes 5001 or the next
+    ``share=False`` listens on 127.0.0.1 only and answers to the host names 127.0.0.1, localhost and
+    [::1]. ``share=True`` listens on every interface and requires the unguessable access token that is
+    part of the printed URL; it also answers to this machine's host names, IP addresses, and the names in
+    ``allowed_hosts`` (for a DNS name or proxy in front of it). ``port=None`` takes 5001 or the next
     free port. ``block=None`` blocks until Ctrl-C in a script and returns at once in Jupyter/IPython.
     """
     port = _check_port(port)
@@ -151,7 +154,7 @@ def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool
         from ..record.session import current_trace
         trace = current_trace()
     token = secrets.token_urlsafe(32) if share else None
-    app = create_app(trace, token)
+    app = create_app(trace, token, allowed_hosts)
     ti = app.extensions["triton_trace"]
     _warm(ti)
     host = "0.0.0.0" if share else "127.0.0.1"
