@@ -96,6 +96,7 @@ async function route() {
     // metric key -> label, in the server's order (a Map keeps it; JSON objects arrive key-sorted)
     S.labels = new Map(S.trace.metrics.key.map((k, i) => [k, S.trace.metrics.label[i]]));
     detail = new ProgramDetail(S.trace.kinds, (seq, t0) => go(S.li, S.pid, seq, t0 === null ? null : { what: "op-click", t0 }), (seq) => {
+      if (!S.pid) return;
       const o = detail.op(seq);
       const url = o && o.memory ? tensor.urlFor(S.pid, { seq, tensor: o.tensor }) : null;
       if (url) prefetch(url);
@@ -177,9 +178,6 @@ async function openLaunch(li) {
   source.mark([], null);
   findings.set(found, S.trace.analysis.available ? null : "No analysis ran, so there are no findings.");
   tensor.setLaunch(launch, li);
-  clear($("ops").querySelector("tbody")).append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "Click a program in the grid.")));
-  $("program-title").textContent = "Program";
-  $("program-metrics").textContent = "";
   status(`${launch.kernel} · ${launch.recorded_programs} programs`);
   document.body.dataset.view = "launch";
   delete $("charts-panel").dataset.ready;
@@ -212,6 +210,7 @@ async function selectProgram(pid, op, mine) {
   const same = pid && S.pid && pid.join() === S.pid.join();
   if (!pid) {
     S.pid = null; S.op = null; S.program = null; grid.selected = null; grid.draw();
+    detail.clear();
     source.mark([], null);
     await tensor.select(null, null);
     return;

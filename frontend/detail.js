@@ -18,7 +18,18 @@ export class ProgramDetail {
     });
   }
 
-  setLaunch(launch) { this.launch = launch; this.data = null; }
+  setLaunch(launch) { this.launch = launch; this.clear(); }
+
+  // No program selected (a new launch, or Back from a program to its launch): no rows of the last one.
+  clear() {
+    this.data = null;
+    this.rows = [];
+    this.hovered = null;
+    clear($("ops").querySelector("tbody")).append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "Click a program in the grid.")));
+    $("ops-pager").hidden = true;
+    $("program-title").textContent = "Program";
+    $("program-metrics").textContent = "";
+  }
 
   set(data, metricLabels) {
     this.data = data;
