@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from procs import popen_with_sigint
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "examples", "*.py")))
 TIMEOUT = 300
@@ -118,8 +120,8 @@ def _poll(url: str, deadline: float) -> str:
 @pytest.mark.slow
 def test_example_serves_the_trace_until_ctrl_c():
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, os.path.join("examples", "vector_add.py"), "--port", str(port)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = popen_with_sigint([sys.executable, os.path.join("examples", "vector_add.py"), "--port", str(port)],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         body = _poll(f"http://127.0.0.1:{port}/api/trace", time.monotonic() + TIMEOUT)
         assert "add_kernel" in body
@@ -133,8 +135,8 @@ def test_example_serves_the_trace_until_ctrl_c():
 
 def test_a_second_ctrl_c_during_shutdown_exits_quietly():
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, os.path.join("examples", "vector_add.py"), "--port", str(port)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = popen_with_sigint([sys.executable, os.path.join("examples", "vector_add.py"), "--port", str(port)],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         _poll(f"http://127.0.0.1:{port}/api/trace", time.monotonic() + TIMEOUT)
     finally:

@@ -51,10 +51,27 @@ def _describe(arr: np.ndarray, f, pos: int) -> tuple:
 
 
 def save(trace: Trace, path) -> None:
-    """Write ``trace`` to ``path`` (written to a temporary name first, then renamed into place)."""
+    """Write ``trace`` to ``path`` (written to a temporary name first, then renamed into place; an error or
+    Ctrl-C on the way leaves neither a partial file nor the temporary ones)."""
     path = os.fspath(path)
     tmp = path + ".tmp"
     blobs = tmp + ".blobs"
+    try:
+        header = _write_blocks(trace, blobs)
+        with open(tmp, "wb") as f, open(blobs, "rb") as bf:
+            f.write(MAGIC + VERSION.to_bytes(4, "little") + len(header).to_bytes(8, "little"))
+            f.write(header)
+            while chunk := bf.read(1 << 24):
+                f.write(chunk)
+        os.replace(tmp, path)
+    finally:
+        for p in (tmp, blobs):
+            if os.path.exists(p):
+                os.remove(p)
+
+
+def _write_blocks(trace: Trace, blobs: str) -> bytes:
+    """Write every array block to ``blobs``; returns the JSON header that describes them."""
     launches = []
     with open(blobs, "wb") as bf:
         pos = 0
@@ -75,19 +92,8 @@ def save(trace: Trace, path) -> None:
                 "recorded_programs": lc.recorded_programs, "skipped_programs": lc.skipped_programs,
                 "values_truncated": lc.values_truncated, "completed": lc.completed, "error": lc.error,
                 "meta": lc.meta, "lanes": lc.lanes.size, "arrays": arrays})
-    header = json.dumps({"format": "triton_trace", "version": VERSION, "kinds": list(KINDS),
-                         "launches": launches}, sort_keys=True, separators=(",", ":")).encode()
-    try:
-        with open(tmp, "wb") as f, open(blobs, "rb") as bf:
-            f.write(MAGIC + VERSION.to_bytes(4, "little") + len(header).to_bytes(8, "little"))
-            f.write(header)
-            while chunk := bf.read(1 << 24):
-                f.write(chunk)
-        os.replace(tmp, path)
-    finally:
-        for p in (tmp, blobs):
-            if os.path.exists(p):
-                os.remove(p)
+    return json.dumps({"format": "triton_trace", "version": VERSION, "kinds": list(KINDS),
+                       "launches": launches}, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _bad(path, why: str) -> TraceFileError:

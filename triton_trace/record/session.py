@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import signal
 import threading
 from contextlib import contextmanager
 from typing import Callable, Iterable, Optional, Union
@@ -238,17 +239,43 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
             why = f"interrupted after {done[0]} of {total} programs"
         else:
             why = f"{type(e).__name__}: {e}"
-        if opts.keep:
-            _SESSION.add(rec.finish(completed=False, error=why, **meta))
-        memory.copy_back()
+        with _interrupts_deferred():
+            if opts.keep:
+                _SESSION.add(rec.finish(completed=False, error=why, **meta))
+            memory.copy_back()
         if error is not None:
             raise error from cause
         raise
-    launch = rec.finish(**meta)
-    if opts.keep:
-        _SESSION.add(launch)
-    memory.copy_back()
+    with _interrupts_deferred():          # a Ctrl-C now would lose the whole launch and its outputs
+        launch = rec.finish(**meta)
+        if opts.keep:
+            _SESSION.add(launch)
+        memory.copy_back()
     return launch
+
+
+@contextmanager
+def _interrupts_deferred():
+    """Hold Ctrl-C back while a finished launch is kept and its outputs are written back, then raise it.
+    Only the main thread receives signals; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    except ValueError:          # no signals in this interpreter (e.g. a sub-interpreter)
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:                  # deliver it as the handler we replaced would have
+        if callable(previous):
+            previous(signal.SIGINT, None)     # Python's default handler raises KeyboardInterrupt
+        elif previous == signal.SIG_DFL:
+            raise KeyboardInterrupt
 
 
 # --------------------------------------------------------------------------------------------------------
