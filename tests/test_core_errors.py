@@ -163,3 +163,30 @@ def test_progress_reports_every_program():
     finally:
         triton_trace.set_progress(None)
     assert seen == list(range(1, 5))
+
+
+@triton.jit
+def _read_through_another_argument(x_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    # a pointer derived from x_ptr that lands inside out's memory (far past x's storage)
+    delta = (out_ptr.to(tl.int64) - x_ptr.to(tl.int64)) // 4
+    v = tl.load(x_ptr + delta + offs)
+    tl.store(out_ptr + offs, v + 1)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_far_access_is_attributed_to_the_argument_its_pointer_came_from(batch):
+    """Not to whichever storage lies at that address (out is a view into a larger buffer)."""
+    buf = torch.zeros(64)
+    out = buf[16:32]
+    x = torch.randn(16)
+    triton_trace.trace(_read_through_another_argument, batch=batch)[(2,)](x, out, N=16)
+    launch = triton_trace.current_trace().launches[-1]
+    load = next(iter(launch.accesses(kind="load")))
+    assert load.tensor == "x_ptr" and not load.mask[np.asarray(load.offsets) < 16].any()
+    report = triton_trace.analyze(launch)
+    oob = [f for f in report.findings if f.kind == "out_of_bounds"]
+    assert oob and all(f.tensor == "x_ptr" for f in oob)
+    assert min(oob[0].offsets) >= 16                    # offsets relative to x, past its 16 elements
+    with pytest.raises(triton_trace.OutOfBoundsAccess, match="load of 'x_ptr'"):
+        triton_trace.trace(_read_through_another_argument, on_oob="raise", batch=False)[(1,)](x, out, N=16)

@@ -63,6 +63,7 @@ class Collector:
         self._growth = 0                     # bytes the last chunk added (to stop before the next one)
         self._chunk_start_bytes = 0
         self.meta_extra: dict = {}           # more entries of Launch.meta (e.g. the failing device_assert)
+        self.origin = None                   # the argument the running memory op's pointers derive from
 
     # -- chunk boundaries ---------------------------------------------------------------------------------
     def begin_chunk(self, pids: np.ndarray, batched: bool) -> None:
@@ -155,12 +156,12 @@ class Collector:
         In a batched chunk ``addrs`` has a leading program axis over every program of the chunk."""
         mask = np.broadcast_to(np.asarray(mask, dtype=bool), addrs.shape)
         if self.batched:
-            tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, chunk=True)
+            tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, chunk=True, origin=self.origin)
             shape = addrs.shape[1:]
             if tensor >= 0:
                 self._conflicts.add(tensor, offsets, safe, kind != "load", elem_bytes)
         else:
-            tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes)
+            tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, origin=self.origin)
             shape = addrs.shape
         self.last = (tensor, offsets, self.memory.aligned)
         row = -1

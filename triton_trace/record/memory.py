@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 import torch
@@ -113,6 +114,8 @@ class HostMemory:
         self._views: dict = {}
         self.aligned = False
         self._live_index = None           # LiveStorages, built when a pointer leads outside the arguments
+        self._host_ids: dict = {}         # id(host tensor) -> its index in self.tensors
+        self._hosts: list = []
 
     # -- building -----------------------------------------------------------------------------------------
     def host_tensor(self, name: str, arg) -> torch.Tensor:
@@ -151,7 +154,9 @@ class HostMemory:
         self._reindex()
         if dtype is not None and dtype != t.dtype:
             import triton
-            return triton.reinterpret(host, dtype)
+            host = triton.reinterpret(host, dtype)
+        self._host_ids[id(host)] = len(self.tensors) - 1
+        self._hosts.append(host)          # keeps the ids unique while the launch runs
         return host
 
     # -- memory the arguments do not name -----------------------------------------------------------------
@@ -244,27 +249,38 @@ class HostMemory:
             return self.host_tensor(name, value)
         return value
 
+    def index_of_host(self, host) -> Optional[int]:
+        """The tensor index of a host tensor made by ``host_tensor`` (pointer provenance starts here)."""
+        return self._host_ids.get(id(host))
+
     def _reindex(self):
         starts = np.array([s.base - s.guard for s in self.storages], dtype=np.int64)
         self._order = np.argsort(starts, kind="stable")
         self._starts = starts[self._order]
 
     # -- attribution --------------------------------------------------------------------------------------
-    def attribute(self, addrs: np.ndarray, active: np.ndarray, elem_bytes: int, chunk: bool = False):
+    def attribute(self, addrs: np.ndarray, active: np.ndarray, elem_bytes: int, chunk: bool = False,
+                  origin: Optional[int] = None):
         """Attribute one op's lanes to a tensor argument.
 
         Returns (tensor index or -1, element offsets relative to that tensor's storage (int64, same
         shape as addrs), lanes that are safe to execute). A lane is safe when it is active and inside the
         attributed tensor's storage; every other active lane is out of bounds and must be skipped.
-        With ``chunk``, ``addrs`` has a leading axis over the programs of a batched chunk, and
-        BatchFallback is raised unless every program's lanes go to one tensor (as they would alone).
+        ``origin``, the argument the pointers were derived from (interp/provenance.py), decides when
+        known; else the addresses do. With ``chunk``, ``addrs`` has a leading axis over the programs of
+        a batched chunk, and BatchFallback is raised unless every program's lanes go to one tensor (as
+        they would alone).
         """
         a = addrs.view(np.int64) if addrs.dtype == np.uint64 else addrs.astype(np.int64, copy=False)
         if not self.storages:
             return -1, np.zeros(a.shape, np.int64), np.zeros(a.shape, bool)
         lo = hi = None
         sid = -1
-        if a.size:
+        if origin is not None and 0 <= origin < len(self.tensors):
+            sid = self._tensor_storage[origin]
+            if a.size:
+                lo, hi = int(a.min()), int(a.max())
+        elif a.size:
             # nearly always every lane sits in one storage's padded region: two reductions tell
             lo, hi = int(a.min()), int(a.max())
             k = max(int(np.searchsorted(self._starts, lo, side="right")) - 1, 0)
@@ -272,7 +288,9 @@ class HostMemory:
                 sid = int(self._order[k])
         if sid < 0:
             sid = self._vote(a, active, chunk)
-        if chunk:
+        if origin is not None and 0 <= origin < len(self.tensors):
+            tid = origin
+        elif chunk:
             if sum(1 for s in self._tensor_storage if s == sid) > 1:
                 raise BatchFallback("arguments that alias one storage")
             tid = self._tensor_storage.index(sid) if sid in self._tensor_storage else -1
@@ -310,6 +328,20 @@ class HostMemory:
         if picks.size == 0 or (picks != picks[0]).any():
             raise BatchFallback("the programs of a chunk access different tensors at one op")
         return int(picks[0])
+
+    def tensor_at(self, addrs: np.ndarray) -> Optional[int]:
+        """The argument whose storage holds every one of these addresses (null and small values aside),
+        or None: the origin of pointers a kernel made from integers."""
+        a = np.asarray(addrs).reshape(-1).view(np.int64) if np.asarray(addrs).dtype == np.uint64 else \
+            np.asarray(addrs, dtype=np.int64).reshape(-1)
+        a = a[a >= 4096]
+        if not a.size:
+            return None
+        lo, hi = int(a.min()), int(a.max())
+        for sid, st in enumerate(self.storages):
+            if st.base <= lo and hi < st.base + max(st.nbytes, 1):
+                return self._tensor_storage.index(sid) if sid in self._tensor_storage else None
+        return None
 
     def storage_of(self, tensor: int) -> int:
         return self._tensor_storage[tensor]

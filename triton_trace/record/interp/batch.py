@@ -22,6 +22,7 @@ import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback
+from . import provenance
 
 TensorHandle = _ti.TensorHandle
 
@@ -382,7 +383,9 @@ def batch_args(call_args: dict) -> dict:
     """Kernel arguments with the program axis added (they are the same in every program)."""
     def conv(v):
         if isinstance(v, tl.core.tensor) and isinstance(v.handle, TensorHandle):
-            return tl.core.tensor(_uniform(v.handle), v.type)
+            h = _uniform(v.handle)
+            provenance.tag(h, provenance.origin(v.handle))
+            return tl.core.tensor(h, v.type)
         if isinstance(v, tuple) and not hasattr(v, "_fields"):
             return tuple(conv(x) for x in v)
         if isinstance(v, tl.core.tensor_descriptor_base) or hasattr(v, "handle"):

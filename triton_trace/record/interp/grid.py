@@ -8,7 +8,7 @@ import numpy as np
 
 from ...errors import BatchFallback, ChunkRetry
 from .. import frames
-from . import batch, hooks, semantics
+from . import batch, hooks, provenance, semantics
 
 DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
 MIN_CHUNK = 8                # a chunk that falls back halves the next one, down to this size
@@ -46,6 +46,9 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
     total = len(order)
     with hooks.interpreter_scope(fn, rec, debug) as proxy:
         call_args = {name: (v if name in constexprs else semantics.kernel_arg(v)) for name, v in host.items()}
+        for name, v in host.items():
+            if name not in constexprs:
+                _tag_pointers(v, call_args[name], memory)
         builder = hooks.builder()
         builder.set_grid_dim(*grid)
         batched_args = None
@@ -81,6 +84,15 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                     rec.fallbacks.append((start + n, total - start - n, "batching stopped after repeated fallbacks"))
             _run_sequential(kernel, call_args, order[start:start + n], builder, rec, on_done)
             start += n
+
+
+def _tag_pointers(host, arg, memory) -> None:
+    """Tag each pointer argument with the tensor it points into (see provenance.py)."""
+    if isinstance(host, tuple) and isinstance(arg, tuple):
+        for h, a in zip(host, arg):
+            _tag_pointers(h, a, memory)
+    elif hasattr(host, "data_ptr") and hasattr(arg, "handle"):
+        provenance.tag(arg.handle, memory.index_of_host(host))
 
 
 def _run_sequential(kernel, call_args, pids, builder, rec, on_done) -> None:

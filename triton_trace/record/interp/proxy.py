@@ -14,6 +14,7 @@ from ..frames import where
 def install_pointer_casts(scope, builder, memory) -> None:
     """Integers cast to pointers (a table of ``data_ptr()`` values loaded by the kernel) name the caller's
     memory; ``memory.translate`` moves them into the padded copies the traced launch runs on."""
+    from . import provenance
     from .lowp import inner_method
     inner = inner_method(builder, "create_int_to_ptr")
 
@@ -21,6 +22,7 @@ def install_pointer_casts(scope, builder, memory) -> None:
         out = inner(val, dst_type)
         pointee = getattr(getattr(dst_type, "scalar", dst_type), "element_ty", None)
         out.data = memory.translate(out.data, pointee)
+        provenance.tag(out, memory.tensor_at(out.data))
         return out
     scope.set_attr(builder, "create_int_to_ptr", create_int_to_ptr)
 
