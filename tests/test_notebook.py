@@ -9,6 +9,8 @@ import dataclasses
 import io
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -478,3 +480,21 @@ def test_example_notebook_runs():
     assert everything.count(PLOTLYJS_MARK) == 1                        # plotly.js once per notebook
     bars = [h for h in html if 'class="tt-progress"' in h]
     assert bars and '<progress value="256" max="256"' in bars[-1]       # updated in place to the end
+
+
+def test_repr_html_outside_ipython():
+    """marimo, VS Code, Quarto and nbconvert read _repr_html_: Trace, Launch and Report provide it,
+    self-contained (plotly.js inside) when no IPython shell shares one copy between outputs."""
+    code = ("import sys, torch, triton_trace\n"
+            "sys.path.insert(0, 'tests')\n"
+            "import kernels as K\n"
+            "K.add(torch.randn(300), torch.randn(300), kernel=triton_trace.trace(K.make_add()), block=64)\n"
+            "t = triton_trace.current_trace()\n"
+            "assert 'IPython' not in sys.modules or sys.modules['IPython'].get_ipython() is None\n"
+            "for obj in (t, t.launches[0], triton_trace.analyze(t)):\n"
+            "    h = obj._repr_html_()\n"
+            "    print(type(obj).__name__, 'tt-root' in h, 'add_kernel' in h, h.count('window.__tt_define=window.define'))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.split("\n")
+    assert lines[:3] == ["Trace True True 1", "Launch True True 1", "Report True True 1"], r.stdout

@@ -48,12 +48,24 @@ __all__ = [
 ]
 
 
+def _render_html(obj) -> str:
+    from .view.notebook import repr_html     # the view (and plotly) load on the first rich display
+    return repr_html(obj)
+
+
+def _show(obj, **kw) -> None:
+    from .view.notebook import show as show_in_notebook
+    show_in_notebook(obj, **kw)
+
+
 def _default_display() -> None:
-    """A progress bar for long launches; rich display of Trace, Launch and Report inside IPython.
+    """A progress bar for long launches; rich display of Trace, Launch and Report in notebooks.
 
     Registered from here, not in model.py, so the data model never imports the view stage."""
     import sys
+    from .display import set_renderer
     from .view.progress import enable_progress
+    set_renderer(html=_render_html, show=_show)
     enable_progress("auto")      # notebook bar in Jupyter, terminal bar on a TTY stderr, else none
     if "IPython" in sys.modules:
         from IPython import get_ipython

@@ -11,6 +11,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
+from .display import RichDisplay
 from .lanes import Lanes
 
 # Op kinds, stored as uint8 codes. Memory kinds come first; analyses rely on the split.
@@ -105,7 +106,7 @@ class Access:
 
 
 @dataclass(frozen=True, init=False)
-class Launch:
+class Launch(RichDisplay):
     """One kernel launch. Construct it with ``lanes=`` (a Lanes), or with flat ``offsets=`` and ``mask=``
     arrays, which are compacted (see triton_trace.lanes); ``offsets`` and ``mask`` read back expanded, read-only."""
     kernel_name: str
@@ -253,12 +254,6 @@ class Launch:
         """Every recorded op, memory and compute (dot, reduce, scan, math), in execution order."""
         return [self.access(i) for i in self.rows(program, memory_only=False)]
 
-    def show(self, **kw) -> None:
-        """Display inline in Jupyter: program grid, findings, charts (self-contained HTML)."""
-        # Imported on call: the data model never loads the view stage unless the user asks for it.
-        from .view.notebook import show
-        show(self, **kw)
-
     def __repr__(self) -> str:
         return (f"<Launch {self.kernel_name} grid={self.grid} ops={self.num_ops} "
                 f"programs={self.recorded_programs}{'' if self.completed else ' INCOMPLETE'}>")
@@ -274,7 +269,7 @@ def _as_pid(program) -> tuple:
 
 
 @dataclass(frozen=True)
-class Trace:
+class Trace(RichDisplay):
     launches: tuple = ()
 
     def save(self, path) -> None:
@@ -292,12 +287,6 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"<Trace launches={len(self.launches)} kernels={self.kernels()}>"
-
-    def show(self, **kw) -> None:
-        """Display inline in Jupyter: program grid, findings, charts (self-contained HTML)."""
-        # Imported on call: the data model never loads the view stage unless the user asks for it.
-        from .view.notebook import show
-        show(self, **kw)
 
     def summary(self) -> str:
         lines = [f"trace: {len(self.launches)} launch(es)"]

@@ -364,6 +364,21 @@ def standalone_html(obj, title: str = "triton_trace", **kw) -> str:
             f"<body>{js}{body}</body></html>")
 
 
+def repr_html(obj) -> str:
+    """The HTML a front end shows for ``obj`` (its ``_repr_html_``). In an IPython shell plotly.js comes
+    once per shell, as with show(); elsewhere (marimo, a plain exported page) every output carries it, so
+    each works alone."""
+    body = _html_for(obj)
+    try:
+        from IPython import get_ipython
+        ip = get_ipython()
+    except ImportError:
+        ip = None
+    if ip is not None:
+        return _state(ip).with_plotly(body)
+    return (plotlyjs_html() + body) if _needs_plotly(body) else body
+
+
 def show(obj, **kw) -> None:
     """Display a Trace, Launch or Report (or HTML from this module) in the notebook. plotly.js is included
     the first time this shell shows a chart (a notebook page keeps it for every later output)."""
@@ -410,5 +425,5 @@ def register_formatters(ip=None) -> bool:
     return True
 
 
-__all__ = ["trace_html", "launch_html", "report_html", "tensor_view_html", "grid_svg", "findings_table",
+__all__ = ["repr_html", "trace_html", "launch_html", "report_html", "tensor_view_html", "grid_svg", "findings_table",
            "plotlyjs_html", "standalone_html", "show", "iframe", "register_formatters"]

@@ -1,0 +1,88 @@
+"""The import rules of ../shared/DESIGN.md, checked on the source (function-level imports included):
+no stage imports a later one, and nothing outside view/ imports Flask or plotly."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PKG = os.path.join(ROOT, "triton_trace")
+# stage of each top-level part of the package; a module may import its own stage or earlier ones
+# the data layer (model, its lanes and its file format) is one stage: Trace.save() writes the file
+STAGES = {"errors": 0, "display": 0, "lanes": 1, "model": 1, "overlap": 1, "header": 1, "store": 1, "record": 3,
+          "analysis": 4, "view": 5}
+TOP = {"__init__", "__main__", "cli"}          # the public API and the command line wire every stage
+
+
+def _module_imports(path: str, package: list) -> set:
+    """(top-level name, second part) of every module one file imports, relative imports resolved against
+    ``package`` (the file's package, e.g. ["triton_trace", "record", "interp"])."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                target = package[:len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+                if len(target) == 1:          # "from . import x" at the package's top: x is a submodule
+                    found |= {(target[0], a.name) for a in node.names}
+                else:
+                    found.add((target[0], target[1]))
+            elif node.module:
+                parts = node.module.split(".")
+                found.add((parts[0], parts[1] if len(parts) > 1 else ""))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                found.add((parts[0], parts[1] if len(parts) > 1 else ""))
+    return found
+
+
+def _files():
+    """(path, parts below triton_trace, the file's package)."""
+    for folder, _, files in os.walk(PKG):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                rel = os.path.relpath(path, PKG)[:-3].split(os.sep)
+                yield path, rel, ["triton_trace"] + rel[:-1]
+
+
+def test_no_stage_imports_a_later_one():
+    offenders, seen = [], 0
+    for path, rel, package in _files():
+        if rel[0] in TOP:
+            continue
+        seen += 1
+        mine = STAGES[rel[0]]
+        for top, sub in _module_imports(path, package):
+            if top == "triton_trace" and sub in STAGES and STAGES[sub] > mine:
+                offenders.append(f"{'/'.join(rel)} imports {sub}")
+    assert seen > 30 and not offenders, offenders
+
+
+def test_only_view_imports_flask_and_plotly():
+    offenders = []
+    for path, rel, package in _files():
+        if rel[0] in ("view",) or rel[0] in TOP:
+            continue
+        for top, _ in _module_imports(path, package):
+            if top in ("flask", "plotly", "werkzeug"):
+                offenders.append(f"{'/'.join(rel)} imports {top}")
+    assert not offenders, offenders
+
+
+def test_recording_and_display_hooks_load_no_view_until_shown():
+    code = ("import sys, torch, triton_trace\n"
+            "sys.path.insert(0, 'tests')\n"
+            "import kernels as K\n"
+            "K.add(torch.randn(10), torch.randn(10), kernel=triton_trace.trace(K.make_add()), block=16)\n"
+            "t = triton_trace.current_trace()\n"
+            "assert hasattr(t, '_repr_html_') and hasattr(t.launches[0], '_repr_html_')\n"
+            "print(sorted(m for m in sys.modules if m in ('flask', 'plotly', 'triton_trace.view.notebook')))\n")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
