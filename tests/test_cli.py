@@ -171,3 +171,24 @@ def test_view_serves_a_saved_trace(plain_trace):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_report_exit_status_tells_findings_from_errors(plain_trace, tmp_path, monkeypatch, capsys):
+    """1: findings; 2: every error (a damaged file, a FIFO, a crash inside the analysis); 0: clean."""
+    out, _ = plain_trace
+    assert cli("report", str(out)).returncode == 0
+    bad = tmp_path / "bad.ttrace"
+    bad.write_bytes(b"TTRACE\x00\x01garbage")
+    assert cli("report", str(bad)).returncode == 2
+    fifo = tmp_path / "fifo.ttrace"
+    os.mkfifo(fifo)
+    r = cli("report", str(fifo), timeout=60)               # used to hang in open()
+    assert r.returncode == 2 and "not a regular file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    from triton_trace import analysis, cli as cli_mod
+
+    def crash(trace):
+        raise RuntimeError("a bug in the analysis")
+    monkeypatch.setattr(analysis, "analyze", crash)
+    assert cli_mod.main(["report", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "RuntimeError: a bug in the analysis" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
