@@ -1,5 +1,6 @@
 """The import rules of ../shared/DESIGN.md, checked on the source (function-level imports included):
-no stage imports a later one, and nothing outside view/ imports Flask or plotly."""
+no stage imports a later one, nothing outside view/ imports Flask or plotly, no two modules import each
+other (directly or around a circle). Only record/interp touches Triton's interpreter: test_fidelity.py."""
 from __future__ import annotations
 
 import ast
@@ -12,9 +13,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = os.path.join(ROOT, "triton_trace")
 # stage of each top-level part of the package; a module may import its own stage or earlier ones
-# the data layer (model, its lanes and its file format) is one stage: Trace.save() writes the file
-STAGES = {"errors": 0, "display": 0, "lanes": 1, "model": 1, "overlap": 1, "header": 1, "store": 1, "record": 3,
-          "analysis": 4, "view": 5}
+STAGES = {"errors": 0, "numerics": 0, "model": 1, "header": 2, "store": 2, "record": 3, "analysis": 4, "view": 5}
 TOP = {"__init__", "__main__", "cli"}          # the public API and the command line wire every stage
 
 
@@ -86,3 +85,74 @@ def test_recording_and_display_hooks_load_no_view_until_shown():
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def _module_name(rel: list) -> str:
+    parts = ["triton_trace"] + (rel[:-1] if rel[-1] == "__init__" else rel)
+    return ".".join(parts)
+
+
+def _graph() -> dict:
+    """module -> the triton_trace modules it imports (a name imported from a package counts as the
+    submodule when there is one, else as the package)."""
+    files = list(_files())
+    modules = {_module_name(rel) for _, rel, _ in files}
+    graph = {}
+    for path, rel, package in files:
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        me = _module_name(rel)
+        pkg = package if rel[-1] != "__init__" else ["triton_trace"] + rel[:-1]
+        edges = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = (pkg[:len(pkg) - (node.level - 1)] if node.level else []) + \
+                    (node.module.split(".") if node.module else [])
+                target = ".".join(base)
+                for a in node.names:
+                    sub = f"{target}.{a.name}"
+                    edges.add(sub if sub in modules else target)
+            elif isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names}
+        graph[me] = {e for e in edges if e in modules and e != me}
+    return graph
+
+
+def _cycles(graph: dict) -> list:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circles():
+    """A package's __init__ re-exporting its modules is not a circle: edges into a package's own
+    __init__ from its submodules are left out."""
+    graph = _graph()
+    for mod, edges in graph.items():
+        graph[mod] = {e for e in edges if not mod.startswith(e + ".")}
+    assert len(graph) > 30
+    assert _cycles(graph) == []

@@ -206,7 +206,7 @@ def test_a_chunk_whose_programs_share_written_memory_is_undone_and_rerun():
 
 
 def test_overlap_primitives_against_a_direct_count():
-    from triton_trace.overlap import ranges_disjoint, shared_elements
+    from triton_trace.model.overlap import ranges_disjoint, shared_elements
     rng = np.random.default_rng(0)
     el = rng.integers(0, 50, 400)
     prog = rng.integers(0, 7, 400)
@@ -278,7 +278,7 @@ def test_loads_of_unwritten_storages_keep_ranges_and_the_chunk_reruns_when_it_wr
     need their lanes); a chunk that then writes it, with overlapping ranges, runs batched again with the
     lanes kept: tiles updated in place batch without falling back, and tiles that read a neighbour's
     rows fall back. Both give the sequential result."""
-    from triton_trace.record import shadow
+    from triton_trace.record import chunkcheck as shadow
     kept = []
     add = shadow.ChunkConflicts.add
     monkeypatch.setattr(shadow.ChunkConflicts, "add", lambda self, t, o, s, w, eb: (

@@ -21,7 +21,7 @@ import kernels as K
 import triton_trace
 from triton_trace import UnsupportedOp, trace
 from triton_trace.record.interp import libdevice as ld
-from triton_trace.record.interp.libdevice_ops import OPS
+from triton_trace.numerics.libdevice_ops import OPS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

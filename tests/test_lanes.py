@@ -3,7 +3,7 @@ regular blocks cost almost nothing, and damaged arrays are refused."""
 import numpy as np
 import pytest
 
-from triton_trace.lanes import AFFINE, DELTA32, RAW, ROWSTRIDES, ROWS, LaneWriter, Lanes
+from triton_trace.model.lanes import AFFINE, DELTA32, RAW, ROWSTRIDES, ROWS, LaneWriter, Lanes, lanes_from_flat
 
 
 class Recorder:
@@ -107,7 +107,7 @@ def test_transposed_tile_is_affine_in_its_block_shape():
     lanes = r.finish()
     assert kinds(lanes) == {AFFINE} and lanes.nbytes / lanes.size < 0.1
     # the same lanes without the block shape are not 1-D affine: stored per lane, decoded the same
-    flat = Lanes.from_flat(lanes.offsets(), lanes.mask(), counts=[M * N] * 8)
+    flat = lanes_from_flat(lanes.offsets(), lanes.mask(), counts=[M * N] * 8)
     assert kinds(flat) == {DELTA32}
     check(flat, lanes.offsets(), lanes.mask())
 
@@ -285,29 +285,29 @@ def test_from_flat_compacts_and_honours_row_shapes():
     o = (np.arange(400)[:, None] * n + np.arange(n)).reshape(-1)
     m = np.ones(len(o), bool)
     m[-10:] = False
-    lanes = Lanes.from_flat(o, m)
+    lanes = lanes_from_flat(o, m)
     check(lanes, o, m)
     assert lanes.nbytes / lanes.size < 0.1
     tile = (np.arange(8)[:, None] * 100 + np.arange(8)).reshape(-1)
     two = np.concatenate([tile, tile + 5, np.arange(3)])
-    shaped = Lanes.from_flat(two, np.ones(len(two), bool), counts=[64, 64, 3], shapes=[(8, 8), (8, 8), (3,)])
+    shaped = lanes_from_flat(two, np.ones(len(two), bool), counts=[64, 64, 3], shapes=[(8, 8), (8, 8), (3,)])
     assert kinds(shaped) == {AFFINE}
     check(shaped, two, np.ones(len(two), bool))
     # shapes that do not fit their rows (a damaged op table) are taken as 1-D
-    odd = Lanes.from_flat(np.arange(7), np.ones(7, bool), counts=[3, 4], shapes=[(5,), (5,)])
+    odd = lanes_from_flat(np.arange(7), np.ones(7, bool), counts=[3, 4], shapes=[(5,), (5,)])
     check(odd, np.arange(7), np.ones(7, bool))
     with pytest.raises(ValueError, match="sum"):
-        Lanes.from_flat(two, np.ones(len(two), bool), counts=[64])
+        lanes_from_flat(two, np.ones(len(two), bool), counts=[64])
     with pytest.raises(ValueError, match="1-D"):
-        Lanes.from_flat(two, np.ones(3, bool))
+        lanes_from_flat(two, np.ones(3, bool))
 
 
 def test_equality_is_by_content():
     o = np.arange(2048)
     m = np.ones(2048, bool)
-    a = Lanes.from_flat(o, m)
-    b = Lanes.from_flat(o, m, counts=[2048])
-    assert a == b and a != Lanes.from_flat(o + 1, m)
+    a = lanes_from_flat(o, m)
+    b = lanes_from_flat(o, m, counts=[2048])
+    assert a == b and a != lanes_from_flat(o + 1, m)
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -53,19 +53,23 @@ def _render_html(obj) -> str:
     return repr_html(obj)
 
 
+def _save(trace, path) -> None:
+    from . import store
+    store.save(trace, path)
+
+
 def _show(obj, **kw) -> None:
     from .view.notebook import show as show_in_notebook
     show_in_notebook(obj, **kw)
 
 
 def _default_display() -> None:
-    """A progress bar for long launches; rich display of Trace, Launch and Report in notebooks.
-
-    Registered from here, not in model.py, so the data model never imports the view stage."""
+    """Saving a Trace; a progress bar for long launches; rich display of Trace, Launch and Report in
+    notebooks. Installed from here, so the data model (triton_trace.model) never imports a stage."""
     import sys
-    from .display import set_renderer
+    from .model import actions
     from .view.progress import enable_progress
-    set_renderer(html=_render_html, show=_show)
+    actions.install(html=_render_html, show=_show, save=_save)
     enable_progress("auto")      # notebook bar in Jupyter, terminal bar on a TTY stderr, else none
     if "IPython" in sys.modules:
         from IPython import get_ipython

@@ -2,7 +2,7 @@
 
 Layout: an 8-byte magic, a little-endian uint32 format version, a uint64 header length, a UTF-8 JSON
 header, then the array blocks it describes (each zlib-compressed). Version 2 stores the lanes in their
-compact form (``lanes.*`` arrays, see triton_trace.lanes); version 1 stored flat ``offsets`` and ``mask`` arrays and
+compact form (``lanes.*`` arrays, see triton_trace.model.lanes); version 1 stored flat ``offsets`` and ``mask`` arrays and
 is still read. Loading never unpickles anything;
 every dtype comes from a whitelist, every block's offset and length is checked against the file before it
 is read, and the declared decompressed sizes are checked against a memory budget before anything is
@@ -19,8 +19,8 @@ import numpy as np
 
 from . import header as H
 from .errors import TraceFileError
-from .lanes import Lanes
-from .lanes.encoding import ARRAYS as LANE_ARRAYS
+from .model.lanes import Lanes
+from .model.lanes.encoding import ARRAYS as LANE_ARRAYS
 from .model import KINDS, MAX_RANK, MEMORY_KINDS, OP_COLUMNS, Launch, TensorInfo, Trace
 
 MAGIC = b"TTRACE\x00\x01"

@@ -218,7 +218,7 @@ def micro(repeat: int) -> str:
     """LaneWriter.add() per block, bytes per lane, and decoding, for the blocks the cases record."""
     import timeit
     import numpy as np
-    from triton_trace.lanes import LaneWriter
+    from triton_trace.model.lanes import LaneWriter
     rng = np.random.default_rng(0)
     n = 1024
     r32, c32 = np.arange(32)[:, None], np.arange(32)[None, :]

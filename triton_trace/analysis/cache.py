@@ -42,6 +42,7 @@ import numpy as np
 
 from .coalescing import LINE_BYTES, SECTOR_BYTES, Coalescing
 from .context import LOAD, LaunchContext
+from .gpus import GPUS
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(16)], dtype=np.int64)
 _PAIRS = np.array([m | (m & 5) << 1 | (m & 10) >> 1 for m in range(16)], dtype=np.uint8)   # sector pairs
@@ -97,7 +98,6 @@ def _tensor_base_lines(ctx: LaunchContext) -> np.ndarray:
 
 def _l1_owner(ctx: LaunchContext, row) -> np.ndarray:
     """The L1 a row's program uses: its SM during its wave (programs resident together share it)."""
-    from .roofline import GPUS
     pif = ctx.params.programs_in_flight
     sms = GPUS[ctx.params.gpu].sms if ctx.params.gpu in GPUS else pif
     rank = ctx.gpu_rank[ctx.row_prog[row]].astype(np.int64)

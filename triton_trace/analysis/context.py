@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import TraceUsageError
 from ..model import ATOMIC_KINDS, KIND_CODE, KINDS, MEMORY_KINDS, Launch
+from .gpus import GPUS
 
 # Analyses take shortcuts for regular data (rows that are one pattern shifted, programs whose memory is
 # disjoint, ...) that must give exactly what the lane-by-lane path gives; tests switch them off to compare.
@@ -51,7 +52,6 @@ class Params:
     max_programs: int = 1 << 16       # per-program columns in to_dict() beyond this are cut (and flagged)
 
     def resolved(self) -> "Params":
-        from .roofline import GPUS
         if self.gpu not in GPUS:
             raise TraceUsageError(f"analyze(gpu={self.gpu!r}): unknown GPU; choose one of {sorted(GPUS)}")
         for name in ("warp_size", "vector_bytes", "l2_ways", "max_examples"):

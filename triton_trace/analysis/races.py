@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..overlap import ranges_disjoint, shared_elements
+from ..model.overlap import ranges_disjoint, shared_elements
 from . import context
 from .context import CAS, LOAD, STORE, XCHG, LaunchContext, pattern_intervals, sorted_unique, unique_rows
 from .findings import Finding, Suppressed, op_fields, short_list, where

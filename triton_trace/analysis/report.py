@@ -77,7 +77,7 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ..display import RichDisplay
+from ..model.actions import RichDisplay
 from ..errors import FindingsError  # noqa: F401  (re-exported for callers of analysis.report)
 from .context import Params
 from .findings import FINDING_KINDS, SEVERITY

@@ -13,10 +13,10 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..errors import BatchFallback, OutOfBoundsAccess
-from ..lanes import LaneWriter
+from ..model.lanes import LaneWriter
 from ..model import KIND_CODE, MAX_RANK, OP_COLUMNS, Launch, empty_ops
 from .memory import HostMemory
-from .shadow import ChunkConflicts
+from .chunkcheck import ChunkConflicts
 
 DEFAULT_VALUE_CAP = 1 << 22     # elements of values kept per launch (about 32 MB of float64)
 

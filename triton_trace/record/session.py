@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Optional, Union
 from ..errors import TraceUsageError, TritonTraceError, program_error
 from ..model import Launch, Trace
 from . import frames
-from .interp import grid as _grid, hooks
+from .interp import executor as _grid, hooks
 from .collector import DEFAULT_VALUE_CAP, Collector
 from .memory import HostMemory
 

@@ -25,7 +25,7 @@ from werkzeug.routing import IntegerConverter
 from ..errors import TraceUsageError
 from ..model import Trace
 from . import payload as P
-from .index import TraceIndex
+from .lookup import TraceIndex
 from .tensormap import PlaneError
 from .tensorview import encode, tensor_payload
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..errors import TraceUsageError
 from ..model import Launch, Trace
-from .index import LaunchIndex
+from .lookup import LaunchIndex
 from .svg import MAX_GRID_CELLS, METRICS, TENSOR_CELLS, esc as _e, fmt as _fmt, grid_svg, label as _label, \
     tensor_views
 

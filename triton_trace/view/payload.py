@@ -52,8 +52,8 @@ from typing import Any, Optional, TypedDict
 import numpy as np
 
 from ..model import KINDS
-from .index import LaunchIndex, TraceIndex
-from .metrics import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
+from .lookup import LaunchIndex, TraceIndex
+from .report_view import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
 from .tensormap import factors
 
 MAX_GRID_CELLS = 1 << 14
@@ -425,7 +425,7 @@ def charts_payload(ti: TraceIndex, i: int) -> ChartsPayload:
     roofline = {k: metrics.get(k) for k in ("flops", "dram_bytes_predicted", "arithmetic_intensity")}
     roofs = report_launch(ti, i).get("roofline") or {}
     if report is not None and report.params.gpu in roofs:
-        from ..analysis.roofline import GPUS
+        from ..analysis.gpus import GPUS
         gpu, roof = report.params.gpu, roofs[report.params.gpu]
         bandwidth = GPUS[gpu].dram_bytes_per_s
         roofline.update(machine=roof.get("name", gpu), peak_bandwidth=bandwidth,

@@ -18,7 +18,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from ..errors import TraceUsageError
 from . import payload as P
 from .app import create_app
-from .index import TraceIndex
+from .lookup import TraceIndex
 
 __all__ = ["launch", "create_app", "Server"]
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import TraceUsageError
 from ..model import KINDS, Access
-from .index import LaunchIndex
+from .lookup import LaunchIndex
 from .tensormap import cell_sizes, invertible, locate, make_plane, view_index
 from .tensorview import elements, plane_cells
 

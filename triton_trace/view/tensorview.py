@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .index import LaunchIndex, TraceIndex
+from .lookup import LaunchIndex, TraceIndex
 from .payload import clip
 from .tensormap import Plane, auto_window, cell_sizes, cells, invertible, locate, make_plane, view_index
 

@@ -25,8 +25,8 @@ import triton.language.extra.libdevice as _stubs
 from triton.language.extra.cuda import libdevice as _cuda
 from triton.runtime import interpreter as _ti
 
-from . import libdevice_exact  # noqa: F401  (registers the exact symbols in OPS)
-from .libdevice_ops import OPS
+from ...numerics import libdevice_exact  # noqa: F401  (registers the exact symbols in OPS)
+from ...numerics.libdevice_ops import OPS
 
 _DISPATCH = "_triton_trace_libdevice"
 # float32 symbols that look at bits, not values: no flush to zero

@@ -18,7 +18,7 @@ import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _ti
 
-from . import rounding
+from ...numerics import rounding
 
 _TH = _ti.TensorHandle
 _NARROW = {"fp16": np.float16, "bf16": np.uint16}

@@ -1,20 +1,19 @@
 """Lanes: the immutable compact form of a launch's lanes, decoded on demand (all, some rows or ranges)."""
 from __future__ import annotations
 
-import math
 import weakref
 
 import numpy as np
 
-from .encoding import (AFFINE, ARRAYS, DELTA32, FULL, MAX_RANK, RAW, ROWS, ROWSTRIDES, _DEFAULT_ROW, _Cache, _excl,
-                       _pattern, _ranges, _readonly, _unravel, _validate)
+from .encoding import (AFFINE, ARRAYS, DELTA32, FULL, RAW, ROWS, ROWSTRIDES, Cache, exclusive_starts, pattern, ranges,
+                       readonly, unravel, validate)
 
 
 class Lanes:
     """Every lane of a launch, compact. Immutable; decodes on demand (all lanes, or a few ranges)."""
 
     def __init__(self, arrays: dict, size: int):
-        self._a = {k: _readonly(np.asarray(arrays[k]).view()) for k in ARRAYS}   # read-only views
+        self._a = {k: readonly(np.asarray(arrays[k]).view()) for k in ARRAYS}   # read-only views
         self.size = int(size)
         a = self._a
         sig = a["seg_sig"].astype(np.intp)
@@ -24,18 +23,18 @@ class Lanes:
         self._seg_nd = a["sig_ndim"][sig].astype(np.int64)
         rows = a["seg_rows"]
         lanes = rows * self._seg_n
-        self._lane_start = _excl(lanes)
-        self._row_start = _excl(rows)
-        self._rs_start = _excl(np.where(self._seg_kind == ROWSTRIDES, rows * self._seg_nd, 0))
+        self._lane_start = exclusive_starts(lanes)
+        self._row_start = exclusive_starts(rows)
+        self._rs_start = exclusive_starts(np.where(self._seg_kind == ROWSTRIDES, rows * self._seg_nd, 0))
         coded = self._seg_maskkind == ROWS
-        self._code_start = _excl(np.where(coded, rows, 0))
-        self._d32_start = _excl(np.where(self._seg_kind == DELTA32, lanes, 0))
-        self._raw_start = _excl(np.where(self._seg_kind == RAW, lanes, 0))
+        self._code_start = exclusive_starts(np.where(coded, rows, 0))
+        self._d32_start = exclusive_starts(np.where(self._seg_kind == DELTA32, lanes, 0))
+        self._raw_start = exclusive_starts(np.where(self._seg_kind == RAW, lanes, 0))
         code_seg = np.repeat(np.flatnonzero(coded), rows[coded])
         self._bitrows = np.bincount(code_seg[a["code"] < 0], minlength=len(sig)).astype(np.int64) \
             if len(code_seg) == len(a["code"]) else np.zeros(len(sig), np.int64)
-        self._bits_start = _excl(self._bitrows * ((self._seg_n + 7) // 8))
-        self._helpers = _Cache()
+        self._bits_start = exclusive_starts(self._bitrows * ((self._seg_n + 7) // 8))
+        self._helpers = Cache()
         self._expanded: dict = {}     # weak references to the last full expansions
 
     # -- sizes ---------------------------------------------------------------------------------------------
@@ -78,7 +77,7 @@ class Lanes:
         ref = self._expanded.get(name)
         arr = ref() if ref is not None else None
         if arr is None:
-            arr = _readonly(build())
+            arr = readonly(build())
             self._expanded[name] = weakref.ref(arr)
         return arr
 
@@ -87,17 +86,17 @@ class Lanes:
         segs = np.flatnonzero(self._a["seg_sig"] == g)
         rows = self._a["seg_rows"][segs]
         seg = np.repeat(segs, rows)
-        return segs, seg, _ranges(np.zeros(len(segs), np.int64), rows)
+        return segs, seg, ranges(np.zeros(len(segs), np.int64), rows)
 
     def _pattern(self, g: int) -> np.ndarray:
         a = self._a
         nd = int(a["sig_ndim"][g])
         shape, strides = tuple(a["sig_shape"][g, :nd].tolist()), tuple(a["sig_strides"][g, :nd].tolist())
-        return self._helpers.get(("p", g), lambda: _pattern(shape, strides))
+        return self._helpers.get(("p", g), lambda: pattern(shape, strides))
 
     def _unravel(self, g: int) -> np.ndarray:
         nd = int(self._a["sig_ndim"][g])
-        return self._helpers.get(("u", g), lambda: _unravel(tuple(self._a["sig_shape"][g, :nd].tolist())))
+        return self._helpers.get(("u", g), lambda: unravel(tuple(self._a["sig_shape"][g, :nd].tolist())))
 
     def _rows(self, g: int, seg: np.ndarray, r: np.ndarray, what: str) -> np.ndarray:
         """Offsets (what="offsets") or mask of whole rows of signature g, as a (rows, n) array: row r[i]
@@ -185,7 +184,7 @@ class Lanes:
 
     def pattern(self, signature: int) -> np.ndarray:
         """Offsets relative to the base of a row of ``signature`` (see affine_rows), read-only."""
-        return _readonly(self._pattern(int(signature)).view())
+        return readonly(self._pattern(int(signature)).view())
 
     # -- partial decoding ----------------------------------------------------------------------------------
     def take(self, start: int, count: int) -> tuple:
@@ -253,12 +252,12 @@ class Lanes:
             raise IndexError(f"Lanes.gather: a lane range lies outside the {self.size} lanes")
         total = int(counts.sum())
         if total == self.size and total:
-            if np.array_equal(starts, _excl(counts)[:-1]):
+            if np.array_equal(starts, exclusive_starts(counts)[:-1]):
                 return self.offsets(), self.mask()
             order = np.argsort(starts, kind="stable")
             s, c = starts[order], counts[order]
             if s[0] == 0 and np.array_equal(s[1:], (s + c)[:-1]):      # every lane once, rows reordered
-                lanes = _ranges(starts, counts)
+                lanes = ranges(starts, counts)
                 return self.offsets()[lanes], self.mask()[lanes]
         if len(starts) <= 4:
             parts = [self.take(s, c) for s, c in zip(starts.tolist(), counts.tolist())]
@@ -275,7 +274,7 @@ class Lanes:
             within = starts - self._lane_start[seg]
             if np.all(inside & (counts == self._seg_n[seg]) & (within % n == 0)):
                 return self._gather_rows(seg, within // n, counts)
-        return self._decode(_ranges(starts, counts))
+        return self._decode(ranges(starts, counts))
 
     def _gather_rows(self, seg, r, counts) -> tuple:
         """Whole rows (row r[i] of segment seg[i]), decoded row-wise by signature and placed in order."""
@@ -285,7 +284,7 @@ class Lanes:
             return (self._rows(g, seg, r, "offsets").reshape(-1), self._rows(g, seg, r, "mask").reshape(-1))
         off = np.empty(int(counts.sum()), dtype=np.int64)
         msk = np.empty(len(off), dtype=bool)
-        at = _excl(counts)[:-1]
+        at = exclusive_starts(counts)[:-1]
         for g in np.unique(sig).tolist():
             sel = np.flatnonzero((sig == g) & (counts > 0))
             if len(sel) == 0:
@@ -339,47 +338,7 @@ class Lanes:
                 msk[sel] = m
         return off, msk
 
-    # -- construction from other forms -------------------------------------------------------------------------
-    @staticmethod
-    def from_flat(offsets, mask, counts=None, shapes=None) -> "Lanes":
-        """Compact raw lane arrays. ``counts`` splits them into rows (consecutive, summing to the size) and
-        ``shapes`` gives each row's block shape; without them rows of 1024 lanes are taken, 1-D."""
-        offsets = np.asarray(offsets)
-        mask = np.asarray(mask)
-        if offsets.ndim != 1 or mask.shape != offsets.shape:
-            raise ValueError(f"Lanes.from_flat: offsets and mask must be 1-D arrays of one length, got shapes "
-                             f"{offsets.shape} and {mask.shape}")
-        offsets = offsets.astype(np.int64, copy=False)
-        mask = mask.astype(bool, copy=False)
-        size = len(offsets)
-        if counts is None:
-            full, rest = divmod(size, _DEFAULT_ROW)
-            counts = [_DEFAULT_ROW] * full + ([rest] if rest else [])
-            shapes = None
-        counts = np.asarray(counts, dtype=np.int64).reshape(-1)
-        if counts.min(initial=0) < 0 or int(counts.sum()) != size:
-            raise ValueError(f"Lanes.from_flat: row lengths sum to {int(counts.sum())}, not {size} lanes")
-        if shapes is None:
-            shapes = [(int(c),) for c in counts.tolist()]
-        elif len(shapes) != len(counts):
-            raise ValueError("Lanes.from_flat: one block shape per row is needed")
-        from .writer import LaneWriter
-        w = LaneWriter()
-        starts = _excl(counts)
-        keys = [(c, tuple(int(v) for v in sh)) for c, sh in zip(counts.tolist(), shapes)]
-        i, P = 0, len(counts)
-        while i < P:          # consecutive rows of one shape go in as one block
-            j = i + 1
-            while j < P and keys[j] == keys[i]:
-                j += 1
-            n, shape = keys[i]
-            if math.prod(shape) != n or min(shape, default=0) < 0 or len(shape) > MAX_RANK:
-                shape = (n,)
-            lo, hi = int(starts[i]), int(starts[j])
-            w.add(offsets[lo:hi].reshape(j - i, n), mask[lo:hi].reshape(j - i, n), shape=shape)
-            i = j
-        return w.finish()
-
+    # -- the file form ---------------------------------------------------------------------------------------------
     def to_arrays(self) -> dict:
         """name -> array, every array the compact form is made of (for the trace file)."""
         return dict(self._a)
@@ -387,5 +346,5 @@ class Lanes:
     @staticmethod
     def from_arrays(arrays: dict, size: int) -> "Lanes":
         """The inverse of ``to_arrays``. Checks every array and raises ValueError on any inconsistency."""
-        _validate(arrays, size)
+        validate(arrays, size)
         return Lanes(arrays, size)

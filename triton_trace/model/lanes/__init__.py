@@ -24,6 +24,7 @@ Offsets are stored modulo 2**64 (numpy's int64 wrap-around): decoding gives back
 """
 from .encoding import (AFFINE, ARRAYS, DELTA32, FULL, MAX_RANK, RAW, ROWS, ROWSTRIDES)  # noqa: F401
 from .reader import Lanes  # noqa: F401
-from .writer import LaneWriter  # noqa: F401
+from .writer import LaneWriter, lanes_from_flat  # noqa: F401
 
-__all__ = ["AFFINE", "ARRAYS", "DELTA32", "FULL", "MAX_RANK", "RAW", "ROWS", "ROWSTRIDES", "Lanes", "LaneWriter"]
+__all__ = ["AFFINE", "ARRAYS", "DELTA32", "FULL", "MAX_RANK", "RAW", "ROWS", "ROWSTRIDES", "Lanes", "LaneWriter",
+           "lanes_from_flat"]

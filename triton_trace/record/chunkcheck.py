@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BatchFallback, ChunkRetry
-from ..overlap import ranges_disjoint, shared_elements
+from ..model.overlap import ranges_disjoint, shared_elements
 
 
 class ChunkConflicts:

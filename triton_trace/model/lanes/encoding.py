@@ -7,7 +7,7 @@ import numpy as np
 MAX_RANK = 8
 AFFINE, ROWSTRIDES, DELTA32, RAW = 0, 1, 2, 3
 FULL, ROWS = 0, 1
-_DEFAULT_ROW = 1024           # from_flat without row boundaries: rows of this many lanes
+DEFAULT_ROW = 1024           # from_flat without row boundaries: rows of this many lanes
 
 # name -> (dtype, rank) of every array a Lanes is made of
 ARRAYS: dict = {
@@ -17,17 +17,17 @@ ARRAYS: dict = {
     "base": (np.int64, 1), "row_strides": (np.int64, 1), "code": (np.int32, 1),
     "delta32": (np.int32, 1), "raw": (np.int64, 1), "bits": (np.uint8, 1),
 }
-_POOLS = {"base": "q", "row_strides": "q", "code": "i", "delta32": "i", "raw": "q", "bits": "B"}
+POOLS = {"base": "q", "row_strides": "q", "code": "i", "delta32": "i", "raw": "q", "bits": "B"}
 
 
-def _excl(a: np.ndarray) -> np.ndarray:
+def exclusive_starts(a: np.ndarray) -> np.ndarray:
     """Exclusive running sum with the total appended: length len(a) + 1."""
     out = np.zeros(len(a) + 1, dtype=np.int64)
     np.cumsum(a, out=out[1:])
     return out
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenated ``arange(s, s + c)`` for every (s, c)."""
     counts = np.asarray(counts, dtype=np.int64)
     total = int(counts.sum())
@@ -37,13 +37,13 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(shift, counts) + np.arange(total, dtype=np.int64)
 
 
-def _unravel(shape: tuple) -> np.ndarray:
+def unravel(shape: tuple) -> np.ndarray:
     """(n, ndim) block index of every lane of a row, row-major."""
     grids = np.indices(shape, dtype=np.int64) if shape else np.zeros((0,), np.int64)
     return grids.reshape(len(shape), -1).T.copy() if shape else np.zeros((1, 0), np.int64)
 
 
-def _pattern(shape: tuple, strides: tuple) -> np.ndarray:
+def pattern(shape: tuple, strides: tuple) -> np.ndarray:
     """Offsets of a row relative to its base: sum_d index_d * stride_d, row-major, as a flat array."""
     off = np.zeros((), dtype=np.int64)
     for size, stride in zip(shape, strides):
@@ -51,12 +51,12 @@ def _pattern(shape: tuple, strides: tuple) -> np.ndarray:
     return off.reshape(-1)
 
 
-def _readonly(a: np.ndarray) -> np.ndarray:
+def readonly(a: np.ndarray) -> np.ndarray:
     a.setflags(write=False)
     return a
 
 
-class _Cache:
+class Cache:
     """Small bounded memo of per-shape helper arrays (patterns, index tables)."""
 
     def __init__(self, limit: int = 256):
@@ -72,7 +72,7 @@ class _Cache:
         return v
 
 
-def _validate(arrays: dict, size) -> None:
+def validate(arrays: dict, size) -> None:
     missing = sorted(set(ARRAYS) - set(arrays))
     extra = sorted(set(arrays) - set(ARRAYS))
     if missing or extra:

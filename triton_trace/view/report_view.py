@@ -11,7 +11,7 @@ from typing import Optional
 
 import numpy as np
 
-from .index import LaunchIndex, TraceIndex
+from .lookup import LaunchIndex, TraceIndex
 
 # grid metrics: key -> (label, how blocks of programs combine)
 METRICS = {

@@ -7,8 +7,8 @@ from typing import Optional
 
 import numpy as np
 
-from .encoding import (AFFINE, ARRAYS, DELTA32, FULL, MAX_RANK, RAW, ROWS, ROWSTRIDES, _POOLS, _Cache, _pattern,
-                       _unravel)
+from .encoding import (AFFINE, ARRAYS, DEFAULT_ROW, DELTA32, FULL, MAX_RANK, POOLS, RAW, ROWS, ROWSTRIDES, Cache,
+                       exclusive_starts, pattern, unravel)
 from .reader import Lanes
 
 
@@ -16,14 +16,14 @@ class LaneWriter:
     """Appends blocks of lanes, encoding each as it comes; ``finish`` hands back an immutable Lanes."""
 
     def __init__(self):
-        self._pools = {name: array.array(code) for name, code in _POOLS.items()}
+        self._pools = {name: array.array(code) for name, code in POOLS.items()}
         self._sigs: dict = {}              # signature tuple -> id
         self._sig_list: list = []
         self._seg_sig = array.array("i")
         self._seg_rows = array.array("q")
         self._seg_bitrows = 0              # bit-packed rows in the last segment (their codes count on)
         self._lanes = 0
-        self._patterns = _Cache()
+        self._patterns = Cache()
         self._finished = False
 
     @property
@@ -105,7 +105,7 @@ class LaneWriter:
         else:
             probe = self._patterns.get((shape, "probe"), lambda: _probe(shape))
             s = tuple(_wrap(int(row[k]) - b) if k else 0 for k in probe)
-            pat = self._patterns.get((shape, s), lambda: _pattern(shape, s))
+            pat = self._patterns.get((shape, s), lambda: pattern(shape, s))
             d = row - b
             if (d == pat).all():
                 key = (AFFINE, n, shape, s)
@@ -129,13 +129,13 @@ class LaneWriter:
         same_prev[1:] = (s[1:] == s[:-1]).all(axis=1)
         if same_prev.all():                        # one set of strides (a batch of one op): one pattern
             s0 = tuple(s[0].tolist())
-            pat = self._patterns.get((shape, s0), lambda: _pattern(shape, s0))
+            pat = self._patterns.get((shape, s0), lambda: pattern(shape, s0))
             ok = (rel == pat).all(axis=1)
             kind = np.where(ok, AFFINE, DELTA32)
         else:
             # rows of several ops, or strides that vary by program: runs of equal strides share them, a
             # row whose strides match neither neighbour keeps its own (ROWSTRIDES)
-            u = self._patterns.get((shape, "u"), lambda: _unravel(shape))
+            u = self._patterns.get((shape, "u"), lambda: unravel(shape))
             exp = np.zeros_like(rel)
             for d in range(len(shape)):
                 exp += s[:, d, None] * u[None, :, d]
@@ -262,3 +262,42 @@ def _sig_arrays(sigs: list) -> dict:
         a["sig_shape"][i, :len(shape)] = shape
         a["sig_strides"][i, :len(strides)] = strides
     return a
+
+
+def lanes_from_flat(offsets, mask, counts=None, shapes=None) -> Lanes:
+    """Compact raw lane arrays. ``counts`` splits them into rows (consecutive, summing to the size) and
+    ``shapes`` gives each row's block shape; without them rows of 1024 lanes are taken, 1-D."""
+    offsets = np.asarray(offsets)
+    mask = np.asarray(mask)
+    if offsets.ndim != 1 or mask.shape != offsets.shape:
+        raise ValueError(f"lanes_from_flat: offsets and mask must be 1-D arrays of one length, got shapes "
+                         f"{offsets.shape} and {mask.shape}")
+    offsets = offsets.astype(np.int64, copy=False)
+    mask = mask.astype(bool, copy=False)
+    size = len(offsets)
+    if counts is None:
+        full, rest = divmod(size, DEFAULT_ROW)
+        counts = [DEFAULT_ROW] * full + ([rest] if rest else [])
+        shapes = None
+    counts = np.asarray(counts, dtype=np.int64).reshape(-1)
+    if counts.min(initial=0) < 0 or int(counts.sum()) != size:
+        raise ValueError(f"lanes_from_flat: row lengths sum to {int(counts.sum())}, not {size} lanes")
+    if shapes is None:
+        shapes = [(int(c),) for c in counts.tolist()]
+    elif len(shapes) != len(counts):
+        raise ValueError("lanes_from_flat: one block shape per row is needed")
+    w = LaneWriter()
+    starts = exclusive_starts(counts)
+    keys = [(c, tuple(int(v) for v in sh)) for c, sh in zip(counts.tolist(), shapes)]
+    i, P = 0, len(counts)
+    while i < P:          # consecutive rows of one shape go in as one block
+        j = i + 1
+        while j < P and keys[j] == keys[i]:
+            j += 1
+        n, shape = keys[i]
+        if math.prod(shape) != n or min(shape, default=0) < 0 or len(shape) > MAX_RANK:
+            shape = (n,)
+        lo, hi = int(starts[i]), int(starts[j])
+        w.add(offsets[lo:hi].reshape(j - i, n), mask[lo:hi].reshape(j - i, n), shape=shape)
+        i = j
+    return w.finish()

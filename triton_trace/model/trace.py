@@ -11,8 +11,8 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from .display import RichDisplay
-from .lanes import Lanes
+from .actions import RichDisplay, save as _save
+from .lanes import Lanes, lanes_from_flat
 
 # Op kinds, stored as uint8 codes. Memory kinds come first; analyses rely on the split.
 KINDS: tuple = (
@@ -273,8 +273,8 @@ class Trace(RichDisplay):
     launches: tuple = ()
 
     def save(self, path) -> None:
-        from .store import save
-        save(self, path)
+        """Write the trace file (triton_trace.store; ``triton_trace.load`` reads it back)."""
+        _save(self, path)
 
     def kernels(self) -> list:
         return sorted({lc.kernel_name for lc in self.launches})
@@ -316,7 +316,7 @@ def lanes_from_ops(ops: dict, offsets, mask) -> Lanes:
         count, ndim = np.asarray(ops["lane_count"], dtype=np.int64), np.asarray(ops["ndim"], dtype=np.int64)
         shape = np.asarray(ops["shape"], dtype=np.int64).reshape(len(kind), MAX_RANK)
     except (KeyError, ValueError, TypeError):
-        return Lanes.from_flat(offsets, mask)
+        return lanes_from_flat(offsets, mask)
     rows = np.flatnonzero((kind < len(MEMORY_KINDS)) & (count > 0) & (start >= 0) & (start + count <= size))
     rows = rows[np.argsort(start[rows], kind="stable")]
     s, c = start[rows], count[rows]
@@ -324,9 +324,9 @@ def lanes_from_ops(ops: dict, offsets, mask) -> Lanes:
         nd = np.clip(ndim[rows], 0, MAX_RANK)
         sh = shape[rows]
         shapes = [tuple(sh[i, :nd[i]].tolist()) for i in range(len(rows))]
-        return Lanes.from_flat(offsets, mask, counts=c, shapes=shapes)
+        return lanes_from_flat(offsets, mask, counts=c, shapes=shapes)
     cuts = np.unique(np.concatenate([[0, size], s, s + c]))
-    return Lanes.from_flat(offsets, mask, counts=np.diff(cuts))
+    return lanes_from_flat(offsets, mask, counts=np.diff(cuts))
 
 
 def concat_ops(chunks: Sequence[dict]) -> dict:
