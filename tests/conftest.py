@@ -18,3 +18,13 @@ def _fresh_trace():
 # Triton's own test suite, vendored as test data: run through tests/triton_suite/run_suite.py, never
 # collected as part of this project's tests.
 collect_ignore = ["triton_suite"]
+
+
+@pytest.fixture
+def make_client():
+    """``make_client(trace, **create_app_kwargs)``: a Flask test client of the web app over ``trace``."""
+    from triton_trace.view.app import create_app
+
+    def make(trace, **kwargs):
+        return create_app(trace, **kwargs).test_client()
+    return make

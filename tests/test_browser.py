@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kernels
-import test_web_kernels as K
+import webcases as K
 import torch
 import triton_trace
 

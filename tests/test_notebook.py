@@ -18,7 +18,8 @@ import torch
 
 import kernels
 import triton_trace
-from triton_trace.model import KIND_CODE, Launch, TensorInfo, Trace, empty_ops
+from synthetic import load_launch
+from triton_trace.model import Launch, Trace
 from triton_trace.view import notebook as nb
 from triton_trace.view import progress
 
@@ -37,28 +38,7 @@ def traced_transpose(M=40, N=24, transposed_input=True):
 
 def synthetic_launch(grid=(1, 1, 1), shape=(16,), strides=None, ops=(), name="k", tensor="x") -> Launch:
     """A launch with one tensor and the given load ops: a list of (program, offsets, mask)."""
-    strides = strides or tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-    size = 1 + sum((s - 1) * st for s, st in zip(shape, strides))
-    o = empty_ops(len(ops))
-    offsets, masks, start = [], [], 0
-    for r, (pid, off, mask) in enumerate(ops):
-        off = np.asarray(off, dtype=np.int64).reshape(-1)
-        o["program"][r] = pid
-        o["seq"][r] = 0
-        o["kind"][r] = KIND_CODE["load"]
-        o["file"][r], o["line"][r], o["tensor"][r], o["elem_bytes"][r] = 0, 3, 0, 4
-        o["ndim"][r], o["shape"][r][0] = 1, len(off)
-        o["lane_start"][r], o["lane_count"][r], o["value_dtype"][r] = start, len(off), -1
-        offsets.append(off)
-        masks.append(np.ones(len(off), bool) if mask is None else np.asarray(mask, bool))
-        start += len(off)
-    return Launch(kernel_name=name, source="def k(x):\n    pass\n", source_file="k.py", source_line=1,
-                  grid=tuple(grid), args={}, tensors=(TensorInfo(tensor, "float32", tuple(shape), tuple(strides), 0,
-                                                                  size, 4),),
-                  files=("k.py",), value_dtypes=(), ops=o,
-                  offsets=np.concatenate(offsets) if offsets else np.zeros(0, np.int64),
-                  mask=np.concatenate(masks) if masks else np.zeros(0, bool), values=np.zeros(0, np.uint8),
-                  recorded_programs=len({tuple(p) for p, _, _ in ops}))
+    return load_launch(grid, shape, strides, ops, name=name, tensor_name=tensor)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import kernels
-import test_web_kernels as K
+import webcases as K
 import triton_trace
 from triton_trace import create_app, trace
 from triton_trace.errors import TraceFileError, TraceUsageError
@@ -137,8 +137,8 @@ def tensor_cells(d):
     return {divmod(c, plane["cell_cols"]) for c in cells["cell"]}
 
 
-def test_long_programs_come_in_pages():
-    c = create_app(K.synthetic_long(2500)).test_client()
+def test_long_programs_come_in_pages(make_client):
+    c = make_client(K.synthetic_long(2500))
     first = get(c, "/api/launch/0/program/0")
     assert first["total_ops"] == 2500 and first["limit"] == 2000 and first["ops"]["seq"] == list(range(2000))
     second = get(c, "/api/launch/0/program/0?offset=2000")
@@ -205,9 +205,9 @@ def test_tensor_planes_of_a_3d_tensor(client):
     assert p["plane"]["index"][0] == 1 and p["elements_hidden"] == 0 and len(p["cells"]["cell"]) == 32
 
 
-def test_tensor_payload_is_bounded_and_downsampled():
+def test_tensor_payload_is_bounded_and_downsampled(make_client):
     big = K.synthetic_tiled(64, 64, 16, 16)
-    c = create_app(big).test_client()
+    c = make_client(big)
     for url in ("/api/launch/0/tensor/0?mode=all", "/api/launch/0/tensor/1?mode=program&program=3,4"):
         r = c.get(url)
         assert r.status_code == 200 and len(r.get_data()) < MAX_TENSOR_BYTES
@@ -218,10 +218,10 @@ def test_tensor_payload_is_bounded_and_downsampled():
     assert d["elements"] == 1024 * 1019 and min(d["cells"]["fill"]) == 1.0
 
 
-def test_tensor_payload_drops_columns_to_stay_under_the_bound():
+def test_tensor_payload_drops_columns_to_stay_under_the_bound(make_client):
     """A 1-D tensor of 2**15 elements shown element by element, each with a value: the worst case."""
     t = K.synthetic_tiled(128, 1, 256, 1, ragged=0)
-    c = create_app(t).test_client()
+    c = make_client(t)
     r = c.get("/api/launch/0/tensor/0?mode=all&wrap=256")
     assert r.status_code == 200 and len(r.get_data()) < MAX_TENSOR_BYTES
     d = strict_json(r.get_data())
@@ -349,8 +349,8 @@ def test_security_headers(client):
     assert client.get("/api/trace").headers["Cache-Control"] == "no-store"
 
 
-def test_token_is_required_when_shared(mixed):
-    c = create_app(mixed["trace"], token="s3cret-token").test_client()
+def test_token_is_required_when_shared(mixed, make_client):
+    c = make_client(mixed["trace"], token="s3cret-token")
     for url in ("/", "/api/trace", "/api/launch/0/grid", "/api/launch/0/tensor/0"):
         assert c.get(url).status_code == 403
         assert c.get(url + ("&" if "?" in url else "?") + "token=wrong").status_code == 403
@@ -367,10 +367,10 @@ def test_token_is_required_when_shared(mixed):
     assert c.get("/api/trace").status_code == 403
 
 
-def test_create_app_reads_trace_files(tmp_path, mixed):
+def test_create_app_reads_trace_files(tmp_path, mixed, make_client):
     path = tmp_path / "t.ttrace"
     mixed["trace"].save(path)
-    d = strict_json(create_app(str(path)).test_client().get("/api/trace").get_data())
+    d = strict_json(make_client(str(path)).get("/api/trace").get_data())
     assert d["launches"]["kernel"][0] == "matmul_kernel"
     (tmp_path / "bad.ttrace").write_bytes(b"not a trace")
     with pytest.raises(TraceFileError):
@@ -379,13 +379,13 @@ def test_create_app_reads_trace_files(tmp_path, mixed):
         create_app(42)
 
 
-def test_views_work_when_the_analysis_fails(mixed, monkeypatch):
+def test_views_work_when_the_analysis_fails(mixed, monkeypatch, make_client):
     from triton_trace.view import app as web_app
 
     def broken(trace):
         raise ValueError("an unusual trace")
     monkeypatch.setattr(web_app, "_analyzer", lambda: broken)
-    c = create_app(mixed["trace"]).test_client()
+    c = make_client(mixed["trace"])
     assert get(c, "/api/trace")["analysis"] == {"available": False, "error": "analysis failed: ValueError: an unusual trace"}
     d = get(c, "/api/launch/0")
     assert d["analysis_error"].startswith("analysis failed") and d["metrics"] == {}
@@ -397,13 +397,13 @@ def test_views_work_when_the_analysis_fails(mixed, monkeypatch):
         get(c, url)
 
 
-def test_huge_strings_from_a_trace_file_are_clipped():
+def test_huge_strings_from_a_trace_file_are_clipped(make_client):
     from dataclasses import replace
     lc = K.synthetic_tiled(2, 2, 4, 4).launches[0]
     big = "x" * 100_000
     lc = replace(lc, kernel_name=big, error=big, args={big: big, "many": list(range(10_000))},
                  tensors=tuple(replace(t, name=big) for t in lc.tensors))
-    c = create_app(Trace((lc,))).test_client()
+    c = make_client(Trace((lc,)))
     for url in ("/api/trace", "/api/launch/0", "/api/launch/0/tensor/0"):
         r = c.get(url)
         assert r.status_code == 200 and len(r.get_data()) < 20_000, url
@@ -411,19 +411,19 @@ def test_huge_strings_from_a_trace_file_are_clipped():
     assert len(d["kernel"]) == 1001 and len(d["args"]["many"]) == 200
 
 
-def test_non_finite_values_are_sent_as_text():
+def test_non_finite_values_are_sent_as_text(make_client):
     t = K.synthetic_tiled(2, 2, 4, 4, ragged=0)
     lc = t.launches[0]
     vals = lc.values.view(np.float32).copy()
     vals[:3] = [np.nan, np.inf, -np.inf]                           # the first three lanes of program (0, 0)
     from dataclasses import replace
-    c = create_app(Trace((replace(lc, values=vals.view(np.uint8)),))).test_client()
+    c = make_client(Trace((replace(lc, values=vals.view(np.uint8)),)))
     d = get(c, "/api/launch/0/tensor/0?mode=op&program=0,0&op=0")
     assert d["cells"]["value"][:3] == ["nan", "inf", "-inf"]
 
 
-def test_empty_trace():
-    c = create_app(Trace(())).test_client()
+def test_empty_trace(make_client):
+    c = make_client(Trace(()))
     assert strict_json(c.get("/api/trace").get_data())["launches"]["kernel"] == []
     assert c.get("/api/launch/0").status_code == 404
 

@@ -12,7 +12,6 @@ import torch
 import kernels as K
 import triton_trace
 from triton_trace import trace
-from triton_trace.view.app import create_app
 
 
 @pytest.fixture(scope="module")
@@ -67,14 +66,14 @@ def test_absolute_uri_request_lines_are_checked_too(local):
 
 
 @pytest.mark.parametrize("path", ["/api/launch/%EF%BC%90", "/api/launch/%D9%A0/grid", "/api/launch/0%E2%81%B0"])
-def test_route_integers_are_ascii_digits(small_trace, path):
-    c = create_app(small_trace).test_client()
+def test_route_integers_are_ascii_digits(small_trace, path, make_client):
+    c = make_client(small_trace)
     assert c.get(path).status_code == 404
     assert c.get("/api/launch/0").status_code == 200
 
 
-def test_query_integers_are_ascii_digits(small_trace):
-    c = create_app(small_trace).test_client()
+def test_query_integers_are_ascii_digits(small_trace, make_client):
+    c = make_client(small_trace)
     r = c.get("/api/launch/0/grid?z=%EF%BC%90")
     assert r.status_code == 400 and "integer" in r.get_json()["error"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import test_web_kernels as K
+import webcases as K
 import triton_trace
 from benchmarks.bench_web_load import run_load
 

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-import test_web_kernels as K
-from triton_trace import create_app
+import webcases as K
 from triton_trace.model import TensorInfo
 from triton_trace.view.tensormap import MAX_CELLS, PlaneError, cell_sizes, cells, invertible, locate, make_plane, \
     view_index
@@ -130,8 +129,8 @@ def test_scalar_tensor():
 # ---------------------------------------------------------------------------------------------------------
 # through the API: a zoomed window and a blocked grid
 # ---------------------------------------------------------------------------------------------------------
-def test_auto_window_zooms_to_the_selection():
-    c = create_app(K.synthetic_tiled(64, 64, 16, 16)).test_client()
+def test_auto_window_zooms_to_the_selection(make_client):
+    c = make_client(K.synthetic_tiled(64, 64, 16, 16))
     d = c.get("/api/launch/0/tensor/0?mode=program&program=5,7&window=auto").get_json()
     pl = d["plane"]
     assert pl["windowed"] and pl["cell"] == [1, 1]
@@ -146,8 +145,8 @@ def test_auto_window_zooms_to_the_selection():
         assert r.status_code == 400 and r.get_json()["status"] == 400
 
 
-def test_big_grids_are_blocked():
-    c = create_app(K.synthetic_tiled(256, 256, 1, 1, ragged=0)).test_client()
+def test_big_grids_are_blocked(make_client):
+    c = make_client(K.synthetic_tiled(256, 256, 1, 1, ragged=0))
     d = c.get("/api/launch/0/grid").get_json()
     assert d["block"] == [2, 2] and d["cols"] * d["rows"] <= 1 << 14
     assert sum(d["metrics"]["load_bytes"]) == 256 * 256 * 4

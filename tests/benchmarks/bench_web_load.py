@@ -81,7 +81,7 @@ SERVER = """
 import sys
 sys.path.insert(0, {tests!r})
 import triton_trace
-from test_web_kernels import synthetic_tiled
+from webcases import synthetic_tiled
 triton_trace.launch(trace=synthetic_tiled(64, 64, 16, 16), port=0, block=True)
 """
 
