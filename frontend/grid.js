@@ -99,6 +99,7 @@ export class ProgramGrid {
     if (ds.px !== String(px) || ds.cols !== String(L.cols) || ds.rows !== String(L.rows)) {
       this.ctx = sizeCanvas(this.canvas, W, H);
     }
+    ds.z = String(d.z ?? 0);        // which z slice is drawn (tests wait for it after a slice change)
     const ctx = this.ctx;
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(this.cellImage(), 0, 0, W, H);

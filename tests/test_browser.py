@@ -274,7 +274,7 @@ def test_a_3d_grid_is_shown_as_z_slices(page):
     pg.wait_for_selector("#grid-canvas[data-px]")
     assert pg.is_visible("#z-label")
     pg.select_option("#z", "1")
-    pg.wait_for_function("() => document.getElementById('z').value === '1'")
+    pg.wait_for_selector('#grid-canvas[data-z="1"]')                # the slice's grid has arrived and is drawn
     click_program(pg, 3)                                          # x = 1, y = 1 of the z = 1 slice
     tensor_key(pg, "program|0|1,1,1|")
     assert pg.evaluate("location.hash") == "#/launch/2/program/1,1,1"

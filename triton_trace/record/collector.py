@@ -8,7 +8,7 @@ plain numpy arrays and program ids.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -20,8 +20,26 @@ from .chunkcheck import ChunkConflicts
 
 DEFAULT_VALUE_CAP = 1 << 22     # elements of values kept per launch (about 32 MB of float64)
 
-# event tuple fields
-_CHUNK, _SEQ, _KIND, _FILE, _LINE, _TENSOR, _EB, _SHAPE, _LANE0, _N, _VAL0, _VDT, _VSIZE, _AUX = range(14)
+
+
+class MemoryAccess(NamedTuple):
+    """What ``memory_op`` decided about one memory op, for the memory seam that executes it."""
+    safe: np.ndarray        # lanes to execute (active and inside the attributed storage)
+    row: int                # the event the op was recorded as, or -1
+    tensor: int             # the argument it was attributed to, or -1
+    offsets: np.ndarray     # element offsets into that argument's storage
+    aligned: bool           # every lane element-aligned (numpy can serve it from a typed view)
+
+
+class _Event:
+    """One op of one chunk: its lanes are one block of (programs kept, lanes per program)."""
+    __slots__ = ("chunk", "seq", "kind", "file", "line", "tensor", "elem_bytes", "shape", "lane_start", "lanes",
+                 "value_start", "value_dtype", "value_size", "aux")
+
+    def __init__(self, chunk, seq, kind, file, line, tensor, elem_bytes, shape, lane_start, lanes, aux):
+        self.chunk, self.seq, self.kind, self.file, self.line = chunk, seq, kind, file, line
+        self.tensor, self.elem_bytes, self.shape, self.lane_start, self.lanes = tensor, elem_bytes, shape, lane_start, lanes
+        self.value_start, self.value_dtype, self.value_size, self.aux = -1, -1, 0, aux
 
 
 class Collector:
@@ -48,7 +66,6 @@ class Collector:
         self.skipped_programs = 0
         self.pid = (0, 0, 0)
         self.batched = False
-        self.undo: Optional[list] = None     # the proxy's write log while a batched chunk runs
         self._keep: Optional[np.ndarray] = None
         self._size = 1
         self._seq = 0
@@ -115,6 +132,15 @@ class Collector:
 
     end_program = end_chunk
 
+    def abort_chunk(self) -> None:
+        """The running chunk stopped (it raised or will be undone): no longer batched or open."""
+        self.batched = False
+        self._open = False
+
+    def note_fallback(self, first: int, programs: int, why: str) -> None:
+        """Programs ``first .. first + programs`` ran one by one instead of batched, and why."""
+        self.fallbacks.append((first, programs, why))
+
     def mark(self) -> tuple:
         return (len(self._events), len(self._chunk_pids), self._lanes.mark(), len(self._values),
                 self._value_bytes, self._value_elems, self.values_truncated, set(self._files), set(self._dtypes),
@@ -144,14 +170,15 @@ class Collector:
     def _event(self, kind, fid, line, tensor, elem_bytes, shape, lane_start, lane_count, aux) -> int:
         # the event keeps the block's own shape (values are broadcast to it); a rank above the ops
         # table's MAX_RANK is flattened only when the table is built
-        self._events.append([len(self._chunk_pids), self._seq, KIND_CODE[kind], fid, line, tensor, elem_bytes,
-                             tuple(shape), lane_start, lane_count, -1, -1, 0, aux])
+        self._events.append(_Event(len(self._chunk_pids), self._seq, KIND_CODE[kind], fid, line, tensor, elem_bytes,
+                                   tuple(shape), lane_start, lane_count, aux))
         self._seq += 1
         return len(self._events) - 1
 
     def memory_op(self, kind: str, file: Optional[str], line: int, addrs: np.ndarray, mask: np.ndarray,
-                  elem_bytes: int):
-        """Check and record one memory op before it executes. Returns (lanes safe to execute, event or -1).
+                  elem_bytes: int) -> MemoryAccess:
+        """Check and record one memory op before it executes (its pointers derive from ``self.origin``
+        when the seam knows it).
 
         In a batched chunk ``addrs`` has a leading program axis over every program of the chunk."""
         mask = np.broadcast_to(np.asarray(mask, dtype=bool), addrs.shape)
@@ -163,7 +190,6 @@ class Collector:
         else:
             tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, origin=self.origin)
             shape = addrs.shape
-        self.last = (tensor, offsets, self.memory.aligned)
         row = -1
         if self.recording:
             n = int(np.prod(shape, dtype=np.int64))
@@ -184,7 +210,7 @@ class Collector:
                 f"kernel '{self.kernel}' program {self.pid} at {file}:{line}: {kind} of '{name}' touches "
                 f"{len(bad)} lane(s) outside its storage (first at block index {tuple(int(v) for v in bad[0])}, "
                 f"element offset {int(offsets[tuple(bad[0])])}, valid 0..{self.memory.tensors[tensor].storage_size - 1 if tensor >= 0 else '?'})")
-        return safe, row
+        return MemoryAccess(safe, row, tensor, offsets, self.memory.aligned)
 
     def record_values(self, row: int, values) -> None:
         if row < 0 or self.values_truncated or self.values_cap <= 0:
@@ -192,7 +218,7 @@ class Collector:
                 self.values_truncated = True
             return
         ev = self._events[row]
-        rows, n = len(self._kept), ev[_N]
+        rows, n = len(self._kept), ev.lanes
         if self._value_elems + rows * n > self.values_cap:
             self.values_truncated = True
             return
@@ -202,12 +228,12 @@ class Collector:
             return
         v = np.asarray(values)
         if self.batched:
-            v = np.broadcast_to(v, (self._size,) + ev[_SHAPE]).reshape(self._size, n)
+            v = np.broadcast_to(v, (self._size,) + ev.shape).reshape(self._size, n)
             if self._keep is not None:
                 v = v[self._keep]
-        v = np.ascontiguousarray(np.broadcast_to(v, (rows, n) if self.batched else ev[_SHAPE])).reshape(-1)
-        t = ev[_TENSOR]
-        if v.dtype == np.uint16 and t >= 0 and self.memory.tensors[t].dtype == "bfloat16" and ev[_EB] == 2:
+        v = np.ascontiguousarray(np.broadcast_to(v, (rows, n) if self.batched else ev.shape)).reshape(-1)
+        t = ev.tensor
+        if v.dtype == np.uint16 and t >= 0 and self.memory.tensors[t].dtype == "bfloat16" and ev.elem_bytes == 2:
             # numpy has no bfloat16: the interpreter carries its bit patterns as uint16. Widen them to the
             # float32 they denote (exact), so a loaded 1.0 reads 1.0 and not 16256.
             v = (v.astype(np.uint32) << np.uint32(16)).view(np.float32)
@@ -215,7 +241,7 @@ class Collector:
         did = self._dtypes.get(dt)
         if did is None:
             did = self._dtypes[dt] = len(self._dtypes)
-        ev[_VAL0], ev[_VDT], ev[_VSIZE] = self._value_bytes, did, v.dtype.itemsize
+        ev.value_start, ev.value_dtype, ev.value_size = self._value_bytes, did, v.dtype.itemsize
         self._values.append(v.view(np.uint8))
         self._value_bytes += v.nbytes
         self._value_elems += rows * n
@@ -238,8 +264,11 @@ class Collector:
         ops = empty_ops(0)
         if not n_ev:
             return ops
-        ev = list(zip(*self._events))
-        chunk = np.asarray(ev[_CHUNK], dtype=np.int64)
+        events = self._events
+
+        def column(name, dtype=np.int64):
+            return np.fromiter((getattr(e, name) for e in events), dtype=dtype, count=n_ev)
+        chunk = column("chunk")
         sizes = np.array([len(p) for p in self._chunk_pids], dtype=np.int64)
         pid_start = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(sizes) else np.zeros(0, np.int64)
         all_pids = np.concatenate(self._chunk_pids) if self._chunk_pids else np.zeros((0, 3), np.int32)
@@ -247,31 +276,30 @@ class Collector:
         idx = np.repeat(np.arange(n_ev), reps)
         first = np.concatenate([[0], np.cumsum(reps)[:-1]])
         prog = np.arange(len(idx)) - np.repeat(first, reps)          # index of the program within its chunk
-        seq = np.asarray(ev[_SEQ], dtype=np.int64)
+        seq = column("seq")
         order = np.lexsort((seq[idx], prog, chunk[idx]))
         idx, prog = idx[order], prog[order]
         total = len(idx)
         ops = empty_ops(total)
         ops["program"] = all_pids[pid_start[chunk[idx]] + prog]
-        for name, col in (("seq", _SEQ), ("kind", _KIND), ("file", _FILE), ("line", _LINE), ("tensor", _TENSOR),
-                          ("elem_bytes", _EB)):
-            ops[name] = np.asarray(ev[col], dtype=OP_COLUMNS[name][0])[idx]
+        for name, attr in (("seq", "seq"), ("kind", "kind"), ("file", "file"), ("line", "line"), ("tensor", "tensor"),
+                           ("elem_bytes", "elem_bytes")):
+            ops[name] = column(attr, OP_COLUMNS[name][0])[idx]
         shapes = np.zeros((n_ev, MAX_RANK), dtype=np.int64)
         ndim = np.zeros(n_ev, dtype=np.int32)
-        for i, s in enumerate(ev[_SHAPE]):
-            if len(s) > MAX_RANK:
-                s = (int(np.prod(s)),)
+        for i, e in enumerate(events):
+            s = e.shape if len(e.shape) <= MAX_RANK else (int(np.prod(e.shape)),)
             shapes[i, :len(s)] = s
             ndim[i] = len(s)
         ops["shape"], ops["ndim"] = shapes[idx], ndim[idx]
-        n = np.asarray(ev[_N], dtype=np.int64)
+        n = column("lanes")
         ops["lane_count"] = n[idx]
-        ops["lane_start"] = np.asarray(ev[_LANE0], dtype=np.int64)[idx] + prog * n[idx]
-        vdt = np.asarray(ev[_VDT], dtype=np.int32)
+        ops["lane_start"] = column("lane_start")[idx] + prog * n[idx]
+        vdt = column("value_dtype", np.int32)
         ops["value_dtype"] = vdt[idx]
-        vstart = np.asarray(ev[_VAL0], dtype=np.int64)[idx] + prog * n[idx] * np.asarray(ev[_VSIZE], np.int64)[idx]
+        vstart = column("value_start")[idx] + prog * n[idx] * column("value_size")[idx]
         ops["value_start"] = np.where(vdt[idx] >= 0, vstart, -1)
-        ops["aux"] = np.asarray(ev[_AUX], dtype=np.int64).reshape(n_ev, 3)[idx]
+        ops["aux"] = np.array([e.aux for e in events], dtype=np.int64).reshape(n_ev, 3)[idx]
         return ops
 
     def execution(self) -> dict:

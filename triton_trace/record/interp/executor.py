@@ -56,7 +56,7 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
             try:
                 batched_args = batch.batch_args(call_args)
             except BatchFallback as e:
-                rec.fallbacks.append((0, total, str(e)))
+                rec.note_fallback(0, total, str(e))
         start, misses, retried = 0, 0, False
         while start < total:
             n = min(chunk, total - start) if batched_args is not None else total - start
@@ -73,7 +73,7 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                     continue
                 if why is RETRY:
                     why = "the exact check lacked lanes twice"
-                rec.fallbacks.append((start, n, why))
+                rec.note_fallback(start, n, why)
                 # Programs that diverge or share memory often do so only within groups (a lock per group
                 # of rows, a special first program): smaller chunks may avoid them. An op that is not
                 # batched will not be in any chunk.
@@ -81,7 +81,7 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                 chunk = max(MIN_CHUNK, chunk // 2)
                 if misses >= GIVE_UP_AFTER or "not batched" in why:
                     batched_args = None
-                    rec.fallbacks.append((start + n, total - start - n, "batching stopped after repeated fallbacks"))
+                    rec.note_fallback(start + n, total - start - n, "batching stopped after repeated fallbacks")
             _run_sequential(kernel, call_args, order[start:start + n], builder, rec, on_done)
             start += n
 
@@ -113,7 +113,7 @@ def _run_sequential(kernel, call_args, pids, builder, rec, on_done) -> None:
 def _run_chunk(kernel, batched_args, pids, builder, rec, proxy) -> Optional[str]:
     """Run ``pids`` at once. Returns None when done, else why the chunk was undone (nothing of it kept)."""
     mark = rec.mark()
-    rec.undo = []
+    proxy.begin_log()
     base = type(builder)
     why = None
     try:
@@ -137,14 +137,14 @@ def _run_chunk(kernel, batched_args, pids, builder, rec, proxy) -> Optional[str]
     finally:
         batch.stop()
         builder.__class__ = base
-        rec.batched = False
+        rec.abort_chunk()
     if why is not None:
         _undo(rec, proxy, mark)
-    rec.undo = None
+    proxy.end_log()
     return why
 
 
 def _undo(rec, proxy, mark) -> None:
-    proxy.undo(rec.undo or [])
-    rec.undo = None
+    """Put back what the chunk wrote and forget what it recorded."""
+    proxy.rollback()
     rec.rollback(mark)

@@ -7,6 +7,8 @@ go to the real C++ functions with the unsafe lanes masked off.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ..frames import where
@@ -40,32 +42,23 @@ class MemoryProxy:
     def __init__(self, real, rec):
         self._real = real
         self._rec = rec
+        self._log: Optional[list] = None     # what writes overwrote, while a batched chunk may be undone
+        self._access = None                  # the running op's Access (tensor, element offsets, aligned)
 
     def __getattr__(self, name):
         return getattr(self._real, name)
 
-    def _view(self, dtype):
-        """(typed view of the accessed storage, element offsets) when numpy can serve the op, else None."""
-        tensor, offsets, aligned = self._rec.last
-        if tensor < 0 or not aligned:
-            return None
-        view = self._rec.memory.typed_view(tensor, dtype)
-        return (view, offsets) if view.size else None
+    # -- undoing a batched chunk -------------------------------------------------------------------------
+    def begin_log(self) -> None:
+        """Keep what every write overwrites from now on, so ``rollback`` can put it back."""
+        self._log = []
 
-    def _save(self, ptrs, safe, dtype) -> None:
-        # In a batched chunk, keep what a write overwrites so the chunk can be undone and re-run
-        undo = self._rec.undo
-        if undo is None or not safe.any():
-            return
-        vo = self._view(dtype)
-        if vo is not None:
-            idx = vo[1][safe]
-            undo.append((True, vo[0], idx, vo[0][idx]))
-        else:
-            dtype = np.dtype(dtype)
-            undo.append((False, ptrs, self._real.load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
+    def end_log(self) -> None:
+        self._log = None
 
-    def undo(self, log: list) -> None:
+    def rollback(self) -> None:
+        """Put back, newest first, everything written since ``begin_log``; stop logging."""
+        log, self._log = self._log or [], None
         # Entries are tagged: a typed view of uint64 storage is itself a uint64 array, so the array's
         # dtype cannot tell a view apart from raw pointers (taking values for addresses crashed the process).
         while log:
@@ -75,9 +68,36 @@ class MemoryProxy:
             else:                 # (raw pointers, old values, lanes)
                 self._real.store(a, b, c)
 
+    # -- the accesses --------------------------------------------------------------------------------------
+    def _check(self, kind, file, line, ptrs, mask, elem_bytes):
+        access = self._rec.memory_op(kind, file, line, ptrs, mask, elem_bytes)
+        self._access = access
+        return access.safe, access.row
+
+    def _view(self, dtype):
+        """(typed view of the accessed storage, element offsets) when numpy can serve the op, else None."""
+        a = self._access
+        if a.tensor < 0 or not a.aligned:
+            return None
+        view = self._rec.memory.typed_view(a.tensor, dtype)
+        return (view, a.offsets) if view.size else None
+
+    def _save(self, ptrs, safe, dtype) -> None:
+        # In a batched chunk, keep what a write overwrites so the chunk can be undone and re-run
+        log = self._log
+        if log is None or not safe.any():
+            return
+        vo = self._view(dtype)
+        if vo is not None:
+            idx = vo[1][safe]
+            log.append((True, vo[0], idx, vo[0][idx]))
+        else:
+            dtype = np.dtype(dtype)
+            log.append((False, ptrs, self._real.load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
+
     def load(self, ptrs, mask, other, dtype):
         file, line = where()
-        safe, row = self._rec.memory_op("load", file, line, ptrs, mask, np.dtype(dtype).itemsize)
+        safe, row = self._check("load", file, line, ptrs, mask, np.dtype(dtype).itemsize)
         vo = self._view(dtype)
         if vo is None:
             out = self._real.load(ptrs, safe, other, dtype)
@@ -90,7 +110,7 @@ class MemoryProxy:
 
     def store(self, ptrs, value, mask):
         file, line = where()
-        safe, row = self._rec.memory_op("store", file, line, ptrs, mask, value.dtype.itemsize)
+        safe, row = self._check("store", file, line, ptrs, mask, value.dtype.itemsize)
         self._rec.record_values(row, value)
         self._save(ptrs, safe, value.dtype)
         vo = self._view(value.dtype)
@@ -105,7 +125,7 @@ class MemoryProxy:
     def atomic_rmw(self, op, ptrs, val, mask, sem):
         file, line = where()
         kind = _RMW_KIND.get(getattr(op, "name", str(op)).split(".")[-1], "atomic_add")
-        safe, row = self._rec.memory_op(kind, file, line, ptrs, mask, val.dtype.itemsize)
+        safe, row = self._check(kind, file, line, ptrs, mask, val.dtype.itemsize)
         self._rec.record_values(row, val)
         self._save(ptrs, safe, val.dtype)
         return self._real.atomic_rmw(op, ptrs, val, safe, sem)
@@ -113,7 +133,7 @@ class MemoryProxy:
     def atomic_cas(self, ptrs, cmp, val, sem):
         file, line = where()
         ones = np.ones(ptrs.shape, dtype=bool)
-        safe, row = self._rec.memory_op("atomic_cas", file, line, ptrs, ones, val.dtype.itemsize)
+        safe, row = self._check("atomic_cas", file, line, ptrs, ones, val.dtype.itemsize)
         self._rec.record_values(row, val)
         self._save(ptrs, safe, val.dtype)
         if safe.all():
