@@ -67,7 +67,7 @@ def test_grid_of_a_long_1d_launch_is_wrapped_and_bounded():
     lc = synthetic_launch(grid=(n, 1, 1), shape=(n,), ops=[((p, 0, 0), [p], None) for p in range(0, n, 7)])
     html = nb.trace_html(Trace((lc,)), report={"launches": [], "findings": []})
     cells = html.count("<rect ")
-    assert cells <= nb.MAX_GRID_CELLS + 64
+    assert cells <= nb.NOTEBOOK_GRID_CELLS + 64
     assert "drawn in rows of" in html and "block of" in html
     assert len(html) < 2_000_000
 
@@ -142,13 +142,13 @@ def test_report_html_draws_grids_from_the_report_programs():
     html = nb.report_html({**REPORT, "launches": [entry]})
     assert html.count('class="tt-prog"') == 10 and html.count("not recorded</title>") == 7
     tip = re.search(r'data-pid="4,1,0"[^>]*><title>([^<]*)</title>', html).group(1)
-    assert "256 B" in tip and "Predicted DRAM bytes: -" in tip
+    assert "256 B" in tip and "DRAM bytes (L2 model): -" in tip
 
 
 def test_findings_table_is_bounded():
-    many = [dict(REPORT["findings"][0], message=f"finding {i}") for i in range(nb.MAX_FINDINGS + 50)]
+    many = [dict(REPORT["findings"][0], message=f"finding {i}") for i in range(nb.NOTEBOOK_FINDINGS + 50)]
     html = nb.findings_table(many)
-    assert html.count("<tr>") == nb.MAX_FINDINGS + 1
+    assert html.count("<tr>") == nb.NOTEBOOK_FINDINGS + 1
     assert "50 more findings not shown" in html
     assert "no findings" in nb.findings_table([])
 

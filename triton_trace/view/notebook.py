@@ -14,14 +14,11 @@ import numpy as np
 
 from ..errors import TraceUsageError
 from ..model import Launch, Trace
+from .limits import (HIST_BINS, NOTEBOOK_FINDINGS, NOTEBOOK_GRID_CELLS, NOTEBOOK_LAUNCHES, NOTEBOOK_TENSOR_CELLS,
+                     NOTEBOOK_TRACE_CELLS)
 from .lookup import LaunchIndex
-from .svg import MAX_GRID_CELLS, METRICS, TENSOR_CELLS, esc as _e, fmt as _fmt, grid_svg, label as _label, \
-    tensor_views
+from .svg import METRICS, esc as _e, fmt as _fmt, grid_svg, label as _label, tensor_views
 
-MAX_LAUNCHES = 16          # launches drawn in full by trace_html / report_html; the rest are only listed
-TRACE_GRID_CELLS = 8192    # SVG cells of all the grids of one trace_html together
-MAX_FINDINGS = 200         # rows of a findings table
-HIST_BINS = 32             # bins of the per-program histogram
 KEY_METRICS = ("load_bytes", "store_bytes", "atomic_bytes", "masked_share", "oob_lanes", "sector_efficiency",
                "dram_bytes_predicted", "flops", "arithmetic_intensity")
 _CSS = ("<style>.tt-root{font-family:system-ui,sans-serif;font-size:13px;color:#222;background:#fff;"
@@ -117,14 +114,14 @@ def findings_table(findings: list) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("kind", "severity", "kernel", "launch", "program", "line", "tensor",
                                                 "message"))
     body = []
-    for f in findings[:MAX_FINDINGS]:
+    for f in findings[:NOTEBOOK_FINDINGS]:
         prog = f.get("program")
         prog = tuple(prog) if isinstance(prog, (list, tuple)) else prog
         cells = (f.get("kind"), f.get("severity"), f.get("kernel"), f.get("launch"), prog, f.get("line"),
                  f.get("tensor"), f.get("message"))
         body.append("<tr>" + "".join(f"<td>{'' if v is None else _e(v)}</td>" for v in cells) + "</tr>")
-    more = (f'<div class="tt-note">{len(findings) - MAX_FINDINGS} more findings not shown</div>'
-            if len(findings) > MAX_FINDINGS else "")
+    more = (f'<div class="tt-note">{len(findings) - NOTEBOOK_FINDINGS} more findings not shown</div>'
+            if len(findings) > NOTEBOOK_FINDINGS else "")
     return f'<table class="tt-findings"><tr>{head}</tr>{"".join(body)}</table>{more}'
 
 
@@ -182,7 +179,7 @@ def _launch_chart(ix: LaunchIndex, metrics: dict, metric: str) -> str:
 
 def _report_chart(rd: dict) -> str:
     import plotly.graph_objects as go
-    launches = (rd.get("launches") or [])[:MAX_LAUNCHES * 4]
+    launches = (rd.get("launches") or [])[:NOTEBOOK_LAUNCHES * 4]
     if not launches:
         return ""
     x = [_e(f"[{i}] {lr.get('kernel', '')}") for i, lr in enumerate(launches)]
@@ -199,7 +196,7 @@ def _report_chart(rd: dict) -> str:
 # public HTML builders
 # --------------------------------------------------------------------------------------------------------
 def _launch_section(ix: LaunchIndex, i: int, entry: dict, metric: Optional[str], chart: bool,
-                    details: bool, max_cells: int = MAX_GRID_CELLS) -> str:
+                    details: bool, max_cells: int = NOTEBOOK_GRID_CELLS) -> str:
     lc = ix.launch
     metrics = program_metrics(ix, entry)
     metric = metric or "load_bytes"
@@ -238,12 +235,12 @@ def trace_html(trace: Trace, report=None, metric: Optional[str] = None, analyze:
     parts = [f"<h3>Trace: {n} launch(es) of {_e(', '.join(trace.kernels()) or 'no kernels')}</h3>", _note(note)]
     if rd is not None:
         parts += ["<h4>Findings</h4>", findings_table(rd.get("findings") or []), _report_chart(rd)]
-    cells = min(MAX_GRID_CELLS, max(256, TRACE_GRID_CELLS // max(1, min(n, MAX_LAUNCHES))))
-    for i, lc in enumerate(trace.launches[:MAX_LAUNCHES]):
+    cells = min(NOTEBOOK_GRID_CELLS, max(256, NOTEBOOK_TRACE_CELLS // max(1, min(n, NOTEBOOK_LAUNCHES))))
+    for i, lc in enumerate(trace.launches[:NOTEBOOK_LAUNCHES]):
         entry, _ = _entry(rd, i, lc)
         parts.append(_launch_section(LaunchIndex(lc), i, entry, metric, chart=False, details=False, max_cells=cells))
-    if n > MAX_LAUNCHES:
-        rest = ", ".join(f"[{i}] {lc.kernel_name}" for i, lc in enumerate(trace.launches[MAX_LAUNCHES:], MAX_LAUNCHES))
+    if n > NOTEBOOK_LAUNCHES:
+        rest = ", ".join(f"[{i}] {lc.kernel_name}" for i, lc in enumerate(trace.launches[NOTEBOOK_LAUNCHES:], NOTEBOOK_LAUNCHES))
         parts.append(f'<div class="tt-note">not drawn: {_e(rest[:2000])}</div>')
     return _root("".join(parts))
 
@@ -271,7 +268,7 @@ def report_html(report, metric: Optional[str] = None) -> str:
     program grid from the report's per-program columns."""
     rd = report if isinstance(report, dict) else report.to_dict()
     launches = rd.get("launches") or []
-    shown = launches[:MAX_LAUNCHES * 4]
+    shown = launches[:NOTEBOOK_LAUNCHES * 4]
     keys = [k for k in KEY_METRICS if any(k in (lr.get("metrics") or {}) for lr in shown)]
     head = "".join(f"<th>{_e(k)}</th>" for k in ["launch", "kernel", "grid"] + keys)
     rows = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in [i, lr.get("kernel"), tuple(lr.get("grid") or ())]) +
@@ -286,8 +283,8 @@ def report_html(report, metric: Optional[str] = None) -> str:
     if rd.get("suppressed"):
         parts.append(f'<div class="tt-note">{_e(rd["suppressed"])} more findings suppressed by max_findings</div>')
     parts.append(_report_chart(rd))
-    cells = min(MAX_GRID_CELLS, max(256, TRACE_GRID_CELLS // max(1, min(len(launches), MAX_LAUNCHES))))
-    for i, lr in enumerate(launches[:MAX_LAUNCHES]):
+    cells = min(NOTEBOOK_GRID_CELLS, max(256, NOTEBOOK_TRACE_CELLS // max(1, min(len(launches), NOTEBOOK_LAUNCHES))))
+    for i, lr in enumerate(launches[:NOTEBOOK_LAUNCHES]):
         metrics = report_program_metrics(lr)
         if not metrics:
             continue
@@ -299,7 +296,7 @@ def report_html(report, metric: Optional[str] = None) -> str:
     return _root("".join(parts))
 
 
-def tensor_view_html(launch: Launch, program=0, op=None, max_cells: int = TENSOR_CELLS) -> str:
+def tensor_view_html(launch: Launch, program=0, op=None, max_cells: int = NOTEBOOK_TENSOR_CELLS) -> str:
     """The tensors one program touched, each as a 2-D heatmap of its view with the touched elements
     highlighted (coloured by value where values were recorded). ``op``: an Access of that program or its
     ``seq``, to show only that op; None shows every memory op of the program, one view per tensor."""

@@ -54,17 +54,10 @@ import numpy as np
 from ..model import KINDS
 from .lookup import LaunchIndex, TraceIndex
 from .report_view import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
+from .limits import (HIST_BINS, MAX_FINDINGS, MAX_GRID_CELLS, MAX_ITEMS, MAX_LAUNCHES, MAX_LINE_CHARS, MAX_OPS,  # noqa: F401
+                     MAX_SOURCE_LINES, MAX_TEXT)
 from .tensormap import factors
 
-MAX_GRID_CELLS = 1 << 14
-MAX_OPS = 2000
-MAX_FINDINGS = 1000       # the app asks the analysis for this many (analyze(max_findings=...))
-MAX_SOURCE_LINES = 5000
-MAX_LINE_CHARS = 400
-HIST_BINS = 32
-MAX_LAUNCHES = 5000       # launches listed by /api/trace (the rest are counted)
-MAX_TEXT = 1000           # characters of any name, message or argument taken from the trace
-MAX_ITEMS = 200           # entries of an argument or config dict / list
 
 class ApiError(Exception):
     """A request the payloads cannot answer; the server turns it into an ``ErrorPayload``."""

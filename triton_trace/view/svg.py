@@ -1,7 +1,7 @@
 """Inline SVG for the notebook: the program grid and the tensor heatmaps, readable without JavaScript.
 
 Each picture is bounded whatever the trace's size: a large grid is drawn in blocks of programs, a large
-tensor view downsampled to at most ``TENSOR_CELLS`` x ``TENSOR_CELLS`` cells, and the touched cells of a
+tensor view downsampled to at most ``NOTEBOOK_TENSOR_CELLS`` x ``NOTEBOOK_TENSOR_CELLS`` cells, and the touched cells of a
 view are drawn as runs of one path per colour rather than one element per cell. ``<title>`` tooltips carry
 the numbers. Where a lane lands in a tensor's view comes from the web app's tensor tables (tensormap.py,
 tensorview.py), which map storage offsets back to view indices through the recorded strides.
@@ -16,16 +16,14 @@ import numpy as np
 
 from ..errors import TraceUsageError
 from ..model import KINDS, Access
+from .limits import (NOTEBOOK_CELL_TITLES, NOTEBOOK_GRID_CELLS, NOTEBOOK_TENSOR_CELLS, NOTEBOOK_TENSOR_VIEWS,
+                     NOTEBOOK_Z)
 from .lookup import LaunchIndex
+from .report_view import METRICS  # the one table of metric labels, shared with the web view
 from .tensormap import cell_sizes, invertible, locate, make_plane, view_index
 from .tensorview import elements, plane_cells
 
-MAX_GRID_CELLS = 4096      # SVG cells of one launch's program grid (larger grids are drawn in blocks)
 GRID_WRAP = 64             # a 1-D grid wider than this is drawn in rows of this many programs
-MAX_Z = 8                  # z slices drawn
-TENSOR_CELLS = 128         # a tensor view is at most TENSOR_CELLS x TENSOR_CELLS cells
-MAX_TENSOR_VIEWS = 8       # tensors drawn for one program
-MAX_CELL_TITLES = 1024     # per-cell tooltips up to this many touched cells, one per colour above it
 
 _VIRIDIS = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58",
             "#b5de2b", "#fde725"]
@@ -62,16 +60,6 @@ def color(t: float) -> str:
     return "#" + "".join(f"{c:02x}" for c in mix)
 
 
-METRICS = {
-    "load_bytes": ("Bytes loaded", "sum"),
-    "store_bytes": ("Bytes stored", "sum"),
-    "masked_share": ("Masked-lane share", "mean"),
-    "oob_lanes": ("Out-of-bounds lanes", "sum"),
-    "sector_efficiency": ("Sector efficiency", "mean"),
-    "dram_bytes": ("Predicted DRAM bytes", "sum"),
-    "flops": ("FLOPs", "sum"),
-    "findings": ("Findings", "sum"),
-}
 def label(name: str) -> tuple:
     return METRICS.get(name, (name, "mean"))
 
@@ -102,7 +90,7 @@ def _blocks(a: np.ndarray, b: int, how: str) -> np.ndarray:
 
 
 def grid_svg(grid: tuple, metrics: dict, metric: str = "load_bytes", recorded: Optional[np.ndarray] = None,
-             max_cells: int = MAX_GRID_CELLS) -> str:
+             max_cells: int = NOTEBOOK_GRID_CELLS) -> str:
     """One rect per program at (x, y), z slices side by side, coloured by ``metric`` with a legend.
 
     ``metrics`` maps names to arrays over the linear program id (x fastest), NaN where unknown;
@@ -115,7 +103,7 @@ def grid_svg(grid: tuple, metrics: dict, metric: str = "load_bytes", recorded: O
     recorded = np.isfinite(values) if recorded is None else recorded
     wrap = gy == 1 and gz == 1 and gx > GRID_WRAP
     rows, cols = (-(-gx // GRID_WRAP), GRID_WRAP) if wrap else (gy, gx)
-    nz = min(gz, MAX_Z)
+    nz = min(gz, NOTEBOOK_Z)
     b = max(1, math.isqrt(nz * rows * cols // max_cells))
     while nz * -(-rows // b) * -(-cols // b) > max_cells:
         b += 1
@@ -182,7 +170,7 @@ def program_id(program, grid: tuple) -> tuple:
     return p
 
 
-def tensor_views(ix: LaunchIndex, program, op=None, max_cells: int = TENSOR_CELLS) -> str:
+def tensor_views(ix: LaunchIndex, program, op=None, max_cells: int = NOTEBOOK_TENSOR_CELLS) -> str:
     """A heatmap per tensor that one program touched (``op`` None) or of the one tensor of op ``op`` (an
     Access of that program, or its ``seq``)."""
     lc = ix.launch
@@ -203,10 +191,10 @@ def tensor_views(ix: LaunchIndex, program, op=None, max_cells: int = TENSOR_CELL
     if op is not None:
         what = f", op {int(op)} ({KINDS[int(lc.ops['kind'][rows[0]])]} at line {int(lc.ops['line'][rows[0]])})"
     parts = [f"<h4>{esc(lc.kernel_name)}: program {pid}{what}</h4>"]
-    for t in tensors[:MAX_TENSOR_VIEWS]:
+    for t in tensors[:NOTEBOOK_TENSOR_VIEWS]:
         parts.append(_tensor_svg(ix, rows[lc.ops["tensor"][rows] == t], t, max_cells))
-    if len(tensors) > MAX_TENSOR_VIEWS:
-        parts.append(f'<div class="tt-note">{len(tensors) - MAX_TENSOR_VIEWS} more tensors not drawn</div>')
+    if len(tensors) > NOTEBOOK_TENSOR_VIEWS:
+        parts.append(f'<div class="tt-note">{len(tensors) - NOTEBOOK_TENSOR_VIEWS} more tensors not drawn</div>')
     return "".join(parts)
 
 
@@ -244,7 +232,7 @@ def _tensor_svg(ix: LaunchIndex, rows: np.ndarray, t: int, max_cells: int) -> st
             key = (_KIND_COLOR[cl["kinds"][k] or 1][0], (0.4, 0.6, 0.8, 1.0)[min(3, int(share * 4 - 1e-9))])
         groups.setdefault(key, []).append(k)
     body = [_runs(cell_sizes(plane, np.arange(R * C)) > 0, R, C, "#ececec", 1.0, "untouched")]
-    if len(cl["cell"]) <= MAX_CELL_TITLES:
+    if len(cl["cell"]) <= NOTEBOOK_CELL_TITLES:
         for (fill, alpha), ks in groups.items():
             for k in ks:
                 r, c = divmod(cl["cell"][k], C)

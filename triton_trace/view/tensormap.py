@@ -21,8 +21,8 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..model import TensorInfo
+from .limits import MAX_PLANE_CELLS as MAX_CELLS
 
-MAX_CELLS = 1 << 15        # cells of one drawn plane; bounds the tensor payload (see payload.py)
 FORWARD_LIMIT = 1 << 24    # plane elements enumerated for a non-invertible layout before sampling
 
 

@@ -16,8 +16,8 @@ import numpy as np
 from .lookup import LaunchIndex, TraceIndex
 from .payload import clip
 from .tensormap import Plane, auto_window, cell_sizes, cells, invertible, locate, make_plane, view_index
+from .limits import MAX_TENSOR_BYTES
 
-MAX_TENSOR_BYTES = 1_000_000
 OOB_EXAMPLES = 8
 
 
