@@ -198,6 +198,7 @@ def test_iframe_escapes_and_checks_the_url():
     assert 'src="http://127.0.0.1:5001/?token=a&quot;b"' in html and 'height="400"' in html
     with pytest.raises(triton_trace.TraceUsageError):
         nb.iframe("javascript:alert(1)")
+    assert triton_trace.iframe is nb.iframe and "iframe" in triton_trace.__all__     # public API
 
 
 # --------------------------------------------------------------------------------------------------------

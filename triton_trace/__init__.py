@@ -26,6 +26,7 @@ _LAZY = {
     "launch": ("triton_trace.view.server", "launch"),
     "create_app": ("triton_trace.view.server", "create_app"),
     "show": ("triton_trace.view.notebook", "show"),
+    "iframe": ("triton_trace.view.notebook", "iframe"),
     "enable_progress": ("triton_trace.view.progress", "enable_progress"),
 }
 
@@ -44,7 +45,7 @@ __all__ = [
     "Trace", "Launch", "Access", "TensorInfo", "KINDS",
     "TritonTraceError", "ProgramError", "FindingsError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
     "UnsupportedTritonVersion", "OutOfBoundsAccess",
-    "analyze", "check", "Report", "launch", "create_app", "show", "enable_progress",
+    "analyze", "check", "Report", "launch", "create_app", "show", "iframe", "enable_progress",
 ]
 
 

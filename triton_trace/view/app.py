@@ -25,9 +25,10 @@ from werkzeug.routing import IntegerConverter
 from ..errors import TraceUsageError
 from ..model import Trace
 from . import payload as P
+from .payload import encode
 from .lookup import TraceIndex
 from .tensormap import PlaneError
-from .tensorview import encode, tensor_payload
+from .tensorview import tensor_payload
 
 # The page sends the token from its own URL (?token=) in this header with every API request. There is no
 # cookie: a cookie is sent to every port of the host, so another local app would receive it.

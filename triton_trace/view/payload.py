@@ -47,6 +47,7 @@ checks before injecting bundled styles, which the page's CSP forbids; see app.py
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Optional, TypedDict
 
 import numpy as np
@@ -57,6 +58,11 @@ from .report_view import METRICS, finding_lin, launch_findings, program_metrics,
 from .limits import (HIST_BINS, MAX_FINDINGS, MAX_GRID_CELLS, MAX_ITEMS, MAX_LAUNCHES, MAX_LINE_CHARS, MAX_OPS,  # noqa: F401
                      MAX_SOURCE_LINES, MAX_TEXT)
 from .tensormap import factors
+
+
+def encode(payload) -> str:
+    """Compact, key-sorted JSON, the form every endpoint sends (NaN is refused: JSON has none)."""
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 class ApiError(Exception):

@@ -8,13 +8,12 @@ dropped and the payload says so.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
 
 from .lookup import LaunchIndex, TraceIndex
-from .payload import clip
+from .payload import clip, encode
 from .tensormap import Plane, auto_window, cell_sizes, cells, invertible, locate, make_plane, view_index
 from .limits import MAX_TENSOR_BYTES
 
@@ -181,11 +180,6 @@ def _block_width(ix: LaunchIndex, rows: np.ndarray, n: int) -> int | None:
     if 8 <= block <= 1024 and n // max(block, 1) <= 4096:
         return block
     return None
-
-
-def encode(payload) -> str:
-    """Compact, key-sorted JSON, the form every endpoint sends (NaN is refused: JSON has none)."""
-    return json.dumps(payload, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def encode_bounded(payload: dict) -> str:
