@@ -9,8 +9,8 @@ from .record.interp import hooks as _hooks
 _hooks.check_version()
 _hooks.require_seams()
 
-from .errors import (FindingsError, OutOfBoundsAccess, ProgramError, TraceFileError, TraceUsageError,  # noqa: E402
-                     TritonTraceError, UnsupportedOp, UnsupportedTritonVersion)
+from .errors import (FindingsError, FuzzFailure, OutOfBoundsAccess, ProgramError, TraceFileError,  # noqa: E402
+                     TraceUsageError, TritonTraceError, UnsupportedOp, UnsupportedTritonVersion)
 from .model import KINDS, Access, Launch, TensorInfo, Trace  # noqa: E402
 from .record.session import current_trace, reset, set_progress, trace, trace_all  # noqa: E402
 from .store import load  # noqa: E402
@@ -27,6 +27,7 @@ _LAZY = {
     "create_app": ("triton_trace.view.server", "create_app"),
     "show": ("triton_trace.view.notebook", "show"),
     "iframe": ("triton_trace.view.notebook", "iframe"),
+    "fuzz": ("triton_trace.fuzzing", "fuzz"),
     "enable_progress": ("triton_trace.view.progress", "enable_progress"),
 }
 
@@ -44,7 +45,7 @@ __all__ = [
     "trace", "trace_all", "current_trace", "reset", "load", "set_progress",
     "Trace", "Launch", "Access", "TensorInfo", "KINDS",
     "TritonTraceError", "ProgramError", "FindingsError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
-    "UnsupportedTritonVersion", "OutOfBoundsAccess",
+    "UnsupportedTritonVersion", "OutOfBoundsAccess", "FuzzFailure", "fuzz",
     "analyze", "check", "Report", "launch", "create_app", "show", "iframe", "enable_progress",
 ]
 

@@ -124,6 +124,15 @@ class FindingsError(TritonTraceError, AssertionError):
         super().__init__(report.summary())
 
 
+class FuzzFailure(TritonTraceError, AssertionError):
+    """``triton_trace.fuzz`` found a failing case: ``case`` is the smallest one Hypothesis shrank it to; the
+    message says what failed (findings, a mismatch with the reference, an error) and how to replay it."""
+
+    def __init__(self, message: str, case):
+        super().__init__(message)
+        self.case = case
+
+
 class BatchFallback(Exception):
     """Internal, never reaches the user: a chunk of programs cannot run batched (programs branch
     differently, share memory they write, or use an op the batched mode lacks), so the executor undoes
