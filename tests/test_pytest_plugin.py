@@ -39,9 +39,9 @@ def outcomes(stdout: str) -> dict:
             for m in re.finditer(r"^(PASSED|FAILED|ERROR) (\S+)", stdout, re.M)}
 
 
-@pytest.mark.parametrize("workers", [None, "2"])
-def test_planted_bugs_fail_and_their_twins_pass(workers):
-    r = run_suite("--triton-trace", *(["-n", workers] if workers else []))
+@pytest.mark.parametrize("xdist", [(), ("-n", "2"), ("-n", "2", "--dist", "loadfile")])
+def test_planted_bugs_fail_and_their_twins_pass(xdist):
+    r = run_suite("--triton-trace", *xdist)
     assert outcomes(r.stdout) == EXPECTED, r.stdout[-3000:]
     assert r.stdout.count("= triton_trace =") == 1                  # one summary, from the controller
     assert "6 test(s) launched 6 traced kernel launch(es); 3 failed on findings" in r.stdout
