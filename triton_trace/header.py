@@ -116,7 +116,7 @@ def _check_meta(meta, where: str) -> None:
     if meta is None:
         return
     _typed(meta, dict, where)
-    unknown = set(meta) - {"execution", "assert_failed"}
+    unknown = set(meta) - {"execution", "assert_failed", "nonfinite"}
     if unknown:
         raise HeaderError(f"{where} has unknown keys {sorted(unknown)[:5]}")
     ex = meta.get("execution")
@@ -133,6 +133,17 @@ def _check_meta(meta, where: str) -> None:
         _list_of(ex.get("fallbacks", []), dict, f"{where}.execution.fallbacks")
         for k, fb in enumerate(ex.get("fallbacks", [])):
             _fields(fb, {"first": int, "programs": int, "reason": str}, f"{where}.execution.fallbacks[{k}]")
+    _list_of(meta.get("nonfinite", []), dict, f"{where}.nonfinite")
+    for k, r in enumerate(meta.get("nonfinite", [])):
+        w = f"{where}.nonfinite[{k}]"
+        _fields(r, {"kind": str, "program": "ints", "line": int, "lanes": int, "offsets": "ints"}, w,
+                extra={"file", "tensor", "birth", "input"})
+        for key in ("birth", "input"):
+            if r.get(key) is not None:
+                _typed(r[key], dict, f"{w}.{key}")
+                for name, v in r[key].items():
+                    if not isinstance(v, (str, int, float, list)) or isinstance(v, bool):
+                        raise HeaderError(f"{w}.{key}.{name} is {type(v).__name__}")
     fail = meta.get("assert_failed")
     if fail is not None:
         w = f"{where}.assert_failed"

@@ -13,6 +13,9 @@ Definitions (what each finding means exactly):
   interpreter's sequential order: programs in the order they ran (``Launch.recorded_ids``, else (x, y, z)),
   each program's ops in order. A read of an element another program wrote earlier without
   synchronisation is a race (races.py), not this.
+- nonfinite: a store wrote NaN or Inf that was born in the kernel from finite operands (a division by
+  zero, ``exp`` overflow, a cast to float16 out of range); the finding names the birth (line, operation,
+  operand values). nonfinite_input: the NaN/Inf came from an argument that already held it (a warning).
 - assert_failed: a ``tl.device_assert`` (checked when the launch ran with debug on, as a compiled
   kernel checks it) was false on some lanes; the launch stopped in that program, as a GPU traps.
 - unwritten_output: elements of a declared output's view that no program wrote (stores or atomics).
@@ -119,6 +122,33 @@ def check_asserts(ctx: LaunchContext) -> list:
                     count=int(d.get("count", 0)), program=tuple(d.get("program") or (0, 0, 0)),
                     file=d.get("file"), line=int(d.get("line") or 0), op="device_assert",
                     lanes=tuple(tuple(v) for v in d.get("lanes") or []))]
+
+
+def check_nonfinite(ctx: LaunchContext) -> list:
+    """NaN / Inf that reached memory (record/nonfinite.py): born in the kernel from finite operands
+    (``nonfinite``), or carried in from an argument that already held them (``nonfinite_input``)."""
+    lc = ctx.launch
+    out = []
+    for r in (lc.meta or {}).get("nonfinite") or []:
+        pid = tuple(r.get("program") or (0, 0, 0))
+        where_ = f"{r.get('file')}:{r.get('line')}"
+        stored = (f"store of '{r.get('tensor')}' at {where_} by program {pid} wrote {r.get('lanes')} non-finite "
+                  f"value(s) (element offsets {short_list(r.get('offsets') or [])})")
+        if r.get("kind") == "nonfinite":
+            b = r.get("birth") or {}
+            ops = ", ".join(str(v) for v in b.get("operands") or [])
+            message = (f"{stored}; born at {b.get('file')}:{b.get('line')} in {b.get('op')} from finite operands "
+                       f"({ops}) -> {b.get('result')}, first at block index {tuple(b.get('lane') or ())}")
+            line = b.get("line")
+        else:
+            src = r.get("input") or {}
+            message = (f"{stored}; they came from '{src.get('tensor')}', which already held NaN/Inf (element "
+                       f"offset {src.get('offset')}, loaded at {src.get('file')}:{src.get('line')})")
+            line = r.get("line")
+        out.append(Finding(kind=r.get("kind", "nonfinite"), kernel=lc.kernel_name, launch=ctx.index, message=message,
+                           count=int(r.get("lanes") or 0), program=pid, file=r.get("file"), line=int(line or 0),
+                           tensor=r.get("tensor"), op="store", offsets=tuple(r.get("offsets") or ())))
+    return out
 
 
 def check_bounds(ctx: LaunchContext) -> list:

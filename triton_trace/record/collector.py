@@ -17,6 +17,7 @@ from ..model.lanes import LaneWriter
 from ..model import KIND_CODE, MAX_RANK, OP_COLUMNS, Launch, empty_ops
 from .memory import HostMemory
 from .chunkcheck import ChunkConflicts
+from .nonfinite import NonFinite
 
 DEFAULT_VALUE_CAP = 1 << 22     # elements of values kept per launch (about 32 MB of float64)
 
@@ -81,6 +82,7 @@ class Collector:
         self._chunk_start_bytes = 0
         self.meta_extra: dict = {}           # more entries of Launch.meta (e.g. the failing device_assert)
         self.origin = None                   # the argument the running memory op's pointers derive from
+        self.nonfinite = NonFinite(memory.tensors)   # NaN/Inf births and the stores they reach
 
     # -- chunk boundaries ---------------------------------------------------------------------------------
     def begin_chunk(self, pids: np.ndarray, batched: bool) -> None:
@@ -101,6 +103,7 @@ class Collector:
             keep = np.fromiter((bool(self.program_filter(tuple(int(v) for v in p))) for p in pids), bool, len(pids))
             kept = pids[keep]
         self._keep = keep
+        self.nonfinite.begin(pids, keep, batched)
         self.recording = len(kept) > 0
         self._kept = kept
         self._conflicts = ChunkConflicts(self.memory, len(pids), self._scratch) if batched else None
@@ -144,12 +147,13 @@ class Collector:
     def mark(self) -> tuple:
         return (len(self._events), len(self._chunk_pids), self._lanes.mark(), len(self._values),
                 self._value_bytes, self._value_elems, self.values_truncated, set(self._files), set(self._dtypes),
-                self._stopped, len(self.limit_notes))
+                self._stopped, len(self.limit_notes), self.nonfinite.mark())
 
     def rollback(self, mark: tuple) -> None:
         """Forget everything recorded since ``mark`` (a chunk that is re-run program by program)."""
         (ne, nc, lanes, nv, self._value_bytes, self._value_elems, self.values_truncated, files, dtypes,
-         self._stopped, nn) = mark
+         self._stopped, nn, nonfinite) = mark
+        self.nonfinite.rollback(nonfinite)
         del self.limit_notes[nn:]
         del self._events[ne:], self._chunk_pids[nc:], self._values[nv:]
         self._lanes.rollback(lanes)
@@ -321,4 +325,5 @@ class Collector:
             ops=ops, lanes=lanes, values=values,
             recorded_programs=self.recorded_programs, skipped_programs=self.skipped_programs,
             values_truncated=self.values_truncated, recorded_ids=recorded.astype(np.int32).reshape(-1, 3),
-            meta={"execution": self.execution(), **self.meta_extra}, **meta)
+            meta={"execution": self.execution(), **self.meta_extra,
+                  **({"nonfinite": list(self.nonfinite.reports)} if self.nonfinite.reports else {})}, **meta)

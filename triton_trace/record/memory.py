@@ -380,6 +380,10 @@ class HostMemory:
                 best, best_hits = i, hits
         return best
 
+    def is_written(self, tensor: int) -> bool:
+        """Whether the launch has stored to this argument's storage yet."""
+        return tensor >= 0 and self.storages[self._tensor_storage[tensor]].written
+
     def mark_written(self, tensor: int) -> None:
         if tensor >= 0:
             self.storages[self._tensor_storage[tensor]].written = True

@@ -106,12 +106,17 @@ class MemoryProxy:
         else:
             out = np.where(safe, vo[0][np.where(safe, vo[1], 0)], other).astype(dtype, copy=False)
         self._rec.record_values(row, out)
+        a = self._access
+        if out.dtype.kind == "f" and a.tensor >= 0:
+            self._rec.nonfinite.load(a.tensor, self._rec.memory.is_written(a.tensor), file, line, out, safe, a.offsets)
         return out
 
     def store(self, ptrs, value, mask):
         file, line = where()
         safe, row = self._check("store", file, line, ptrs, mask, value.dtype.itemsize)
         self._rec.record_values(row, value)
+        if value.dtype.kind == "f":
+            self._rec.nonfinite.store(self._access.tensor, file, line, value, safe, self._access.offsets)
         self._save(ptrs, safe, value.dtype)
         vo = self._view(value.dtype)
         if vo is None:

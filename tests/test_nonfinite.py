@@ -1,0 +1,94 @@
+"""Where a NaN or an Inf was born: findings only when a non-finite value reaches memory, naming the store
+and the first operation that made it from finite operands (or the argument that already held it).
+Births in masked-off lanes, and non-finite constants written on purpose, are not findings."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_trace
+
+
+@triton.jit
+def divide(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0)
+    y = tl.load(y_ptr + offs, mask=m, other=0.0)
+    tl.store(out_ptr + offs, x / y, mask=m)          # 0 / 0 in the masked tail: never stored
+
+
+@triton.jit
+def exp_then_half(x_ptr, out_ptr, h_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(out_ptr + offs, tl.exp(x), mask=m)
+    tl.store(h_ptr + offs, (x * 1000.0).to(tl.float16), mask=m)
+
+
+@triton.jit
+def pad_with_inf(out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.full((BLOCK,), float("-inf"), tl.float32), mask=offs < n)
+
+
+def findings(kernel, grid, *args, batch=True, **kw):
+    triton_trace.reset()
+    triton_trace.trace(kernel, batch=batch)[grid](*args, **kw)
+    return triton_trace.analyze(triton_trace.current_trace()).findings
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_division_by_zero_that_reaches_memory_names_its_birth(batch):
+    x, y = torch.ones(100), torch.ones(100)
+    y[37] = 0.0
+    (f,) = findings(divide, (4,), x, y, torch.empty(100), 100, BLOCK=32, batch=batch)
+    assert f.kind == "nonfinite" and f.severity == "error" and f.program == (1, 0, 0)
+    assert f.tensor == "out_ptr" and f.offsets == (37,) and f.count == 1
+    assert "born at" in f.message and "in divide from finite operands (1.0, 0.0) -> inf" in f.message
+    lines, start = inspect.getsourcelines(divide.fn)
+    assert f.line == start + next(i for i, t in enumerate(lines) if "x / y" in t)       # the birth's line
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_births_in_masked_lanes_are_not_findings(batch):
+    assert findings(divide, (4,), torch.ones(100), torch.ones(100), torch.empty(100), 100, BLOCK=32,
+                    batch=batch) == ()
+
+
+def test_exp_overflow_and_a_float16_conversion_out_of_range():
+    x = torch.zeros(64)
+    x[3] = 100.0            # exp(100) overflows float32; 100 * 1000 is past float16's 65504
+    got = {(f.tensor, f.kind): f for f in findings(exp_then_half, (1,), x, torch.empty(64),
+                                                  torch.empty(64, dtype=torch.float16), 64, BLOCK=64)}
+    assert "in exp from finite operands (100.0) -> inf" in got[("out_ptr", "nonfinite")].message
+    assert "conversion to fp16" in got[("h_ptr", "nonfinite")].message
+
+
+def test_nan_already_in_an_input_is_reported_once_as_such():
+    x = torch.ones(100)
+    x[5] = float("nan")
+    x[70] = float("nan")
+    (f,) = findings(divide, (4,), x, torch.ones(100), torch.empty(100), 100, BLOCK=32)
+    assert f.kind == "nonfinite_input" and f.severity == "warning" and "came from 'x_ptr'" in f.message
+
+
+def test_a_non_finite_constant_written_on_purpose_is_not_a_finding():
+    out = torch.zeros(16)
+    assert findings(pad_with_inf, (1,), out, 10, BLOCK=16) == ()
+    assert torch.isinf(out[:10]).all()
+
+
+def test_the_finding_survives_save_and_load(tmp_path):
+    x, y = torch.ones(64), torch.ones(64)
+    y[0] = 0.0
+    triton_trace.reset()
+    triton_trace.trace(divide)[(2,)](x, y, torch.empty(64), 64, BLOCK=32)
+    triton_trace.current_trace().save(tmp_path / "t.ttrace")
+    kinds = [f.kind for f in triton_trace.analyze(triton_trace.load(tmp_path / "t.ttrace")).findings]
+    assert kinds == ["nonfinite"]

@@ -1,0 +1,124 @@
+"""Where a NaN or an Inf was born, recorded only when it reaches memory.
+
+The arithmetic hooks (interp/nonfinite_ops.py) check every float result with one vectorised
+``isfinite``; only when some lane is not finite do they look further, and note a *birth* where every
+operand of that lane was finite (a division by zero, ``exp`` overflow, ``log`` of a negative, a cast to
+float16 out of range), keeping the first birth of each program. A birth in a lane that is later masked
+off is harmless, so nothing is reported until a store writes a non-finite value to an active lane: then
+the finding names the store, and the first birth in that program (its line, the operation, the operand
+values of its first lane). Non-finite values loaded from an argument the launch has not written are an
+*input*, reported once per argument, not as a birth. Results go to ``Launch.meta["nonfinite"]``; the
+analysis turns them into ``nonfinite`` / ``nonfinite_input`` findings.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+MAX_REPORTS = 200        # entries kept per launch (one per store line and cause)
+MAX_VALUES = 4           # operand values shown per birth
+MAX_BIRTHS = 16          # births kept per program (the first of each source line)
+
+
+def _plain(v):
+    v = np.asarray(v).reshape(-1)[0].item()
+    return v if not isinstance(v, float) or np.isfinite(v) else repr(v)
+
+
+class NonFinite:
+    def __init__(self, tensors):
+        self._tensors = tensors          # the launch's TensorInfo list (names)
+        self._pids = np.zeros((1, 3), np.int32)
+        self._keep: Optional[np.ndarray] = None
+        self.batched = False
+        self.births: dict = {}           # program -> its births, the first of each source line, in order
+        self.inputs: dict = {}           # program -> its first non-finite load of an unwritten argument
+        self.reports: list = []
+        self._seen: set = set()
+
+    def begin(self, pids: np.ndarray, keep: Optional[np.ndarray], batched: bool) -> None:
+        self._pids, self._keep, self.batched = pids, keep, batched
+
+    def mark(self) -> tuple:
+        return {k: list(v) for k, v in self.births.items()}, dict(self.inputs), len(self.reports), set(self._seen)
+
+    def rollback(self, mark: tuple) -> None:
+        self.births, self.inputs, n, self._seen = mark
+        del self.reports[n:]
+
+    def _programs(self, bad: np.ndarray):
+        """(program id, lanes of that program) for each program of the chunk with a bad lane."""
+        if not self.batched:
+            if bad.any():
+                yield tuple(int(v) for v in self._pids[0]), bad
+            return
+        flat = bad.reshape(bad.shape[0], -1)
+        for p in np.flatnonzero(flat.any(axis=1)):
+            if self._keep is None or self._keep[p]:
+                yield tuple(int(v) for v in self._pids[p]), bad[p]
+
+    def birth(self, op: str, file, line, born: np.ndarray, operands: list, result: np.ndarray) -> None:
+        """``born``: lanes not finite whose operands all were (program axis first when batched)."""
+        shape = born.shape
+        if self.batched and born.shape[0] == 1 and len(self._pids) > 1:   # uniform: every program alike
+            shape = (len(self._pids),) + born.shape[1:]
+            born = np.broadcast_to(born, shape)
+        for pid, lanes in self._programs(born):
+            mine = self.births.setdefault(pid, [])
+            if len(mine) >= MAX_BIRTHS or any(b["file"] == file and b["line"] == int(line or 0) for b in mine):
+                continue                  # the first birth of each line is the one that matters
+            first = tuple(int(v) for v in np.argwhere(lanes)[0])
+            index = ((self._pids.tolist().index(list(pid)),) if self.batched else ()) + first
+
+            def at(a):
+                a = np.asarray(a)
+                try:
+                    return _plain(np.broadcast_to(a, shape)[index])
+                except (ValueError, IndexError):
+                    return _plain(a)
+            mine.append({"file": file, "line": int(line or 0), "op": op, "lane": list(first),
+                         "operands": [at(o) for o in operands[:MAX_VALUES]], "result": at(result),
+                         "lanes": int(lanes.sum()), "_mask": np.array(lanes, dtype=bool)})
+
+    def load(self, tensor: int, written: bool, file, line, values: np.ndarray, safe: np.ndarray,
+             offsets: np.ndarray) -> None:
+        if tensor < 0 or written or values.dtype.kind != "f":
+            return
+        bad = safe & ~np.isfinite(values)
+        for pid, lanes in self._programs(bad):
+            if pid not in self.inputs:
+                off = np.asarray(offsets)[(self._pids.tolist().index(list(pid)),) if self.batched else ()]
+                self.inputs[pid] = {"tensor": self._tensors[tensor].name, "file": file, "line": int(line or 0),
+                                    "offset": int(np.asarray(off)[lanes][0]), "lanes": int(lanes.sum())}
+
+    def store(self, tensor: int, file, line, values: np.ndarray, safe: np.ndarray, offsets: np.ndarray) -> None:
+        if values.dtype.kind != "f" or np.isfinite(values).all():
+            return
+        bad = safe & ~np.isfinite(np.broadcast_to(values, safe.shape))
+        for pid, lanes in self._programs(bad):
+            cause = self._cause(pid, lanes)
+            source = None if cause is not None else self.inputs.get(pid)
+            if cause is None and source is None:
+                continue          # a non-finite constant written on purpose (-inf padding), not a birth
+            key = (file, line, "birth", cause["file"], cause["line"]) if cause else (file, line, "input", source["tensor"])
+            if key in self._seen or len(self.reports) >= MAX_REPORTS:
+                continue
+            self._seen.add(key)
+            off = np.asarray(offsets)[(self._pids.tolist().index(list(pid)),) if self.batched else ()]
+            self.reports.append({
+                "kind": "nonfinite" if cause else "nonfinite_input", "program": list(pid), "file": file,
+                "line": int(line or 0), "tensor": self._tensors[tensor].name if tensor >= 0 else None,
+                "lanes": int(lanes.sum()), "offsets": [int(v) for v in np.asarray(off)[lanes][:8]],
+                "birth": cause and {k: v for k, v in cause.items() if k != "_mask"}, "input": source})
+
+    def _cause(self, pid, lanes: np.ndarray):
+        """The birth behind non-finite lanes a program stores: the latest birth whose lanes meet them in a
+        block of the same shape (the value usually goes straight from the op to the store), else the
+        program's first birth."""
+        mine = self.births.get(pid) or []
+        for b in reversed(mine):
+            m = b["_mask"]
+            if m.shape == lanes.shape and (m & lanes).any():
+                return b
+        return mine[0] if mine else None
