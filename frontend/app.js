@@ -1,13 +1,6 @@
-// Entry point: routing (#/launch/<i>/program/<x,y,z>/op/<seq>), data loading, and wiring the panels.
-// Every payload comes from the JSON API documented in triton_trace/view/payload.py.
-import { Charts } from "./charts.js";
-import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
-import { $, clear, fmtBytes, fmtNum, fmtPct, h, pidText } from "./dom.js";
-import { ProgramGrid } from "./grid.js";
-import { TensorView } from "./tensor.js";
-
-const S = { routes: 0, trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null, op: null, program: null, pending: null };
-window.ttPerf = [];   // {what, ms}: click-to-update latencies, read by the benchmark
+// The browser page's entry: payloads from the app's JSON API, the place in the URL's hash
+// (#/launch/<i>/program/<x,y,z>/op/<seq>), plotly.js from the app's /vendor/. The viewer is view.js.
+import { mount, parsePlace, placeKey } from "./view.js";
 
 // The trace behind the server is frozen, so an answer never changes: keep the recent ones (and the
 // requests in flight, so a prefetch and the click that follows it share one request).
@@ -34,242 +27,41 @@ function request(path) {
   return p;
 }
 
-async function api(path) {
-  const res = await request(path);
-  if (res.error) { showError(res.error); return null; }
-  return res.body;
+let plotlyReady = null;
+function plotly() {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!plotlyReady) plotlyReady = injectPlotly();
+  return plotlyReady;
 }
 
-// Fetch what a click would need while the pointer rests on it.
-function prefetch(path) { request(path); }
-
-const idle = (fn) => (window.requestIdleCallback ? requestIdleCallback(fn, { timeout: 1000 }) : setTimeout(fn, 50));
-
-function showError(msg) { const b = $("error"); b.textContent = msg; b.hidden = false; }
-function clearError() { $("error").hidden = true; }
-function status(msg) { $("status").textContent = msg; }
-
-const tensor = new TensorView(api);
-function prefetchProgram(pid) {
-  prefetch(`/api/launch/${S.li}/program/${pid.join(",")}`);
-  const url = tensor.urlFor(pid, null);
-  if (url) prefetch(url);
-}
-const grid = new ProgramGrid((pid, t0) => { prefetchProgram(pid); go(S.li, pid, null, { what: "grid-click", t0 }); }, prefetchProgram);
-const source = new SourceView();
-const charts = new Charts(api);
-let detail = null;
-const findings = new FindingsList((k, t0) => {
-  const f = S.findings;
-  findings.highlight(k);
-  if (f.program[k]) go(S.li, f.program[k], f.op[k], { what: "finding-click", t0 });
-  else if (f.line[k]) source.mark([], f.line[k]);
-});
-
-function go(li, pid, op, pending) {
-  S.pending = pending || null;
-  let hash = `#/launch/${li}`;
-  if (pid) hash += `/program/${pid.join(",")}`;
-  if (pid && op !== null && op !== undefined) hash += `/op/${op}`;
-  // pushState and a direct route() are cheaper than assigning location.hash and waiting for hashchange;
-  // Back / Forward come in as popstate, a hash typed into the address bar as hashchange
-  if (location.hash !== hash) history.pushState(null, "", hash);
-  route();
-}
-
-function parseHash() {
-  const m = location.hash.match(/^#\/launch\/(\d+)(?:\/program\/(\d+(?:,\d+){0,2}))?(?:\/op\/(\d+))?\/?$/);
-  if (!m) return { view: "list" };
-  const pid = m[2] ? m[2].split(",").map(Number) : null;
-  while (pid && pid.length < 3) pid.push(0);
-  return { view: "launch", li: Number(m[1]), pid, op: m[3] !== undefined ? Number(m[3]) : null };
-}
-
-async function route() {
-  const mine = ++S.routes;      // a newer navigation makes this one stale: it stops at its next await
-  S.routed = location.hash;
-  clearError();
-  const r = parseHash();
-  if (!S.trace) {
-    S.trace = await api("/api/trace");
-    if (!S.trace) return;
-    // metric key -> label, in the server's order (a Map keeps it; JSON objects arrive key-sorted)
-    S.labels = new Map(S.trace.metrics.key.map((k, i) => [k, S.trace.metrics.label[i]]));
-    detail = new ProgramDetail(S.trace.kinds, (seq, t0) => go(S.li, S.pid, seq, t0 === null ? null : { what: "op-click", t0 }), (seq) => {
-      if (!S.pid) return;
-      const o = detail.op(seq);
-      const url = o && o.memory ? tensor.urlFor(S.pid, { seq, tensor: o.tensor }) : null;
-      if (url) prefetch(url);
-    });
+async function injectPlotly() {
+  // plotly.js skips injecting its bundled <style> blocks when an element with their id exists; the page's
+  // CSP forbids inline styles, so place those ids first (plotly's own rules go to #plotly.js-style-global)
+  const guards = await fetch("/vendor/plotly-guards.json", { credentials: "same-origin" }).then((r) => r.json());
+  for (const id of guards.ids) {
+    if (!document.getElementById(id)) { const m = document.createElement("meta"); m.id = id; document.head.append(m); }
   }
-  if (r.view === "list") { showList(); crumbs([]); return; }
-  if (r.li >= S.trace.launches.kernel.length) { showError(`There is no launch ${r.li}; the trace has ${S.trace.launches.kernel.length}.`); showList(); return; }
-  $("list-view").hidden = true;
-  $("launch-view").hidden = false;
-  if (S.li !== r.li) await openLaunch(r.li);
-  if (mine !== S.routes) return;
-  await selectProgram(r.pid, r.op, mine);
-  if (mine !== S.routes) return;
-  crumbs([[`#${r.li} ${S.launch.kernel}`, `#/launch/${r.li}`], r.pid && [`program ${pidText(r.pid)}`, `#/launch/${r.li}/program/${r.pid.join(",")}`],
-          r.pid && r.op !== null && [`op ${r.op}`, null]].filter(Boolean));
-  finishPending();
-}
-
-function finishPending() {
-  const p = S.pending;
-  S.pending = null;
-  if (!p) return;
-  const dom = performance.now() - p.t0;
-  requestAnimationFrame(() => setTimeout(() => {
-    const entry = { what: p.what, dom, ms: performance.now() - p.t0 };
-    window.ttPerf.push(entry);
-    document.dispatchEvent(new CustomEvent("tt-updated", { detail: entry }));
-  }, 0));
-}
-
-function crumbs(items) {
-  const nav = clear($("crumbs"));
-  nav.append(h("a", { href: "#/" }, "Launches"));
-  for (const [text, href] of items) nav.append(h("span", { class: "sep" }, "›"), href ? h("a", { href }, text) : h("span", {}, text));
-}
-
-function showList() {
-  $("launch-view").hidden = true;
-  $("list-view").hidden = false;
-  const L = S.trace.launches, body = clear($("launches").querySelector("tbody"));
-  const a = S.trace.analysis;
-  $("analysis-note").textContent = a.available ? "" : `Findings and sector metrics are unavailable: ${a.error || "the analysis did not run"}.`;
-  L.kernel.forEach((name, i) => {
-    const state = L.completed[i] ? (L.skipped[i] ? `${L.skipped[i]} programs not recorded` : "complete") : `incomplete: ${L.error[i] || ""}`;
-    const tr = h("tr", { "data-launch": i, tabindex: 0 },
-      h("td", { class: "num" }, i), h("td", { class: "kernel" }, name), h("td", {}, L.grid[i].join(" × ")),
-      h("td", { class: "num" }, fmtNum(L.programs[i])), h("td", { class: "num" }, fmtNum(L.ops[i])),
-      h("td", { class: "num" }, L.findings[i] ? h("span", { class: "flag bad" }, L.findings[i]) : "0"), h("td", {}, state));
-    tr.addEventListener("click", () => go(i, null, null));
-    tr.addEventListener("keydown", (e) => { if (e.key === "Enter") go(i, null, null); });
-    body.append(tr);
+  await new Promise((resolve, reject) => {
+    const s = document.createElement("script");
+    s.src = "/vendor/plotly.min.js";
+    s.addEventListener("load", resolve);
+    s.addEventListener("error", () => reject(new Error("could not load /vendor/plotly.min.js")));
+    document.head.append(s);
   });
-  if (S.trace.total_launches > L.kernel.length) {
-    body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, `… and ${fmtNum(S.trace.total_launches - L.kernel.length)} more launches, not listed`)));
-  }
-  if (!L.kernel.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "The trace is empty: run a kernel decorated with @triton_trace.trace first.")));
-  status(`${L.kernel.length} launch(es)`);
-  document.body.dataset.view = "list";
+  return window.Plotly;
 }
 
-async function openLaunch(li) {
-  status("loading…");
-  const [launch, gridData, found] = await Promise.all([api(`/api/launch/${li}`), api(`/api/launch/${li}/grid?z=0`), api(`/api/launch/${li}/findings`)]);
-  if (!launch || !gridData || !found) return;
-  Object.assign(S, { li, launch, findings: found, z: 0, pid: null, op: null, program: null });
-  const labels = S.labels;
-  const msel = clear($("metric"));
-  for (const [k, label] of labels) msel.append(h("option", { value: k }, label));
-  msel.value = S.metric;
-  grid.metric = S.metric;
-  grid.selected = null;
-  grid.set(gridData, labels);
-  const zs = clear($("z"));
-  for (let z = 0; z < launch.grid[2]; z++) zs.append(h("option", { value: z }, z));
-  $("z-label").hidden = launch.grid[2] <= 1;
-  summary(launch);
-  detail.setLaunch(launch);
-  source.set(launch, found);
-  source.mark([], null);
-  findings.set(found, S.trace.analysis.available ? null : "No analysis ran, so there are no findings.");
-  tensor.setLaunch(launch, li);
-  status(`${launch.kernel} · ${launch.recorded_programs} programs`);
-  document.body.dataset.view = "launch";
-  delete $("charts-panel").dataset.ready;
-  // plotly is big: load the charts after the grid and the rest of the page have painted
-  idle(() => charts.load(li, labels));
-}
-
-function summary(L) {
-  const m = L.metrics || {};
-  const box = clear($("summary"));
-  const stat = (label, value) => h("span", { class: "stat" }, h("b", {}, value), h("span", {}, label));
-  box.append(h("span", { class: "title" }, L.kernel), stat("grid", L.grid.join(" × ")),
-    stat("programs", fmtNum(L.recorded_programs) + (L.skipped_programs ? ` (+${fmtNum(L.skipped_programs)} not recorded)` : "")),
-    stat("loaded", fmtBytes(m.load_bytes ?? sum(L.tensors.load_bytes))), stat("stored", fmtBytes(m.store_bytes ?? sum(L.tensors.store_bytes))));
-  if (m.sector_efficiency !== undefined) box.append(stat("sector efficiency", fmtPct(m.sector_efficiency)));
-  if (m.dram_bytes_predicted !== undefined) box.append(stat("DRAM bytes (predicted)", fmtBytes(m.dram_bytes_predicted)));
-  if (m.flops !== undefined) box.append(stat("FLOPs", fmtNum(m.flops)));
-  if (m.arithmetic_intensity !== undefined && m.arithmetic_intensity !== null) box.append(stat("FLOP/byte", fmtNum(m.arithmetic_intensity)));
-  box.append(stat("findings", String(L.findings)));
-  if (!L.completed) box.append(h("span", { class: "flag bad" }, `incomplete: ${L.error || "a program failed"}`));
-  if (L.values_truncated) box.append(h("span", { class: "flag" }, "values truncated (the value cap was hit)"));
-  if (L.analysis_error) box.append(h("span", { class: "flag" }, L.analysis_error));
-  for (const note of L.checks_skipped || []) box.append(h("span", { class: "flag", title: "sanitizer checks not run" }, `not checked: ${note}`));
-  const args = Object.entries(L.args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ");
-  if (args) box.append(h("span", { class: "muted args" }, args));
-}
-const sum = (a) => a.reduce((x, y) => x + y, 0);
-
-async function selectProgram(pid, op, mine) {
-  const same = pid && S.pid && pid.join() === S.pid.join();
-  if (!pid) {
-    S.pid = null; S.op = null; S.program = null; grid.selected = null; grid.draw();
-    detail.clear();
-    source.mark([], null);
-    await tensor.select(null, null);
-    return;
-  }
-  const [gx, gy, gz] = S.launch.grid;
-  if (pid[0] >= gx || pid[1] >= gy || pid[2] >= gz) {
-    showError(`Program ${pidText(pid)} is outside the grid ${gx}×${gy}×${gz}.`);
-    return;
-  }
-  // a program's ops come in pages; the page must hold the op asked for
-  const page = S.trace.limits.ops_per_page, offset = op !== null ? Math.floor(op / page) * page : 0;
-  let tensorDone = null;
-  if (!same || S.program.offset !== offset) {
-    if (pid[2] !== S.z) await setZ(pid[2]);
-    grid.selected = pid[0] + gx * (pid[1] + gy * pid[2]);
-    grid.draw();
-    const programReq = api(`/api/launch/${S.li}/program/${pid.join(",")}${offset ? `?offset=${offset}` : ""}`);
-    // without an op, the tensor view needs nothing from the program payload: fetch both at once
-    if (op === null) tensorDone = tensor.select(pid, null);
-    const data = await programReq;
-    if (!data || mine !== S.routes) return;
-    S.program = data;
-    S.pid = pid;
-    detail.set(data, S.labels);
-  }
-  S.op = op;
-  const o = op !== null ? detail.op(op) : null;
-  if (op !== null && !o) showError(`Program ${pidText(pid)} has no op ${op}.`);
-  detail.highlight(op);
-  source.mark(S.program.ops.line, o ? o.line : null);
-  await (tensorDone || tensor.select(pid, o && o.memory ? { seq: op, tensor: o.tensor } : null));
-}
-
-async function setZ(z) {
-  const data = await api(`/api/launch/${S.li}/grid?z=${z}`);
-  if (!data) return;
-  S.z = z;
-  $("z").value = String(z);
-  grid.set(data, S.labels);
-}
-
-$("metric").addEventListener("change", (e) => {
-  S.metric = e.target.value;
-  grid.metric = S.metric;
-  grid.draw();
-  idle(() => charts.setMetric(S.metric));    // the histogram follows once the grid has painted
-});
-$("z").addEventListener("change", (e) => setZ(Number(e.target.value)));
-document.addEventListener("keydown", (e) => {
-  if (!S.program || e.target.closest("input, select") || !["ArrowDown", "ArrowUp", "j", "k"].includes(e.key)) return;
-  const n = S.program.total_ops;
-  if (!n) return;
-  const cur = S.op === null ? -1 : S.op;
-  const next = Math.max(0, Math.min(n - 1, cur + (e.key === "ArrowDown" || e.key === "j" ? 1 : -1)));
-  e.preventDefault();
-  go(S.li, S.pid, next, { what: "key", t0: e.timeStamp });
+const viewer = mount(document.body, {
+  request,
+  plotly,
+  // pushState is cheaper than assigning location.hash and waiting for hashchange; Back / Forward come in
+  // as popstate, a hash typed into the address bar as hashchange
+  remember: (place) => { const key = placeKey(place); if (location.hash !== key) history.pushState(null, "", key); },
+  link: placeKey,
+  keys: document,
 });
 // a link to a fragment fires both popstate and hashchange: route once
-const onNavigate = () => { if (location.hash !== S.routed) route(); };
+const onNavigate = () => { if (location.hash !== viewer.current()) viewer.route(parsePlace(location.hash)); };
 window.addEventListener("hashchange", onNavigate);
 window.addEventListener("popstate", onNavigate);
-route();
+viewer.route(parsePlace(location.hash));

@@ -1,30 +1,7 @@
-// Charts drawn with plotly.js, which is served by the app itself (/vendor/plotly.min.js) and loaded
-// only once the rest of the page has painted: it is large, and the grid must paint first.
-import { $, fmtBytes } from "./dom.js";
-
-let plotlyReady = null;
-function loadPlotly() {
-  if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (!plotlyReady) plotlyReady = injectPlotly();
-  return plotlyReady;
-}
-
-async function injectPlotly() {
-  // plotly.js skips injecting its bundled <style> blocks when an element with their id exists; the page's
-  // CSP forbids inline styles, so place those ids first (plotly's own rules go to #plotly.js-style-global)
-  const guards = await fetch("/vendor/plotly-guards.json", { credentials: "same-origin" }).then((r) => r.json());
-  for (const id of guards.ids) {
-    if (!document.getElementById(id)) { const m = document.createElement("meta"); m.id = id; document.head.append(m); }
-  }
-  await new Promise((resolve, reject) => {
-    const s = document.createElement("script");
-    s.src = "/vendor/plotly.min.js";
-    s.addEventListener("load", resolve);
-    s.addEventListener("error", () => reject(new Error("could not load /vendor/plotly.min.js")));
-    document.head.append(s);
-  });
-  return window.Plotly;
-}
+// Charts drawn with plotly.js. The host page supplies it (``plotly()``: the app serves it from /vendor/,
+// a notebook carries it once per page); it is asked for only once the rest of the view has painted: it is
+// large, and the grid must paint first.
+import { fmtBytes } from "./dom.js";
 
 // plotly reads a few HTML-like tags in its strings; names from the trace are shown literally instead
 const plotlyText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -37,18 +14,24 @@ const BASE = { margin: { l: 58, r: 12, t: 34, b: 46 }, font: { size: 11, family:
                paper_bgcolor: "#fff", plot_bgcolor: "#fafafa" };
 
 export class Charts {
-  constructor(api) { this.api = api; this.data = null; this.metric = "load_bytes"; }
+  constructor($, api, plotly) { this.$ = $; this.api = api; this.plotly = plotly; this.data = null; this.metric = "load_bytes"; }
 
   async load(index, labels) {
     this.labels = labels;
-    const [Plotly, data] = await Promise.all([loadPlotly(), this.api(`/api/launch/${index}/charts`)]);
+    let Plotly, data;
+    try {
+      [Plotly, data] = await Promise.all([this.plotly(), this.api(`/api/launch/${index}/charts`)]);
+    } catch (e) {
+      this.$("charts-note").textContent = `No charts: ${e.message}`;
+      return;
+    }
     if (!data) return;
     this.Plotly = Plotly;
     this.data = data;
     this.histogram();
     this.roofline();
     this.tensors();
-    $("charts-panel").dataset.ready = "1";
+    this.$("charts-panel").dataset.ready = "1";
   }
 
   setMetric(metric) { this.metric = metric; if (this.data) this.histogram(); }
@@ -58,14 +41,14 @@ export class Charts {
     if (!hd) return;
     const mid = hd.counts.map((_, i) => (hd.edges[i] + hd.edges[i + 1]) / 2);
     const width = hd.edges[1] - hd.edges[0];
-    this.Plotly.react($("chart-hist"), [{ type: "bar", x: mid, y: hd.counts, width, marker: { color: "#2563eb" },
+    this.Plotly.react(this.$("chart-hist"), [{ type: "bar", x: mid, y: hd.counts, width, marker: { color: "#2563eb" },
       hovertemplate: "%{x}: %{y} programs<extra></extra>" }],
     { ...BASE, title: { ...TITLE, text: `Programs by ${plotlyText(this.labels.get(this.metric) || this.metric)}` },
       xaxis: { title: { text: plotlyText(this.labels.get(this.metric) || this.metric) } }, yaxis: { title: { text: "programs" } }, bargap: 0.05 }, CONFIG);
   }
 
   roofline() {
-    const r = this.data.roofline, el = $("chart-roofline");
+    const r = this.data.roofline, el = this.$("chart-roofline");
     const ai = r.arithmetic_intensity, peak = r.peak_flops, bw = r.peak_bandwidth;
     const axis = (title) => ({ type: "log", title: { text: title }, exponentformat: "SI", dtick: 1 });
     const layout = { ...BASE, title: { ...TITLE, text: "Roofline" + (r.machine ? ` (${plotlyText(r.machine)})` : "") },
@@ -92,7 +75,7 @@ export class Charts {
 
   tensors() {
     const t = this.data.tensors, names = t.name.map(plotlyText);
-    this.Plotly.react($("chart-tensors"), [
+    this.Plotly.react(this.$("chart-tensors"), [
       { type: "bar", name: "loaded", x: names, y: t.load_bytes, marker: { color: "#2563eb" }, customdata: t.load_bytes.map(fmtBytes), hovertemplate: "%{x}: %{customdata} loaded<extra></extra>" },
       { type: "bar", name: "stored", x: names, y: t.store_bytes, marker: { color: "#ea580c" }, customdata: t.store_bytes.map(fmtBytes), hovertemplate: "%{x}: %{customdata} stored<extra></extra>" },
       ...(t.dram_read_bytes ? [{ type: "bar", name: "DRAM (L2 model)", x: names, y: t.dram_read_bytes.map((r, i) => r + t.dram_write_bytes[i]),

@@ -1,13 +1,14 @@
 // Program detail (its ops in order), the kernel source with per-line margin metrics, and findings.
-import { $, clear, fmtBytes, fmtMetric, fmtPct, h, pidText } from "./dom.js";
+import { clear, fmtBytes, fmtMetric, fmtPct, h, pidText } from "./dom.js";
 
 export class ProgramDetail {
-  constructor(kinds, onOp, onHover) {
+  constructor($, kinds, onOp, onHover) {
+    this.$ = $;
     this.kinds = kinds;
     this.onOp = onOp;
     this.data = null;
     this.rows = [];
-    const body = $("ops").querySelector("tbody");
+    const body = this.$("ops").querySelector("tbody");
     body.addEventListener("click", (e) => {
       const tr = e.target.closest("tr");
       if (tr && tr.dataset.seq !== undefined) this.onOp(Number(tr.dataset.seq), e.timeStamp);
@@ -25,21 +26,21 @@ export class ProgramDetail {
     this.data = null;
     this.rows = [];
     this.hovered = null;
-    clear($("ops").querySelector("tbody")).append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "Click a program in the grid.")));
-    $("ops-pager").hidden = true;
-    $("program-title").textContent = "Program";
-    $("program-metrics").textContent = "";
+    clear(this.$("ops").querySelector("tbody")).append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "Click a program in the grid.")));
+    this.$("ops-pager").hidden = true;
+    this.$("program-title").textContent = "Program";
+    this.$("program-metrics").textContent = "";
   }
 
   set(data, metricLabels) {
     this.data = data;
     const o = data.ops, names = this.launch.tensors.name, files = this.launch.files, src = this.launch.source.file;
-    $("program-title").textContent = `Program ${pidText(data.program)}`;
+    this.$("program-title").textContent = `Program ${pidText(data.program)}`;
     const m = data.metrics;
-    $("program-metrics").textContent = ["load_bytes", "store_bytes", "masked_share", "sector_efficiency"]
+    this.$("program-metrics").textContent = ["load_bytes", "store_bytes", "masked_share", "sector_efficiency"]
       .map((k) => `${metricLabels.get(k) || k} ${fmtMetric(k, m[k])}`).join(" · ");
     this.pager(data);
-    const body = $("ops").querySelector("tbody");
+    const body = this.$("ops").querySelector("tbody");
     const frag = document.createDocumentFragment();
     this.rows = [];
     for (let i = 0; i < o.seq.length; i++) {
@@ -67,7 +68,7 @@ export class ProgramDetail {
 
   // Long programs (a loop of many iterations) come in pages of ops.
   pager(data) {
-    const box = clear($("ops-pager"));
+    const box = clear(this.$("ops-pager"));
     box.hidden = data.total_ops <= data.limit;
     if (box.hidden) return;
     const last = Math.min(data.total_ops, data.offset + data.limit) - 1;
@@ -111,10 +112,12 @@ function scrollIntoViewIfNeeded(el) {
 }
 
 export class SourceView {
+  constructor($) { this.$ = $; }
+
   set(launch, findings) {
-    const s = launch.source, box = clear($("source"));
-    $("source-file").textContent = s.file ? basename(s.file) : "source not recorded";
-    $("source-file").title = s.file || "";
+    const s = launch.source, box = clear(this.$("source"));
+    this.$("source-file").textContent = s.file ? basename(s.file) : "source not recorded";
+    this.$("source-file").title = s.file || "";
     const margin = new Map(s.margin.line.map((ln, i) => [ln, i]));
     const flagged = new Set(findings.line.filter((x) => x !== null));
     this.lines = new Map();
@@ -150,26 +153,27 @@ export class SourceView {
     if (this.cur) this.cur.classList.remove("cur");
     this.cur = line ? this.lines.get(line) || null : null;
     if (this.cur) { this.cur.classList.add("cur"); scrollIntoViewIfNeeded(this.cur); }
-    $("source").dataset.current = line ? String(line) : "";
+    this.$("source").dataset.current = line ? String(line) : "";
   }
 }
 
 export class FindingsList {
-  constructor(onPick) {
+  constructor($, onPick) {
+    this.$ = $;
     this.onPick = onPick;
     const pick = (e) => {
       const li = e.target.closest("li");
       if (li && li.dataset.k !== undefined) this.onPick(Number(li.dataset.k), e.timeStamp);
     };
-    $("findings").addEventListener("click", pick);
-    $("findings").addEventListener("keydown", (e) => { if (e.key === "Enter") pick(e); });
+    this.$("findings").addEventListener("click", pick);
+    this.$("findings").addEventListener("keydown", (e) => { if (e.key === "Enter") pick(e); });
   }
 
   set(f, note) {
     this.f = f;
-    const box = clear($("findings"));
-    $("findings-count").textContent = f.total ? `${f.total}${f.truncated ? ` (showing ${f.kind.length})` : ""}` : "";
-    if (f.suppressed) $("findings-count").textContent += ` · ${f.suppressed} more suppressed by the analysis cap`;
+    const box = clear(this.$("findings"));
+    this.$("findings-count").textContent = f.total ? `${f.total}${f.truncated ? ` (showing ${f.kind.length})` : ""}` : "";
+    if (f.suppressed) this.$("findings-count").textContent += ` · ${f.suppressed} more suppressed by the analysis cap`;
     if (!f.kind.length) { box.append(h("li", { class: "muted empty" }, note || "No findings for this launch.")); return; }
     const frag = document.createDocumentFragment();
     f.kind.forEach((kind, k) => {
@@ -182,5 +186,5 @@ export class FindingsList {
     box.append(frag);
   }
 
-  highlight(k) { for (const li of $("findings").children) li.classList.toggle("sel", Number(li.dataset.k) === k); }
+  highlight(k) { for (const li of this.$("findings").children) li.classList.toggle("sel", Number(li.dataset.k) === k); }
 }

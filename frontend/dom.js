@@ -1,7 +1,11 @@
 // Small DOM, formatting and colour helpers. Data from the trace only ever reaches the page as text
 // (textContent / setAttribute of non-executable attributes); nothing here parses HTML.
 
-export const $ = (id) => document.getElementById(id);
+// Elements are looked up inside one app root, so several views (notebook outputs) can share a page.
+export function scoped(root) {
+  const found = new Map();
+  return (id) => found.get(id) || found.set(id, root.querySelector("#" + id)).get(id);
+}
 
 // h("td", {class: "num", title: t}, "text", child...) builds an element; strings become text nodes.
 export function h(tag, attrs, ...children) {

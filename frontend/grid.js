@@ -1,12 +1,13 @@
 // The program grid: one canvas cell per program (or block of programs), coloured by a metric.
-import { $, clear, fmtMetric, gradientCss, h, pidText, rampColor, sizeCanvas } from "./dom.js";
+import { clear, fmtMetric, gradientCss, h, pidText, rampColor, sizeCanvas } from "./dom.js";
 
 const MAX_WIDTH = 356;
 const NONE = [229, 231, 235];      // programs that recorded nothing
 
 export class ProgramGrid {
-  constructor(onSelect, onHover) {
-    this.canvas = $("grid-canvas");
+  constructor($, onSelect, onHover) {
+    this.$ = $;
+    this.canvas = this.$("grid-canvas");
     this.onSelect = onSelect;
     this.onHover = onHover;
     this.data = null;
@@ -134,7 +135,7 @@ export class ProgramGrid {
     const d = this.data;
     const note = d.block[0] * d.block[1] > 1 ? ` · each cell is ${d.block[0]}×${d.block[1]} programs` : "";
     const wrapNote = this.lay.wrap ? ` · x wraps every ${this.lay.wrap}` : "";
-    clear($("grid-legend")).append(h("span", {}, fmtMetric(this.metric, lo)), bar, h("span", {}, fmtMetric(this.metric, hi)),
+    clear(this.$("grid-legend")).append(h("span", {}, fmtMetric(this.metric, lo)), bar, h("span", {}, fmtMetric(this.metric, hi)),
       this.noneSwatch(), h("span", {}, `grid ${d.grid.join("×")}${note}${wrapNote}`));
   }
 
@@ -152,7 +153,7 @@ export class ProgramGrid {
   }
 
   showHover(c) {
-    const el = $("grid-hover");
+    const el = this.$("grid-hover");
     if (c === null) { el.textContent = "Hover a program to see its numbers; click to select it."; return; }
     const d = this.data, pid = this.pidOfCell(c);
     if (!d.recorded[c]) { el.textContent = `program ${pidText(pid)} · not recorded`; return; }

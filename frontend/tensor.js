@@ -1,14 +1,15 @@
 // The tensor view: the elements one op, one program or every program touched, on a 2-D plane.
-import { $, clear, fmtNum, h, pidText, programColor, rgb, sizeCanvas } from "./dom.js";
+import { clear, fmtNum, h, pidText, programColor, rgb, sizeCanvas } from "./dom.js";
 
 const KIND_COLOR = { 1: [37, 99, 235], 2: [234, 88, 12], 3: [124, 58, 237] };
 const KIND_TEXT = { 1: "loaded", 2: "stored", 3: "loaded and stored" };
 const UNTOUCHED = [233, 236, 240];
 
 export class TensorView {
-  constructor(api) {
+  constructor($, api) {
+    this.$ = $;
     this.api = api;
-    this.canvas = $("tensor-canvas");
+    this.canvas = this.$("tensor-canvas");
     this.launch = null;     // LaunchPayload
     this.grid = [1, 1, 1];
     this.t = 0;
@@ -21,9 +22,9 @@ export class TensorView {
     this.data = null;
     this.req = 0;
     this.canvas.addEventListener("mousemove", (e) => this.hover(e));
-    this.canvas.addEventListener("mouseleave", () => { $("tensor-hover").textContent = ""; });
-    $("tensor").addEventListener("change", (e) => { this.t = Number(e.target.value); if (this.mode === "op") this.mode = "program"; this.refresh(); });
-    for (const b of $("tensor-mode").querySelectorAll("button")) {
+    this.canvas.addEventListener("mouseleave", () => { this.$("tensor-hover").textContent = ""; });
+    this.$("tensor").addEventListener("change", (e) => { this.t = Number(e.target.value); if (this.mode === "op") this.mode = "program"; this.refresh(); });
+    for (const b of this.$("tensor-mode").querySelectorAll("button")) {
       b.addEventListener("click", () => {
         this.mode = b.dataset.mode;
         this.sticky = this.mode === "all" ? "all" : null;    // "all" stays while programs are clicked
@@ -39,7 +40,7 @@ export class TensorView {
     this.grid = launch.grid;
     this.planes = {};
     this.data = null;
-    const sel = clear($("tensor"));
+    const sel = clear(this.$("tensor"));
     launch.tensors.name.forEach((n, i) => sel.append(h("option", { value: i }, `${n} ${launch.tensors.shape[i].join("×") || "scalar"}`)));
     this.t = 0;
     this.mode = "all";
@@ -80,11 +81,11 @@ export class TensorView {
   }
 
   async refresh() {
-    if (!this.launch || this.launch.tensors.name.length === 0) { $("tensor-note").textContent = "This launch has no tensor arguments."; return; }
+    if (!this.launch || this.launch.tensors.name.length === 0) { this.$("tensor-note").textContent = "This launch has no tensor arguments."; return; }
     if (this.mode === "op" && !this.op) this.mode = this.pid ? "program" : "all";
     if (this.mode === "program" && !this.pid) this.mode = "all";
     this.buttons();
-    $("tensor").value = String(this.t);
+    this.$("tensor").value = String(this.t);
     const mine = ++this.req;
     const data = await this.api(this.url());
     if (mine !== this.req || data === null) return;
@@ -94,7 +95,7 @@ export class TensorView {
   }
 
   buttons() {
-    for (const b of $("tensor-mode").querySelectorAll("button")) {
+    for (const b of this.$("tensor-mode").querySelectorAll("button")) {
       const m = b.dataset.mode;
       b.disabled = (m === "op" && !this.op) || (m === "program" && !this.pid);
       b.setAttribute("aria-pressed", String(m === this.mode));
@@ -102,7 +103,7 @@ export class TensorView {
   }
 
   controls() {
-    const d = this.data, pl = d.plane, rank = d.shape.length, box = clear($("plane-controls"));
+    const d = this.data, pl = d.plane, rank = d.shape.length, box = clear(this.$("plane-controls"));
     const change = (key, v) => { this.plane()[key] = v; this.refresh(); };
     if (this.mode !== "all" && (pl.windowed || pl.cell[0] * pl.cell[1] > 1)) {
       const z = h("button", { type: "button", class: "toggle", "aria-pressed": String(this.zoom), title: "draw only the selection's neighbourhood, element by element" }, "zoom to selection");
@@ -141,7 +142,7 @@ export class TensorView {
 
   draw() {
     const d = this.data, pl = d.plane, cells = d.cells;
-    const maxW = Math.max(200, $("tensor-wrap").clientWidth - 4), maxH = 560;
+    const maxW = Math.max(200, this.$("tensor-wrap").clientWidth - 4), maxH = 560;
     const px = Math.max(1, Math.min(24, Math.floor(Math.min(maxW / Math.max(1, pl.cell_cols), maxH / Math.max(1, pl.cell_rows)))));
     this.px = px;
     const W = pl.cell_cols * px, H = pl.cell_rows * px;
@@ -187,7 +188,7 @@ export class TensorView {
   }
 
   legend() {
-    const d = this.data, pl = d.plane, box = clear($("tensor-legend"));
+    const d = this.data, pl = d.plane, box = clear(this.$("tensor-legend"));
     const sw = (c, text) => { const s = h("span", { class: "swatch" }); s.style.background = rgb(c); return h("span", {}, s, text); };
     if (d.selection.mode === "all" && d.cells.program) {
       const progs = [...new Set(d.cells.program)].sort((a, b) => a - b);
@@ -207,7 +208,7 @@ export class TensorView {
     if (d.oob_lanes) notes.push(`⚠ ${fmtNum(d.oob_lanes)} active lane(s) fall outside the tensor's storage (offsets ${d.oob_examples.join(", ")}…); they are not drawn.`);
     if (d.dropped.length) notes.push(`To stay small, this view left out: ${d.dropped.join(", ")}.`);
     if (d.elements === 0 && !d.oob_lanes) notes.push("Nothing in this selection touches this tensor.");
-    $("tensor-note").textContent = notes.join(" ");
+    this.$("tensor-note").textContent = notes.join(" ");
   }
 
   hover(e) {
@@ -215,7 +216,7 @@ export class TensorView {
     if (!d) return;
     const pl = d.plane, r = this.canvas.getBoundingClientRect();
     const cx = Math.floor((e.clientX - r.left) / this.px), cy = Math.floor((e.clientY - r.top) / this.px);
-    if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows) { $("tensor-hover").textContent = ""; return; }
+    if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows) { this.$("tensor-hover").textContent = ""; return; }
     const [fr, fc] = pl.cell, [r0, c0] = pl.origin;
     let where;
     const idx = (row, col) => {
@@ -229,14 +230,14 @@ export class TensorView {
     if (fr * fc === 1) where = idx(r0 + cy, c0 + cx);
     else where = `${idx(r0 + cy * fr, c0 + cx * fc)} … ${idx(r0 + Math.min(pl.rows, (cy + 1) * fr) - 1, c0 + Math.min(pl.cols, (cx + 1) * fc) - 1)}`;
     const i = this.lookup.get(cy * pl.cell_cols + cx);
-    if (i === undefined) { $("tensor-hover").textContent = `${where} · not touched`; return; }
+    if (i === undefined) { this.$("tensor-hover").textContent = `${where} · not touched`; return; }
     const c = d.cells, parts = [where, KIND_TEXT[c.kinds[i]] || ""];
     if (c.value && c.value[i] !== null && c.value[i] !== undefined) parts.push(`value ${fmtNum(c.value[i])}`);
     if (c.fill) parts.push(`${(100 * c.fill[i]).toFixed(0)}% of the cell touched`);
     if (c.lanes) parts.push(`${c.lanes[i]} lane(s)`);
     if (c.program) parts.push(`program ${pidText(this.pidOf(c.program[i]))}`);
     if (c.programs && c.programs[i] > 1) parts.push(`${c.programs[i]} programs touched it`);
-    $("tensor-hover").textContent = parts.join(" · ");
+    this.$("tensor-hover").textContent = parts.join(" · ");
   }
 
   pidOf(lin) {

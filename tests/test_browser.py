@@ -14,6 +14,7 @@ import pytest
 
 import kernels
 import webcases as K
+from webcases import canvas_cells, highlighted
 import torch
 import triton_trace
 
@@ -23,8 +24,6 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions"]
 OUT = Path(os.environ.get("TT_TEST_OUTPUT", Path(__file__).resolve().parents[1] / "test-output")) / "browser"
-UNTOUCHED = (233, 236, 240)
-READ = (37, 99, 235)
 WATCH = """
 window.__csp = [];
 document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.violatedDirective + " " + e.blockedURI));
@@ -102,25 +101,6 @@ def page(browser, matmul_run):
 
 def tensor_key(pg, key: str):
     pg.wait_for_selector(f'#tensor-canvas[data-key="{key}"]')
-
-
-def canvas_cells(pg) -> np.ndarray:
-    """The colour at the centre of every cell of the tensor heatmap, as an (rows, cols, 3) array."""
-    data = pg.eval_on_selector("#tensor-canvas", """(c) => {
-        const px = +c.dataset.px, R = +c.dataset.cellRows, C = +c.dataset.cellCols, dpr = c.width / (C * px);
-        const img = c.getContext("2d").getImageData(0, 0, c.width, c.height).data, out = [];
-        for (let r = 0; r < R; r++) for (let k = 0; k < C; k++) {
-            const x = Math.floor((k * px + px / 2) * dpr), y = Math.floor((r * px + px / 2) * dpr), i = (y * c.width + x) * 4;
-            out.push(img[i], img[i + 1], img[i + 2]);
-        }
-        return [R, C, out];
-    }""")
-    R, C, flat = data
-    return np.array(flat, dtype=np.int64).reshape(R, C, 3)
-
-
-def highlighted(pg, colour=READ) -> np.ndarray:
-    return np.all(canvas_cells(pg) == np.array(colour), axis=2)
 
 
 def click_program(pg, lin: int):

@@ -1,16 +1,20 @@
-"""Notebook display (view/notebook.py), the progress bars (view/progress.py) and the example notebook.
+"""Notebook display (view/notebook.py, embed.py, bundle.py) and the progress bars (view/progress.py).
 
-The HTML functions are checked on real traced kernels (tests/kernels.py) and on small synthetic
-launches; the example notebook runs headless in a real Jupyter kernel (nbclient + ipykernel).
+What an output carries is checked here on real traced kernels (tests/kernels.py) and small synthetic
+launches: the payloads are the web app's own answers, by the paths the frontend asks for. The views
+themselves run in Chromium in test_notebook_browser.py, with the example notebook executed in a real kernel.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import io
+import json
 import os
 import re
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -26,7 +30,6 @@ from triton_trace.view import progress
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK = os.path.join(ROOT, "examples", "trace_in_notebook.ipynb")
 PLOTLYJS_MARK = "window.__tt_define=window.define"
-PIDS = re.compile(r'class="tt-prog" data-pid="(\d+),(\d+),(\d+)"')
 
 
 def traced_transpose(M=40, N=24, transposed_input=True):
@@ -41,54 +44,106 @@ def synthetic_launch(grid=(1, 1, 1), shape=(16,), strides=None, ops=(), name="k"
     return load_launch(grid, shape, strides, ops, name=name, tensor_name=tensor)
 
 
+
 # --------------------------------------------------------------------------------------------------------
-# the program grid
+# what an output carries
 # --------------------------------------------------------------------------------------------------------
-def test_trace_html_draws_one_cell_per_program():
+DATA = re.compile(r'<script type="application/json" id="(tt-[0-9a-f]+)-data">(.*?)</script>', re.S)
+
+
+def carried(html: str) -> dict:
+    """The data of the one viewer in ``html``: {"payloads": {path: payload}, "start": ..., "note": ...}."""
+    found = DATA.findall(html)
+    assert len(found) == 1, f"{len(found)} viewers in the output"
+    uid, text = found[0]
+    assert f'id="{uid}"' in html
+    data = json.loads(text)
+    data["sizes"] = {k: len(v) for k, v in data["payloads"].items()}
+    data["payloads"] = {k: json.loads(zlib.decompress(base64.b64decode(v))) for k, v in data["payloads"].items()}
+    return data
+
+
+def served(client, path: str):
+    r = client.get(path)
+    assert r.status_code == 200, (path, r.get_json())
+    return r.get_json()
+
+
+def test_an_output_carries_the_apps_answers_for_the_paths_the_frontend_asks(make_client):
     trace, _ = traced_transpose()
-    html = nb.trace_html(trace)
-    pids = {tuple(int(v) for v in m) for m in PIDS.findall(html)}
-    assert pids == {(x, y, 0) for x in range(5) for y in range(2)}
-    assert html.count('class="tt-prog"') == 10
-    assert "<svg" in html and "transpose_kernel" in html
-    assert PLOTLYJS_MARK not in html             # plotly.js is added once per page, not per output
+    lc = trace.launches[0]
+    data = carried(nb.launch_html(lc, program=(2, 1)))
+    assert data["start"] == {"view": "launch", "li": 0, "pid": [2, 1, 0], "op": None}
+    got = data["payloads"]
+    client = make_client(Trace((lc,)))
+    for path in ["/api/trace", "/api/launch/0", "/api/launch/0/grid?z=0", "/api/launch/0/findings",
+                 "/api/launch/0/charts", "/api/launch/0/program/2,1,0", "/api/launch/0/tensor/0?mode=all",
+                 "/api/launch/0/tensor/0?mode=program&program=2%2C1%2C0&window=auto",
+                 "/api/launch/0/tensor/1?mode=op&program=2%2C1%2C0&op=1&window=auto"]:
+        assert path in got, path
+        assert got[path] == served(client, path), path          # the same answer as the web app's
+    # every recorded program fits the default budget of a small launch
+    assert len([k for k in got if "/program/" in k]) == lc.recorded_programs == 10
+    assert data["note"].startswith("it holds every program")
 
 
-def test_grid_tooltips_carry_the_numbers():
+def test_a_large_launch_is_cut_at_the_budget_and_says_so():
+    lc = synthetic_launch(grid=(4096, 1, 1), shape=(4096 * 16,),
+                          ops=[((p, 0, 0), np.arange(16) + 16 * p, np.ones(16, bool)) for p in range(4096)])
+    html = nb.launch_html(lc, program=(4000, 0, 0), budget=60_000)
+    data = carried(html)
+    sizes = data["sizes"]
+    forced = sum(v for k, v in sizes.items() if "/program/" not in k and "mode=program" not in k and "mode=op" not in k)
+    assert sum(sizes.values()) <= max(60_000, forced) * 1.02
+    programs = [k for k in data["payloads"] if "/program/" in k]
+    assert "/api/launch/0/program/4000,0,0" in programs          # the program asked for comes first
+    assert 1 <= len(programs) < 4096
+    assert f"launch 0: the ops of {len(programs)} of 4096 programs" in data["note"] and "budget=" in data["note"]
+
+
+def test_a_trace_of_many_launches_lists_them_all_and_carries_the_first_ones():
+    lcs = tuple(synthetic_launch(ops=[((0, 0, 0), np.arange(16), np.ones(16, bool))], name=f"k{i}") for i in range(20))
+    data = carried(nb.trace_html(Trace(lcs)))
+    assert data["start"] == {"view": "list"}
+    assert data["payloads"]["/api/trace"]["launches"]["kernel"] == [f"k{i}" for i in range(20)]
+    assert "/api/launch/15" in data["payloads"] and "/api/launch/16" not in data["payloads"]
+    assert "4 launch(es) not included" in data["note"]
+
+
+def test_bad_places_are_refused_with_the_launch_grid_and_op_count():
     trace, _ = traced_transpose()
-    html = nb.trace_html(trace)
-    # program (4, 1, 0) is the corner tile: 8 x 8 of its 8 x 16 lanes survive the masks, 4 bytes each
-    tip = re.search(r'data-pid="4,1,0"[^>]*><title>([^<]*)</title>', html).group(1)
-    assert "program (4, 1, 0)" in tip and "Bytes loaded: 256 B" in tip
+    lc = trace.launches[0]
+    with pytest.raises(triton_trace.TraceUsageError, match=r"outside the grid \(5, 2, 1\)"):
+        nb.launch_html(lc, program=(9, 0))
+    with pytest.raises(triton_trace.TraceUsageError, match="has 2 ops; there is no op 99"):
+        nb.tensor_view_html(lc, program=(0, 0), op=99)
+    with pytest.raises(triton_trace.TraceUsageError, match="the trace has 1 launch"):
+        nb.trace_html(trace, launch=3)
+    with pytest.raises(triton_trace.TraceUsageError, match="report= must be the Report of the trace shown"):
+        nb.trace_html(trace, report=triton_trace.analyze(Trace(trace.launches * 2)))
+    store = lc.accesses(program=(1, 1), kind="store")[0]
+    assert carried(nb.tensor_view_html(lc, program=(1, 1), op=store))["start"]["op"] == store.seq
 
 
-def test_grid_of_a_long_1d_launch_is_wrapped_and_bounded():
-    n = 20000
-    lc = synthetic_launch(grid=(n, 1, 1), shape=(n,), ops=[((p, 0, 0), [p], None) for p in range(0, n, 7)])
-    html = nb.trace_html(Trace((lc,)), report={"launches": [], "findings": []})
-    cells = html.count("<rect ")
-    assert cells <= nb.NOTEBOOK_GRID_CELLS + 64
-    assert "drawn in rows of" in html and "block of" in html
-    assert len(html) < 2_000_000
+def test_a_report_of_the_trace_is_used_as_given():
+    trace, _ = traced_transpose()
+    report = triton_trace.analyze(trace, gpu="A100")         # not the views' default GPU (H200)
+    data = carried(nb.trace_html(trace, report=report, launch=0))
+    assert "A100" in data["payloads"]["/api/launch/0/charts"]["roofline"]["machine"]
+    assert data["payloads"]["/api/launch/0"]["metrics"]["load_bytes"] == report.to_dict()["launches"][0]["metrics"]["load_bytes"]
+    data = carried(nb.trace_html(trace, launch=0, analyze=False))
+    assert data["payloads"]["/api/trace"]["analysis"]["available"] is False
 
 
-def test_grid_with_z_slices():
-    ops = [((x, y, z), [x + 2 * y + 6 * z], None) for x in range(2) for y in range(3) for z in range(2)]
-    lc = synthetic_launch(grid=(2, 3, 2), shape=(12,), ops=ops)
-    html = nb.launch_html(lc, report={"launches": [], "findings": []})
-    assert len(PIDS.findall(html)) == 12
-    assert "z = 0" in html and "z = 1" in html
+def test_report_html_is_tables_of_the_report():
+    html = nb.report_html(REPORT)
+    assert "transpose_kernel" in html and "3 lanes read past the end" in html and "(1, 0, 0)" in html
+    assert "<script" not in html and "tt-embedded" not in html
+    many = {**REPORT, "findings": [dict(REPORT["findings"][0], message=f"f{i}") for i in range(250)]}
+    html = nb.report_html(many)
+    assert html.count("<tr>") == 1 + 1 + 1 + 200 and "50 more findings" in html
 
 
-def test_unrecorded_programs_are_marked():
-    lc = synthetic_launch(grid=(4, 1, 1), shape=(4,), ops=[((0, 0, 0), [0], None), ((2, 0, 0), [2], None)])
-    html = nb.trace_html(Trace((lc,)))
-    assert html.count("not recorded</title>") == 2
-
-
-# --------------------------------------------------------------------------------------------------------
-# launch, report and findings
-# --------------------------------------------------------------------------------------------------------
 REPORT = {
     "launches": [{"kernel": "transpose_kernel", "grid": [5, 2, 1],
                   "metrics": {"load_bytes": 3840, "store_bytes": 3840, "sector_efficiency": 0.5,
@@ -98,81 +153,14 @@ REPORT = {
 }
 
 
-def test_launch_html_has_tables_grid_chart_and_findings():
-    trace, _ = traced_transpose()
-    html = nb.launch_html(trace.launches[0], report=REPORT)
-    for part in ('class="tt-tensors"', 'class="tt-metrics"', 'class="tt-grid"', 'class="plotly-graph-div"',
-                 'class="tt-findings"', "3 lanes read past the end", "50.0%"):
-        assert part in html, part
-    assert html.count('class="tt-prog"') == 10
-
-
-def test_launch_html_with_program_adds_its_tensor_views():
-    trace, _ = traced_transpose()
-    html = nb.launch_html(trace.launches[0], report=REPORT, program=(1, 1))
-    assert html.count('class="tt-tensor"') == 2
-
-
-def test_launch_html_picks_its_entry_of_a_whole_trace_report():
-    trace, _ = traced_transpose()
-    lc = trace.launches[0]
-    other = {"kernel": "other_kernel", "grid": [1, 1, 1], "metrics": {"load_bytes": 1}}
-    second = dict(REPORT["launches"][0], metrics={"load_bytes": 12345})
-    report = {"launches": [other, REPORT["launches"][0], second],
-              "findings": [dict(REPORT["findings"][0], launch=2, message="about the second")]}
-    html = nb.launch_html(lc, report=report)
-    assert "3.8 KiB" in html and "about the second" not in html and "pass index=" in html
-    html = nb.launch_html(lc, report=report, index=2)
-    assert "12 KiB" in html or "12.1 KiB" in html
-    assert "about the second" in html and "pass index=" not in html
-    assert "no entry for this launch" in nb.launch_html(lc, report=report, index=0)
-
-
-def test_report_html_from_a_report_dict():
-    html = nb.report_html(REPORT)
-    assert 'class="tt-launches"' in html and 'class="tt-findings"' in html
-    assert "4.0 KiB" in html                      # dram_bytes_predicted, formatted
-    assert 'class="plotly-graph-div"' in html
-
-
-def test_report_html_draws_grids_from_the_report_programs():
-    entry = dict(REPORT["launches"][0], programs={
-        "count": 3, "truncated": False, "pid": [[0, 0, 0], [1, 0, 0], [4, 1, 0]],
-        "load_bytes": [512, 512, 256], "dram_bytes": [600, 100, None]})
-    html = nb.report_html({**REPORT, "launches": [entry]})
-    assert html.count('class="tt-prog"') == 10 and html.count("not recorded</title>") == 7
-    tip = re.search(r'data-pid="4,1,0"[^>]*><title>([^<]*)</title>', html).group(1)
-    assert "256 B" in tip and "DRAM bytes (L2 model): -" in tip
-
-
-def test_findings_table_is_bounded():
-    many = [dict(REPORT["findings"][0], message=f"finding {i}") for i in range(nb.NOTEBOOK_FINDINGS + 50)]
-    html = nb.findings_table(many)
-    assert html.count("<tr>") == nb.NOTEBOOK_FINDINGS + 1
-    assert "50 more findings not shown" in html
-    assert "no findings" in nb.findings_table([])
-
-
-def test_report_html_with_the_real_analysis():
-    analysis = pytest.importorskip("triton_trace.analysis")
-    if not hasattr(analysis, "analyze"):
-        pytest.skip("the analysis is not built yet")
-    trace, _ = traced_transpose()
-    report = triton_trace.analyze(trace)
-    html = nb.report_html(report)
-    assert 'class="tt-findings"' in html and "transpose_kernel" in html
-    html = nb.trace_html(trace, report=report)
-    assert html.count('class="tt-prog"') == 10 and 'class="plotly-graph-div"' in html
-
-
 # --------------------------------------------------------------------------------------------------------
 # escaping: a trace file may come from someone else
 # --------------------------------------------------------------------------------------------------------
-EVIL = '<script>alert("x")</script>'
+EVIL = '</script><script>alert("x")</script><!--'
 EVIL_IMG = '<img src=x onerror=alert(1)>'
 
 
-def test_every_trace_string_is_escaped():
+def test_every_trace_string_stays_data():
     trace, _ = traced_transpose()
     lc = trace.launches[0]
     evil = dataclasses.replace(
@@ -182,13 +170,28 @@ def test_every_trace_string_is_escaped():
     report = {"launches": [{"kernel": EVIL, "grid": list(lc.grid), "metrics": {EVIL: 1}}],
               "findings": [{"kind": EVIL, "kernel": EVIL, "launch": 0, "program": [0, 0, 0], "line": 1,
                             "tensor": EVIL_IMG, "message": EVIL}]}
-    pages = [nb.trace_html(Trace((evil,)), report=report), nb.launch_html(evil, report=report, program=(0, 0)),
-             nb.report_html(report), nb.tensor_view_html(evil, program=(0, 0)),
-             nb.standalone_html(evil, report=report)]
-    for html in pages:
-        assert "<script>alert" not in html and "<img src=x" not in html
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in pages[0]
-    assert "&lt;img src=x onerror=alert(1)&gt;0" in pages[3]
+    for html in [nb.trace_html(Trace((evil,))), nb.launch_html(evil, program=(0, 0)), nb.report_html(report),
+                 nb.standalone_html(evil)]:
+        assert "<script>alert" not in html and "<img src=x" not in html and "<!--" not in html
+    data = carried(nb.launch_html(evil, program=(0, 0)))
+    assert data["payloads"]["/api/launch/0"]["kernel"] == EVIL               # the same text, as data
+    assert data["payloads"]["/api/launch/0"]["tensors"]["name"][0] == f"{EVIL_IMG}0"
+    assert "&lt;/script&gt;&lt;script&gt;alert(&quot;x&quot;)" in nb.report_html(report)
+
+
+def test_the_bundle_refuses_module_syntax_it_does_not_handle(tmp_path):
+    from triton_trace.view.bundle import BundleError, bundle
+    from triton_trace.view.embed import frontend_dir
+    for f in frontend_dir().glob("*.js"):
+        (tmp_path / f.name).write_text(f.read_text())
+    code, version = bundle(tmp_path)
+    assert "window.__ttEmbed" in code and len(version) == 16 and "import {" not in code
+    (tmp_path / "grid.js").write_text((tmp_path / "grid.js").read_text() + "\nexport default ProgramGrid;\n")
+    with pytest.raises(BundleError, match=r"grid\.js:\d+: module syntax"):
+        bundle.__wrapped__(tmp_path)
+    (tmp_path / "grid.js").write_text((frontend_dir() / "grid.js").read_text().replace("export class", "class"))
+    with pytest.raises(BundleError, match="imports ProgramGrid from ./grid.js, which does not export"):
+        bundle.__wrapped__(tmp_path)
 
 
 def test_iframe_escapes_and_checks_the_url():
@@ -202,79 +205,11 @@ def test_iframe_escapes_and_checks_the_url():
 
 
 # --------------------------------------------------------------------------------------------------------
-# tensor view
-# --------------------------------------------------------------------------------------------------------
-CELL = re.compile(r"<title>(\w+)\[(\d+), (\d+)\]: (read|written|read and written), value (\S+)</title>")
-
-
-def test_tensor_view_maps_storage_offsets_through_the_strides():
-    trace, src = traced_transpose(transposed_input=True)     # x is a transposed, non-contiguous view
-    lc = trace.launches[0]
-    load = lc.accesses(program=(2, 1), kind="load")[0]
-    html = nb.tensor_view_html(lc, program=(2, 1), op=load)
-    cells = CELL.findall(html)
-    assert len(cells) == 8 * 8                                 # rows 16..23, cols 16..23 (N = 24)
-    for name, i, j, kind, value in cells:
-        i, j = int(i), int(j)
-        assert name == "x_ptr" and kind == "read"
-        assert 16 <= i < 24 and 16 <= j < 24
-        assert float(value) == pytest.approx(float(src[i, j]), rel=1e-5)
-
-
-def test_tensor_view_of_a_whole_program_draws_each_tensor():
-    trace, _ = traced_transpose()
-    lc = trace.launches[0]
-    html = nb.tensor_view_html(lc, program=(0, 0))
-    assert html.count('class="tt-tensor"') == 2
-    kinds = {kind for _, _, _, kind, _ in CELL.findall(html)}
-    assert kinds == {"read", "written"}
-
-
-def test_tensor_view_is_downsampled_and_bounded():
-    shape = (1000, 1000)
-    lanes = np.arange(0, 1_000_000, 3)
-    lc = synthetic_launch(shape=shape, ops=[((0, 0, 0), lanes, None)])
-    html = nb.tensor_view_html(lc, program=0)
-    w, h = (int(v) for v in re.search(r'class="tt-tensor"[^>]*width="(\d+)" height="(\d+)"', html).groups())
-    assert "each cell 8x8 elements" in html
-    assert len(html) < 600_000
-    assert w <= 640 and h <= 640
-
-
-def test_tensor_view_of_a_broadcast_view():
-    # stride 0: every row of the view is the same 8 storage elements, so each touched element shows 4 times
-    lc = synthetic_launch(shape=(4, 8), strides=(0, 1), ops=[((0, 0, 0), np.arange(8), None)])
-    html = nb.tensor_view_html(lc, program=0)
-    titles = re.findall(r"<title>x\[(\d+), (\d+)\]: read</title>", html)
-    assert sorted((int(r), int(c)) for r, c in titles) == [(r, c) for r in range(4) for c in range(8)]
-
-
-def test_tensor_view_of_a_3d_tensor_shows_the_touched_slice():
-    lc = synthetic_launch(shape=(3, 4, 8), ops=[((0, 0, 0), np.arange(64, 72), None)])
-    html = nb.tensor_view_html(lc, program=0)
-    titles = re.findall(r"<title>x\[(\d+), (\d+), (\d+)\]: read</title>", html)
-    assert sorted(tuple(int(v) for v in t) for t in titles) == [(2, 0, c) for c in range(8)]
-
-
-def test_tensor_view_reports_out_of_bounds_lanes():
-    lc = synthetic_launch(shape=(8,), ops=[((0, 0, 0), [6, 7, 8, 9], None)])
-    html = nb.tensor_view_html(lc, program=0)
-    assert "2 active lane(s) fall outside the tensor" in html
-    assert len(CELL.findall(html)) == 0 and html.count("x[") == 2
-
-
-def test_tensor_view_bad_arguments():
-    trace, _ = traced_transpose()
-    lc = trace.launches[0]
-    with pytest.raises(triton_trace.TraceUsageError, match="not in the grid"):
-        nb.tensor_view_html(lc, program=(9, 0))
-    with pytest.raises(triton_trace.TraceUsageError, match="no memory op"):
-        nb.tensor_view_html(lc, program=(0, 0), op=99)
-
-
-# --------------------------------------------------------------------------------------------------------
 # IPython integration
 # --------------------------------------------------------------------------------------------------------
+BUNDLE_MARK = "window.__ttEmbed = {"
+
+
 @pytest.fixture
 def shell():
     from IPython.core.interactiveshell import InteractiveShell
@@ -283,30 +218,32 @@ def shell():
     InteractiveShell.clear_instance()
 
 
-def test_formatters_embed_plotlyjs_once_per_shell(shell):
+def test_formatters_send_plotlyjs_and_the_bundle_once_per_shell(shell):
     trace, _ = traced_transpose()
     assert nb.register_formatters(shell)
     first, _ = shell.display_formatter.format(trace.launches[0])
-    second, _ = shell.display_formatter.format(trace.launches[0])
-    assert first["text/html"].count(PLOTLYJS_MARK) == 1
-    assert PLOTLYJS_MARK not in second["text/html"] and 'class="plotly-graph-div"' in second["text/html"]
-    data, _ = shell.display_formatter.format(trace)
-    assert data["text/html"].count('class="tt-prog"') == 10
+    second, _ = shell.display_formatter.format(trace)
+    assert first["text/html"].count(PLOTLYJS_MARK) == 1 and first["text/html"].count(BUNDLE_MARK) == 1
+    assert PLOTLYJS_MARK not in second["text/html"] and BUNDLE_MARK not in second["text/html"]
+    assert carried(second["text/html"])["start"] == {"view": "list"}
+    report, _ = shell.display_formatter.format(triton_trace.analyze(trace))
+    assert "tt-report" in report["text/html"] and PLOTLYJS_MARK not in report["text/html"]
 
 
 def test_register_formatters_outside_ipython():
     assert nb.register_formatters() is False
 
 
-def test_show_includes_plotlyjs_the_first_time_only(shell, monkeypatch):
+def test_show_includes_the_assets_the_first_time_only(shell, monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj.data))
     trace, _ = traced_transpose()
-    nb.show(trace.launches[0], report=REPORT)
-    nb.show(trace.launches[0], report=REPORT)
-    nb.show(nb.tensor_view_html(trace.launches[0], program=0))
-    assert shown[0].count(PLOTLYJS_MARK) == 1 and PLOTLYJS_MARK not in shown[1] + shown[2]
-    assert 'class="tt-tensor"' in shown[2]
+    nb.show(triton_trace.analyze(trace))          # tables only: no assets needed yet
+    nb.show(trace.launches[0])
+    nb.show(trace.launches[0], program=(1, 1))
+    assert PLOTLYJS_MARK not in shown[0]
+    assert shown[1].count(PLOTLYJS_MARK) == 1 and PLOTLYJS_MARK not in shown[2] and BUNDLE_MARK not in shown[2]
+    assert carried(shown[2])["start"]["pid"] == [1, 1, 0]
 
 
 def test_show_outside_ipython_says_what_to_use():
@@ -317,9 +254,12 @@ def test_show_outside_ipython_says_what_to_use():
 
 def test_standalone_html_is_a_complete_offline_page():
     trace, _ = traced_transpose()
-    page = nb.standalone_html(trace.launches[0], report=REPORT)
-    assert page.startswith("<!DOCTYPE html>") and page.count(PLOTLYJS_MARK) == 1
-    assert "cdn." not in page.split(PLOTLYJS_MARK)[0]
+    page = nb.standalone_html(trace.launches[0])
+    assert page.startswith("<!DOCTYPE html>") and page.count(PLOTLYJS_MARK) == 1 and page.count(BUNDLE_MARK) == 1
+    from plotly.offline import get_plotlyjs
+    ours = page.replace(get_plotlyjs(), "")
+    assert not re.search(r"""(src|href)=["']?https?:""", ours)      # nothing loaded from anywhere
+    assert carried(page)["start"]["li"] == 0
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -387,7 +327,7 @@ def test_keyboard_interrupt_from_the_callback_keeps_completed_programs():
     assert not lc.completed and "interrupted after 3 of 10" in lc.error
     assert lc.recorded_programs == 3
     assert sorted({a.program for a in lc.accesses()}) == [(0, 0, 0), (1, 0, 0), (2, 0, 0)]
-    assert "tt-prog" in nb.trace_html(triton_trace.current_trace())   # an interrupted trace still displays
+    assert "tt-embedded" in nb.trace_html(triton_trace.current_trace())   # an interrupted trace still displays
 
 
 def test_enable_progress_chooses_a_bar():
@@ -435,37 +375,11 @@ def test_notebook_bar_html_is_escaped():
     assert '<progress value="3" max="10"' in html and "<script>alert" not in html
 
 
-# --------------------------------------------------------------------------------------------------------
-# the example notebook, run headless in a real Jupyter kernel
-# --------------------------------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_example_notebook_runs():
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    book = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(book, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": ROOT}}).execute()
-    html = []
-    for cell in book.cells:
-        if cell.cell_type != "code":
-            continue
-        errors = [o for o in cell.outputs if o.output_type == "error"]
-        assert not errors, f"cell failed: {cell.source[:80]!r}: {errors[0].ename}: {errors[0].evalue}"
-        html += [o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {})]
-    everything = "".join(html)
-    grids = [h for h in html if 'class="tt-grid"' in h]
-    assert grids and grids[0].count('class="tt-prog"') == 35          # the transpose grid is 7 x 5
-    assert any('class="tt-tensor"' in h for h in html)
-    assert 'class="tt-findings"' in everything and "out_of_bounds" in everything.lower().replace("-", "_")
-    assert 'class="plotly-graph-div"' in everything
-    assert everything.count(PLOTLYJS_MARK) == 1                        # plotly.js once per notebook
-    bars = [h for h in html if 'class="tt-progress"' in h]
-    assert bars and '<progress value="256" max="256"' in bars[-1]       # updated in place to the end
-
 
 def test_repr_html_outside_ipython():
     """marimo, VS Code, Quarto and nbconvert read _repr_html_: Trace, Launch and Report provide it,
-    self-contained (plotly.js inside) when no IPython shell shares one copy between outputs."""
+    self-contained (plotly.js and the viewer inside) when no IPython shell shares one copy between
+    outputs; a Report alone is tables."""
     code = ("import sys, torch, triton_trace\n"
             "sys.path.insert(0, 'tests')\n"
             "import kernels as K\n"
@@ -474,8 +388,21 @@ def test_repr_html_outside_ipython():
             "assert 'IPython' not in sys.modules or sys.modules['IPython'].get_ipython() is None\n"
             "for obj in (t, t.launches[0], triton_trace.analyze(t)):\n"
             "    h = obj._repr_html_()\n"
-            "    print(type(obj).__name__, 'tt-root' in h, 'add_kernel' in h, h.count('window.__tt_define=window.define'))\n")
+            "    print(type(obj).__name__, 'tt-embedded' in h or 'tt-report' in h, 'add_kernel' in h or '-data' in h, h.count('window.__tt_define=window.define'))\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.split("\n")
-    assert lines[:3] == ["Trace True True 1", "Launch True True 1", "Report True True 1"], r.stdout
+    assert lines[:3] == ["Trace True True 1", "Launch True True 1", "Report True True 0"], r.stdout
+
+
+def test_the_notebook_and_the_browser_run_the_same_frontend_modules():
+    """One renderer: the notebook's bundle holds every module of the browser page but its entry (app.js),
+    and the two entries differ only in where payloads come from (both mount view.js)."""
+    from triton_trace.view.bundle import ENTRY, _order
+    from triton_trace.view.embed import frontend_dir
+    folder = frontend_dir()
+    bundled = {name for name, _ in _order(folder, ENTRY)}
+    page = {p.stem for p in folder.glob("*.js")}
+    assert bundled == page - {"app"}
+    for entry in ("app", "embed"):
+        assert 'from "./view.js"' in (folder / f"{entry}.js").read_text()

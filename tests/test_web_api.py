@@ -380,11 +380,11 @@ def test_create_app_reads_trace_files(tmp_path, mixed, make_client):
 
 
 def test_views_work_when_the_analysis_fails(mixed, monkeypatch, make_client):
-    from triton_trace.view import app as web_app
+    from triton_trace.view import answers
 
     def broken(trace):
         raise ValueError("an unusual trace")
-    monkeypatch.setattr(web_app, "_analyzer", lambda: broken)
+    monkeypatch.setattr(answers, "analyzer", lambda: broken)
     c = make_client(mixed["trace"])
     assert get(c, "/api/trace")["analysis"] == {"available": False, "error": "analysis failed: ValueError: an unusual trace"}
     d = get(c, "/api/launch/0")

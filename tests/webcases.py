@@ -158,3 +158,31 @@ def synthetic_long(n_ops: int = 2500) -> Trace:
                     value_dtypes=(), ops=ops, offsets=np.arange(n_ops, dtype=np.int64),
                     mask=np.ones(n_ops, dtype=bool), values=np.zeros(0, np.uint8), recorded_programs=1)
     return Trace((launch,))
+
+
+# --------------------------------------------------------------------------------------------------------
+# reading the views' canvases in a browser (test_browser.py, test_notebook_browser.py)
+# --------------------------------------------------------------------------------------------------------
+UNTOUCHED = (233, 236, 240)     # frontend/tensor.js's colours
+READ = (37, 99, 235)
+STORED = (234, 88, 12)
+
+
+def canvas_cells(where, selector: str = "#tensor-canvas") -> np.ndarray:
+    """The colour at the centre of every cell of the tensor heatmap, as an (rows, cols, 3) array.
+    ``where``: a Playwright page, or a locator of one viewer's root."""
+    data = where.locator(selector).evaluate("""(c) => {
+        const px = +c.dataset.px, R = +c.dataset.cellRows, C = +c.dataset.cellCols, dpr = c.width / (C * px);
+        const img = c.getContext("2d").getImageData(0, 0, c.width, c.height).data, out = [];
+        for (let r = 0; r < R; r++) for (let k = 0; k < C; k++) {
+            const x = Math.floor((k * px + px / 2) * dpr), y = Math.floor((r * px + px / 2) * dpr), i = (y * c.width + x) * 4;
+            out.push(img[i], img[i + 1], img[i + 2]);
+        }
+        return [R, C, out];
+    }""")
+    R, C, flat = data
+    return np.array(flat, dtype=np.int64).reshape(R, C, 3)
+
+
+def highlighted(where, colour=READ) -> np.ndarray:
+    return np.all(canvas_cells(where) == np.array(colour), axis=2)

@@ -41,7 +41,7 @@ class RichDisplay:
     """Mixed into the displayable data classes."""
 
     def show(self, **kw) -> None:
-        """Display inline in Jupyter: program grid, findings, charts (self-contained HTML)."""
+        """Display inline in Jupyter, in the web viewer (keywords: program=, op=, budget=; see view/notebook.py)."""
         show(self, **kw)
 
     def _repr_html_(self) -> Optional[str]:

@@ -17,18 +17,18 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 from flask import Blueprint, Flask, current_app, jsonify, request, send_file
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import IntegerConverter
 
 from ..errors import TraceUsageError
 from ..model import Trace
+from . import answers as A
+from .embed import frontend_dir
 from . import payload as P
 from .payload import encode
 from .lookup import TraceIndex
 from .tensormap import PlaneError
-from .tensorview import tensor_payload
 
 # The page sends the token from its own URL (?token=) in this header with every API request. There is no
 # cookie: a cookie is sent to every port of the host, so another local app would receive it.
@@ -52,7 +52,6 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
        "frame-ancestors 'self' http://127.0.0.1:* http://localhost:*")
 _GUARD = re.compile(rb'getElementById\("([0-9a-f]{16,128})"\)')
 _STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml"}
-_INT = re.compile(r"-?[0-9]{1,12}")       # ASCII digits only: \d takes "０" (a fullwidth zero) too
 # The tab icon: four grid cells in the viridis colours of the program grid. Served from here because the
 # wheel ships the frontend's .html, .js and .css files only.
 FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
@@ -83,7 +82,7 @@ def create_app(trace, token: Optional[str] = None, allowed_hosts=()) -> Flask:
     app.url_map.converters["int"] = AsciiInt
     app.config["TT_TOKEN"] = token
     app.config["TT_HOSTS"] = _allowed_hosts(bool(token), allowed_hosts)
-    app.extensions["triton_trace"] = TraceIndex(trace, analyze=_analyzer())
+    app.extensions["triton_trace"] = TraceIndex(trace, analyze=A.analyzer())
     app.extensions["triton_trace.static"] = _static_files()
     app.register_blueprint(api)
     app.register_blueprint(pages)
@@ -95,32 +94,6 @@ def create_app(trace, token: Optional[str] = None, allowed_hosts=()) -> Flask:
     app.register_error_handler(PlaneError, lambda e: _error(str(e), 400))
     app.register_error_handler(Exception, _internal_error)
     return app
-
-
-def _analyzer():
-    try:
-        from ..analysis import analyze
-    except ImportError:
-        return None
-    return lambda trace: analyze(trace, max_findings=P.MAX_FINDINGS)
-
-
-def frontend_dir() -> Path:
-    """The shipped frontend (``triton_trace/frontend`` in an installed wheel), else the repository's
-    ``frontend/`` (a source checkout or an editable install). Looked up by path: the frontend has no
-    ``__init__.py``, and importlib.resources gives a namespace package a MultiplexedPath, not a folder."""
-    package = Path(__file__).resolve().parents[1]
-    for candidate in (package / "frontend", package.parent / "frontend"):
-        if (candidate / "index.html").is_file():
-            return candidate
-    try:
-        root = resources.files("triton_trace.frontend")
-        for path in getattr(root, "_paths", [root]):
-            if Path(str(path)).joinpath("index.html").is_file():
-                return Path(str(path))
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return package.parent / "frontend"
 
 
 def _static_files() -> dict:
@@ -214,138 +187,45 @@ def _internal_error(e: Exception):
 
 
 # --------------------------------------------------------------------------------------------------------
-# parameters
-# --------------------------------------------------------------------------------------------------------
-def _int(text: Optional[str], name: str, default=None, lo: int = 0, hi: int = 1 << 40):
-    if text is None or text == "":
-        if default is None:
-            raise P.ApiError(f"parameter '{name}' is required")
-        return default
-    if not _INT.fullmatch(text):
-        raise P.ApiError(f"parameter '{name}' must be an integer, got {text[:40]!r}")
-    v = int(text)
-    if not lo <= v <= hi:
-        raise P.ApiError(f"parameter '{name}' must be in {lo}..{hi}, got {v}")
-    return v
-
-
-def _ints(text: str, name: str) -> tuple:
-    parts = text.split(",")
-    if len(parts) > 8:
-        raise P.ApiError(f"parameter '{name}' has too many entries")
-    return tuple(_int(p.strip(), name, lo=-(1 << 40)) for p in parts)
-
-
-def _launch(i: int) -> int:
-    n = len(_ti().trace.launches)
-    if not 0 <= i < n:
-        raise P.ApiError(f"unknown launch {i}; the trace has {n} launch(es)", 404)
-    return i
-
-
-def _program(i: int, text: Optional[str]) -> tuple:
-    if not text:
-        raise P.ApiError("parameter 'program' is required, as x,y,z")
-    pid = _ints(text, "program")
-    if len(pid) > 3:
-        raise P.ApiError(f"a program id has 1 to 3 coordinates, got {text[:40]!r}")
-    pid = pid + (0,) * (3 - len(pid))
-    grid = _ti().launch(i).grid
-    if not all(0 <= v < n for v, n in zip(pid, grid)):
-        raise P.ApiError(f"program {pid} is outside the grid {tuple(grid)}", 404)
-    return pid
-
-
-# --------------------------------------------------------------------------------------------------------
-# routes
+# routes: each hands its parameters to answers.py, which the notebook's inlined payloads use too
 # --------------------------------------------------------------------------------------------------------
 def _json(body: str):
     return current_app.response_class(body, mimetype="application/json")
 
 
-def _once(key, build):
-    """The encoded JSON of a payload that never changes for this trace, built on first request."""
-    return _json(_ti().memo(("json",) + key, lambda: encode(build())))
-
-
 @api.get("/trace")
 def get_trace():
-    return _once(("trace",), lambda: P.trace_payload(_ti()))
+    return _json(A.trace(_ti()))
 
 
 @api.get("/launch/<int:i>")
 def get_launch(i: int):
-    _launch(i)
-    return _once(("launch", i), lambda: P.launch_payload(_ti(), i))
+    return _json(A.launch(_ti(), i))
 
 
 @api.get("/launch/<int:i>/grid")
 def get_grid(i: int):
-    _launch(i)
-    z = _int(request.args.get("z"), "z", default=0)
-    return _once(("grid", i, z), lambda: P.grid_payload(_ti(), i, z))
+    return _json(A.grid(_ti(), i, request.args))
 
 
 @api.get("/launch/<int:i>/program/<pid>")
 def get_program(i: int, pid: str):
-    _launch(i)
-    offset = _int(request.args.get("offset"), "offset", default=0)
-    limit = _int(request.args.get("limit"), "limit", default=P.MAX_OPS, lo=1, hi=P.MAX_OPS)
-    return _json(encode(P.program_payload(_ti(), i, _program(i, pid), offset, limit)))
+    return _json(A.program(_ti(), i, pid, request.args))
 
 
 @api.get("/launch/<int:i>/tensor/<int:t>")
 def get_tensor(i: int, t: int):
-    ti = _ti()
-    lc = ti.trace.launches[_launch(i)]
-    if not 0 <= t < len(lc.tensors):
-        raise P.ApiError(f"launch {i} has {len(lc.tensors)} tensors; there is no tensor {t}", 404)
-    args = request.args
-    mode = args.get("mode", "all")
-    ix = ti.launch(i)
-    if mode == "all":
-        rows, key, selection = ix.tensor_rows(t), ("elements", i, t), {"mode": "all", "program": None, "op": None}
-    elif mode in ("program", "op"):
-        pid = _program(i, args.get("program"))
-        if mode == "program":
-            rows, key = ix.tensor_rows(t, ix.linear(pid)), None
-            selection = {"mode": "program", "program": list(pid), "op": None}
-        else:
-            seq = _int(args.get("op"), "op")
-            row = P.op_row(ix, pid, seq)
-            if int(lc.ops["tensor"][row]) != t or not ix.memory[row]:
-                raise P.ApiError(f"op {seq} of program {pid} does not access tensor {t} ({lc.tensors[t].name!r})")
-            rows, key = np.array([row], dtype=np.int64), None
-            selection = {"mode": "op", "program": list(pid), "op": seq}
-    else:
-        raise P.ApiError(f"parameter 'mode' is one of all, program, op; got {mode[:40]!r}")
-    rank = len(lc.tensors[t].shape)
-    rows_dim = _int(args.get("rows"), "rows", default=-1, lo=0, hi=max(rank - 1, 0)) if args.get("rows") else None
-    cols_dim = _int(args.get("cols"), "cols", default=-1, lo=0, hi=max(rank - 1, 0)) if args.get("cols") else None
-    index = _ints(args["index"], "index") if args.get("index") else None
-    wrap = _int(args.get("wrap"), "wrap", lo=1, hi=1 << 31) if args.get("wrap") else None
-    window = args.get("window") or None
-    if window not in (None, "auto"):
-        window = _ints(window, "window")
-        if len(window) != 4:
-            raise P.ApiError("parameter 'window' is auto or r0,r1,c0,c1")
-    request_key = ("tensor-json", i, t, mode, selection["program"] and tuple(selection["program"]), selection["op"],
-                   rows_dim, cols_dim, index, wrap, window)
-    body = ti.cached(request_key, lambda: tensor_payload(ti, i, t, rows, key, selection, rows_dim, cols_dim,
-                                                         index, wrap, window))
-    return _json(body)
+    return _json(A.tensor(_ti(), i, t, request.args))
 
 
 @api.get("/launch/<int:i>/findings")
 def get_findings(i: int):
-    _launch(i)
-    return _once(("findings", i), lambda: P.findings_payload(_ti(), i))
+    return _json(A.findings(_ti(), i))
 
 
 @api.get("/launch/<int:i>/charts")
 def get_charts(i: int):
-    _launch(i)
-    return _once(("charts", i), lambda: P.charts_payload(_ti(), i))
+    return _json(A.charts(_ti(), i))
 
 
 @api.route("/<path:rest>")

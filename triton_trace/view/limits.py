@@ -1,5 +1,5 @@
 """Every bound on what a view sends or draws, in one place: the web payloads (WEB_*: what one JSON answer
-may hold) and the notebook's server-side HTML (NOTEBOOK_*: what one output may hold). A view never
+may hold) and the notebook outputs (EMBED_*: what one output carries). A view never
 receives a whole large trace; these decide how much of it."""
 
 # web payloads (payload.py, tensormap.py, tensorview.py)
@@ -15,12 +15,8 @@ MAX_PLANE_CELLS = 1 << 15       # cells of one drawn tensor plane; bounds the te
 MAX_TENSOR_BYTES = 1_000_000    # bytes of one tensor answer
 HIST_BINS = 32                  # bins of the per-program metric histograms (web charts and notebook)
 
-# notebook HTML (notebook.py, svg.py)
-NOTEBOOK_LAUNCHES = 16          # launches drawn in full by trace_html / report_html; the rest are only listed
-NOTEBOOK_TRACE_CELLS = 8192     # SVG cells of all the grids of one trace_html together
-NOTEBOOK_FINDINGS = 200         # rows of a findings table
-NOTEBOOK_GRID_CELLS = 4096      # SVG cells of one launch's program grid (larger grids are drawn in blocks)
-NOTEBOOK_Z = 8                  # z slices drawn
-NOTEBOOK_TENSOR_CELLS = 128     # a tensor view is at most this many cells on each side
-NOTEBOOK_TENSOR_VIEWS = 8       # tensors drawn for one program
-NOTEBOOK_CELL_TITLES = 1024     # per-cell tooltips up to this many touched cells, one per colour above it
+# notebook outputs (embed.py, notebook.py): the same payloads, inlined
+EMBED_BYTES = 150_000           # JSON one output carries (the trace and the opened launch always fit in)
+EMBED_ALL_BYTES = 40_000        # JSON of one all-programs tensor view in an output (values, then program ids, dropped past it)
+EMBED_LAUNCHES = 16             # launches whose panels an output carries; the rest are only listed
+REPORT_ROWS = 200               # rows of a report's findings table (a Report shown on its own)

@@ -1,306 +1,125 @@
-"""Inline display in Jupyter: self-contained HTML for a Trace, a Launch, a Report and a tensor view.
+"""Inline display in Jupyter: the browser's viewer in a notebook output (embed.py), for a Trace or a Launch.
 
-The HTML needs no running server and no internet, so it survives in an exported notebook. The program
-grid and the tensor views are inline SVG (svg.py); charts are plotly figures whose plotly.js comes from
-the installed plotly package and is embedded once per page: once per IPython shell for rich outputs,
-always in ``standalone_html``. Analysis numbers are read from ``Report.to_dict()`` (analysis/report.py).
-Every string taken from a trace is escaped, since a trace file may come from someone else.
+An output works without a server and without the internet, so it survives in an exported notebook. What a
+page needs once, the frontend bundle and plotly.js (from the installed plotly package, 4.8 MB), goes into
+the first triton_trace output of each IPython shell; ``standalone_html`` pages and displays outside IPython
+(marimo, a plain exported page) carry them in every output, so each works alone. A Report on its own has
+no trace to view: it shows as tables. Every string taken from a trace is escaped.
 """
 from __future__ import annotations
 
+import html as _html
 from typing import Optional
-
-import numpy as np
 
 from ..errors import TraceUsageError
 from ..model import Launch, Trace
-from .limits import (HIST_BINS, NOTEBOOK_FINDINGS, NOTEBOOK_GRID_CELLS, NOTEBOOK_LAUNCHES, NOTEBOOK_TENSOR_CELLS,
-                     NOTEBOOK_TRACE_CELLS)
-from .lookup import LaunchIndex
-from .svg import METRICS, esc as _e, fmt as _fmt, grid_svg, label as _label, tensor_views
-
-KEY_METRICS = ("load_bytes", "store_bytes", "atomic_bytes", "masked_share", "oob_lanes", "sector_efficiency",
-               "dram_bytes_predicted", "flops", "arithmetic_intensity")
-_CSS = ("<style>.tt-root{font-family:system-ui,sans-serif;font-size:13px;color:#222;background:#fff;"
-        "padding:4px 2px}.tt-root h3{font-size:15px;margin:10px 0 4px}.tt-root h4{font-size:13px;margin:8px 0 3px}"
-        ".tt-root table{border-collapse:collapse;margin:4px 0}.tt-root th,.tt-root td{border:1px solid #ddd;"
-        "padding:2px 6px;text-align:left;font-size:12px;vertical-align:top}.tt-root th{background:#f4f4f4}"
-        ".tt-launches td{white-space:nowrap}.tt-note{color:#666;font-size:12px}.tt-err{color:#b00020}</style>")
+from . import answers as A
+from .embed import assets, viewer_html
+from .limits import EMBED_BYTES, REPORT_ROWS
+from .lookup import TraceIndex
+from .report_view import METRICS
 
 
-def _root(body: str) -> str:
-    return f'<div class="tt-root">{_CSS}{body}</div>'
+def _e(v) -> str:
+    return _html.escape(str(v), quote=True)
 
 
-# --------------------------------------------------------------------------------------------------------
-# the analysis report, read through its to_dict() schema
-# --------------------------------------------------------------------------------------------------------
-def _report_dict(report, trace: Trace, analyze: bool = True) -> tuple:
-    """(``Report.to_dict()`` or None, a note to show or None). ``report`` may be a Report or its dict;
-    None analyses the trace now when the analysis is installed."""
-    if report is not None:
-        return (report if isinstance(report, dict) else report.to_dict()), None
-    if not analyze:
-        return None, None
+def _index(trace: Trace, report) -> TraceIndex:
+    """The views' index over ``trace``; ``report``, a Report of this very trace, saves analysing it again."""
+    if report is not None and not (hasattr(report, "launches") and len(report.launches) == len(trace.launches)):
+        raise TraceUsageError("report= must be the Report of the trace shown (triton_trace.analyze(trace)); "
+                              "leave it out to analyse the trace here")
+    return TraceIndex(trace, analyze=(lambda _t: report) if report is not None else A.analyzer())
+
+
+def _pid(launch: Launch, program) -> tuple:
+    """``program`` as (x, y, z): a pid of 1 to 3 coordinates, or an int for (x, 0, 0)."""
     try:
-        from ..analysis import analyze as run_analysis
-    except ImportError:
-        return None, "the analysis is not installed: metrics come from the trace alone"
-    return run_analysis(trace).to_dict(), None
+        pid = tuple(int(v) for v in ((program,) if isinstance(program, int) else program))
+    except (TypeError, ValueError):
+        raise TraceUsageError(f"program= is a program id (x, y, z) or an int; got {program!r}") from None
+    pid += (0,) * (3 - len(pid))
+    grid = tuple(launch.grid)
+    if len(pid) != 3 or not all(0 <= v < n for v, n in zip(pid, grid)):
+        raise TraceUsageError(f"program {program!r} is outside the grid {grid} of {launch.kernel_name}")
+    return pid
 
 
-def _entry(rd: Optional[dict], i: int, launch: Launch) -> tuple:
-    """(the report's entry for launch ``i``, its findings); ({}, []) when the report is not about it."""
-    entries = (rd or {}).get("launches") or []
-    if i >= len(entries) or entries[i].get("kernel") != launch.kernel_name:
-        return {}, []
-    return entries[i], [f for f in rd.get("findings") or [] if f.get("launch") == i]
+def _seq(launch: Launch, pid: tuple, op) -> Optional[int]:
+    """The op's seq in its program (the viewer's op number); ``op`` is that seq or an Access."""
+    if op is None:
+        return None
+    seq = int(getattr(op, "seq", op))
+    count = len(launch.rows(pid, memory_only=False))
+    if not 0 <= seq < count:
+        raise TraceUsageError(f"program {pid} of {launch.kernel_name} has {count} ops; there is no op {seq}")
+    return seq
 
 
-def _only(rd: Optional[dict], launch: Launch, index: Optional[int]) -> tuple:
-    """(the part of a whole-trace report about ``launch``, renumbered as launch 0; a note). The entry is
-    ``index`` when given, else the one launch of the same kernel and grid."""
-    if rd is None:
-        return None, None
-    entries = rd.get("launches") or []
-    same = [i for i, e in enumerate(entries) if e.get("kernel") == launch.kernel_name
-            and list(e.get("grid") or []) == list(launch.grid)]
-    if index is not None:
-        same = [index] if index in same else []
-    note = None
-    if len(same) > 1:
-        note = f"the report has {len(same)} launches of {launch.kernel_name} on this grid; showing the first (pass index=)"
-    if not same:
-        return {"launches": [], "findings": []}, "the report has no entry for this launch"
-    i = same[0]
-    return {**rd, "launches": [entries[i]], "findings": [{**f, "launch": 0} for f in rd.get("findings") or []
-                                                          if f.get("launch") == i]}, note
+def trace_html(trace: Trace, report=None, launch: Optional[int] = None, program=None, op=None,
+               budget: int = EMBED_BYTES, analyze: bool = True) -> str:
+    """The viewer over a whole trace, opening at its list of launches (or at ``launch`` / ``program`` / ``op``).
+    ``budget``: bytes of payloads the output carries (see embed.py); ``analyze=False``: no findings."""
+    ti = _index(trace, report) if analyze else TraceIndex(trace)
+    if launch is None and (program is not None or op is not None):
+        launch = 0
+    if launch is None:
+        return viewer_html(ti, {"view": "list"}, budget)
+    if not 0 <= launch < len(trace.launches):
+        raise TraceUsageError(f"launch={launch}: the trace has {len(trace.launches)} launch(es)")
+    lc = trace.launches[launch]
+    pid = _pid(lc, program) if program is not None else None
+    start = {"view": "launch", "li": launch, "pid": list(pid) if pid else None,
+             "op": _seq(lc, pid, op) if pid else None}
+    return viewer_html(ti, start, budget)
 
 
-def report_program_metrics(entry: dict) -> dict:
-    """Per-program columns of one launch entry of ``Report.to_dict()`` as arrays over the linear program
-    id (x fastest), NaN for programs the report does not list."""
-    gx, gy, gz = (int(g) for g in entry.get("grid") or (0, 0, 0))
-    progs = entry.get("programs") or {}
-    pids = np.asarray(progs.get("pid") or [], dtype=np.int64).reshape(-1, 3)
-    ok = np.all((pids >= 0) & (pids < np.array([gx, gy, gz])), axis=1)
-    lin = (pids[:, 0] + gx * (pids[:, 1] + gy * pids[:, 2]))[ok]
-    out = {}
-    for name in METRICS:
-        col = progs.get(name)
-        if isinstance(col, list) and len(col) == len(pids):
-            full = np.full(gx * gy * gz, np.nan)
-            full[lin] = np.array([np.nan if v is None else float(v) for v in col], dtype=np.float64)[ok]
-            out[name] = full
-    return out
+def launch_html(launch: Launch, report=None, program=None, op=None, budget: int = EMBED_BYTES,
+                analyze: bool = True) -> str:
+    """The viewer over one launch, opened at it (and at ``program``, a pid or linear id, and ``op``)."""
+    return trace_html(Trace((launch,)), report, 0, program, op, budget, analyze)
 
 
-def program_metrics(ix: LaunchIndex, entry: dict) -> dict:
-    """Grid metrics over the linear program id: from the trace, overridden by the report's columns."""
-    local = {"load_bytes": ix.load_bytes, "store_bytes": ix.store_bytes, "masked_share": ix.masked_share,
-             "oob_lanes": ix.oob_lanes}
-    out = {k: np.where(ix.recorded, v.astype(np.float64), np.nan) for k, v in local.items()}
-    if entry:
-        out.update(report_program_metrics(entry))
-    return out
+def tensor_view_html(launch: Launch, program=0, op=None, budget: int = EMBED_BYTES) -> str:
+    """The viewer opened at one program (and op: an Access of that program or its seq), whose tensor view
+    shows what it touched."""
+    return launch_html(launch, program=program, op=op, budget=budget)
 
 
-# --------------------------------------------------------------------------------------------------------
-# tables and charts
-# --------------------------------------------------------------------------------------------------------
-def findings_table(findings: list) -> str:
-    if not findings:
-        return '<table class="tt-findings"><tr><th>findings</th></tr><tr><td>no findings</td></tr></table>'
-    head = "".join(f"<th>{h}</th>" for h in ("kind", "severity", "kernel", "launch", "program", "line", "tensor",
-                                                "message"))
-    body = []
-    for f in findings[:NOTEBOOK_FINDINGS]:
-        prog = f.get("program")
-        prog = tuple(prog) if isinstance(prog, (list, tuple)) else prog
-        cells = (f.get("kind"), f.get("severity"), f.get("kernel"), f.get("launch"), prog, f.get("line"),
-                 f.get("tensor"), f.get("message"))
-        body.append("<tr>" + "".join(f"<td>{'' if v is None else _e(v)}</td>" for v in cells) + "</tr>")
-    more = (f'<div class="tt-note">{len(findings) - NOTEBOOK_FINDINGS} more findings not shown</div>'
-            if len(findings) > NOTEBOOK_FINDINGS else "")
-    return f'<table class="tt-findings"><tr>{head}</tr>{"".join(body)}</table>{more}'
-
-
-def _metrics_html(metrics: dict) -> str:
-    """The key launch metrics in a small table, every metric in a collapsed one (no JavaScript needed)."""
-    if not metrics:
-        return ""
-    key = {k: metrics[k] for k in KEY_METRICS if k in metrics}
-    return (_kv_table(key, "tt-metrics") +
-            f"<details><summary class=\"tt-note\">all {len(metrics)} metrics</summary>"
-            f"{_kv_table(metrics, 'tt-all-metrics')}</details>")
-
-
-def _kv_table(d: dict, cls: str, per_row: int = 4) -> str:
-    items = [(k, v) for k, v in d.items() if not isinstance(v, (dict, list))]
-    rows = ["".join(f"<th>{_e(k)}</th><td>{_e(_fmt(v, str(k)))}</td>" for k, v in items[i:i + per_row])
-            for i in range(0, len(items), per_row)]
-    return f'<table class="{cls}">{"".join(f"<tr>{r}</tr>" for r in rows)}</table>' if rows else ""
-
-
-def _figure_html(fig) -> str:
-    fig.update_layout(template="none", height=300, margin=dict(l=60, r=20, t=40, b=60),
-                      font=dict(family="sans-serif", size=11))
-    return fig.to_html(full_html=False, include_plotlyjs=False, config={"displaylogo": False})
-
-
-def _tensor_bytes(ix: LaunchIndex) -> tuple:
-    """(bytes loaded, bytes stored) per tensor argument, active in-bounds lanes only."""
-    lc = ix.launch
-    nt = len(lc.tensors)
-    t = lc.ops["tensor"].astype(np.int64)
-    mem = ix.memory & (t >= 0)
-    load = np.bincount(t[mem], weights=np.where(ix.read, ix.bytes, 0)[mem], minlength=nt)[:nt]
-    store = np.bincount(t[mem], weights=np.where(ix.write, ix.bytes, 0)[mem], minlength=nt)[:nt]
-    return load, store
-
-
-def _launch_chart(ix: LaunchIndex, metrics: dict, metric: str) -> str:
-    from plotly.subplots import make_subplots
-    import plotly.graph_objects as go
-    label = _label(metric)[0]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("bytes per tensor", f"programs by {label.lower()}"))
-    names = [_e(t.name) for t in ix.launch.tensors]
-    load, store = _tensor_bytes(ix)
-    fig.add_trace(go.Bar(name="loaded", x=names, y=load.tolist()), row=1, col=1)
-    fig.add_trace(go.Bar(name="stored", x=names, y=store.tolist()), row=1, col=1)
-    v = metrics[metric][np.isfinite(metrics[metric])]
-    if len(v):
-        lo, hi = float(v.min()), float(v.max())
-        counts, edges = np.histogram(v, bins=HIST_BINS, range=(lo, hi if hi > lo else lo + 1))
-        fig.add_trace(go.Bar(name="programs", x=((edges[:-1] + edges[1:]) / 2).tolist(), y=counts.tolist(),
-                             width=np.diff(edges).tolist(), showlegend=False), row=1, col=2)
-    return _figure_html(fig)
-
-
-def _report_chart(rd: dict) -> str:
-    import plotly.graph_objects as go
-    launches = (rd.get("launches") or [])[:NOTEBOOK_LAUNCHES * 4]
-    if not launches:
-        return ""
-    x = [_e(f"[{i}] {lr.get('kernel', '')}") for i, lr in enumerate(launches)]
-    fig = go.Figure()
-    for key, name in (("load_bytes", "loaded"), ("store_bytes", "stored"), ("dram_bytes_predicted", "DRAM predicted")):
-        y = [(lr.get("metrics") or {}).get(key) for lr in launches]
-        if any(isinstance(v, (int, float)) for v in y):
-            fig.add_trace(go.Bar(name=name, x=x, y=y))
-    fig.update_layout(title="bytes per launch", barmode="group")
-    return _figure_html(fig)
-
-
-# --------------------------------------------------------------------------------------------------------
-# public HTML builders
-# --------------------------------------------------------------------------------------------------------
-def _launch_section(ix: LaunchIndex, i: int, entry: dict, metric: Optional[str], chart: bool,
-                    details: bool, max_cells: int = NOTEBOOK_GRID_CELLS) -> str:
-    lc = ix.launch
-    metrics = program_metrics(ix, entry)
-    metric = metric or "load_bytes"
-    parts = [f"<h3>[{i}] {_e(lc.kernel_name)} <span class=\"tt-note\">grid {_e(lc.grid)}, "
-             f"{lc.recorded_programs} programs recorded"
-             f"{f', {lc.skipped_programs} left out' if lc.skipped_programs else ''}, {lc.num_ops} ops"
-             f"{', values truncated' if lc.values_truncated else ''}</span></h3>"]
-    if not lc.completed:
-        parts.append(f'<div class="tt-err">incomplete: {_e(lc.error)}</div>')
-    if details:
-        if lc.config:
-            parts.append(f'<div class="tt-note">config: {_e(lc.config)}</div>')
-        if lc.args:
-            parts.append(f'<div class="tt-note">arguments: {_e(", ".join(f"{k}={v}" for k, v in lc.args.items()))}</div>')
-        rows = "".join(f"<tr><td>{_e(t.name)}</td><td>{_e(t.dtype)}</td><td>{_e(t.shape)}</td><td>{_e(t.strides)}</td>"
-                       f"</tr>" for t in lc.tensors)
-        parts.append(f'<table class="tt-tensors"><tr><th>tensor</th><th>dtype</th><th>shape</th><th>strides</th></tr>'
-                     f"{rows}</table>")
-    parts.append(_metrics_html(entry.get("metrics") or {}))
-    parts.append(grid_svg(ix.grid, metrics, metric, ix.recorded, max_cells))
-    if chart:
-        parts.append(_launch_chart(ix, metrics, metric))
-    return "".join(parts)
-
-
-def _note(note: Optional[str]) -> str:
-    return f'<div class="tt-note">{_e(note)}</div>' if note else ""
-
-
-def trace_html(trace: Trace, report=None, metric: Optional[str] = None, analyze: bool = True) -> str:
-    """The whole trace: findings, a chart of bytes per launch, and each launch's program grid.
-
-    ``report``: a Report (or its to_dict()) of this trace; None analyses it now (``analyze=False``: not)."""
-    rd, note = _report_dict(report, trace, analyze)
-    n = len(trace.launches)
-    parts = [f"<h3>Trace: {n} launch(es) of {_e(', '.join(trace.kernels()) or 'no kernels')}</h3>", _note(note)]
-    if rd is not None:
-        parts += ["<h4>Findings</h4>", findings_table(rd.get("findings") or []), _report_chart(rd)]
-    cells = min(NOTEBOOK_GRID_CELLS, max(256, NOTEBOOK_TRACE_CELLS // max(1, min(n, NOTEBOOK_LAUNCHES))))
-    for i, lc in enumerate(trace.launches[:NOTEBOOK_LAUNCHES]):
-        entry, _ = _entry(rd, i, lc)
-        parts.append(_launch_section(LaunchIndex(lc), i, entry, metric, chart=False, details=False, max_cells=cells))
-    if n > NOTEBOOK_LAUNCHES:
-        rest = ", ".join(f"[{i}] {lc.kernel_name}" for i, lc in enumerate(trace.launches[NOTEBOOK_LAUNCHES:], NOTEBOOK_LAUNCHES))
-        parts.append(f'<div class="tt-note">not drawn: {_e(rest[:2000])}</div>')
-    return _root("".join(parts))
-
-
-def launch_html(launch: Launch, report=None, program=None, metric: Optional[str] = None,
-                analyze: bool = True, index: Optional[int] = None) -> str:
-    """One launch: arguments, tensors, metrics, program grid, charts, findings, and with ``program`` the
-    tensor views of that program. ``report`` may be the report of a whole trace holding this launch, whose
-    entry ``index`` is (default: the launch of the same kernel and grid); None analyses the launch now."""
-    given, _ = _report_dict(report, Trace(), analyze=False)
-    part, match_note = _only(given, launch, index)
-    rd, note = _report_dict(part, Trace((launch,)), analyze)
-    entry, findings = _entry(rd, 0, launch)
-    ix = LaunchIndex(launch)
-    parts = [_launch_section(ix, 0, entry, metric, chart=True, details=True), _note(match_note or note)]
-    if rd is not None:
-        parts += ["<h4>Findings</h4>", findings_table(findings)]
-    if program is not None:
-        parts.append(tensor_views(ix, program))
-    return _root("".join(parts))
-
-
-def report_html(report, metric: Optional[str] = None) -> str:
-    """A report on its own (no trace needed): per-launch metrics, the findings, a chart, and each launch's
-    program grid from the report's per-program columns."""
+def report_html(report) -> str:
+    """A Report (or its ``to_dict()``) on its own: launch metrics and findings as tables."""
     rd = report if isinstance(report, dict) else report.to_dict()
-    launches = rd.get("launches") or []
-    shown = launches[:NOTEBOOK_LAUNCHES * 4]
-    keys = [k for k in KEY_METRICS if any(k in (lr.get("metrics") or {}) for lr in shown)]
+    launches, findings = rd.get("launches") or [], rd.get("findings") or []
+    keys = [k for k in METRICS if any(k in (lr.get("metrics") or {}) for lr in launches[:REPORT_ROWS])]
     head = "".join(f"<th>{_e(k)}</th>" for k in ["launch", "kernel", "grid"] + keys)
-    rows = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in [i, lr.get("kernel"), tuple(lr.get("grid") or ())]) +
-                   "".join(f"<td>{_e(_fmt((lr.get('metrics') or {}).get(k), k))}</td>" for k in keys) + "</tr>"
-                   for i, lr in enumerate(shown))
-    findings = rd.get("findings") or []
-    parts = [f"<h3>Report: {len(launches)} launch(es), {len(findings)} finding(s)</h3>",
-             f'<table class="tt-launches"><tr>{head}</tr>{rows}</table>']
-    if len(launches) > len(shown):
-        parts.append(f'<div class="tt-note">{len(launches) - len(shown)} more launches not listed</div>')
-    parts += ["<h4>Findings</h4>", findings_table(findings)]
-    if rd.get("suppressed"):
-        parts.append(f'<div class="tt-note">{_e(rd["suppressed"])} more findings suppressed by max_findings</div>')
-    parts.append(_report_chart(rd))
-    cells = min(NOTEBOOK_GRID_CELLS, max(256, NOTEBOOK_TRACE_CELLS // max(1, min(len(launches), NOTEBOOK_LAUNCHES))))
-    for i, lr in enumerate(launches[:NOTEBOOK_LAUNCHES]):
-        metrics = report_program_metrics(lr)
-        if not metrics:
-            continue
-        pick = metric if metric in metrics else "load_bytes" if "load_bytes" in metrics else next(iter(metrics))
-        cut = " (programs cut at max_programs)" if (lr.get("programs") or {}).get("truncated") else ""
-        parts.append(f"<h3>[{i}] {_e(lr.get('kernel', ''))} <span class=\"tt-note\">grid "
-                     f"{_e(tuple(lr.get('grid') or ()))}{cut}</span></h3>")
-        parts.append(grid_svg(tuple(lr["grid"]), metrics, pick, max_cells=cells))
-    return _root("".join(parts))
+    rows = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in (i, lr.get("kernel"), tuple(lr.get("grid") or ()))) +
+                   "".join(f"<td>{_e(_fmt((lr.get('metrics') or {}).get(k)))}</td>" for k in keys) + "</tr>"
+                   for i, lr in enumerate(launches[:REPORT_ROWS]))
+    cols = ("kind", "severity", "kernel", "launch", "program", "line", "tensor", "message")
+    frows = "".join("<tr>" + "".join(f"<td>{_e(_cell(f.get(c)))}</td>" for c in cols) + "</tr>"
+                    for f in findings[:REPORT_ROWS])
+    more = [f"{len(launches) - REPORT_ROWS} more launches" if len(launches) > REPORT_ROWS else "",
+            f"{len(findings) - REPORT_ROWS} more findings" if len(findings) > REPORT_ROWS else "",
+            f"{rd['suppressed']} findings suppressed by max_findings" if rd.get("suppressed") else ""]
+    note = "; ".join(m for m in more if m)
+    return (f'<div class="tt-report"><h3>Report: {len(launches)} launch(es), {len(findings)} finding(s)</h3>'
+            f'<table class="tt-launches"><tr>{head}</tr>{rows}</table>'
+            f'<table class="tt-findings"><tr>{"".join(f"<th>{c}</th>" for c in cols)}</tr>'
+            f'{frows or "<tr><td colspan=8>no findings</td></tr>"}</table>'
+            f'{f"<p>not shown: {_e(note)}</p>" if note else ""}'
+            "<p>The program grid, source, tensors and charts need the trace: show(trace) or triton_trace.launch().</p></div>")
 
 
-def tensor_view_html(launch: Launch, program=0, op=None, max_cells: int = NOTEBOOK_TENSOR_CELLS) -> str:
-    """The tensors one program touched, each as a 2-D heatmap of its view with the touched elements
-    highlighted (coloured by value where values were recorded). ``op``: an Access of that program or its
-    ``seq``, to show only that op; None shows every memory op of the program, one view per tensor."""
-    return _root(tensor_views(LaunchIndex(launch), program, op, max_cells))
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _cell(v) -> str:
+    return "" if v is None else str(tuple(v) if isinstance(v, list) else v)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -308,7 +127,7 @@ def tensor_view_html(launch: Launch, program=0, op=None, max_cells: int = NOTEBO
 # --------------------------------------------------------------------------------------------------------
 def plotlyjs_html() -> str:
     """plotly.js from the installed plotly package as an inline script. AMD loaders (require.js in the
-    classic notebook) are hidden while it runs, so it defines ``window.Plotly`` as the figures expect."""
+    classic notebook) are hidden while it runs, so it defines ``window.Plotly`` as the charts expect."""
     from plotly.offline import get_plotlyjs
     return ('<script type="text/javascript">window.PlotlyConfig={MathJaxConfig:"local"};'
             "window.__tt_define=window.define;window.define=undefined;</script>"
@@ -316,32 +135,34 @@ def plotlyjs_html() -> str:
             '<script type="text/javascript">window.define=window.__tt_define;</script>')
 
 
-def _html_for(obj, **kw) -> str:
+def page_assets() -> str:
+    """Everything an embedded viewer needs once per page: plotly.js, then the frontend bundle."""
+    return plotlyjs_html() + assets()
+
+
+def _html_for(obj, **kw) -> tuple:
+    """(HTML, whether it holds a viewer that needs the page assets)."""
     if isinstance(obj, str):
-        return obj
+        return obj, "tt-embedded" in obj
     if isinstance(obj, Trace):
-        return trace_html(obj, **kw)
+        return trace_html(obj, **kw), True
     if isinstance(obj, Launch):
-        return launch_html(obj, **kw)
+        return launch_html(obj, **kw), True
     if hasattr(obj, "to_dict") and hasattr(obj, "findings"):
-        return report_html(obj, **kw)
+        return report_html(obj), False
     raise TraceUsageError(f"cannot display {type(obj).__name__}; show() takes a Trace, a Launch, a Report or HTML")
 
 
-def _needs_plotly(body: str) -> bool:
-    return 'class="plotly-graph-div"' in body
-
-
 class _ShellState:
-    """What one IPython shell has been sent already: plotly.js goes into its first output with a chart."""
+    """What one IPython shell's page has been sent: the assets go into its first output with a viewer."""
 
     def __init__(self):
-        self.plotly_sent = False
+        self.sent = False
 
-    def with_plotly(self, body: str) -> str:
-        if _needs_plotly(body) and not self.plotly_sent:
-            self.plotly_sent = True
-            return plotlyjs_html() + body
+    def with_assets(self, body: str, needs: bool) -> str:
+        if needs and not self.sent:
+            self.sent = True
+            return page_assets() + body
         return body
 
 
@@ -354,38 +175,36 @@ def _state(ip) -> _ShellState:
 
 
 def standalone_html(obj, title: str = "triton_trace", **kw) -> str:
-    """A complete HTML page for a Trace, Launch or Report, plotly.js included: open it anywhere offline."""
-    body = _html_for(obj, **kw)
-    js = plotlyjs_html() if _needs_plotly(body) else ""
+    """A complete HTML page for a Trace, Launch or Report, every asset included: open it anywhere offline."""
+    body, needs = _html_for(obj, **kw)
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{_e(title)}</title></head>'
-            f"<body>{js}{body}</body></html>")
+            f'<body style="margin:0">{page_assets() if needs else ""}{body}</body></html>')
 
 
 def repr_html(obj) -> str:
-    """The HTML a front end shows for ``obj`` (its ``_repr_html_``). In an IPython shell plotly.js comes
-    once per shell, as with show(); elsewhere (marimo, a plain exported page) every output carries it, so
-    each works alone."""
-    body = _html_for(obj)
+    """The HTML a front end shows for ``obj`` (its ``_repr_html_``): in an IPython shell the assets come
+    once per shell, as with show(); elsewhere every output carries them."""
+    body, needs = _html_for(obj)
     try:
         from IPython import get_ipython
         ip = get_ipython()
     except ImportError:
         ip = None
     if ip is not None:
-        return _state(ip).with_plotly(body)
-    return (plotlyjs_html() + body) if _needs_plotly(body) else body
+        return _state(ip).with_assets(body, needs)
+    return (page_assets() + body) if needs else body
 
 
 def show(obj, **kw) -> None:
-    """Display a Trace, Launch or Report (or HTML from this module) in the notebook. plotly.js is included
-    the first time this shell shows a chart (a notebook page keeps it for every later output)."""
+    """Display a Trace, Launch or Report in the notebook. Keywords: see trace_html / launch_html (launch=,
+    program=, op=, budget=, report=)."""
     from IPython import get_ipython
     from IPython.display import HTML, display
     ip = get_ipython()
     if ip is None:
         raise TraceUsageError("show() displays in Jupyter or IPython; in a script use triton_trace.launch() for "
                               "the web UI, or write triton_trace.view.notebook.standalone_html(obj) to a file")
-    display(HTML(_state(ip).with_plotly(_html_for(obj, **kw))))
+    display(HTML(_state(ip).with_assets(*_html_for(obj, **kw))))
 
 
 def iframe(handle_or_url, height: int = 600):
@@ -412,15 +231,15 @@ def register_formatters(ip=None) -> bool:
         return False
     state = _state(ip)
     fmt = ip.display_formatter.formatters["text/html"]
-    fmt.for_type(Trace, lambda obj: state.with_plotly(trace_html(obj)))
-    fmt.for_type(Launch, lambda obj: state.with_plotly(launch_html(obj)))
+    fmt.for_type(Trace, lambda obj: state.with_assets(trace_html(obj), True))
+    fmt.for_type(Launch, lambda obj: state.with_assets(launch_html(obj), True))
     try:
         from ..analysis import Report
     except ImportError:
         return True
-    fmt.for_type(Report, lambda obj: state.with_plotly(report_html(obj)))
+    fmt.for_type(Report, lambda obj: report_html(obj))
     return True
 
 
-__all__ = ["repr_html", "trace_html", "launch_html", "report_html", "tensor_view_html", "grid_svg", "findings_table",
-           "plotlyjs_html", "standalone_html", "show", "iframe", "register_formatters"]
+__all__ = ["repr_html", "trace_html", "launch_html", "report_html", "tensor_view_html", "plotlyjs_html",
+           "page_assets", "standalone_html", "show", "iframe", "register_formatters"]

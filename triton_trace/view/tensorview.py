@@ -182,12 +182,12 @@ def _block_width(ix: LaunchIndex, rows: np.ndarray, n: int) -> int | None:
     return None
 
 
-def encode_bounded(payload: dict) -> str:
-    """``encode``, kept under MAX_TENSOR_BYTES by dropping the least essential columns (named in
+def encode_bounded(payload: dict, limit: int = MAX_TENSOR_BYTES) -> str:
+    """``encode``, kept under ``limit`` bytes by dropping the least essential columns (named in
     ``dropped``)."""
     body = encode(payload)
     for column in ("value", "programs", "program", "lanes"):
-        if len(body) <= MAX_TENSOR_BYTES:
+        if len(body) <= limit:
             break
         if column in payload["cells"]:
             del payload["cells"][column]

@@ -1,0 +1,273 @@
+// The viewer: the launch list, and a launch's panels (grid, program, source, findings, tensor, charts),
+// mounted in one root element. The host decides where payloads come from and how a place is remembered:
+// app.js (the browser page: the JSON API and the URL's hash) and embed.js (a notebook output: payloads
+// inlined in the output, no URL). Every payload is documented in triton_trace/view/payload.py.
+import { Charts } from "./charts.js";
+import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
+import { clear, fmtBytes, fmtNum, fmtPct, h, pidText, scoped } from "./dom.js";
+import { ProgramGrid } from "./grid.js";
+import { TensorView } from "./tensor.js";
+
+if (!window.ttPerf) window.ttPerf = [];   // {what, ms}: click-to-update latencies, read by the benchmark
+
+const idle = (fn) => (window.requestIdleCallback ? requestIdleCallback(fn, { timeout: 1000 }) : setTimeout(fn, 50));
+const sum = (a) => a.reduce((x, y) => x + y, 0);
+
+// A place in the viewer: {view: "list"} or {view: "launch", li, pid: [x, y, z] | null, op: seq | null}.
+export function placeKey(p) {
+  if (p.view !== "launch") return "#/";
+  let key = `#/launch/${p.li}`;
+  if (p.pid) key += `/program/${p.pid.join(",")}`;
+  if (p.pid && p.op !== null && p.op !== undefined) key += `/op/${p.op}`;
+  return key;
+}
+
+export function parsePlace(text) {
+  const m = String(text).match(/^#\/launch\/(\d+)(?:\/program\/(\d+(?:,\d+){0,2}))?(?:\/op\/(\d+))?\/?$/);
+  if (!m) return { view: "list" };
+  const pid = m[2] ? m[2].split(",").map(Number) : null;
+  while (pid && pid.length < 3) pid.push(0);
+  return { view: "launch", li: Number(m[1]), pid, op: m[3] !== undefined ? Number(m[3]) : null };
+}
+
+// host: {request(path) -> Promise<{body} | {error}>, plotly() -> Promise<Plotly>, remember(place) (record
+// the place, e.g. in the URL), link(place) -> href or null, keys: where arrow keys are listened to}.
+export function mount(root, host) {
+  const $ = scoped(root);
+  const S = { routes: 0, trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null,
+              op: null, program: null, pending: null, place: null };
+
+  async function api(path) {
+    const res = await host.request(path);
+    if (res.error) { showError(res.error); return null; }
+    return res.body;
+  }
+  const prefetch = (path) => { host.request(path); };    // what a click would need, while the pointer rests on it
+
+  function showError(msg) { const b = $("error"); b.textContent = msg; b.hidden = false; }
+  function clearError() { $("error").hidden = true; }
+  function status(msg) { $("status").textContent = msg; }
+
+  const tensor = new TensorView($, api);
+  function prefetchProgram(pid) {
+    prefetch(`/api/launch/${S.li}/program/${pid.join(",")}`);
+    const url = tensor.urlFor(pid, null);
+    if (url) prefetch(url);
+  }
+  const grid = new ProgramGrid($, (pid, t0) => { prefetchProgram(pid); go(S.li, pid, null, { what: "grid-click", t0 }); }, prefetchProgram);
+  const source = new SourceView($);
+  const charts = new Charts($, api, host.plotly);
+  let detail = null;
+  const findings = new FindingsList($, (k, t0) => {
+    const f = S.findings;
+    findings.highlight(k);
+    if (f.program[k]) go(S.li, f.program[k], f.op[k], { what: "finding-click", t0 });
+    else if (f.line[k]) source.mark([], f.line[k]);
+  });
+
+  function go(li, pid, op, pending) {
+    S.pending = pending || null;
+    const place = li === null ? { view: "list" } : { view: "launch", li, pid, op: pid ? op ?? null : null };
+    host.remember(place);
+    return route(place);
+  }
+
+  // Links (breadcrumbs, the title) navigate in place; where the host has URLs they are real links too.
+  root.addEventListener("click", (e) => {
+    const a = e.target.closest("a[data-place]");
+    if (!a || !root.contains(a) || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
+    e.preventDefault();
+    const p = parsePlace(a.dataset.place);
+    go(p.view === "list" ? null : p.li, p.pid, p.op);
+  });
+  function link(text, place) {
+    return h("a", { href: host.link(place) || "#", "data-place": placeKey(place) }, text);
+  }
+  $("home").replaceWith(Object.assign(link("triton_trace", { view: "list" }), { id: "home" }));
+
+  async function route(r) {
+    const mine = ++S.routes;      // a newer navigation makes this one stale: it stops at its next await
+    S.place = placeKey(r);
+    clearError();
+    if (!S.trace) {
+      S.trace = await api("/api/trace");
+      if (!S.trace) return;
+      // metric key -> label, in the server's order (a Map keeps it; JSON objects arrive key-sorted)
+      S.labels = new Map(S.trace.metrics.key.map((k, i) => [k, S.trace.metrics.label[i]]));
+      detail = new ProgramDetail($, S.trace.kinds, (seq, t0) => go(S.li, S.pid, seq, t0 === null ? null : { what: "op-click", t0 }), (seq) => {
+        if (!S.pid) return;
+        const o = detail.op(seq);
+        const url = o && o.memory ? tensor.urlFor(S.pid, { seq, tensor: o.tensor }) : null;
+        if (url) prefetch(url);
+      });
+    }
+    if (r.view === "list") { showList(); crumbs([]); return; }
+    if (r.li >= S.trace.launches.kernel.length) { showError(`There is no launch ${r.li}; the trace has ${S.trace.launches.kernel.length}.`); showList(); return; }
+    $("list-view").hidden = true;
+    $("launch-view").hidden = false;
+    if (S.li !== r.li) await openLaunch(r.li);
+    if (mine !== S.routes || S.li !== r.li) return;
+    await selectProgram(r.pid, r.op, mine);
+    if (mine !== S.routes) return;
+    const at = { view: "launch", li: r.li, pid: null, op: null };
+    crumbs([[`#${r.li} ${S.launch.kernel}`, at], r.pid && [`program ${pidText(r.pid)}`, { ...at, pid: r.pid }],
+            r.pid && r.op !== null && [`op ${r.op}`, null]].filter(Boolean));
+    finishPending();
+  }
+
+  function finishPending() {
+    const p = S.pending;
+    S.pending = null;
+    if (!p) return;
+    const dom = performance.now() - p.t0;
+    requestAnimationFrame(() => setTimeout(() => {
+      const entry = { what: p.what, dom, ms: performance.now() - p.t0 };
+      window.ttPerf.push(entry);
+      root.dispatchEvent(new CustomEvent("tt-updated", { detail: entry, bubbles: true }));
+    }, 0));
+  }
+
+  function crumbs(items) {
+    const nav = clear($("crumbs"));
+    nav.append(link("Launches", { view: "list" }));
+    for (const [text, place] of items) nav.append(h("span", { class: "sep" }, "›"), place ? link(text, place) : h("span", {}, text));
+  }
+
+  function showList() {
+    $("launch-view").hidden = true;
+    $("list-view").hidden = false;
+    const L = S.trace.launches, body = clear($("launches").querySelector("tbody"));
+    const a = S.trace.analysis;
+    $("analysis-note").textContent = a.available ? "" : `Findings and sector metrics are unavailable: ${a.error || "the analysis did not run"}.`;
+    L.kernel.forEach((name, i) => {
+      const state = L.completed[i] ? (L.skipped[i] ? `${L.skipped[i]} programs not recorded` : "complete") : `incomplete: ${L.error[i] || ""}`;
+      const tr = h("tr", { "data-launch": i, tabindex: 0 },
+        h("td", { class: "num" }, i), h("td", { class: "kernel" }, name), h("td", {}, L.grid[i].join(" × ")),
+        h("td", { class: "num" }, fmtNum(L.programs[i])), h("td", { class: "num" }, fmtNum(L.ops[i])),
+        h("td", { class: "num" }, L.findings[i] ? h("span", { class: "flag bad" }, L.findings[i]) : "0"), h("td", {}, state));
+      tr.addEventListener("click", () => go(i, null, null));
+      tr.addEventListener("keydown", (e) => { if (e.key === "Enter") go(i, null, null); });
+      body.append(tr);
+    });
+    if (S.trace.total_launches > L.kernel.length) {
+      body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, `… and ${fmtNum(S.trace.total_launches - L.kernel.length)} more launches, not listed`)));
+    }
+    if (!L.kernel.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "The trace is empty: run a kernel decorated with @triton_trace.trace first.")));
+    status(`${L.kernel.length} launch(es)`);
+    root.dataset.view = "list";
+  }
+
+  async function openLaunch(li) {
+    status("loading…");
+    const [launch, gridData, found] = await Promise.all([api(`/api/launch/${li}`), api(`/api/launch/${li}/grid?z=0`), api(`/api/launch/${li}/findings`)]);
+    if (!launch || !gridData || !found) return;
+    Object.assign(S, { li, launch, findings: found, z: 0, pid: null, op: null, program: null });
+    const labels = S.labels;
+    const msel = clear($("metric"));
+    for (const [k, label] of labels) msel.append(h("option", { value: k }, label));
+    msel.value = S.metric;
+    grid.metric = S.metric;
+    grid.selected = null;
+    grid.set(gridData, labels);
+    const zs = clear($("z"));
+    for (let z = 0; z < launch.grid[2]; z++) zs.append(h("option", { value: z }, z));
+    $("z-label").hidden = launch.grid[2] <= 1;
+    summary(launch);
+    detail.setLaunch(launch);
+    source.set(launch, found);
+    source.mark([], null);
+    findings.set(found, S.trace.analysis.available ? null : "No analysis ran, so there are no findings.");
+    tensor.setLaunch(launch, li);
+    status(`${launch.kernel} · ${launch.recorded_programs} programs`);
+    root.dataset.view = "launch";
+    delete $("charts-panel").dataset.ready;
+    // plotly is big: load the charts after the grid and the rest of the page have painted
+    idle(() => charts.load(li, labels));
+  }
+
+  function summary(L) {
+    const m = L.metrics || {};
+    const box = clear($("summary"));
+    const stat = (label, value) => h("span", { class: "stat" }, h("b", {}, value), h("span", {}, label));
+    box.append(h("span", { class: "title" }, L.kernel), stat("grid", L.grid.join(" × ")),
+      stat("programs", fmtNum(L.recorded_programs) + (L.skipped_programs ? ` (+${fmtNum(L.skipped_programs)} not recorded)` : "")),
+      stat("loaded", fmtBytes(m.load_bytes ?? sum(L.tensors.load_bytes))), stat("stored", fmtBytes(m.store_bytes ?? sum(L.tensors.store_bytes))));
+    if (m.sector_efficiency !== undefined) box.append(stat("sector efficiency", fmtPct(m.sector_efficiency)));
+    if (m.dram_bytes_predicted !== undefined) box.append(stat("DRAM bytes (predicted)", fmtBytes(m.dram_bytes_predicted)));
+    if (m.flops !== undefined) box.append(stat("FLOPs", fmtNum(m.flops)));
+    if (m.arithmetic_intensity !== undefined && m.arithmetic_intensity !== null) box.append(stat("FLOP/byte", fmtNum(m.arithmetic_intensity)));
+    box.append(stat("findings", String(L.findings)));
+    if (!L.completed) box.append(h("span", { class: "flag bad" }, `incomplete: ${L.error || "a program failed"}`));
+    if (L.values_truncated) box.append(h("span", { class: "flag" }, "values truncated (the value cap was hit)"));
+    if (L.analysis_error) box.append(h("span", { class: "flag" }, L.analysis_error));
+    for (const note of L.checks_skipped || []) box.append(h("span", { class: "flag", title: "sanitizer checks not run" }, `not checked: ${note}`));
+    const args = Object.entries(L.args || {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(", ");
+    if (args) box.append(h("span", { class: "muted args" }, args));
+  }
+
+  async function selectProgram(pid, op, mine) {
+    const same = pid && S.pid && pid.join() === S.pid.join();
+    if (!pid) {
+      S.pid = null; S.op = null; S.program = null; grid.selected = null; grid.draw();
+      detail.clear();
+      source.mark([], null);
+      await tensor.select(null, null);
+      return;
+    }
+    const [gx, gy, gz] = S.launch.grid;
+    if (pid[0] >= gx || pid[1] >= gy || pid[2] >= gz) {
+      showError(`Program ${pidText(pid)} is outside the grid ${gx}×${gy}×${gz}.`);
+      return;
+    }
+    // a program's ops come in pages; the page must hold the op asked for
+    const page = S.trace.limits.ops_per_page, offset = op !== null ? Math.floor(op / page) * page : 0;
+    let tensorDone = null;
+    if (!same || S.program.offset !== offset) {
+      if (pid[2] !== S.z) await setZ(pid[2]);
+      grid.selected = pid[0] + gx * (pid[1] + gy * pid[2]);
+      grid.draw();
+      const programReq = api(`/api/launch/${S.li}/program/${pid.join(",")}${offset ? `?offset=${offset}` : ""}`);
+      // without an op, the tensor view needs nothing from the program payload: fetch both at once
+      if (op === null) tensorDone = tensor.select(pid, null);
+      const data = await programReq;
+      if (!data || mine !== S.routes) return;
+      S.program = data;
+      S.pid = pid;
+      detail.set(data, S.labels);
+    }
+    S.op = op;
+    const o = op !== null ? detail.op(op) : null;
+    if (op !== null && !o) showError(`Program ${pidText(pid)} has no op ${op}.`);
+    detail.highlight(op);
+    source.mark(S.program.ops.line, o ? o.line : null);
+    await (tensorDone || tensor.select(pid, o && o.memory ? { seq: op, tensor: o.tensor } : null));
+  }
+
+  async function setZ(z) {
+    const data = await api(`/api/launch/${S.li}/grid?z=${z}`);
+    if (!data) return;
+    S.z = z;
+    $("z").value = String(z);
+    grid.set(data, S.labels);
+  }
+
+  $("metric").addEventListener("change", (e) => {
+    S.metric = e.target.value;
+    grid.metric = S.metric;
+    grid.draw();
+    idle(() => charts.setMetric(S.metric));    // the histogram follows once the grid has painted
+  });
+  $("z").addEventListener("change", (e) => setZ(Number(e.target.value)));
+  host.keys.addEventListener("keydown", (e) => {
+    if (!S.program || e.target.closest("input, select") || !["ArrowDown", "ArrowUp", "j", "k"].includes(e.key)) return;
+    const n = S.program.total_ops;
+    if (!n) return;
+    const cur = S.op === null ? -1 : S.op;
+    const next = Math.max(0, Math.min(n - 1, cur + (e.key === "ArrowDown" || e.key === "j" ? 1 : -1)));
+    e.preventDefault();
+    go(S.li, S.pid, next, { what: "key", t0: e.timeStamp });
+  });
+
+  // route(place) shows a place; current() is the one shown (its key), so a host can skip repeats.
+  return { route, current: () => S.place };
+}
