@@ -51,7 +51,7 @@ def launch(tensors, ops, grid=None, outputs=(), **kw):
     programs = {tuple(int(v) for v in p) for p in cols["program"]}
     if grid is None:
         grid = tuple(max(p[d] for p in programs) + 1 for d in range(3)) if programs else (1, 1, 1)
-    return Launch(kernel_name=kw.pop("name", "synthetic"), source="", source_file="synthetic.py", source_line=1,
+    return Launch.from_flat(kernel_name=kw.pop("name", "synthetic"), source="", source_file="synthetic.py", source_line=1,
                   grid=grid, args={}, tensors=tuple(tensors), files=("synthetic.py",), value_dtypes=(), ops=cols,
                   offsets=np.concatenate(offsets) if offsets else np.zeros(0, np.int64),
                   mask=np.concatenate(masks) if masks else np.zeros(0, bool), values=np.zeros(0, np.uint8),

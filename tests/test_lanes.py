@@ -410,7 +410,7 @@ def _tile_launch():
             ops["value_dtype"][i], ops["file"][i] = -1, -1
     tensors = (TensorInfo("x", "float32", (32, 64), (64, 1), 0, 2048, 4),
                TensorInfo("y", "float32", (64, 32), (32, 1), 0, 2048, 4))
-    lc = Launch(kernel_name="tiles", source="", source_file="", source_line=0, grid=(P, 1, 1), args={},
+    lc = Launch.from_flat(kernel_name="tiles", source="", source_file="", source_line=0, grid=(P, 1, 1), args={},
                 tensors=tensors, files=(), value_dtypes=(), ops=ops, offsets=offsets, mask=mask,
                 values=np.zeros(0, np.uint8))
     return lc, offsets, mask
@@ -418,6 +418,7 @@ def _tile_launch():
 
 def test_launch_from_flat_arrays_keeps_tiles_compact():
     import dataclasses
+    from triton_trace.model import lanes_from_ops
     lc, offsets, mask = _tile_launch()
     assert isinstance(lc.lanes, Lanes) and kinds(lc.lanes) == {AFFINE}       # 2-D strides found per row
     np.testing.assert_array_equal(lc.offsets, offsets)
@@ -427,7 +428,7 @@ def test_launch_from_flat_arrays_keeps_tiles_compact():
     np.testing.assert_array_equal(acc.offsets, np.arange(16)[None, :] * 32 + 8 + np.arange(8)[:, None])
     assert acc.offsets.shape == acc.mask.shape == (8, 16) and acc.mask.all()
     assert not lc.access(7).mask.reshape(-1)[-5:].any()
-    moved = dataclasses.replace(lc, offsets=offsets + 1)
+    moved = dataclasses.replace(lc, lanes=lanes_from_ops(lc.ops, offsets + 1, lc.mask))
     np.testing.assert_array_equal(moved.offsets, offsets + 1)
     np.testing.assert_array_equal(moved.mask, mask)
     assert dataclasses.replace(lc, kernel_name="other").lanes is lc.lanes
@@ -435,10 +436,13 @@ def test_launch_from_flat_arrays_keeps_tiles_compact():
 
 def test_launch_needs_lanes():
     from triton_trace.model import Launch, empty_ops
-    with pytest.raises(TypeError, match="lanes="):
+    with pytest.raises(TypeError, match="lanes"):
         Launch(kernel_name="k", source="", source_file="", source_line=0, grid=(1, 1, 1), args={}, tensors=(),
                files=(), value_dtypes=(), ops=empty_ops())
-    with pytest.raises(ValueError, match="1-D"):
+    with pytest.raises(TypeError, match="Launch.from_flat"):
         Launch(kernel_name="k", source="", source_file="", source_line=0, grid=(1, 1, 1), args={}, tensors=(),
+               files=(), value_dtypes=(), ops=empty_ops(), lanes=np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="1-D"):
+        Launch.from_flat(kernel_name="k", source="", source_file="", source_line=0, grid=(1, 1, 1), args={}, tensors=(),
                files=(), value_dtypes=(), ops=empty_ops(), offsets=np.zeros((2, 2), np.int64),
                mask=np.zeros((2, 2), bool))

@@ -246,7 +246,7 @@ def test_raw_block_that_lies_about_its_size(saved):
 
 
 def test_synthetic_launch_without_recorded_ids_round_trips(tmp_path):
-    lc = Launch(kernel_name="k", source="", source_file="", source_line=0, grid=(2, 1, 1), args={}, tensors=(),
+    lc = Launch.from_flat(kernel_name="k", source="", source_file="", source_line=0, grid=(2, 1, 1), args={}, tensors=(),
                 files=(), value_dtypes=(), ops=empty_ops(), offsets=np.zeros(0, np.int64), mask=np.zeros(0, bool),
                 values=np.zeros(0, np.uint8))
     Trace((lc,)).save(tmp_path / "s.ttrace")
@@ -321,7 +321,7 @@ def test_big_contiguous_trace_is_small_on_disk(tmp_path):
     ops["lane_count"][:], ops["ndim"][:], ops["shape"][:, 0] = block, 1, block
     ops["value_dtype"][:], ops["elem_bytes"][:], ops["file"][:] = -1, 4, -1
     from triton_trace.model import TensorInfo
-    lc = Launch(kernel_name="k", source="", source_file="", source_line=0, grid=(n // block, 1, 1), args={},
+    lc = Launch.from_flat(kernel_name="k", source="", source_file="", source_line=0, grid=(n // block, 1, 1), args={},
                 tensors=(TensorInfo("x", "float32", (n,), (1,), 0, n, 4),), files=(), value_dtypes=(), ops=ops,
                 offsets=np.arange(n, dtype=np.int64), mask=np.ones(n, bool), values=np.zeros(0, np.uint8))
     assert lc.lanes.nbytes < 0.05 * n

@@ -118,7 +118,7 @@ def synthetic_tiled(gx: int = 64, gy: int = 64, bm: int = 16, bn: int = 16, ragg
     masks = np.repeat(mask, 2, axis=0).reshape(-1)
     values = np.stack([vals_x, vals_x * 2], axis=1).reshape(-1).astype(np.float32).view(np.uint8)
     tensors = tuple(TensorInfo(nm, "float32", (M, N), (N, 1), 0, M * N, 4) for nm in names)
-    launch = Launch(kernel_name=kernel_name, source=source, source_file=file, source_line=2, grid=(gx, gy, 1),
+    launch = Launch.from_flat(kernel_name=kernel_name, source=source, source_file=file, source_line=2, grid=(gx, gy, 1),
                     args={"M": M, "N": N, "BM": bm, "BN": bn}, tensors=tensors, files=(file,),
                     value_dtypes=("<f4",), ops=ops, offsets=offsets, mask=masks, values=values,
                     recorded_programs=P)
@@ -153,7 +153,7 @@ def synthetic_long(n_ops: int = 2500) -> Trace:
     ops["lane_count"][:] = 1
     ops["value_dtype"][:] = -1
     x = TensorInfo("x_ptr", "float32", (n_ops,), (1,), 0, n_ops, 4)
-    launch = Launch(kernel_name="long_loop", source=SYNTH_SOURCE, source_file="synthetic_tile_copy.py",
+    launch = Launch.from_flat(kernel_name="long_loop", source=SYNTH_SOURCE, source_file="synthetic_tile_copy.py",
                     source_line=2, grid=(1, 1, 1), args={}, tensors=(x,), files=("synthetic_tile_copy.py",),
                     value_dtypes=(), ops=ops, offsets=np.arange(n_ops, dtype=np.int64),
                     mask=np.ones(n_ops, dtype=bool), values=np.zeros(0, np.uint8), recorded_programs=1)

@@ -21,7 +21,7 @@ from . import header as H
 from .errors import TraceFileError
 from .model.lanes import Lanes
 from .model.lanes.encoding import ARRAYS as LANE_ARRAYS
-from .model import KINDS, MAX_RANK, MEMORY_KINDS, OP_COLUMNS, Launch, TensorInfo, Trace
+from .model import KINDS, MAX_RANK, MEMORY_KINDS, OP_COLUMNS, Launch, TensorInfo, Trace, lanes_from_ops
 
 MAGIC = b"TTRACE\x00\x01"
 VERSION = 2
@@ -180,7 +180,7 @@ def _build(path, header, f, data_start, size, max_bytes, version) -> Trace:
         if not isinstance(arrays.get("values"), np.ndarray) or arrays["values"].dtype != np.uint8 or \
                 arrays["values"].ndim != 1:
             raise _bad(path, "the value buffer is missing or has the wrong dtype or rank")
-        lane_kw = _lanes(path, lc, arrays, version, max_bytes)
+        lane_kw = _lanes(path, lc, arrays, ops, version, max_bytes)
         launch = Launch(
             kernel_name=lc["kernel_name"], source=lc["source"], source_file=lc["source_file"],
             source_line=lc["source_line"], grid=tuple(lc["grid"]), args=dict(lc["args"]),
@@ -235,7 +235,7 @@ def _check_referenced(path, lc: dict, blocks: dict, ops: dict) -> None:
             raise _bad(path, "the recorded program ids are more than the programs the launch ran")
 
 
-def _lanes(path, lc: dict, arrays: dict, version: int, max_bytes: int) -> dict:
+def _lanes(path, lc: dict, arrays: dict, ops: dict, version: int, max_bytes: int) -> dict:
     """The Launch keyword arguments that carry the lanes: compact arrays (version 2) or flat ones (1)."""
     if version == 1:
         off, mask = arrays.get("offsets"), arrays.get("mask")
@@ -245,7 +245,7 @@ def _lanes(path, lc: dict, arrays: dict, version: int, max_bytes: int) -> dict:
             raise _bad(path, "the lane buffers have the wrong dtype or rank")
         if len(mask) != len(off):
             raise _bad(path, "mask and offsets differ in length")
-        return {"offsets": off, "mask": mask}
+        return {"lanes": lanes_from_ops(ops, off, mask)}
     if any(k in arrays for k in ("offsets", "mask")):
         raise _bad(path, "flat lane buffers in a version 2 file")
     parts = {k[len("lanes."):]: v for k, v in arrays.items() if k.startswith("lanes.")}

@@ -46,7 +46,7 @@ def build(name: str, programs: np.ndarray, rows: list, tensors: list, grid: tupl
             ops[column][idx] = value
         ops["shape"][idx, :len(shape)] = shape
         col += size
-    return Launch(kernel_name=name, source="", source_file="bench.py", source_line=1, grid=grid, args={},
+    return Launch.from_flat(kernel_name=name, source="", source_file="bench.py", source_line=1, grid=grid, args={},
                   tensors=tuple(tensors), files=("bench.py",), value_dtypes=(), ops=ops,
                   offsets=offsets.reshape(-1), mask=mask.reshape(-1), values=np.zeros(0, np.uint8),
                   recorded_programs=n_prog, outputs=("out",))

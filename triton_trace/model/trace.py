@@ -105,10 +105,11 @@ class Access:
     dims: tuple = ()                # dot: (M, N, K)
 
 
-@dataclass(frozen=True, init=False)
+@dataclass(frozen=True)
 class Launch(RichDisplay):
-    """One kernel launch. Construct it with ``lanes=`` (a Lanes), or with flat ``offsets=`` and ``mask=``
-    arrays, which are compacted (see triton_trace.lanes); ``offsets`` and ``mask`` read back expanded, read-only."""
+    """One kernel launch. ``lanes`` holds the offsets and masks of every memory op, compacted (see
+    triton_trace.model.lanes); ``Launch.from_flat`` builds it from flat per-lane arrays, and ``offsets`` and
+    ``mask`` read back expanded, read-only."""
     kernel_name: str
     source: str
     source_file: str
@@ -120,7 +121,7 @@ class Launch(RichDisplay):
     value_dtypes: tuple             # numpy dtype strings the "value_dtype" column indexes
     ops: dict                       # column name -> numpy array, see OP_COLUMNS
     lanes: Lanes                    # offsets (int64) and mask (bool) of all lanes of all memory ops
-    values: np.ndarray              # uint8 byte buffer
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))   # uint8 byte buffer
     config: Optional[dict] = None   # the autotune / heuristics config that ran
     outputs: tuple = ()             # argument names declared as outputs (undefined at launch)
     recorded_programs: int = 0      # programs whose ops were recorded
@@ -131,32 +132,16 @@ class Launch(RichDisplay):
     meta: dict = field(default_factory=dict)
     recorded_ids: Optional[np.ndarray] = None   # (n, 3) int32: the programs recorded, in execution order
 
-    def __init__(self, kernel_name: str, source: str, source_file: str, source_line: int, grid: tuple, args: dict,
-                 tensors: tuple, files: tuple, value_dtypes: tuple, ops: dict, lanes: Optional[Lanes] = None,
-                 values: Optional[np.ndarray] = None, config: Optional[dict] = None, outputs: tuple = (),
-                 recorded_programs: int = 0, skipped_programs: int = 0, values_truncated: bool = False,
-                 completed: bool = True, error: Optional[str] = None, meta: Optional[dict] = None,
-                 recorded_ids: Optional[np.ndarray] = None, *, offsets: Optional[np.ndarray] = None,
-                 mask: Optional[np.ndarray] = None):
-        if offsets is not None or mask is not None:
-            # flat arrays win over ``lanes``, so dataclasses.replace(launch, offsets=...) works
-            if offsets is None or mask is None:
-                if lanes is None:
-                    raise TypeError("Launch(offsets=..., mask=...): give both, or lanes=")
-                offsets = lanes.offsets() if offsets is None else offsets
-                mask = lanes.mask() if mask is None else mask
-            lanes = lanes_from_ops(ops, offsets, mask)
-        elif lanes is None:
-            raise TypeError("Launch() needs lanes= (a Lanes) or offsets= and mask= (flat arrays)")
-        for name, value in (("kernel_name", kernel_name), ("source", source), ("source_file", source_file),
-                            ("source_line", source_line), ("grid", grid), ("args", args), ("tensors", tensors),
-                            ("files", files), ("value_dtypes", value_dtypes), ("ops", ops), ("lanes", lanes),
-                            ("values", np.zeros(0, np.uint8) if values is None else values), ("config", config),
-                            ("outputs", outputs), ("recorded_programs", recorded_programs),
-                            ("skipped_programs", skipped_programs), ("values_truncated", values_truncated),
-                            ("completed", completed), ("error", error), ("meta", {} if meta is None else meta),
-                            ("recorded_ids", recorded_ids)):
-            object.__setattr__(self, name, value)
+    def __post_init__(self):
+        if not isinstance(self.lanes, Lanes):
+            raise TypeError(f"Launch(lanes=...) takes a Lanes, got {type(self.lanes).__name__}; "
+                            f"Launch.from_flat(offsets=, mask=, ...) compacts flat arrays")
+
+    @classmethod
+    def from_flat(cls, *, offsets, mask, **fields) -> "Launch":
+        """A launch from flat per-lane ``offsets`` and ``mask`` (1-D, parallel), compacted into lanes with
+        the op table's rows (``fields["ops"]``)."""
+        return cls(lanes=lanes_from_ops(fields["ops"], offsets, mask), **fields)
 
     @property
     def offsets(self) -> np.ndarray:

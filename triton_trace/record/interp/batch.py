@@ -16,6 +16,8 @@ and printing (its output order would change).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 import triton.language as tl
@@ -27,37 +29,51 @@ from . import provenance
 TensorHandle = _ti.TensorHandle
 
 
-class _Chunk:
-    """The programs of the running chunk (None between chunks)."""
-    active = False
-    size = 0
-    pid_data: tuple = ()      # per axis: (P, 1) int32, or (1, 1) where every program shares the value
+class Chunk:
+    """The programs of a running chunk. It lives on the builder instance while the chunk runs (``start``
+    puts it there, ``running`` reads it), so the builder's methods and the patches find it without a
+    module global."""
+    __slots__ = ("size", "pid_data", "base")
+
+    def __init__(self, pids: np.ndarray, base: type):
+        cols = []
+        for axis in range(3):
+            col = pids[:, axis].astype(np.int32)
+            cols.append(col[:1].reshape(1, 1) if (col == col[0]).all() else col.reshape(-1, 1))
+        self.pid_data = tuple(cols)       # per axis: (P, 1) int32, or (1, 1) where every program shares the value
+        self.size = len(pids)
+        self.base = base                  # the builder's own class, whose methods do the per-program work
 
 
-STATE = _Chunk()
+_ATTR = "_tt_chunk"
 
 
-def start(pids: np.ndarray) -> None:
-    """Enter batched mode for the programs ``pids`` ((P, 3) ints, in execution order)."""
-    cols = []
-    for axis in range(3):
-        col = pids[:, axis].astype(np.int32)
-        cols.append(col[:1].reshape(1, 1) if (col == col[0]).all() else col.reshape(-1, 1))
-    STATE.pid_data, STATE.size, STATE.active = tuple(cols), len(pids), True
+def start(builder, pids: np.ndarray) -> Chunk:
+    """Run ``builder`` batched over the programs ``pids`` ((P, 3) ints, in execution order)."""
+    chunk = Chunk(pids, type(builder))
+    builder.__class__ = batched_class(chunk.base)
+    setattr(builder, _ATTR, chunk)
+    return chunk
 
 
-def stop() -> None:
-    STATE.active, STATE.size, STATE.pid_data = False, 0, ()
+def stop(builder, chunk: Chunk) -> None:
+    builder.__class__ = chunk.base
+    builder.__dict__.pop(_ATTR, None)
 
 
-def program_shape(data) -> tuple:
+def running(builder) -> Optional[Chunk]:
+    """The chunk ``builder`` is running, or None (one program at a time)."""
+    return builder.__dict__.get(_ATTR)
+
+
+def program_shape(data, chunk: Optional[Chunk]) -> tuple:
     """The per-program shape of a handle's data (without the program axis while a chunk runs)."""
     shape = np.shape(data)
-    return tuple(shape[1:]) if STATE.active else tuple(shape)
+    return tuple(shape[1:]) if chunk is not None else tuple(shape)
 
 
-def program_size(data) -> int:
-    return int(np.prod(program_shape(data), dtype=np.int64))
+def program_size(data, chunk: Optional[Chunk]) -> int:
+    return int(np.prod(program_shape(data, chunk), dtype=np.int64))
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -162,7 +178,7 @@ class _Overrides:
     """Shape-aware builder methods; ``self`` is the interpreter's builder instance."""
 
     def create_get_program_id(self, axis):
-        return TensorHandle(STATE.pid_data[axis], tl.int32)
+        return TensorHandle(self._tt_chunk.pid_data[axis], tl.int32)
 
     def create_splat(self, ret_ty, arg):
         d = arg.data
@@ -205,7 +221,7 @@ class _Overrides:
         return TensorHandle(np.take_along_axis(s, i, axis=axis + 1), src.dtype.scalar)
 
     def create_dot(self, a, b, d, *args):
-        base = STATE.base.create_dot
+        base = self._tt_chunk.base.create_dot
         n = max(_b(a), _b(b), _b(d))
         # one product per program, exactly as a program alone computes it (a batched matmul could sum
         # in another order)
@@ -214,21 +230,25 @@ class _Overrides:
 
     # memory: every program gets its own lanes, so uniform operands are widened to the whole chunk
     def create_masked_load(self, ptrs, mask, other, *args):
-        n = STATE.size
+        chunk = self._tt_chunk
+        n = chunk.size
         other = None if other is None else _full(other, n)
-        return STATE.base.create_masked_load(self, _full(ptrs, n), _full(mask, n), other, *args)
+        return chunk.base.create_masked_load(self, _full(ptrs, n), _full(mask, n), other, *args)
 
     def create_masked_store(self, ptrs, value, mask, *args):
-        n = STATE.size
-        return STATE.base.create_masked_store(self, _full(ptrs, n), _full(value, n), _full(mask, n), *args)
+        chunk = self._tt_chunk
+        n = chunk.size
+        return chunk.base.create_masked_store(self, _full(ptrs, n), _full(value, n), _full(mask, n), *args)
 
     def create_atomic_rmw(self, op, ptr, val, mask, *args):
-        n = STATE.size
-        return STATE.base.create_atomic_rmw(self, op, _full(ptr, n), _full(val, n), _full(mask, n), *args)
+        chunk = self._tt_chunk
+        n = chunk.size
+        return chunk.base.create_atomic_rmw(self, op, _full(ptr, n), _full(val, n), _full(mask, n), *args)
 
     def create_atomic_cas(self, ptr, cmp, val, *args):
-        n = STATE.size
-        return STATE.base.create_atomic_cas(self, _full(ptr, n), _full(cmp, n), _full(val, n), *args)
+        chunk = self._tt_chunk
+        n = chunk.size
+        return chunk.base.create_atomic_cas(self, _full(ptr, n), _full(cmp, n), _full(val, n), *args)
 
 
 _CLASSES: dict = {}
@@ -258,32 +278,31 @@ def batched_class(base: type) -> type:
     return cls
 
 
-STATE.base = _ti.InterpreterBuilder
 
 
 # --------------------------------------------------------------------------------------------------------
 # tensor-level patches: Python control flow on tensors, transposes, reductions and scans
 # --------------------------------------------------------------------------------------------------------
-def tensor_bool(original):
+def tensor_bool(original, builder):
     def __bool__(self):
-        if not STATE.active:
+        if running(builder) is None:
             return original(self)
         v = _agree(self.handle.data)
         return bool(v) if np.size(v) == 1 else True
     return __bool__
 
 
-def tensor_index(original):
+def tensor_index(original, builder):
     def __index__(self):
-        if not STATE.active:
+        if running(builder) is None:
             return original(self)
         return int(np.asarray(_agree(self.handle.data)).reshape(-1)[0])
     return __index__
 
 
-def tensor_transpose(original):
+def tensor_transpose(original, builder):
     def T(self):
-        if not STATE.active:
+        if running(builder) is None:
             return original.fget(self) if isinstance(original, property) else original(self)
         shape = list(self.type.shape)
         shape[-1], shape[-2] = shape[-2], shape[-1]

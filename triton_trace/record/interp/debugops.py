@@ -52,21 +52,21 @@ def debug_enabled(kernel_obj, kwargs: dict) -> bool:
 def install(scope, builder, debug: bool) -> None:
     if debug and hasattr(builder, "options") and dataclasses.is_dataclass(builder.options):
         scope.set_attr(builder, "options", dataclasses.replace(builder.options, debug=True))
-    scope.set_attr(builder, "create_assert", _create_assert)
+    scope.set_attr(builder, "create_assert", lambda condition, message: _create_assert(builder, condition, message))
     original_print = builtins.print
 
     def kernel_print(*args, **kwargs):
-        if batch.STATE.active and frames.where()[0] is not None:
+        if batch.running(builder) is not None and frames.where()[0] is not None:
             raise BatchFallback("print in the kernel: prints run per program, in program order")
         return original_print(*args, **kwargs)
     scope.set_attr(builtins, "print", kernel_print)
 
 
-def _create_assert(condition, message):
+def _create_assert(builder, condition, message):
     data = np.asarray(condition.data)
     if data.all():
         return None
-    if batch.STATE.active:
+    if batch.running(builder) is not None:
         # run the chunk again program by program: the first failing program stops the launch
         raise BatchFallback("a device_assert failed in the chunk")
     frame = frames.user_frame()

@@ -114,12 +114,9 @@ def _run_chunk(kernel, batched_args, pids, builder, rec, proxy) -> Optional[str]
     """Run ``pids`` at once. Returns None when done, else why the chunk was undone (nothing of it kept)."""
     mark = rec.mark()
     proxy.begin_log()
-    base = type(builder)
     why = None
+    chunk = batch.start(builder, pids)
     try:
-        batch.STATE.base = base
-        builder.__class__ = batch.batched_class(base)
-        batch.start(pids)
         builder.set_grid_idx(*(int(v) for v in pids[0]))
         rec.begin_chunk(pids, batched=True)
         kernel(**batched_args)
@@ -135,8 +132,7 @@ def _run_chunk(kernel, batched_args, pids, builder, rec, proxy) -> Optional[str]
         _undo(rec, proxy, mark)
         raise
     finally:
-        batch.stop()
-        builder.__class__ = base
+        batch.stop(builder, chunk)
         rec.abort_chunk()
     if why is not None:
         _undo(rec, proxy, mark)

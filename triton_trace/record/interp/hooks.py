@@ -188,11 +188,12 @@ def _install_compute_hooks(scope, rec) -> None:
     # The hooks look the method up on type(self) at call time: a batched chunk swaps the builder's class.
     def dot(self, a, bb, *args, **kwargs):
         out = type(self).create_dot(self, a, bb, *args, **kwargs)
-        sa, sb = batch.program_shape(a.data), batch.program_shape(bb.data)
+        chunk = batch.running(self)
+        sa, sb = batch.program_shape(a.data, chunk), batch.program_shape(bb.data, chunk)
         nb = int(np.prod(sa[:-2])) if len(sa) > 2 else 1
         m, k, n = sa[-2] * nb, sa[-1], sb[-1]
         file, line = where()
-        rec.compute_op("dot", file, line, batch.program_shape(out.data), (m, n, k))
+        rec.compute_op("dot", file, line, batch.program_shape(out.data, chunk), (m, n, k))
         return out
 
     def counted(method, flops_per_elem):
@@ -200,7 +201,7 @@ def _install_compute_hooks(scope, rec) -> None:
             out = getattr(type(self), method)(self, *args, **kwargs)
             if _is_float(out) and rec.recording:
                 file, line = where()
-                rec.add_flops(file, line, flops_per_elem * batch.program_size(out.data))
+                rec.add_flops(file, line, flops_per_elem * batch.program_size(out.data, batch.running(self)))
             return out
         return run
 
@@ -214,7 +215,8 @@ def _install_compute_hooks(scope, rec) -> None:
         orig_apply = ops_cls.apply
 
         def apply(self, input, _orig=orig_apply, _kind=kind, _batched=batched):
-            if not batch.STATE.active:
+            chunk = batch.running(b)
+            if chunk is None:
                 ret = _orig(self, input)
             elif not isinstance(input, tuple):
                 return self.apply((input,))[0]
@@ -225,8 +227,8 @@ def _install_compute_hooks(scope, rec) -> None:
             first, res = input[0], (ret[0] if isinstance(ret, tuple) else ret)
             if rec.recording and hasattr(first, "handle"):
                 file, line = where()
-                rec.compute_op(_kind, file, line, batch.program_shape(first.handle.data),
-                               (batch.program_size(first.handle.data), batch.program_size(res.handle.data), 0))
+                rec.compute_op(_kind, file, line, batch.program_shape(first.handle.data, chunk),
+                               (batch.program_size(first.handle.data, chunk), batch.program_size(res.handle.data, chunk), 0))
             return ret
         scope.set_attr(ops_cls, "apply", apply)
 
@@ -241,11 +243,11 @@ def _fix_index(scope: Scope) -> None:
 
 def _batch_tensor_patches(scope: Scope) -> None:
     # Python control flow on a tensor inside a batched chunk must see one value for all its programs
-    t = tl.tensor
-    scope.set_attr(t, "__bool__", batch.tensor_bool(t.__dict__.get("__bool__", t.__bool__)))
-    scope.set_attr(t, "__index__", batch.tensor_index(t.__dict__.get("__index__", t.__index__)))
+    t, b = tl.tensor, _ti.interpreter_builder
+    scope.set_attr(t, "__bool__", batch.tensor_bool(t.__dict__.get("__bool__", t.__bool__), b))
+    scope.set_attr(t, "__index__", batch.tensor_index(t.__dict__.get("__index__", t.__index__), b))
     if "T" in t.__dict__:
-        scope.set_attr(t, "T", batch.tensor_transpose(t.__dict__["T"]))
+        scope.set_attr(t, "T", batch.tensor_transpose(t.__dict__["T"], b))
 
 
 class _LangPatches:
