@@ -15,7 +15,8 @@ TRITON_39 = tuple(int(v) for v in triton.__version__.split(".")[:2]) >= (3, 9)
 
 
 def line_of(fn, text, nth=0):
-    """Source line in tests/kernels/ of the ``nth`` line of ``fn`` containing ``text``."""
+    """Source line (in tests/kernels/ or, for a tutorial kernel, examples/) of the ``nth`` line of ``fn``
+    containing ``text``."""
     lines, start = inspect.getsourcelines(fn)
     hits = [start + i for i, ln in enumerate(lines) if text in ln]
     return hits[nth]
@@ -32,7 +33,7 @@ def check(a, kind, tensor, offsets, mask, line=None):
     np.testing.assert_array_equal(a.mask, np.broadcast_to(mask, a.mask.shape))
     np.testing.assert_array_equal(np.where(a.mask, a.offsets, -1), np.where(a.mask, offsets, -1))
     if line is not None:
-        assert a.line == line and "/tests/kernels/" in a.file
+        assert a.line == line and ("/tests/kernels/" in a.file or "/examples/" in a.file)
 
 
 def test_vector_add():
