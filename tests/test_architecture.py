@@ -1,4 +1,4 @@
-"""The import rules of ../shared/DESIGN.md, checked on the source (function-level imports included):
+"""The rules of ../shared/DESIGN.md a machine can check, on the source (function-level imports included):
 no stage imports a later one, nothing outside view/ imports Flask or plotly, no two modules import each
 other (directly or around a circle). Only record/interp touches Triton's interpreter: test_fidelity.py."""
 from __future__ import annotations
@@ -155,3 +155,87 @@ def test_no_import_circles():
         graph[mod] = {e for e in edges if not mod.startswith(e + ".")}
     assert len(graph) > 30
     assert _cycles(graph) == []
+
+
+# --------------------------------------------------------------------------------------------------------
+# the other rules of DESIGN.md that a machine can check
+# --------------------------------------------------------------------------------------------------------
+TRITON_PRIVATE = ("triton.runtime.interpreter", "triton._C", "triton._internal_testing", "triton.runtime.jit")
+
+
+def _trees():
+    for path, rel, package in _files():
+        yield path, rel, ast.parse(open(path, encoding="utf-8").read(), path)
+
+
+def test_only_the_seam_touches_tritons_interpreter():
+    """Triton's private modules (the interpreter, the C extension, the jit runtime's internals) are
+    imported in record/interp only, the one module DESIGN.md allows to touch them."""
+    offenders = []
+    for path, rel, tree in _trees():
+        if rel[:2] == ["record", "interp"]:
+            continue
+        for node in ast.walk(tree):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            offenders += [f"{'/'.join(rel)}:{node.lineno} imports {n}" for n in names if n.startswith(TRITON_PRIVATE)]
+    assert not offenders, offenders
+
+
+def test_no_bare_or_silent_excepts():
+    """No bare ``except:`` and no ``except Exception: pass``: an error is handled or it propagates."""
+    offenders = []
+    for path, rel, tree in _trees():
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ExceptHandler):
+                continue
+            broad = node.type is None or (isinstance(node.type, ast.Name) and node.type.id in ("Exception", "BaseException"))
+            silent = all(isinstance(s, ast.Pass) for s in node.body)
+            if node.type is None or (broad and silent):
+                offenders.append(f"{'/'.join(rel)}:{node.lineno}")
+    assert not offenders, offenders
+
+
+def test_the_views_keep_no_module_level_state():
+    """The web app and the notebook hold their state in the app (``app.extensions``) or the output:
+    a module of view/ binds no mutable container at module level except constants (UPPER_CASE)."""
+    offenders = []
+    mutable = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
+    for path, rel, tree in _trees():
+        if rel[0] != "view":
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                value = node.value
+                is_mutable = isinstance(value, mutable) or (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                                                            and value.func.id in ("dict", "list", "set", "OrderedDict"))
+                for t in targets:
+                    if is_mutable and isinstance(t, ast.Name) and not t.id.lstrip("_").isupper():
+                        offenders.append(f"{'/'.join(rel)}:{node.lineno} {t.id}")
+    assert not offenders, offenders
+
+
+# Exceptions that never reach a user: each is turned into one of errors.py's (or an HTTP answer) where it
+# is caught. Every other exception class lives in errors.py.
+INTERNAL_ERRORS = {
+    "ApiError": "view/payload.py: the app answers it as a 4xx JSON error",
+    "PlaneError": "view/tensormap.py: the app answers it as a 400",
+    "HeaderError": "header.py: store.py turns it into TraceFileError naming the file",
+    "ProgramFailure": "record/interp/executor.py: the session turns it into ProgramError",
+    "DeviceAssertionFailed": "record/interp/debugops.py: the cause of a ProgramError, as Triton raises it",
+    "CliError": "cli.py: printed with exit status 2",
+}
+
+
+def test_errors_a_user_sees_are_classes_of_errors_py():
+    found = {}
+    for path, rel, tree in _trees():
+        if rel == ["errors"]:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(
+                    isinstance(b, ast.Name) and (b.id.endswith(("Error", "Exception", "Failed")) or b.id == "Exception")
+                    for b in node.bases):
+                found[node.name] = "/".join(rel)
+    assert set(found) <= set(INTERNAL_ERRORS), {k: v for k, v in found.items() if k not in INTERNAL_ERRORS}

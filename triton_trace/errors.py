@@ -115,6 +115,11 @@ class TraceFileError(TritonTraceError, ValueError):
     """A trace file that is damaged, of an unknown format version, or too large to load safely."""
 
 
+class FrontendError(TritonTraceError, RuntimeError):
+    """The installed frontend (triton_trace/frontend) is missing or uses module syntax the notebook bundle
+    cannot join (view/bundle.py): a broken install or an unsupported change to frontend/."""
+
+
 class FindingsError(TritonTraceError, AssertionError):
     """``triton_trace.check()`` found problems; the message lists them (kernel, program, line, tensor).
     An AssertionError, so pytest shows it plainly."""

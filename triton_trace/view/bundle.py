@@ -14,14 +14,15 @@ import hashlib
 import re
 from pathlib import Path
 
+from ..errors import FrontendError
+
 ENTRY = "embed"          # frontend/embed.js: the notebook's entry module
 _IMPORT = re.compile(r'^import \{([\w\s,$]+)\} from "\./(\w+)\.js";[ \t]*$', re.M)
 _EXPORT = re.compile(r"^export (?:async function|function|class|const) ([\w$]+)", re.M)
 _OTHER = re.compile(r"^\s*(?:import|export)\b", re.M)
 
 
-class BundleError(RuntimeError):
-    """The frontend uses module syntax the joiner does not handle."""
+BundleError = FrontendError      # the frontend uses module syntax the joiner does not handle
 
 
 def _module(folder: Path, name: str) -> tuple:
