@@ -1,6 +1,7 @@
 """The rules of ../shared/DESIGN.md a machine can check, on the source (function-level imports included):
 no stage imports a later one, nothing outside view/ imports Flask or plotly, no two modules import each
-other (directly or around a circle). Only record/interp touches Triton's interpreter: test_fidelity.py."""
+other (directly or around a circle), only record/interp touches Triton's interpreter (the seam's own test is
+in test_fidelity.py), no silent excepts, no module-level state in the views, error classes in errors.py."""
 from __future__ import annotations
 
 import ast
@@ -211,7 +212,7 @@ def test_the_views_keep_no_module_level_state():
                 is_mutable = isinstance(value, mutable) or (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
                                                             and value.func.id in ("dict", "list", "set", "OrderedDict"))
                 for t in targets:
-                    if is_mutable and isinstance(t, ast.Name) and not t.id.lstrip("_").isupper():
+                    if is_mutable and isinstance(t, ast.Name) and t.id != "__all__" and not t.id.lstrip("_").isupper():
                         offenders.append(f"{'/'.join(rel)}:{node.lineno} {t.id}")
     assert not offenders, offenders
 
