@@ -116,7 +116,7 @@ def _check_meta(meta, where: str) -> None:
     if meta is None:
         return
     _typed(meta, dict, where)
-    unknown = set(meta) - {"execution", "assert_failed", "nonfinite"}
+    unknown = set(meta) - {"execution", "assert_failed", "nonfinite", "overflow"}
     if unknown:
         raise HeaderError(f"{where} has unknown keys {sorted(unknown)[:5]}")
     ex = meta.get("execution")
@@ -144,6 +144,14 @@ def _check_meta(meta, where: str) -> None:
                 for name, v in r[key].items():
                     if not isinstance(v, (str, int, float, list)) or isinstance(v, bool):
                         raise HeaderError(f"{w}.{key}.{name} is {type(v).__name__}")
+    _list_of(meta.get("overflow", []), dict, f"{where}.overflow")
+    for k, r in enumerate(meta.get("overflow", [])):
+        w = f"{where}.overflow[{k}]"
+        _fields(r, {"kind": str, "how": str, "op": str, "program": "ints", "line": int, "lanes": int, "cause": dict}, w,
+                extra={"file", "tensor"})
+        for name, v in r["cause"].items():
+            if not isinstance(v, (str, int, float, list)) or isinstance(v, bool):
+                raise HeaderError(f"{w}.cause.{name} is {type(v).__name__}")
     fail = meta.get("assert_failed")
     if fail is not None:
         w = f"{where}.assert_failed"

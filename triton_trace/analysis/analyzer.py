@@ -21,9 +21,9 @@ from .findings import Finding, Suppressed, finalize
 from .races import check_races
 from .report import FindingsError, LaunchReport, Report
 from .roofline import dot_precision, flops, roofline
-from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_coverage, check_double_writes, check_uninitialized
+from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage, check_double_writes, check_uninitialized
 
-CHECKS = (check_asserts, check_nonfinite, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
+CHECKS = (check_asserts, check_nonfinite, check_overflow, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
 
 
 def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 32, vector_bytes: int = 16,

@@ -19,8 +19,8 @@ from .context import KIND_NAMES, LaunchContext
 # Most severe first. "error": the kernel computes garbage or faults on a GPU; "warning": suspicious or
 # wasteful, but a kernel may do it on purpose.
 FINDING_KINDS = ("assert_failed", "out_of_bounds", "race", "uninitialized_read", "nonfinite", "out_of_view",
-                 "double_write", "unwritten_output", "nonfinite_input")
-SEVERITY = {"assert_failed": "error", "nonfinite": "error", "nonfinite_input": "warning", "out_of_bounds": "error", "race": "error", "uninitialized_read": "error",
+                 "double_write", "unwritten_output", "nonfinite_input", "overflow")
+SEVERITY = {"assert_failed": "error", "nonfinite": "error", "overflow": "error", "nonfinite_input": "warning", "out_of_bounds": "error", "race": "error", "uninitialized_read": "error",
             "out_of_view": "warning", "double_write": "warning", "unwritten_output": "warning"}
 
 

@@ -134,7 +134,7 @@ def check_nonfinite(ctx: LaunchContext) -> list:
         where_ = f"{r.get('file')}:{r.get('line')}"
         stored = (f"store of '{r.get('tensor')}' at {where_} by program {pid} wrote {r.get('lanes')} non-finite "
                   f"value(s) (element offsets {short_list(r.get('offsets') or [])})")
-        if r.get("kind") == "nonfinite":
+        if r.get("kind") in ("nonfinite", "overflow"):
             b = r.get("birth") or {}
             ops = ", ".join(str(v) for v in b.get("operands") or [])
             message = (f"{stored}; born at {b.get('file')}:{b.get('line')} in {b.get('op')} from finite operands "
@@ -148,6 +148,28 @@ def check_nonfinite(ctx: LaunchContext) -> list:
         out.append(Finding(kind=r.get("kind", "nonfinite"), kernel=lc.kernel_name, launch=ctx.index, message=message,
                            count=int(r.get("lanes") or 0), program=pid, file=r.get("file"), line=int(line or 0),
                            tensor=r.get("tensor"), op="store", offsets=tuple(r.get("offsets") or ())))
+    return out
+
+
+def check_overflow(ctx: LaunchContext) -> list:
+    """Integers that did not fit their type and reached memory (record/overflow.py): an int32 index that
+    wrapped and then addressed memory, a float-to-int conversion out of range that was stored or used as
+    an address. (Floats that overflow a narrower float type are check_nonfinite's, kind ``overflow``.)"""
+    lc = ctx.launch
+    out = []
+    for r in (lc.meta or {}).get("overflow") or []:
+        pid, c = tuple(r.get("program") or (0, 0, 0)), r.get("cause") or {}
+        op = str(c.get("op", ""))
+        ops = f" {op.split()[-1]} ".join(str(v) for v in c.get("operands") or []) if op.startswith("int32") \
+            else ", ".join(str(v) for v in c.get("operands") or [])
+        what = ("addressed memory" if r.get("how") == "address" else "was stored") + \
+            (f" ('{r.get('tensor')}')" if r.get("tensor") else "")
+        message = (f"{c.get('op')} at {c.get('file')}:{c.get('line')} does not fit: {ops} = {c.get('exact')}, "
+                   f"became {c.get('result')}; the value {what} at {r.get('file')}:{r.get('line')} in program {pid} "
+                   f"({r.get('lanes')} active lane(s))")
+        out.append(Finding(kind="overflow", kernel=lc.kernel_name, launch=ctx.index, message=message,
+                           count=int(r.get("lanes") or 0), program=pid, file=c.get("file"), line=int(c.get("line") or 0),
+                           tensor=r.get("tensor"), op=r.get("op")))
     return out
 
 

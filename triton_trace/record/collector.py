@@ -18,6 +18,7 @@ from ..model import KIND_CODE, MAX_RANK, OP_COLUMNS, Launch, empty_ops
 from .memory import HostMemory
 from .chunkcheck import ChunkConflicts
 from .nonfinite import NonFinite
+from .overflow import Overflow
 
 DEFAULT_VALUE_CAP = 1 << 22     # elements of values kept per launch (about 32 MB of float64)
 
@@ -83,6 +84,7 @@ class Collector:
         self.meta_extra: dict = {}           # more entries of Launch.meta (e.g. the failing device_assert)
         self.origin = None                   # the argument the running memory op's pointers derive from
         self.nonfinite = NonFinite(memory.tensors)   # NaN/Inf births and the stores they reach
+        self.overflow = Overflow(memory.tensors)     # wrapped int32 / saturated conversions that reach memory
 
     # -- chunk boundaries ---------------------------------------------------------------------------------
     def begin_chunk(self, pids: np.ndarray, batched: bool) -> None:
@@ -104,6 +106,7 @@ class Collector:
             kept = pids[keep]
         self._keep = keep
         self.nonfinite.begin(pids, keep, batched)
+        self.overflow.begin(pids, keep, batched)
         self.recording = len(kept) > 0
         self._kept = kept
         self._conflicts = ChunkConflicts(self.memory, len(pids), self._scratch) if batched else None
@@ -147,13 +150,14 @@ class Collector:
     def mark(self) -> tuple:
         return (len(self._events), len(self._chunk_pids), self._lanes.mark(), len(self._values),
                 self._value_bytes, self._value_elems, self.values_truncated, set(self._files), set(self._dtypes),
-                self._stopped, len(self.limit_notes), self.nonfinite.mark())
+                self._stopped, len(self.limit_notes), self.nonfinite.mark(), self.overflow.mark())
 
     def rollback(self, mark: tuple) -> None:
         """Forget everything recorded since ``mark`` (a chunk that is re-run program by program)."""
         (ne, nc, lanes, nv, self._value_bytes, self._value_elems, self.values_truncated, files, dtypes,
-         self._stopped, nn, nonfinite) = mark
+         self._stopped, nn, nonfinite, overflow) = mark
         self.nonfinite.rollback(nonfinite)
+        self.overflow.rollback(overflow)
         del self.limit_notes[nn:]
         del self._events[ne:], self._chunk_pids[nc:], self._values[nv:]
         self._lanes.rollback(lanes)
@@ -326,4 +330,5 @@ class Collector:
             recorded_programs=self.recorded_programs, skipped_programs=self.skipped_programs,
             values_truncated=self.values_truncated, recorded_ids=recorded.astype(np.int32).reshape(-1, 3),
             meta={"execution": self.execution(), **self.meta_extra,
-                  **({"nonfinite": list(self.nonfinite.reports)} if self.nonfinite.reports else {})}, **meta)
+                  **({"nonfinite": list(self.nonfinite.reports)} if self.nonfinite.reports else {}),
+                  **({"overflow": list(self.overflow.reports)} if self.overflow.reports else {})}, **meta)

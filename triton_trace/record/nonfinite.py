@@ -21,6 +21,13 @@ MAX_VALUES = 4           # operand values shown per birth
 MAX_BIRTHS = 16          # births kept per program (the first of each source line)
 
 
+def _kind(cause) -> str:
+    """A value born non-finite in a conversion (to a narrower float type) is an ``overflow``."""
+    if cause is None:
+        return "nonfinite_input"
+    return "overflow" if str(cause.get("op", "")).startswith("conversion to") else "nonfinite"
+
+
 def _plain(v):
     v = np.asarray(v).reshape(-1)[0].item()
     return v if not isinstance(v, float) or np.isfinite(v) else repr(v)
@@ -107,7 +114,7 @@ class NonFinite:
             self._seen.add(key)
             off = np.asarray(offsets)[(self._pids.tolist().index(list(pid)),) if self.batched else ()]
             self.reports.append({
-                "kind": "nonfinite" if cause else "nonfinite_input", "program": list(pid), "file": file,
+                "kind": _kind(cause), "program": list(pid), "file": file,
                 "line": int(line or 0), "tensor": self._tensors[tensor].name if tensor >= 0 else None,
                 "lanes": int(lanes.sum()), "offsets": [int(v) for v in np.asarray(off)[lanes][:8]],
                 "birth": cause and {k: v for k, v in cause.items() if k != "_mask"}, "input": source})

@@ -26,7 +26,7 @@ from ...errors import UnsupportedTritonVersion
 from .. import frames
 from ..frames import where
 from ..patching import Scope, Snapshot
-from . import batch, debugops, nonfinite_ops, provenance, pylogic, semantics
+from . import batch, debugops, nonfinite_ops, overflow_ops, provenance, pylogic, semantics
 from .proxy import MemoryProxy, install_pointer_casts
 
 SUPPORTED = ((3, 5), (3, 9))     # inclusive major.minor range
@@ -347,6 +347,7 @@ def interpreter_scope(fn, rec, debug: bool = False):
         _install_compute_hooks(scope, rec)
         semantics.install(scope, _ti.interpreter_builder)
         nonfinite_ops.install(scope, _ti.interpreter_builder, rec)
+        overflow_ops.install(scope, _ti.interpreter_builder, rec)     # before provenance: it reads rec.origin
         install_pointer_casts(scope, _ti.interpreter_builder, rec.memory)
         provenance.install(scope, _ti.interpreter_builder, rec)
         debugops.install(scope, _ti.interpreter_builder, debug)

@@ -1,0 +1,101 @@
+"""Value bugs found where the bad value is made (issue: value debugging), each with a clean twin.
+
+Every broken kernel reports the right kind, program and source line (the line marked ``# BUG`` in
+tests/value_bugs.py); every corrected twin analyses to no findings; results are checked batched and one
+program at a time.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import triton_trace
+import value_bugs as V
+from broken_kernels import marked_line
+
+
+def run(kernel, grid, *args, batch=True, **kw):
+    triton_trace.reset()
+    traced = triton_trace.trace(batch=batch)(kernel)
+    traced[grid](*args, **kw)
+    trace = triton_trace.current_trace()
+    triton_trace.reset()
+    return trace, triton_trace.analyze(trace).findings
+
+
+def only(findings, kind):
+    got = [f for f in findings if f.kind == kind]
+    assert got, f"no {kind} finding in {[(f.kind, f.message) for f in findings]}"
+    return got[0]
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_softmax_without_the_max_subtraction(batch):
+    x = torch.randn(6, 40)
+    x[3, 7] = 120.0                      # exp(120) is past float32: Inf, then Inf / Inf = NaN
+    _, found = run(V.softmax_no_max, (6,), x, torch.empty_like(x), 40, BLOCK=64, batch=batch)
+    f = only(found, "nonfinite")
+    assert (f.program, f.line, f.tensor) == ((3, 0, 0), marked_line(V.softmax_no_max), "out_ptr")
+    assert "in exp from finite operands (120.0) -> inf" in f.message
+    out = torch.empty_like(x)
+    _, found = run(V.softmax, (6,), x, out, 40, BLOCK=64, batch=batch)
+    assert found == () and torch.allclose(out, torch.softmax(x, dim=1))
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_layer_norm_of_a_constant_row_without_eps(batch):
+    x = torch.randn(5, 30)
+    x[2] = 0.75                          # zero variance: 1 / sqrt(0) = Inf, then 0 * Inf = NaN
+    _, found = run(V.layer_norm_no_eps, (5,), x, torch.empty_like(x), 30, BLOCK=32, batch=batch)
+    f = only(found, "nonfinite")
+    assert (f.program, f.line, f.tensor) == ((2, 0, 0), marked_line(V.layer_norm_no_eps), "y_ptr")
+    y = torch.empty_like(x)
+    _, found = run(V.layer_norm, (5,), x, y, 30, 1e-5, BLOCK=32, batch=batch)
+    assert found == ()
+    torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (30,), eps=1e-5), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_an_fp16_store_of_a_large_accumulator(batch):
+    x = torch.full((4, 300), 2.0)
+    x[1] = 20.0                          # 300 * 400 = 120000 > 65504, the largest float16
+    out = torch.empty(4, dtype=torch.float16)
+    _, found = run(V.sum_of_squares_fp16, (4,), x, out, 300, BLOCK=64, batch=batch)
+    f = only(found, "overflow")
+    assert (f.program, f.line, f.tensor) == ((1, 0, 0), marked_line(V.sum_of_squares_fp16), "out_ptr")
+    assert "conversion to fp16" in f.message and "120000.0" in f.message
+    assert torch.isinf(out[1]) and not torch.isinf(out[[0, 2, 3]]).any()     # what the kernel wrote
+    _, found = run(V.mean_of_squares_fp16, (4,), x, out, 300, BLOCK=64, batch=batch)
+    assert found == () and torch.equal(out, (x * x).mean(dim=1).half())
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_an_int32_index_that_wraps(batch):
+    n, mult, block = 100_000, 40503, 1024
+    x = torch.arange(n, dtype=torch.float32)
+    grid = (triton_trace_cdiv(n, block),)
+    _, found = run(V.hashed_gather, grid, x, torch.empty(n), n, MULT=mult, BLOCK=block, batch=batch)
+    f = only(found, "overflow")
+    first = int(np.argmax(np.arange(n, dtype=np.int64) * mult > 2**31 - 1))     # the first i that wraps
+    assert (f.program, f.line, f.tensor) == ((first // block, 0, 0), marked_line(V.hashed_gather), "x_ptr")
+    assert f"{first} * {mult} = {first * mult}" in f.message and "addressed memory" in f.message
+    out = torch.empty(n)
+    _, found = run(V.hashed_gather_int64, grid, x, out, n, MULT=mult, BLOCK=block, batch=batch)
+    assert found == ()
+    assert torch.equal(out, x[(torch.arange(n, dtype=torch.int64) * mult) % n])
+
+
+def test_a_float_to_int_conversion_out_of_range():
+    x = torch.linspace(-1, 1, 256)
+    x[200] = 5.0                         # 5 * 1e9 is past int32
+    _, found = run(V.quantize, (4,), x, torch.empty(256, dtype=torch.int32), 256, 1e9, BLOCK=64)
+    f = only(found, "overflow")
+    assert (f.program, f.line) == ((3, 0, 0), marked_line(V.quantize))
+    assert "conversion to int32 out of range" in f.message and "was stored" in f.message
+    _, found = run(V.quantize, (4,), x, torch.empty(256, dtype=torch.int32), 256, 1e8, BLOCK=64)
+    assert found == ()
+
+
+def triton_trace_cdiv(a, b):
+    return -(-a // b)
