@@ -13,6 +13,7 @@ import numpy as np
 
 from .actions import RichDisplay, save as _save
 from .lanes import Lanes, lanes_from_flat
+from .touches import touches
 
 # Op kinds, stored as uint8 codes. Memory kinds come first; analyses rely on the split.
 KINDS: tuple = (
@@ -230,6 +231,12 @@ class Launch(RichDisplay):
             tensor=self.tensors[t].name if t >= 0 else None, file=self.files[f] if 0 <= f < len(self.files) else None,
             line=int(o["line"][i]), elem_bytes=int(o["elem_bytes"][i]), shape=shape, offsets=offsets, mask=mask,
             values=values, dims=tuple(int(v) for v in o["aux"][i]) if kind == "dot" else ())
+
+    def touches(self, tensor, index) -> list:
+        """Every recorded access to one element, ``tensor[index]`` (a name or argument position, and a view
+        index), in execution order: program, op, line, kind and value of each (model.touches.Touch). For a
+        wrong output element: who wrote it, with what, and who read it."""
+        return touches(self, tensor, index, KINDS, len(MEMORY_KINDS))
 
     def accesses(self, program=None, kind=None, tensor=None) -> list:
         """The memory operations (loads, stores, atomics) of the launch, in execution order per program."""
