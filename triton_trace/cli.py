@@ -169,6 +169,18 @@ def cmd_report(args) -> int:
     return EXIT_FINDINGS if report.findings else 0
 
 
+def cmd_diff(args) -> int:
+    a, b = _load(args.a), _load(args.b)
+    from .analysis.diff import diff
+    result = diff(a, b, rtol=args.rtol, atol=args.atol, analyze=not args.outputs_only)
+    if args.json:
+        json.dump(result.to_dict(), sys.stdout, sort_keys=True, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(result.summary())
+    return EXIT_FINDINGS if result.outputs_differ else 0
+
+
 # --------------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="triton-trace", description="Trace, analyse and view Triton kernels on the CPU.")
@@ -209,6 +221,20 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("trace", help="a .ttrace file")
     rp.add_argument("--json", action="store_true", help="print the report's JSON instead of a table")
     rp.set_defaults(func=cmd_report)
+
+    d = sub.add_parser("diff", help="compare two traces of the same kernels (outputs, metrics, findings)",
+                       description="Compare two saved traces of the same kernels (before and after a fix, two "
+                                   "configs, two Triton releases): the output elements whose final values "
+                                   "differ, with the program, op and line that wrote each on both sides; the "
+                                   "metrics that changed; the findings that appeared or disappeared. Exit "
+                                   "status 1 when outputs differ, 2 for any error, 0 when they agree.")
+    d.add_argument("a", help="the first .ttrace file")
+    d.add_argument("b", help="the second .ttrace file")
+    d.add_argument("--json", action="store_true", help="print JSON instead of a summary")
+    d.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0: bit-equal values)")
+    d.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
+    d.add_argument("--outputs-only", action="store_true", help="skip the analysis (metrics and findings)")
+    d.set_defaults(func=cmd_diff)
     return p
 
 

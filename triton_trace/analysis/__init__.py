@@ -7,7 +7,8 @@
 
 Stages, each a module: context (derived arrays), coalescing (sectors per warp request), cache (L2
 simulation), roofline (FLOPs and GPU table), metrics (aggregation), sanitizer and races (findings),
-report (the result and its schema), analyzer (the explicit list that runs them).
+report (the result and its schema), analyzer (the explicit list that runs them); diff compares two
+traces (triton_trace.diff).
 """
 from .analyzer import analyze, check
 from .report import Report
