@@ -1,5 +1,5 @@
 // Program detail (its ops in order), the kernel source with per-line margin metrics, and findings.
-import { clear, fmtBytes, fmtMetric, fmtPct, h, pidText } from "./dom.js";
+import { clear, fmtBytes, fmtMetric, fmtNum, fmtPct, h, pidText } from "./dom.js";
 
 export class ProgramDetail {
   constructor($, kinds, onOp, onHover) {
@@ -26,7 +26,7 @@ export class ProgramDetail {
     this.data = null;
     this.rows = [];
     this.hovered = null;
-    clear(this.$("ops").querySelector("tbody")).append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "Click a program in the grid.")));
+    clear(this.$("ops").querySelector("tbody")).append(h("tr", {}, h("td", { colspan: 11, class: "muted" }, "Click a program in the grid.")));
     this.$("ops-pager").hidden = true;
     this.$("program-title").textContent = "Program";
     this.$("program-metrics").textContent = "";
@@ -58,12 +58,12 @@ export class ProgramDetail {
         h("td", { class: "num", title: mem && o.sector_efficiency[i] !== null ? `sector efficiency ${fmtPct(o.sector_efficiency[i])}` : null },
           mem && o.sectors[i] !== null ? String(o.sectors[i]) : ""),
         h("td", { class: "num" }, mem ? fmtPct(o.sector_efficiency[i]) : ""),
-        h("td", { class: "num" }, mem && o.oob[i] ? String(o.oob[i]) : ""));
+        h("td", { class: "num" }, mem && o.oob[i] ? String(o.oob[i]) : ""), valuesCell(o, i));
       this.rows.push(tr);
       frag.append(tr);
     }
     clear(body).append(frag);
-    if (o.seq.length === 0) body.append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "This program recorded no ops.")));
+    if (o.seq.length === 0) body.append(h("tr", {}, h("td", { colspan: 11, class: "muted" }, "This program recorded no ops.")));
   }
 
   // Long programs (a loop of many iterations) come in pages of ops.
@@ -96,6 +96,18 @@ export class ProgramDetail {
     const row = this.rows.find((tr) => Number(tr.dataset.seq) === seq);
     if (row) scrollIntoViewIfNeeded(row);
   }
+}
+
+// An op's values over its active lanes: the finite range, and NaN / Inf counts flagged.
+function valuesCell(o, i) {
+  if (!o.vmin || o.nan[i] === -1 || o.nan[i] === undefined) return h("td", { class: "vals muted" }, "");
+  const parts = [];
+  if (o.vmin[i] !== null) parts.push(o.vmin[i] === o.vmax[i] ? fmtNum(o.vmin[i]) : `${fmtNum(o.vmin[i])} … ${fmtNum(o.vmax[i])}`);
+  const title = o.vmean[i] !== null ? `min ${fmtNum(o.vmin[i])} · max ${fmtNum(o.vmax[i])} · mean ${fmtNum(o.vmean[i])}` : "no finite value";
+  const td = h("td", { class: "vals", title: `${title} · NaN ${o.nan[i]} · Inf ${o.inf[i]}` }, parts.join(""));
+  if (o.nan[i]) td.append(h("span", { class: "flag bad" }, `${o.nan[i]} NaN`));
+  if (o.inf[i]) td.append(h("span", { class: "flag bad" }, `${o.inf[i]} Inf`));
+  return td;
 }
 
 function basename(p) { return String(p || "").split(/[\\/]/).pop(); }

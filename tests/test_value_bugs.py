@@ -12,6 +12,7 @@ import torch
 
 import triton_trace
 import value_bugs as V
+from triton_trace.model import KIND_CODE
 from broken_kernels import marked_line
 
 
@@ -99,3 +100,20 @@ def test_a_float_to_int_conversion_out_of_range():
 
 def triton_trace_cdiv(a, b):
     return -(-a // b)
+
+
+def test_per_op_value_statistics_match_torch(make_client):
+    x = torch.randn(6, 40)
+    x[3, 7] = 120.0
+    out = torch.empty_like(x)
+    trace, _ = run(V.softmax_no_max, (6,), x, out, 40, BLOCK=64)
+    lc = trace.launches[0]
+    load, store = (lc.rows(program=(3, 0, 0), kind=k)[0] for k in ("load", "store"))
+    s = lc.value_stats([load, store])
+    assert s["max"][0] == 120.0 and s["min"][0] == x[3].min().item()           # masked lanes (-inf) left out
+    assert s["mean"][0] == pytest.approx(x[3].double().mean().item(), rel=1e-6)
+    assert [s["nan"].tolist(), s["inf"].tolist()] == [[0, 1], [0, 0]]         # the NaN the store wrote
+    assert s["max"][1] == pytest.approx(torch.nan_to_num(out[3], nan=0.0).max().item())
+    ops = make_client(trace).get("/api/launch/0/program/3,0,0").get_json()["ops"]
+    k = ops["kind"].index(KIND_CODE["store"])
+    assert ops["nan"][k] == 1 and ops["vmax"][0] == 120.0 and ops["vmin"][0] == pytest.approx(x[3].min().item())

@@ -14,6 +14,7 @@ import numpy as np
 from .actions import RichDisplay, save as _save
 from .lanes import Lanes, lanes_from_flat
 from .touches import touches
+from .values import value_stats
 
 # Op kinds, stored as uint8 codes. Memory kinds come first; analyses rely on the split.
 KINDS: tuple = (
@@ -231,6 +232,11 @@ class Launch(RichDisplay):
             tensor=self.tensors[t].name if t >= 0 else None, file=self.files[f] if 0 <= f < len(self.files) else None,
             line=int(o["line"][i]), elem_bytes=int(o["elem_bytes"][i]), shape=shape, offsets=offsets, mask=mask,
             values=values, dims=tuple(int(v) for v in o["aux"][i]) if kind == "dot" else ())
+
+    def value_stats(self, rows=None) -> dict:
+        """Per memory-op row (default: every row, in table order): min, max and mean of the finite values
+        its active lanes loaded or stored, and its NaN and Inf counts (model.values.value_stats)."""
+        return value_stats(self, np.arange(self.num_ops) if rows is None else np.asarray(rows))
 
     def touches(self, tensor, index) -> list:
         """Every recorded access to one element, ``tensor[index]`` (a name or argument position, and a view

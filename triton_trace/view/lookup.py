@@ -16,20 +16,11 @@ from typing import Callable, Optional
 import numpy as np
 
 from ..model import KINDS, MEMORY_KINDS, READ_KINDS, WRITE_KINDS, Launch, Trace
+from ..model.values import lane_values
 
 _N_MEM = len(MEMORY_KINDS)
 _READ = np.array([k in READ_KINDS for k in KINDS])
 _WRITE = np.array([k in WRITE_KINDS for k in KINDS])
-
-
-def lane_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenated ``arange(s, s + c)`` for every (s, c), without a Python loop."""
-    counts = np.asarray(counts, dtype=np.int64)
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    first = np.cumsum(counts) - counts
-    return np.repeat(np.asarray(starts, dtype=np.int64) - first, counts) + np.arange(total, dtype=np.int64)
 
 
 class LaunchIndex:
@@ -117,26 +108,8 @@ class LaunchIndex:
         return rows[self.memory[rows] & (self.launch.ops["tensor"][rows] == tensor)]
 
     def lane_values(self, rows: np.ndarray) -> tuple:
-        """(lane index into the launch's lane buffers, value as float64 or NaN when not recorded, has value)
-        for every lane of the given memory rows, in row order."""
-        lc, o = self.launch, self.launch.ops
-        counts = o["lane_count"][rows].astype(np.int64)
-        lanes = lane_ranges(o["lane_start"][rows], counts)
-        values = np.full(len(lanes), np.nan)
-        has = np.zeros(len(lanes), dtype=bool)
-        vd = o["value_dtype"][rows]
-        pos = np.cumsum(counts) - counts
-        for code in np.unique(vd[vd >= 0]):
-            dt = np.dtype(lc.value_dtypes[int(code)])
-            sel = np.nonzero(vd == code)[0]
-            within = lane_ranges(np.zeros(len(sel), np.int64), counts[sel])
-            starts = np.repeat(o["value_start"][rows][sel].astype(np.int64), counts[sel])
-            byte0 = starts + within * dt.itemsize
-            raw = lc.values[byte0[:, None] + np.arange(dt.itemsize)]
-            dest = lane_ranges(pos[sel], counts[sel])
-            values[dest] = np.ascontiguousarray(raw).view(dt).reshape(-1).astype(np.float64)
-            has[dest] = True
-        return lanes, values, has
+        """See model.values.lane_values."""
+        return lane_values(self.launch, rows)
 
 
 class TraceIndex:

@@ -130,7 +130,9 @@ class ProgramPayload(TypedDict):
     recorded: bool
     metrics: dict         # metric key -> value
     ops: dict             # seq, kind, tensor, file, line, shape, active, lanes, bytes, sectors,
-                          # sector_efficiency, oob, values (1: values recorded), aux (dot: M, N, K)
+                          # sector_efficiency, oob, values (1: values recorded), aux (dot: M, N, K),
+                          # vmin, vmax, vmean (finite values of the active lanes; None without), nan, inf
+                          # (counts; -1 where no values were recorded)
     total_ops: int
     offset: int           # this page: ops offset .. offset + limit - 1
     limit: int
@@ -183,6 +185,11 @@ def _num(values, decimals: int = 4) -> list:
     """Floats rounded for transport; NaN (no data) becomes None, since JSON has no NaN."""
     a = np.round(np.asarray(values, dtype=np.float64), decimals)
     return [None if v != v else v for v in a.tolist()]
+
+
+def _sig(values, digits: int = 6) -> list:
+    """Floats to ``digits`` significant digits (values span any magnitude); NaN becomes None."""
+    return [None if v != v else float(f"{v:.{digits}g}") for v in np.asarray(values, dtype=np.float64).tolist()]
 
 
 def clip(text) -> Optional[str]:
@@ -349,6 +356,7 @@ def program_payload(ti: TraceIndex, i: int, pid: tuple, offset: int = 0, limit: 
     found = findings_payload(ti, i)["program"]
     pid_list = list(pid)
     an = report_rows(ti, i)
+    stats = ix.launch.value_stats(rows)
     sectors = an["sectors"][rows].tolist() if an is not None else [None] * len(rows)
     efficiency = [None] * len(rows)
     if an is not None:
@@ -361,7 +369,9 @@ def program_payload(ti: TraceIndex, i: int, pid: tuple, offset: int = 0, limit: 
                 "active": ix.active[rows].tolist(), "lanes": ix.total[rows].tolist(),
                 "bytes": (ix.active[rows] * o["elem_bytes"][rows]).astype(np.int64).tolist(),
                 "sectors": sectors, "sector_efficiency": efficiency, "oob": ix.oob[rows].tolist(),
-                "values": (o["value_dtype"][rows] >= 0).astype(int).tolist(), "aux": o["aux"][rows].tolist()},
+                "values": (o["value_dtype"][rows] >= 0).astype(int).tolist(), "aux": o["aux"][rows].tolist(),
+                "vmin": _sig(stats["min"]), "vmax": _sig(stats["max"]), "vmean": _sig(stats["mean"]),
+                "nan": stats["nan"].tolist(), "inf": stats["inf"].tolist()},
         "total_ops": int(len(rows_all)), "offset": int(offset), "limit": int(min(limit, MAX_OPS)),
         "findings": [k for k, p in enumerate(found) if p == pid_list],
     }
