@@ -56,7 +56,7 @@ function ramp(stops, t) {
   const a = stops[i], b = stops[i + 1];
   return [0, 1, 2].map((k) => Math.round(a[k] + (b[k] - a[k]) * f));
 }
-export function colormap(metric) { return metric === "findings" || metric === "oob_lanes" ? REDS : VIRIDIS; }
+export function colormap(metric) { return metric === "findings" || metric === "oob_lanes" ? REDS : VIRIDIS; }    // "value": viridis
 export function rampColor(metric, t) { return ramp(colormap(metric), t); }
 export function rgb(c) { return `rgb(${c[0]},${c[1]},${c[2]})`; }
 export function gradientCss(metric) {

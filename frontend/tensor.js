@@ -1,13 +1,17 @@
 // The tensor view: the elements one op, one program or every program touched, on a 2-D plane.
-import { clear, fmtNum, h, pidText, programColor, rgb, sizeCanvas } from "./dom.js";
+import { clear, fmtNum, gradientCss, h, pidText, programColor, rampColor, rgb, sizeCanvas } from "./dom.js";
 
 const KIND_COLOR = { 1: [37, 99, 235], 2: [234, 88, 12], 3: [124, 58, 237] };
 const KIND_TEXT = { 1: "loaded", 2: "stored", 3: "loaded and stored" };
 const UNTOUCHED = [233, 236, 240];
+// colour by value: viridis over the finite range; NaN, +Inf, -Inf and "no value recorded" apart from it
+const SPECIAL = { nan: [236, 72, 153], inf: [220, 38, 38], "-inf": [30, 27, 75], none: [156, 163, 175] };
 
 export class TensorView {
-  constructor($, api) {
+  constructor($, api, onPick) {
     this.$ = $;
+    this.onPick = onPick;   // (pid, seq): open a program's op (a line of the element's accesses)
+    this.colour = "auto";
     this.api = api;
     this.canvas = this.$("tensor-canvas");
     this.launch = null;     // LaunchPayload
@@ -21,8 +25,17 @@ export class TensorView {
     this.zoom = true;       // zoom a downsampled tensor to the selected op's or program's elements
     this.data = null;
     this.req = 0;
+    this.touchReq = 0;
     this.canvas.addEventListener("mousemove", (e) => this.hover(e));
     this.canvas.addEventListener("mouseleave", () => { this.$("tensor-hover").textContent = ""; });
+    this.canvas.addEventListener("click", (e) => this.pick(e));
+    this.$("tensor-colour").addEventListener("change", (e) => { this.colour = e.target.value; if (this.data) this.draw(); });
+    this.$("tensor-touches").addEventListener("click", (e) => {
+      const li = e.target.closest("li[data-k]");
+      if (!li || !this.touches) return;
+      const k = Number(li.dataset.k), t = this.touches.touches;
+      this.onPick(t.program[k], t.seq[k]);
+    });
     this.$("tensor").addEventListener("change", (e) => { this.t = Number(e.target.value); if (this.mode === "op") this.mode = "program"; this.refresh(); });
     for (const b of this.$("tensor-mode").querySelectorAll("button")) {
       b.addEventListener("click", () => {
@@ -46,6 +59,7 @@ export class TensorView {
     this.mode = "all";
     this.pid = null;
     this.op = null;
+    this.showTouches(null);
   }
 
   // Called when the selected program or op changes; picks a sensible mode and tensor.
@@ -156,11 +170,13 @@ export class TensorView {
       for (let c = Math.max(0, Math.ceil((tail - c0) / pl.cell[1])); c < pl.cell_cols; c++) buf.fill(255, (row * pl.cell_cols + c) * 4, (row * pl.cell_cols + c) * 4 + 4);
     }
     this.lookup = new Map();
-    const byProgram = d.selection.mode === "all" && cells.program;
+    const byProgram = this.colour === "auto" && d.selection.mode === "all" && cells.program;
+    const byValue = this.colour === "value" ? this.valueRange() : null;
     for (let i = 0; i < cells.cell.length; i++) {
       const c = cells.cell[i];
       this.lookup.set(c, i);
-      let col = byProgram ? programColor(cells.program[i]) : KIND_COLOR[cells.kinds[i]] || KIND_COLOR[3];
+      let col = byValue ? this.valueColor(cells.value ? cells.value[i] : null, byValue)
+        : byProgram ? programColor(cells.program[i]) : KIND_COLOR[cells.kinds[i]] || KIND_COLOR[3];
       if (cells.fill) {     // downsampled: shade by the share of the cell's elements touched
         const a = 0.3 + 0.7 * cells.fill[i];
         col = col.map((v, k) => Math.round(UNTOUCHED[k] + (v - UNTOUCHED[k]) * a));
@@ -183,6 +199,7 @@ export class TensorView {
     ds.key = [d.selection.mode, d.tensor, d.selection.program ? d.selection.program.join(",") : "", d.selection.op ?? ""].join("|");
     ds.px = String(px); ds.cellRows = String(pl.cell_rows); ds.cellCols = String(pl.cell_cols);
     ds.fr = String(pl.cell[0]); ds.fc = String(pl.cell[1]);
+    ds.colour = byValue ? "value" : byProgram ? "program" : "access";
     this.legend();
     performance.mark("tt-tensor-painted");
   }
@@ -190,7 +207,16 @@ export class TensorView {
   legend() {
     const d = this.data, pl = d.plane, box = clear(this.$("tensor-legend"));
     const sw = (c, text) => { const s = h("span", { class: "swatch" }); s.style.background = rgb(c); return h("span", {}, s, text); };
-    if (d.selection.mode === "all" && d.cells.program) {
+    const range = this.colour === "value" ? this.valueRange() : null;
+    if (range) {
+      const bar = h("span", { class: "bar" });
+      bar.style.background = gradientCss("value");
+      box.append(h("span", {}, "value:"), h("span", {}, fmtNum(range[0])), bar, h("span", {}, fmtNum(range[1])),
+        sw(SPECIAL.nan, "NaN"), sw(SPECIAL.inf, "+Inf"), sw(SPECIAL["-inf"], "-Inf"), sw(SPECIAL.none, "no value recorded"));
+    } else if (this.colour === "value") {
+      box.append(h("span", {}, d.cells.fill ? "values are drawn element by element: zoom in (or pick a program or an op)"
+        : "no values were recorded for this view"));
+    } else if (d.selection.mode === "all" && d.cells.program) {
       const progs = [...new Set(d.cells.program)].sort((a, b) => a - b);
       box.append(h("span", {}, "colour = the first program that touched the element:"));
       if (progs.length <= 24) for (const lin of progs) box.append(sw(programColor(lin), pidText(this.pidOf(lin))));
@@ -236,8 +262,69 @@ export class TensorView {
     if (c.fill) parts.push(`${(100 * c.fill[i]).toFixed(0)}% of the cell touched`);
     if (c.lanes) parts.push(`${c.lanes[i]} lane(s)`);
     if (c.program) parts.push(`program ${pidText(this.pidOf(c.program[i]))}`);
+    if (c.writer && c.writer[i] >= 0) parts.push(`last written by program ${pidText(this.pidOf(c.writer[i]))}`);
     if (c.programs && c.programs[i] > 1) parts.push(`${c.programs[i]} programs touched it`);
     this.$("tensor-hover").textContent = parts.join(" · ");
+  }
+
+  // [lo, hi] of the finite values drawn, or null when the view has none (downsampled, or no values)
+  valueRange() {
+    const v = this.data && this.data.cells.value;
+    if (!v) return null;
+    let lo = Infinity, hi = -Infinity;
+    for (const x of v) if (typeof x === "number") { if (x < lo) lo = x; if (x > hi) hi = x; }
+    return lo <= hi ? [lo, hi] : (v.some((x) => typeof x === "string") ? [0, 0] : null);
+  }
+
+  valueColor(v, [lo, hi]) {
+    if (v === null || v === undefined) return SPECIAL.none;
+    if (typeof v === "string") return SPECIAL[v] || SPECIAL.nan;
+    return rampColor("value", hi > lo ? (v - lo) / (hi - lo) : 0.5);
+  }
+
+  // The view index of the touched element under the pointer, or null (untouched, or a downsampled cell of
+  // many elements).
+  cellIndex(e) {
+    const d = this.data;
+    if (!d) return null;
+    const pl = d.plane, r = this.canvas.getBoundingClientRect();
+    const cx = Math.floor((e.clientX - r.left) / this.px), cy = Math.floor((e.clientY - r.top) / this.px);
+    if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows || pl.cell[0] * pl.cell[1] !== 1) return null;
+    if (!this.lookup.has(cy * pl.cell_cols + cx)) return null;
+    const row = pl.origin[0] + cy, col = pl.origin[1] + cx;
+    if (d.shape.length === 0) return [];
+    if (pl.wrap) return [row * pl.wrap + col];
+    const ix = pl.index.slice();
+    if (pl.row_dim !== null) ix[pl.row_dim] = row;
+    ix[pl.col_dim] = col;
+    return ix;
+  }
+
+  // Click an element: every access to it, in execution order (who wrote it, with what).
+  async pick(e) {
+    const index = this.cellIndex(e);
+    if (index === null) return;
+    const t = this.data.tensor, mine = ++this.touchReq;
+    const data = await this.api(`/api/launch/${this.index}/touches/${t}?index=${index.join(",")}`);
+    if (mine === this.touchReq && data) this.showTouches(data);
+  }
+
+  showTouches(data) {
+    const box = this.$("tensor-touches");
+    this.touches = data;
+    if (!data) { box.hidden = true; clear(box); delete box.dataset.index; return; }
+    const T = data.touches, list = h("ol", { class: "scroll" });
+    T.order.forEach((_, k) => {
+      const v = T.value[k] === null ? "value not recorded" : `value ${fmtNum(T.value[k])}`;
+      const via = T.tensor[k] !== data.name ? ` via ${T.tensor[k]}` : "";
+      list.append(h("li", { "data-k": k, tabindex: 0, class: T.kind[k].startsWith("load") ? "r" : "w" },
+        h("span", { class: "kind" }, T.kind[k]), ` program ${pidText(T.program[k])} · op ${T.seq[k]} · line ${T.line[k]}` +
+        ` · lane (${T.lane[k].join(", ")})${via} · ${v}`));
+    });
+    clear(box).append(h("div", { class: "muted" }, `${data.name}[${data.index.join(", ")}] (storage offset ${data.offset}): ` +
+      (data.total ? `${data.total} access(es), in execution order${data.truncated ? `, the first ${T.order.length} listed` : ""}; click one to open it` : "no recorded access")), list);
+    box.dataset.index = data.index.join(",");
+    box.hidden = false;
   }
 
   pidOf(lin) {

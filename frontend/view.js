@@ -48,7 +48,7 @@ export function mount(root, host) {
   function clearError() { $("error").hidden = true; }
   function status(msg) { $("status").textContent = msg; }
 
-  const tensor = new TensorView($, api);
+  const tensor = new TensorView($, api, (pid, seq) => go(S.li, pid, seq, null));
   function prefetchProgram(pid) {
     prefetch(`/api/launch/${S.li}/program/${pid.join(",")}`);
     const url = tensor.urlFor(pid, null);

@@ -384,3 +384,49 @@ def test_token_page_works_through_its_header_without_a_cookie(browser, matmul_ru
     finally:
         p.close()
         srv.stop()
+
+
+def test_values_heatmap_and_who_touched_an_element(browser):
+    """The value bug of tests/value_bugs.py (a softmax without the max subtraction): coloured by value, the
+    NaN it stored stands out; clicking that element lists its one write, and the write opens its op."""
+    import value_bugs as V
+    x = torch.randn(6, 40)
+    x[3, 7] = 120.0
+    out = torch.empty_like(x)
+    triton_trace.reset()
+    triton_trace.trace(V.softmax_no_max)[(6,)](x, out, 40, BLOCK=64)
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    srv = triton_trace.launch(trace=tr, block=False, port=0)
+    p = Page(browser, srv.url)
+    try:
+        pg = p.open("#/launch/0")
+        pg.wait_for_selector("#grid-canvas[data-px]")
+        pg.select_option("#tensor", "1")                                    # out_ptr, all programs
+        tensor_key(pg, "all|1||")
+        pg.select_option("#tensor-colour", "value")
+        pg.wait_for_selector('#tensor-canvas[data-colour="value"]')
+        cells = canvas_cells(pg)
+        nan = np.all(cells == np.array((236, 72, 153)), axis=2)
+        assert np.argwhere(nan).tolist() == [[3, 7]]                        # the one NaN, where torch has it
+        assert torch.isnan(out[3, 7]) and int(torch.isnan(out).sum()) == 1
+        assert "NaN" in pg.inner_text("#tensor-legend")
+        c = pg.locator("#tensor-canvas")
+        px = int(c.get_attribute("data-px"))
+        c.hover(position={"x": 7 * px + px // 2, "y": 3 * px + px // 2})
+        assert "last written by program (3, 0, 0)" in pg.inner_text("#tensor-hover")
+        c.click(position={"x": 7 * px + px // 2, "y": 3 * px + px // 2})
+        pg.wait_for_selector('#tensor-touches[data-index="3,7"] li[data-k]')
+        items = pg.locator("#tensor-touches li[data-k]")
+        assert items.count() == 1
+        text = items.nth(0).inner_text()
+        assert "store" in text and "program (3, 0, 0)" in text and "value nan" in text
+        items.nth(0).click()
+        pg.wait_for_function("location.hash.startsWith('#/launch/0/program/3,0,0/op/')")
+        seq = int(pg.evaluate("location.hash").rsplit("/", 1)[1])
+        assert pg.get_attribute("#ops tbody tr.sel", "data-seq") == str(seq)
+        assert "NaN" in pg.inner_text("#ops tbody tr.sel td.vals")            # the op's value statistics
+        p.check("values-and-touches")
+    finally:
+        p.close()
+        srv.stop()

@@ -112,6 +112,15 @@ def charts(ti: TraceIndex, i: int) -> str:
     return _once(ti, ("charts", i), lambda: P.charts_payload(ti, i))
 
 
+def touches(ti: TraceIndex, i: int, t: int, args: Mapping[str, str]) -> str:
+    lc = ti.trace.launches[check_launch(ti, i)]
+    if not 0 <= t < len(lc.tensors):
+        raise P.ApiError(f"launch {i} has {len(lc.tensors)} tensors; there is no tensor {t}", 404)
+    text = args.get("index")
+    index = _ints(text, "index") if text else ()
+    return ti.cached(("touches", i, t, index), lambda: encode(P.touches_payload(ti, i, t, index)))
+
+
 def tensor(ti: TraceIndex, i: int, t: int, args: Mapping[str, str]) -> str:
     lc = ti.trace.launches[check_launch(ti, i)]
     if not 0 <= t < len(lc.tensors):

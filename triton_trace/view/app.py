@@ -218,6 +218,11 @@ def get_tensor(i: int, t: int):
     return _json(A.tensor(_ti(), i, t, request.args))
 
 
+@api.get("/launch/<int:i>/touches/<int:t>")
+def get_touches(i: int, t: int):
+    return _json(A.touches(_ti(), i, t, request.args))
+
+
 @api.get("/launch/<int:i>/findings")
 def get_findings(i: int):
     return _json(A.findings(_ti(), i))

@@ -34,6 +34,9 @@ after which the ``tt_token`` cookie it sets carries it; without it every route a
     Sparse cells, at most ``tensormap.MAX_CELLS`` of them, each ``cell = [fr, fc]`` elements; the whole
     answer stays under ``tensorview.MAX_TENSOR_BYTES`` (about 1 MB), dropping the columns it names in
     ``dropped`` if it must.
+``GET /api/launch/<i>/touches/<t>?index=<i0,i1,...>`` -> ``TouchesPayload``
+    Every recorded access to one element of tensor ``t`` (aliasing arguments included), in execution
+    order: program, op, line, kind, the lane and the value (at most ``MAX_TOUCHES``).
 ``GET /api/launch/<i>/findings`` -> ``FindingsPayload``
     The analysis findings of the launch (at most ``MAX_FINDINGS``), most severe first, each with the
     program, op (its seq in the program) and source line to jump to.
@@ -52,11 +55,12 @@ from typing import Any, Optional, TypedDict
 
 import numpy as np
 
+from ..errors import TraceUsageError
 from ..model import KINDS
 from .lookup import LaunchIndex, TraceIndex
 from .report_view import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
 from .limits import (HIST_BINS, MAX_FINDINGS, MAX_GRID_CELLS, MAX_ITEMS, MAX_LAUNCHES, MAX_LINE_CHARS, MAX_OPS,  # noqa: F401
-                     MAX_SOURCE_LINES, MAX_TEXT)
+                     MAX_SOURCE_LINES, MAX_TEXT, MAX_TOUCHES)
 from .tensormap import factors
 
 
@@ -155,9 +159,21 @@ class TensorPayload(TypedDict):
     oob_lanes: int        # active lanes outside the tensor's storage
     oob_examples: list
     cells: dict           # cell (row-major index), kinds (1 read | 2 written), lanes, program (the smallest
-                          # linear id that touched it), programs (how many), value (element by element) or
-                          # fill (downsampled: share of the cell touched)
+                          # linear id that touched it), programs (how many), value and writer (the linear id
+                          # of the last program that wrote it, -1: none), element by element, or fill
+                          # (downsampled: share of the cell touched)
     dropped: list
+
+
+class TouchesPayload(TypedDict):
+    tensor: int
+    name: str
+    index: list           # the element's view index
+    offset: int           # its storage offset
+    touches: dict         # order, program ([x, y, z]), seq, kind, tensor (the argument used), line, lane,
+                          # value: every access to the element in execution order (model.touches)
+    total: int
+    truncated: bool       # more than MAX_TOUCHES: the first ones are listed
 
 
 class FindingsPayload(TypedDict):
@@ -375,6 +391,37 @@ def program_payload(ti: TraceIndex, i: int, pid: tuple, offset: int = 0, limit: 
         "total_ops": int(len(rows_all)), "offset": int(offset), "limit": int(min(limit, MAX_OPS)),
         "findings": [k for k, p in enumerate(found) if p == pid_list],
     }
+
+
+def touches_payload(ti: TraceIndex, i: int, t: int, index: tuple) -> TouchesPayload:
+    from ..model.touches import element_offset
+    lc = ti.trace.launches[i]
+    try:
+        found = lc.touches(t, index)
+        offset = element_offset(lc.tensors[t], index)
+    except TraceUsageError as e:
+        raise ApiError(str(e)) from None
+    shown = found[:MAX_TOUCHES]
+    return {"tensor": t, "name": clip(lc.tensors[t].name), "index": list(index), "offset": offset,
+            "touches": {"order": [x.order for x in shown], "program": [list(x.program) for x in shown],
+                        "seq": [x.seq for x in shown], "kind": [x.kind for x in shown],
+                        "tensor": [clip(x.tensor) for x in shown], "line": [x.line for x in shown],
+                        "lane": [list(x.lane) for x in shown], "value": _values(x.value for x in shown)},
+            "total": len(found), "truncated": len(found) > MAX_TOUCHES}
+
+
+def _values(values) -> list:
+    out = []
+    for v in values:
+        if v is None or isinstance(v, bool) or isinstance(v, int):
+            out.append(v)
+        elif v != v:
+            out.append("nan")
+        elif v in (float("inf"), float("-inf")):
+            out.append("inf" if v > 0 else "-inf")
+        else:
+            out.append(float(f"{v:.7g}"))
+    return out
 
 
 def op_row(ix: LaunchIndex, pid: tuple, seq: int) -> int:

@@ -30,13 +30,14 @@ class Elements:
     programs: np.ndarray    # number of distinct programs that touched it
     value: np.ndarray       # float64: the last recorded value (NaN when none was recorded)
     has_value: np.ndarray   # bool
+    writer: np.ndarray      # linear id of the program of the last write (row order), -1 when none wrote it
     oob_lanes: int          # active lanes outside the tensor's storage (not drawable)
     oob_examples: tuple     # a few of their offsets
 
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.offsets, self.kinds, self.lanes, self.program, self.programs,
-                                      self.value, self.has_value))
+                                      self.value, self.has_value, self.writer))
 
 
 def group(keys: np.ndarray, bound: int) -> tuple:
@@ -86,9 +87,13 @@ def elements(ix: LaunchIndex, rows: np.ndarray, tensor: int) -> Elements:
     np.maximum.at(last, inv[rec], rec)
     has_value = last >= 0
     value = np.where(has_value, values[np.maximum(last, 0)] if len(values) else np.nan, np.nan)
+    last_write = np.full(n, -1, dtype=np.int64)
+    wrote = np.flatnonzero(ix.write[lane_row])
+    np.maximum.at(last_write, inv[wrote], wrote)
+    writer = np.where(last_write >= 0, lin[np.maximum(last_write, 0)] if len(lin) else -1, -1)
     return Elements(uniq, (read.astype(np.int8) | (write.astype(np.int8) << 1)).astype(np.int8),
                     np.bincount(inv, minlength=n).astype(np.int32), program,
-                    nprog.astype(np.int32), value, has_value, int(bad.sum()), oob_examples)
+                    nprog.astype(np.int32), value, has_value, writer.astype(np.int64), int(bad.sum()), oob_examples)
 
 
 def _sig(values: np.ndarray, digits: int = 6) -> list:
@@ -123,6 +128,7 @@ def plane_cells(plane: Plane, table: Elements, pos: np.ndarray, entry: np.ndarra
         np.minimum.at(first, inv, np.arange(len(entry)))
         e = entry[first] if n else entry[:0]
         out["value"] = [v if h else None for v, h in zip(_sig(table.value[e]), table.has_value[e].tolist())]
+        out["writer"] = table.writer[e].tolist()
     else:
         touched = np.bincount(inv, minlength=n)
         out["fill"] = np.round(touched / np.maximum(cell_sizes(plane, uc), 1), 4).tolist()
@@ -186,7 +192,7 @@ def encode_bounded(payload: dict, limit: int = MAX_TENSOR_BYTES) -> str:
     """``encode``, kept under ``limit`` bytes by dropping the least essential columns (named in
     ``dropped``)."""
     body = encode(payload)
-    for column in ("value", "programs", "program", "lanes"):
+    for column in ("value", "writer", "programs", "program", "lanes"):
         if len(body) <= limit:
             break
         if column in payload["cells"]:
