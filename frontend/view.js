@@ -2,6 +2,7 @@
 // mounted in one root element. The host decides where payloads come from and how a place is remembered:
 // app.js (the browser page: the JSON API and the URL's hash) and embed.js (a notebook output: payloads
 // inlined in the output, no URL). Every payload is documented in triton_trace/view/payload.py.
+import { BlockView } from "./block.js";
 import { Charts } from "./charts.js";
 import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
 import { clear, fmtBytes, fmtNum, fmtPct, h, pidText, scoped } from "./dom.js";
@@ -56,6 +57,7 @@ export function mount(root, host) {
   }
   const grid = new ProgramGrid($, (pid, t0) => { prefetchProgram(pid); go(S.li, pid, null, { what: "grid-click", t0 }); }, prefetchProgram);
   const source = new SourceView($);
+  const block = new BlockView($, api);
   const charts = new Charts($, api, host.plotly);
   let detail = null;
   const findings = new FindingsList($, (k, t0) => {
@@ -210,6 +212,7 @@ export function mount(root, host) {
     if (!pid) {
       S.pid = null; S.op = null; S.program = null; grid.selected = null; grid.draw();
       detail.clear();
+      block.select(S.li, null, null);
       source.mark([], null);
       await tensor.select(null, null);
       return;
@@ -240,6 +243,7 @@ export function mount(root, host) {
     if (op !== null && !o) showError(`Program ${pidText(pid)} has no op ${op}.`);
     detail.highlight(op);
     source.mark(S.program.ops.line, o ? o.line : null);
+    block.select(S.li, pid, o && o.memory ? op : null);
     await (tensorDone || tensor.select(pid, o && o.memory ? { seq: op, tensor: o.tensor } : null));
   }
 

@@ -430,3 +430,21 @@ def test_values_heatmap_and_who_touched_an_element(browser):
     finally:
         p.close()
         srv.stop()
+
+
+def test_an_ops_block_is_drawn_in_its_shape(page, matmul_run):
+    """Op 0 of matmul program (1, 0): its A tile, 16 x 8 lanes, every lane active (the tile fits)."""
+    pg = page.open("#/launch/0/program/1,0,0/op/0")
+    pg.wait_for_selector('#block-canvas[data-key="1,0,0|0"]')
+    c = pg.locator("#block-canvas")
+    assert (c.get_attribute("data-rows"), c.get_attribute("data-cols")) == ("16", "8")
+    assert "load of a_ptr, block 16×8" in pg.inner_text("#block-title")
+    assert "128 of 128 lanes active" in pg.inner_text("#block-note")
+    px = int(c.get_attribute("data-px"))
+    c.hover(position={"x": 2 * px + px // 2, "y": 3 * px + px // 2})
+    pid_m, _ = K.matmul_program_tile(1, **matmul_run["args"])
+    want = (pid_m * 16 + 3) * 24 + 2                                      # A is 40 x 24, contiguous
+    assert f"lane (3, 2) · offset {want}" in pg.inner_text("#block-hover")
+    pg.click("#ops tbody tr[data-seq='2']")                                 # a dot: no block to draw
+    pg.wait_for_function("document.querySelector('#block-note').textContent.startsWith('Select an op')")
+    page.check("op-block")

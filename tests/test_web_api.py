@@ -524,3 +524,28 @@ def test_block_defaults_to_not_blocking_only_in_ipython(mixed, monkeypatch):
     finally:
         srv.stop()
         srv.stop()
+
+
+def test_an_ops_block_in_its_own_shape(make_client):
+    """/api/launch/<i>/block: every lane of one op, checked against the kernel's own index arithmetic."""
+    import kernels as KK
+    src = torch.randn(24, 40).T                  # 40 x 24, non-contiguous: strides (1, 40)
+    triton_trace.reset()
+    KK.transpose(src, kernel=triton_trace.trace(KK.make_transpose()), block_m=8, block_n=16)
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    c = make_client(tr)
+    b = get(c, "/api/launch/0/block/4,1,0/0")            # program (4, 1): the last row block, cut by the mask
+    rm, rn = 4 * 8 + np.arange(8), 1 * 16 + np.arange(16)
+    want_off = rm[:, None] * src.stride(0) + rn[None, :] * src.stride(1)
+    want_mask = (rm[:, None] < 40) & (rn[None, :] < 24)
+    assert (b["kind"], b["tensor"], b["shape"], b["grid"]) == ("load", "x_ptr", [8, 16], [8, 16])
+    assert b["offset"] == want_off.reshape(-1).tolist() and b["mask"] == want_mask.reshape(-1).astype(int).tolist()
+    want_out = (want_off < 0) | (want_off >= 40 * 24)                 # masked-off lanes may point past x
+    assert b["active"] == int(want_mask.sum()) and b["oob"] == 0 and b["out"] == want_out.reshape(-1).astype(int).tolist()
+    k = 3 * 16 + 5
+    assert b["index"][k] == [int(rm[3]), int(rn[5])]
+    assert b["value"][k] == pytest.approx(src[rm[3], rn[5]].item(), rel=1e-6)
+    assert get(c, "/api/launch/0/block/4,1,0/1")["kind"] == "store"
+    r = c.get("/api/launch/0/block/4,1,0/9")
+    assert r.status_code == 404 and "no op 9" in r.get_json()["error"]

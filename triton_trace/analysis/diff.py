@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import TraceUsageError
 from ..model import KINDS, WRITE_KINDS, Trace
+from ..model.layout import invertible, view_index
 
 MAX_EXAMPLES = 20
 
@@ -73,19 +74,11 @@ def _where(launch, row: int) -> dict:
 
 
 def _index(info, offset: int) -> Optional[list]:
-    """The view index of a storage offset, or None when the view does not hold it."""
-    rest = offset - info.storage_offset
-    dims = sorted(range(len(info.shape)), key=lambda d: -abs(info.strides[d]))
-    out = [0] * len(info.shape)
-    for d in dims:
-        s = info.strides[d]
-        if s == 0:
-            continue
-        q, rest = divmod(rest, s)
-        if not 0 <= q < info.shape[d]:
-            return None
-        out[d] = int(q)
-    return out if rest == 0 else None
+    """The view index of a storage offset, or None when the view does not hold it (or no single one does)."""
+    if not invertible(info):
+        return None
+    idx, ok = view_index(info, np.array([offset]))
+    return idx[0].tolist() if ok[0] else None
 
 
 @dataclass(frozen=True)

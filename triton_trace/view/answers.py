@@ -13,6 +13,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from . import payload as P
+from .blockview import block_payload
 from .lookup import TraceIndex
 from .payload import encode
 from .tensorview import tensor_payload
@@ -110,6 +111,11 @@ def findings(ti: TraceIndex, i: int) -> str:
 def charts(ti: TraceIndex, i: int) -> str:
     check_launch(ti, i)
     return _once(ti, ("charts", i), lambda: P.charts_payload(ti, i))
+
+
+def block(ti: TraceIndex, i: int, pid: str, seq: int) -> str:
+    check_launch(ti, i)
+    return encode(block_payload(ti, i, program_id(ti, i, pid), seq))
 
 
 def touches(ti: TraceIndex, i: int, t: int, args: Mapping[str, str]) -> str:

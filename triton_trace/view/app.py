@@ -218,6 +218,11 @@ def get_tensor(i: int, t: int):
     return _json(A.tensor(_ti(), i, t, request.args))
 
 
+@api.get("/launch/<int:i>/block/<pid>/<int:seq>")
+def get_block(i: int, pid: str, seq: int):
+    return _json(A.block(_ti(), i, pid, seq))
+
+
 @api.get("/launch/<int:i>/touches/<int:t>")
 def get_touches(i: int, t: int):
     return _json(A.touches(_ti(), i, t, request.args))

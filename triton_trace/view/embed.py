@@ -146,10 +146,16 @@ class Snapshot:
 
     def views(self, i: int, pid: tuple, ops: bool, force: bool = False) -> bool:
         """The tensor views of a program whose ops are in: each tensor it touched, or (``ops``) each op's."""
-        ti, memory = self.ti, self.memory[(i, pid)]
-        wanted = ([tensor_path(i, t, "op", pid, seq) + (t,) for seq, t in memory] if ops else
-                  [tensor_path(i, t, "program", pid) + (t,) for t in sorted({t for _, t in memory})])
-        return all([self.add(path, lambda: A.tensor(ti, i, t, args), force) for path, args, t in wanted])
+        ti, memory, key = self.ti, self.memory[(i, pid)], ",".join(str(int(v)) for v in pid)
+        if not ops:
+            wanted = [tensor_path(i, t, "program", pid) + (t,) for t in sorted({t for _, t in memory})]
+            return all([self.add(path, lambda: A.tensor(ti, i, t, args), force) for path, args, t in wanted])
+        ok = True
+        for seq, t in memory:          # each op's tensor view and its block
+            path, args = tensor_path(i, t, "op", pid, seq)
+            ok = self.add(path, lambda: A.tensor(ti, i, t, args), force) and ok
+            ok = self.add(f"/api/launch/{i}/block/{key}/{seq}", lambda: A.block(ti, i, key, seq), force) and ok
+        return ok
 
 
 def _programs(ti: TraceIndex, i: int, first: Optional[tuple]) -> list:

@@ -34,6 +34,9 @@ after which the ``tt_token`` cookie it sets carries it; without it every route a
     Sparse cells, at most ``tensormap.MAX_CELLS`` of them, each ``cell = [fr, fc]`` elements; the whole
     answer stays under ``tensorview.MAX_TENSOR_BYTES`` (about 1 MB), dropping the columns it names in
     ``dropped`` if it must.
+``GET /api/launch/<i>/block/<x>,<y>,<z>/<seq>`` -> ``BlockPayload`` (blockview.py)
+    One op's block in its own shape: every lane's offset, active flag, out-of-bounds flag, view index
+    and value (at most ``MAX_BLOCK_LANES`` lanes).
 ``GET /api/launch/<i>/touches/<t>?index=<i0,i1,...>`` -> ``TouchesPayload``
     Every recorded access to one element of tensor ``t`` (aliasing arguments included), in execution
     order: program, op, line, kind, the lane and the value (at most ``MAX_TOUCHES``).
