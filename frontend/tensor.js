@@ -6,6 +6,8 @@ const KIND_TEXT = { 1: "loaded", 2: "stored", 3: "loaded and stored" };
 const UNTOUCHED = [233, 236, 240];
 // colour by value: viridis over the finite range; NaN, +Inf, -Inf and "no value recorded" apart from it
 const SPECIAL = { nan: [236, 72, 153], inf: [220, 38, 38], "-inf": [30, 27, 75], none: [156, 163, 175] };
+// colour by difference from a compared trace: elements that agree are dimmed
+const DIFF = { same: [203, 213, 225], differ: [220, 38, 38], only_a: [234, 88, 12], only_b: [124, 58, 237] };
 
 export class TensorView {
   constructor($, api, onPick) {
@@ -29,7 +31,7 @@ export class TensorView {
     this.canvas.addEventListener("mousemove", (e) => this.hover(e));
     this.canvas.addEventListener("mouseleave", () => { this.$("tensor-hover").textContent = ""; });
     this.canvas.addEventListener("click", (e) => this.pick(e));
-    this.$("tensor-colour").addEventListener("change", (e) => { this.colour = e.target.value; if (this.data) this.draw(); });
+    this.$("tensor-colour").addEventListener("change", (e) => { this.colour = e.target.value; this.refresh(); });
     this.$("tensor-touches").addEventListener("click", (e) => {
       const li = e.target.closest("li[data-k]");
       if (!li || !this.touches) return;
@@ -59,7 +61,13 @@ export class TensorView {
     this.mode = "all";
     this.pid = null;
     this.op = null;
+    this.diffs = new Map();      // tensor -> DiffPayload (with a compared trace)
     this.showTouches(null);
+    const cs = clear(this.$("tensor-colour"));
+    cs.append(h("option", { value: "auto" }, "by access"), h("option", { value: "value" }, "by value"));
+    if (this.compare) cs.append(h("option", { value: "diff" }, "by difference (compared trace)"));
+    if (this.colour === "diff" && !this.compare) this.colour = "auto";
+    cs.value = this.colour;
   }
 
   // Called when the selected program or op changes; picks a sensible mode and tensor.
@@ -101,7 +109,7 @@ export class TensorView {
     this.buttons();
     this.$("tensor").value = String(this.t);
     const mine = ++this.req;
-    const data = await this.api(this.url());
+    const [data] = await Promise.all([this.api(this.url()), this.colour === "diff" ? this.loadDiff(this.t) : null]);
     if (mine !== this.req || data === null) return;
     this.data = data;
     this.controls();
@@ -172,15 +180,23 @@ export class TensorView {
     this.lookup = new Map();
     const byProgram = this.colour === "auto" && d.selection.mode === "all" && cells.program;
     const byValue = this.colour === "value" ? this.valueRange() : null;
+    const byDiff = this.colour === "diff" ? this.diffCells() : null;
+    this.diffAt = byDiff;
     for (let i = 0; i < cells.cell.length; i++) {
       const c = cells.cell[i];
       this.lookup.set(c, i);
-      let col = byValue ? this.valueColor(cells.value ? cells.value[i] : null, byValue)
+      let col = byDiff ? (byDiff.has(c) ? DIFF[this.diffKind(byDiff.get(c))] : DIFF.same)
+        : byValue ? this.valueColor(cells.value ? cells.value[i] : null, byValue)
         : byProgram ? programColor(cells.program[i]) : KIND_COLOR[cells.kinds[i]] || KIND_COLOR[3];
       if (cells.fill) {     // downsampled: shade by the share of the cell's elements touched
         const a = 0.3 + 0.7 * cells.fill[i];
         col = col.map((v, k) => Math.round(UNTOUCHED[k] + (v - UNTOUCHED[k]) * a));
       }
+      buf[c * 4] = col[0]; buf[c * 4 + 1] = col[1]; buf[c * 4 + 2] = col[2];
+    }
+    if (byDiff) for (const [c, k] of byDiff) {
+      if (this.lookup.has(c)) continue;
+      const col = DIFF[this.diffKind(k)];
       buf[c * 4] = col[0]; buf[c * 4 + 1] = col[1]; buf[c * 4 + 2] = col[2];
     }
     const off = document.createElement("canvas");
@@ -199,7 +215,7 @@ export class TensorView {
     ds.key = [d.selection.mode, d.tensor, d.selection.program ? d.selection.program.join(",") : "", d.selection.op ?? ""].join("|");
     ds.px = String(px); ds.cellRows = String(pl.cell_rows); ds.cellCols = String(pl.cell_cols);
     ds.fr = String(pl.cell[0]); ds.fc = String(pl.cell[1]);
-    ds.colour = byValue ? "value" : byProgram ? "program" : "access";
+    ds.colour = byDiff ? "diff" : byValue ? "value" : byProgram ? "program" : "access";
     this.legend();
     performance.mark("tt-tensor-painted");
   }
@@ -208,7 +224,15 @@ export class TensorView {
     const d = this.data, pl = d.plane, box = clear(this.$("tensor-legend"));
     const sw = (c, text) => { const s = h("span", { class: "swatch" }); s.style.background = rgb(c); return h("span", {}, s, text); };
     const range = this.colour === "value" ? this.valueRange() : null;
-    if (range) {
+    const diff = this.colour === "diff" ? this.diffs.get(d.tensor) : null;
+    if (diff) {
+      box.append(h("span", {}, diff.differing + diff.only_a + diff.only_b
+        ? `${fmtNum(diff.differing)} of ${fmtNum(diff.compared)} written element(s) differ from the compared trace` +
+          (diff.truncated ? ` (the first ${fmtNum(diff.elements.index.length)} drawn)` : "")
+        : `all ${fmtNum(diff.compared)} written element(s) equal the compared trace's`),
+        sw(DIFF.differ, "differs"), sw(DIFF.only_a, `written only here (${diff.only_a})`),
+        sw(DIFF.only_b, `written only there (${diff.only_b})`), sw(DIFF.same, "equal or not written"));
+    } else if (range) {
       const bar = h("span", { class: "bar" });
       bar.style.background = gradientCss("value");
       box.append(h("span", {}, "value:"), h("span", {}, fmtNum(range[0])), bar, h("span", {}, fmtNum(range[1])),
@@ -255,8 +279,14 @@ export class TensorView {
     };
     if (fr * fc === 1) where = idx(r0 + cy, c0 + cx);
     else where = `${idx(r0 + cy * fr, c0 + cx * fc)} … ${idx(r0 + Math.min(pl.rows, (cy + 1) * fr) - 1, c0 + Math.min(pl.cols, (cx + 1) * fc) - 1)}`;
-    const i = this.lookup.get(cy * pl.cell_cols + cx);
-    if (i === undefined) { this.$("tensor-hover").textContent = `${where} · not touched`; return; }
+    const cell = cy * pl.cell_cols + cx, i = this.lookup.get(cell);
+    let diffText = "";
+    if (this.diffAt && this.diffAt.has(cell)) {
+      const E = this.diffs.get(d.tensor).elements, k = this.diffAt.get(cell);
+      const side = (v, p, l) => p === null ? "not written" : `${fmtNum(v)} (program ${pidText(p)}, line ${l})`;
+      diffText = ` · here ${side(E.a[k], E.a_program[k], E.a_line[k])} · compared ${side(E.b[k], E.b_program[k], E.b_line[k])}`;
+    }
+    if (i === undefined) { this.$("tensor-hover").textContent = `${where} · not touched${diffText}`; return; }
     const c = d.cells, parts = [where, KIND_TEXT[c.kinds[i]] || ""];
     if (c.value && c.value[i] !== null && c.value[i] !== undefined) parts.push(`value ${fmtNum(c.value[i])}`);
     if (c.fill) parts.push(`${(100 * c.fill[i]).toFixed(0)}% of the cell touched`);
@@ -264,7 +294,41 @@ export class TensorView {
     if (c.program) parts.push(`program ${pidText(this.pidOf(c.program[i]))}`);
     if (c.writer && c.writer[i] >= 0) parts.push(`last written by program ${pidText(this.pidOf(c.writer[i]))}`);
     if (c.programs && c.programs[i] > 1) parts.push(`${c.programs[i]} programs touched it`);
-    this.$("tensor-hover").textContent = parts.join(" · ");
+    this.$("tensor-hover").textContent = parts.join(" · ") + diffText;
+  }
+
+  async loadDiff(t) {
+    if (!this.diffs.has(t)) {
+      const d = await this.api(`/api/launch/${this.index}/diff/${t}`);
+      if (d) this.diffs.set(t, d);
+    }
+    return this.diffs.get(t) || null;
+  }
+
+  // The compared trace's differences on this plane: cell -> element position in the DiffPayload.
+  diffCells() {
+    const diff = this.diffs.get(this.data.tensor), pl = this.data.plane, out = new Map();
+    if (!diff) return null;
+    const E = diff.elements, [fr, fc] = pl.cell, [r0, c0] = pl.origin;
+    E.index.forEach((idx, k) => {
+      if (!idx) return;
+      let row, col;
+      if (pl.wrap) { row = Math.floor(idx[0] / pl.wrap); col = idx[0] % pl.wrap; }
+      else {
+        for (let d = 0; d < idx.length; d++) if (d !== pl.row_dim && d !== pl.col_dim && idx[d] !== pl.index[d]) return;
+        row = pl.row_dim !== null ? idx[pl.row_dim] : 0;
+        col = idx.length ? idx[pl.col_dim] : 0;
+      }
+      const r = row - r0, c = col - c0;
+      if (r < 0 || c < 0 || r >= pl.rows || c >= pl.cols) return;
+      out.set(Math.floor(r / fr) * pl.cell_cols + Math.floor(c / fc), k);
+    });
+    return out;
+  }
+
+  diffKind(k) {
+    const E = this.diffs.get(this.data.tensor).elements;
+    return E.a_program[k] === null ? "only_b" : E.b_program[k] === null ? "only_a" : "differ";
   }
 
   // [lo, hi] of the finite values drawn, or null when the view has none (downsampled, or no values)

@@ -179,6 +179,7 @@ export function mount(root, host) {
     source.set(launch, found);
     source.mark([], null);
     findings.set(found, S.trace.analysis.available ? null : "No analysis ran, so there are no findings.");
+    tensor.compare = S.trace.compare && S.trace.compare.available && li < S.trace.compare.launches;
     tensor.setLaunch(launch, li);
     status(`${launch.kernel} · ${launch.recorded_programs} programs`);
     root.dataset.view = "launch";

@@ -448,3 +448,41 @@ def test_an_ops_block_is_drawn_in_its_shape(page, matmul_run):
     pg.click("#ops tbody tr[data-seq='2']")                                 # a dot: no block to draw
     pg.wait_for_function("document.querySelector('#block-note').textContent.startsWith('Select an op')")
     page.check("op-block")
+
+
+def test_two_traces_side_by_side_on_the_tensor_view(browser, tmp_path):
+    """``triton-trace view a --compare b``: a softmax without the max subtraction against the fixed one;
+    the tensor view marks exactly the elements torch says differ, and hover shows both sides."""
+    import value_bugs as V
+    x = torch.randn(6, 40)
+    x[3, 7] = 120.0
+    outs = {}
+    for name, kernel in (("a", V.softmax_no_max), ("b", V.softmax)):
+        outs[name] = torch.empty_like(x)
+        triton_trace.reset()
+        triton_trace.trace(kernel)[(6,)](x, outs[name], 40, BLOCK=64)
+        triton_trace.current_trace().save(tmp_path / f"{name}.ttrace")
+    triton_trace.reset()
+    a, b = outs["a"], outs["b"]
+    want = ~((a == b) | (a.isnan() & b.isnan()))                          # bit for bit, as the diff compares
+    srv = triton_trace.launch(trace=str(tmp_path / "a.ttrace"), compare=str(tmp_path / "b.ttrace"), block=False, port=0)
+    p = Page(browser, srv.url)
+    try:
+        pg = p.open("#/launch/0")
+        pg.wait_for_selector("#grid-canvas[data-px]")
+        pg.select_option("#tensor", "1")
+        tensor_key(pg, "all|1||")
+        pg.select_option("#tensor-colour", "diff")
+        pg.wait_for_selector('#tensor-canvas[data-colour="diff"]')
+        red = np.all(canvas_cells(pg) == np.array((220, 38, 38)), axis=2)
+        assert np.array_equal(red, want.numpy()) and 1 < red.sum() < 240
+        assert f"{int(want.sum())} of 240 written element(s) differ" in pg.inner_text("#tensor-legend")
+        c = pg.locator("#tensor-canvas")
+        px = int(c.get_attribute("data-px"))
+        c.hover(position={"x": 7 * px + px // 2, "y": 3 * px + px // 2})
+        text = pg.inner_text("#tensor-hover")
+        assert "here nan (program (3, 0, 0)" in text and "compared " in text
+        p.check("compare-traces")
+    finally:
+        p.close()
+        srv.stop()

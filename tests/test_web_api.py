@@ -549,3 +549,24 @@ def test_an_ops_block_in_its_own_shape(make_client):
     assert get(c, "/api/launch/0/block/4,1,0/1")["kind"] == "store"
     r = c.get("/api/launch/0/block/4,1,0/9")
     assert r.status_code == 404 and "no op 9" in r.get_json()["error"]
+
+
+def test_the_diff_endpoint_needs_a_compared_trace(make_client):
+    import kernels as KK
+    x, y = torch.randn(300), torch.randn(300)
+    traces = []
+    for shift in (0.0, 1.0):
+        triton_trace.reset()
+        KK.add(x, y + shift * (torch.arange(300) == 17), kernel=triton_trace.trace(KK.make_add()), block=64)
+        traces.append(triton_trace.current_trace())
+    triton_trace.reset()
+    r = make_client(traces[0]).get("/api/launch/0/diff/2")
+    assert r.status_code == 404 and "compare=" in r.get_json()["error"]
+    c = make_client(traces[0], compare=traces[1])
+    assert get(c, "/api/trace")["compare"] == {"available": True, "launches": 1}
+    d = get(c, "/api/launch/0/diff/2")
+    assert (d["name"], d["differing"], d["compared"], d["only_a"], d["only_b"]) == ("out_ptr", 1, 300, 0, 0)
+    assert d["elements"]["index"] == [[17]] and d["elements"]["a_program"] == [[0, 0, 0]]
+    assert d["elements"]["a"] == [pytest.approx((x[17] + y[17]).item(), rel=1e-6)]
+    assert d["elements"]["b"] == [pytest.approx((x[17] + y[17] + 1).item(), rel=1e-6)]
+    assert get(c, "/api/launch/0/diff/0")["differing"] == 0                   # x is only read: nothing written

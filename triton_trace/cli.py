@@ -150,7 +150,8 @@ def cmd_view(args) -> int:
     from .errors import TraceUsageError
     from .view.server import launch
     try:
-        launch(trace=trace, port=args.port, share=args.share, block=True, allowed_hosts=args.allow_host or ())
+        launch(trace=trace, port=args.port, share=args.share, block=True, allowed_hosts=args.allow_host or (),
+               compare=_load(args.compare) if args.compare else None)
     except TraceUsageError as e:      # e.g. the port is taken; say it in the command line's terms
         raise CliError(str(e).replace("pass another port= or port=None to take a free one",
                                       "pass another --port, or leave it out to take a free one")) from None
@@ -203,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("view", help="serve a saved trace in the web UI",
-                       usage="triton-trace view TRACE [--port N] [--share [--allow-host NAME]]",
+                       usage="triton-trace view TRACE [--port N] [--share [--allow-host NAME]] [--compare TRACE]",
                        description="Serve a saved trace in the web UI until Ctrl-C.")
     v.add_argument("trace", help="a .ttrace file")
     v.add_argument("--port", type=_port, default=None, help="port (default 5001, or the next free one)")
@@ -212,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--allow-host", action="append", metavar="NAME",
                    help="with --share, also answer to this host name (a DNS name or proxy in front of this "
                         "machine; repeatable). Its own names and IP addresses are always allowed")
+    v.add_argument("--compare", metavar="TRACE", help="a second trace of the same kernels: the tensor view "
+                                                       "can show where their outputs differ")
     v.set_defaults(func=cmd_view)
 
     rp = sub.add_parser("report", help="print the metrics and findings of a saved trace",

@@ -118,6 +118,13 @@ def block(ti: TraceIndex, i: int, pid: str, seq: int) -> str:
     return encode(block_payload(ti, i, program_id(ti, i, pid), seq))
 
 
+def diff(ti: TraceIndex, i: int, t: int) -> str:
+    lc = ti.trace.launches[check_launch(ti, i)]
+    if not 0 <= t < len(lc.tensors):
+        raise P.ApiError(f"launch {i} has {len(lc.tensors)} tensors; there is no tensor {t}", 404)
+    return ti.cached(("diff", i, t), lambda: encode(P.diff_payload(ti, i, t)))
+
+
 def touches(ti: TraceIndex, i: int, t: int, args: Mapping[str, str]) -> str:
     lc = ti.trace.launches[check_launch(ti, i)]
     if not 0 <= t < len(lc.tensors):

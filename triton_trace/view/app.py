@@ -66,23 +66,21 @@ pages = Blueprint("pages", __name__)
 # --------------------------------------------------------------------------------------------------------
 # the app factory
 # --------------------------------------------------------------------------------------------------------
-def create_app(trace, token: Optional[str] = None, allowed_hosts=()) -> Flask:
-    """A Flask app that serves ``trace`` (a Trace or the path of a trace file).
+def create_app(trace, token: Optional[str] = None, allowed_hosts=(), compare=None) -> Flask:
+    """A Flask app that serves ``trace`` (a Trace or the path of a trace file), and with ``compare`` (a
+    second one, of the same kernels) the differences of their outputs on the tensor view.
 
     With ``token`` (a shared server), every page and API request must carry it (``?token=`` or the
     ``X-TT-Token`` header). Requests whose Host is not an allowed name get 403 (see LOOPBACK_HOSTS).
     """
-    if isinstance(trace, (str, os.PathLike)):
-        from ..store import load
-        trace = load(trace)
-    if not isinstance(trace, Trace):
-        raise TraceUsageError(f"the web app shows a triton_trace.Trace or a trace file path; got {type(trace).__name__}")
+    trace = _as_trace(trace, "the web app shows")
+    compare = _as_trace(compare, "compare=") if compare is not None else None
     app = Flask(__name__, static_folder=None)
     app.url_map.merge_slashes = False     # "/static//etc/passwd" is a 404, not a redirect
     app.url_map.converters["int"] = AsciiInt
     app.config["TT_TOKEN"] = token
     app.config["TT_HOSTS"] = _allowed_hosts(bool(token), allowed_hosts)
-    app.extensions["triton_trace"] = TraceIndex(trace, analyze=A.analyzer())
+    app.extensions["triton_trace"] = TraceIndex(trace, analyze=A.analyzer(), compare=compare)
     app.extensions["triton_trace.static"] = _static_files()
     app.register_blueprint(api)
     app.register_blueprint(pages)
@@ -94,6 +92,15 @@ def create_app(trace, token: Optional[str] = None, allowed_hosts=()) -> Flask:
     app.register_error_handler(PlaneError, lambda e: _error(str(e), 400))
     app.register_error_handler(Exception, _internal_error)
     return app
+
+
+def _as_trace(trace, what: str) -> Trace:
+    if isinstance(trace, (str, os.PathLike)):
+        from ..store import load
+        trace = load(trace)
+    if not isinstance(trace, Trace):
+        raise TraceUsageError(f"{what} a triton_trace.Trace or a trace file path; got {type(trace).__name__}")
+    return trace
 
 
 def _static_files() -> dict:
@@ -221,6 +228,11 @@ def get_tensor(i: int, t: int):
 @api.get("/launch/<int:i>/block/<pid>/<int:seq>")
 def get_block(i: int, pid: str, seq: int):
     return _json(A.block(_ti(), i, pid, seq))
+
+
+@api.get("/launch/<int:i>/diff/<int:t>")
+def get_diff(i: int, t: int):
+    return _json(A.diff(_ti(), i, t))
 
 
 @api.get("/launch/<int:i>/touches/<int:t>")

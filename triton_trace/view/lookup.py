@@ -116,8 +116,10 @@ class TraceIndex:
     """Everything one app derives from its trace: a LaunchIndex per launch, the analysis report, and an
     LRU of expensive per-tensor results bounded in bytes. Thread-safe: the WSGI server answers from several threads."""
 
-    def __init__(self, trace: Trace, analyze: Optional[Callable] = None, lru_bytes: int = 256 << 20):
+    def __init__(self, trace: Trace, analyze: Optional[Callable] = None, lru_bytes: int = 256 << 20,
+                 compare: Optional[Trace] = None):
         self.trace = trace
+        self.compare = compare       # a second trace of the same kernels, whose outputs the views diff against
         self._analyze = analyze
         self._lock = threading.Lock()
         self._report_lock = threading.Lock()    # held while the analysis runs; other lookups go on

@@ -37,6 +37,9 @@ after which the ``tt_token`` cookie it sets carries it; without it every route a
 ``GET /api/launch/<i>/block/<x>,<y>,<z>/<seq>`` -> ``BlockPayload`` (blockview.py)
     One op's block in its own shape: every lane's offset, active flag, out-of-bounds flag, view index
     and value (at most ``MAX_BLOCK_LANES`` lanes).
+``GET /api/launch/<i>/diff/<t>`` -> ``DiffPayload`` (with a compared trace: ``launch(compare=)``)
+    The elements of tensor ``t`` whose final values differ from the compared trace's launch ``i`` (or
+    that only one side wrote), at most ``MAX_DIFF_ELEMENTS``, each with both values and both writers.
 ``GET /api/launch/<i>/touches/<t>?index=<i0,i1,...>`` -> ``TouchesPayload``
     Every recorded access to one element of tensor ``t`` (aliasing arguments included), in execution
     order: program, op, line, kind, the lane and the value (at most ``MAX_TOUCHES``).
@@ -63,7 +66,7 @@ from ..model import KINDS
 from .lookup import LaunchIndex, TraceIndex
 from .report_view import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
 from .limits import (HIST_BINS, MAX_FINDINGS, MAX_GRID_CELLS, MAX_ITEMS, MAX_LAUNCHES, MAX_LINE_CHARS, MAX_OPS,  # noqa: F401
-                     MAX_SOURCE_LINES, MAX_TEXT, MAX_TOUCHES)
+                     MAX_SOURCE_LINES, MAX_TEXT, MAX_TOUCHES, MAX_DIFF_ELEMENTS)
 from .tensormap import factors
 
 
@@ -94,6 +97,7 @@ class TracePayload(TypedDict):
     total_launches: int
     analysis: dict        # {"available": bool, "error": str | None}
     metrics: dict         # the grid metrics, in display order: {"key": [...], "label": [...]}
+    compare: dict         # {"available": bool, "launches": int}: a second trace served for the diff view
     limits: dict          # {"ops_per_page": MAX_OPS, "findings": MAX_FINDINGS}
 
 
@@ -252,6 +256,8 @@ def trace_payload(ti: TraceIndex) -> TracePayload:
         "analysis": {"available": report is not None, "error": error},
         "limits": {"ops_per_page": MAX_OPS, "findings": MAX_FINDINGS},
         "metrics": {"key": list(METRICS), "label": [label for label, _ in METRICS.values()]},
+        "compare": {"available": ti.compare is not None,
+                    "launches": len(ti.compare.launches) if ti.compare is not None else 0},
     }
 
 
@@ -413,10 +419,46 @@ def touches_payload(ti: TraceIndex, i: int, t: int, index: tuple) -> TouchesPayl
             "total": len(found), "truncated": len(found) > MAX_TOUCHES}
 
 
+class DiffPayload(TypedDict):
+    tensor: int
+    name: str
+    compared: int         # elements written on both sides
+    differing: int
+    only_a: int           # written only in this trace
+    only_b: int           # written only in the compared one
+    values_recorded: bool
+    elements: dict        # index (view index or None), offset, a, b (values; None: not written there),
+                          # a_program, b_program ([x, y, z] or None), a_line, b_line
+    truncated: bool
+
+
+def diff_payload(ti: TraceIndex, i: int, t: int) -> DiffPayload:
+    from ..analysis.diff import diff_tensor
+    if ti.compare is None:
+        raise ApiError("no trace to compare with: serve one with launch(compare=...) or triton-trace view --compare", 404)
+    if i >= len(ti.compare.launches):
+        raise ApiError(f"the compared trace has {len(ti.compare.launches)} launch(es); there is no launch {i}", 404)
+    a, b = ti.trace.launches[i], ti.compare.launches[i]
+    if [(x.name, x.shape) for x in a.tensors] != [(x.name, x.shape) for x in b.tensors]:
+        raise ApiError(f"launch {i} takes other tensors in the compared trace; nothing to diff")
+    d = diff_tensor(a, b, t, 0.0, 0.0, MAX_DIFF_ELEMENTS)
+    ex = d.examples
+    side = lambda e, k, f: (e[k] or {}).get(f) if e[k] else None
+    return {"tensor": t, "name": clip(d.tensor), "compared": d.compared, "differing": d.differing,
+            "only_a": d.only_a, "only_b": d.only_b, "values_recorded": d.values_recorded,
+            "elements": {"index": [e["index"] for e in ex], "offset": [e["offset"] for e in ex],
+                         "a": _values(side(e, "a", "value") for e in ex), "b": _values(side(e, "b", "value") for e in ex),
+                         "a_program": [side(e, "a", "program") for e in ex], "b_program": [side(e, "b", "program") for e in ex],
+                         "a_line": [side(e, "a", "line") for e in ex], "b_line": [side(e, "b", "line") for e in ex]},
+            "truncated": d.differing + d.only_a + d.only_b > len(ex)}
+
+
 def _values(values) -> list:
     out = []
     for v in values:
         if v is None or isinstance(v, bool) or isinstance(v, int):
+            out.append(v)
+        elif isinstance(v, str):          # already "nan" / "inf" (the diff's text for them)
             out.append(v)
         elif v != v:
             out.append("nan")

@@ -140,7 +140,7 @@ def _warm(ti: TraceIndex) -> None:
 
 
 def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool] = None, trace=None,
-           allowed_hosts=()) -> Server:
+           allowed_hosts=(), compare=None) -> Server:
     """Serve the current trace (or ``trace``: a Trace or a trace file path) in the browser.
 
     ``share=False`` listens on 127.0.0.1 only and answers to the host names 127.0.0.1, localhost and
@@ -148,13 +148,15 @@ def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool
     part of the printed URL; it also answers to this machine's host names, IP addresses, and the names in
     ``allowed_hosts`` (for a DNS name or proxy in front of it). ``port=None`` takes 5001 or the next
     free port. ``block=None`` blocks until Ctrl-C in a script and returns at once in Jupyter/IPython.
+    ``compare``: a second trace of the same kernels (a Trace or path): the tensor view can then show where
+    their outputs differ (``triton-trace view a.ttrace --compare b.ttrace``).
     """
     port = _check_port(port)
     if trace is None:
         from ..record.session import current_trace
         trace = current_trace()
     token = secrets.token_urlsafe(32) if share else None
-    app = create_app(trace, token, allowed_hosts)
+    app = create_app(trace, token, allowed_hosts, compare)
     ti = app.extensions["triton_trace"]
     _warm(ti)
     host = "0.0.0.0" if share else "127.0.0.1"
