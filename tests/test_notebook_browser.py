@@ -168,6 +168,12 @@ def work_the_views(page, roots, keyboard):
     want[16:32, 32:48] = True
     assert np.array_equal(highlighted(store_op, STORED), want)
     assert store_op.locator("#ops tbody tr.sel").get_attribute("data-seq") == "1"
+    # the op's block in its own shape, and the tensor coloured by value: the same views as the browser's
+    wait(store_op, '#block-canvas[data-key="2,1,0|1"][data-rows="16"][data-cols="16"]')
+    assert "256 of 256 lanes active" in store_op.locator("#block-note").inner_text()
+    store_op.locator("#tensor-colour").select_option("value")
+    wait(store_op, '#tensor-canvas[data-colour="value"]')
+    assert "value:" in store_op.locator("#tensor-legend").inner_text()
 
     # arrow keys move through the ops of the output that has the focus, and no other
     click_program(launch_view, 0)
