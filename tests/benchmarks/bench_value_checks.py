@@ -50,7 +50,7 @@ def main() -> None:
     args = ap.parse_args()
     on = (nonfinite_ops.install, overflow_ops.install)
     off = (lambda *a, **k: None, lambda *a, **k: None)
-    print(f"| case | with checks | without | ratio |\n| --- | ---: | ---: | ---: |")
+    print("| case | with checks | without | ratio |\n| --- | ---: | ---: | ---: |")
     ratios = []
     for name, fn in cases().items():
         fn()      # warm: compile and caches
