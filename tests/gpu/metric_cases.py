@@ -151,7 +151,7 @@ MAIN = [
          "row softmax, 16384 x 1000 fp32, BLOCK 1024", 20),
     Case("softmax_16k_x_1024", "softmax_kernel", K.make_softmax, _softmax(16384, 1024),
          "row softmax, 16384 x 1024 fp32 (a row stride Triton knows is a multiple of 16)", 20),
-    Case("layer_norm_4k_x_2k", "layer_norm_fwd_kernel", K.make_layer_norm_fwd, _layer_norm(4096, 2048, 1024),
+    Case("layer_norm_4k_x_2k", K.layer_norm_fwd_kernel.__name__, K.make_layer_norm_fwd, _layer_norm(4096, 2048, 1024),
          "layer norm forward, 4096 x 2048 fp32, BLOCK 1024 (three passes over each row)", 30),
     Case("transpose_4k", "transpose_kernel", K.make_transpose, _transpose(4096, 4096, 64),
          "4096 x 4096 fp32 transpose, 64 x 64 tiles"),
