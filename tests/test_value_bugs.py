@@ -116,4 +116,19 @@ def test_per_op_value_statistics_match_torch(make_client):
     assert s["max"][1] == pytest.approx(torch.nan_to_num(out[3], nan=0.0).max().item())
     ops = make_client(trace).get("/api/launch/0/program/3,0,0").get_json()["ops"]
     k = ops["kind"].index(KIND_CODE["store"])
-    assert ops["nan"][k] == 1 and ops["vmax"][0] == 120.0 and ops["vmin"][0] == pytest.approx(x[3].min().item())
+    assert ops["nan"][k] == 1 and ops["vmax"][0] == 120.0 and ops["vmin"][0] == pytest.approx(x[3].min().item(), rel=1e-5)    # 6 significant digits
+
+
+def test_the_report_has_each_ops_value_statistics():
+    x = torch.randn(6, 40)
+    x[3, 7] = 120.0
+    out = torch.empty_like(x)
+    trace, _ = run(V.softmax_no_max, (6,), x, out, 40, BLOCK=64)
+    ops = triton_trace.analyze(trace).to_dict()["launches"][0]["ops"]
+    load = next(o for o in ops if o["kind"] == "load")
+    store = next(o for o in ops if o["kind"] == "store")
+    assert load["values"]["max"] == 120.0 and load["values"]["min"] == pytest.approx(x.min().item(), rel=1e-6)
+    assert load["values"]["mean"] == pytest.approx(x.double().mean().item(), rel=1e-5)
+    assert (load["values"]["nan"], store["values"]["nan"], store["values"]["inf"]) == (0, 1, 0)
+    assert store["values"]["max"] == pytest.approx(torch.nan_to_num(out, nan=0.0).max().item(), rel=1e-6)
+    assert next(o for o in ops if o["kind"] == "reduce")["values"] is None           # compute ops: no values

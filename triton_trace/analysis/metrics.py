@@ -16,6 +16,7 @@ from .context import KIND_NAMES, LOAD, STORE, LaunchContext, pattern_intervals, 
 
 TAIL_TOLERANCE = 0.1       # a program is in the tail when its work is this far from the median
 MAX_TAIL_PIDS = 16
+VALUE_STATS_BYTES = 256 << 20   # recorded values the report reads for its per-op value statistics
 
 
 def row_table(ctx: LaunchContext, co: Coalescing, cache: CacheResult, dot_flops, math_flops) -> dict:
@@ -177,6 +178,35 @@ def program_columns(ctx: LaunchContext, rows: dict, finding_programs: np.ndarray
     return cols
 
 
+def op_values(ctx: LaunchContext) -> list:
+    """Per static op: {"min", "max", "mean" (finite values), "nan", "inf"} over the values its active lanes
+    loaded or stored in every execution, or None where none were recorded (or the trace's values exceed
+    VALUE_STATS_BYTES, when it is None for every op: Launch.value_stats reads them on demand)."""
+    lc, n = ctx.launch, ctx.n_static
+    if lc.values.nbytes > VALUE_STATS_BYTES or not len(ctx.mem_rows):
+        return [None] * n
+    rows = ctx.mem_rows
+    s = lc.value_stats(rows)
+    key, has = ctx.row_op[rows], s["count"] >= 0
+    count = np.bincount(key[has], weights=s["count"][has], minlength=n)
+    total = np.bincount(key[has], weights=np.nan_to_num(s["mean"][has]) * s["count"][has], minlength=n)
+    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
+    ok = has & (s["count"] > 0)
+    np.minimum.at(lo, key[ok], s["min"][ok])
+    np.maximum.at(hi, key[ok], s["max"][ok])
+    nan = np.bincount(key[has], weights=s["nan"][has], minlength=n)
+    inf = np.bincount(key[has], weights=s["inf"][has], minlength=n)
+    recorded = np.bincount(key[has], minlength=n) > 0
+    return [None if not recorded[k] else
+            {"min": _sig(lo[k]) if count[k] else None, "max": _sig(hi[k]) if count[k] else None,
+             "mean": _sig(total[k] / count[k]) if count[k] else None, "nan": int(nan[k]), "inf": int(inf[k])}
+            for k in range(n)]
+
+
+def _sig(v: float) -> float:
+    return float(f"{float(v):.7g}")
+
+
 def static_ops(ctx: LaunchContext, rows: dict, finding_ops: np.ndarray) -> list:
     """One entry per (kind, tensor, file, line), sorted by (file, line, kind, tensor)."""
     n, key = ctx.n_static, rows["static_op"]
@@ -194,6 +224,7 @@ def static_ops(ctx: LaunchContext, rows: dict, finding_ops: np.ndarray) -> list:
     match = rows["pattern"] == mode[key]
     np.minimum.at(rep, key[match], np.nonzero(match)[0])
     findings = np.bincount(finding_ops, minlength=n)[:n]
+    values = op_values(ctx)
     out = []
     for s in range(n):
         r = int(ctx.op_first_row[s])
@@ -210,6 +241,7 @@ def static_ops(ctx: LaunchContext, rows: dict, finding_ops: np.ndarray) -> list:
         d["stride"] = int(rows["stride"][rr]) if d["pattern"] == "strided" else None
         d["vector_width"] = int(rows["vector_width"][rr]) if mem else None
         d["fast_dim"] = int(rows["fast_dim"][rr]) if mem else None
+        d["values"] = values[s]
         out.append(d)
     return out
 

@@ -55,7 +55,9 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                   "cache_lines", "used_bytes", "dram_read_bytes", "dram_write_bytes", "flops",
                   "sectors_per_request", "sector_efficiency" (floats), "pattern": "scalar" |
                   "contiguous" | "strided" | "broadcast" | "gather" | null, "stride" (strided only),
-                  "vector_width" (elements per thread), "fast_dim" (block dim lanes are ordered along)}]
+                  "vector_width" (elements per thread), "fast_dim" (block dim lanes are ordered along),
+                  "values": {"min", "max", "mean" (of the finite values its active lanes loaded or
+                  stored, null without any), "nan", "inf" (counts)} | null (no values recorded)}]
                  per-row arrays: Report.rows(launch),
          "lines": [per (file, line), sorted: {"file", "line", "kinds": [str], "bytes", "active_lanes",
                    "masked_lanes", "requests", "sectors", "used_bytes", "sector_efficiency" (float),

@@ -35,17 +35,18 @@ def lane_values(launch, rows: np.ndarray) -> tuple:
     return lanes, values, has
 
 
-STATS = ("min", "max", "mean", "nan", "inf")
+STATS = ("min", "max", "mean", "count", "nan", "inf")
 
 
 def value_stats(launch, rows: np.ndarray) -> dict:
     """Per row, over its active lanes whose values were recorded: min, max and mean of the finite values
-    (NaN where there are none), and the counts of NaN and of +-Inf. Rows without values get NaN / -1."""
+    (NaN where there are none), their count, and the counts of NaN and of +-Inf. Rows without values get
+    NaN / -1."""
     rows = np.asarray(rows, dtype=np.int64)
     o = launch.ops
     n = len(rows)
     out = {"min": np.full(n, np.nan), "max": np.full(n, np.nan), "mean": np.full(n, np.nan),
-           "nan": np.full(n, -1, np.int64), "inf": np.full(n, -1, np.int64)}
+           "count": np.full(n, -1, np.int64), "nan": np.full(n, -1, np.int64), "inf": np.full(n, -1, np.int64)}
     counts = o["lane_count"][rows].astype(np.int64)
     if not n or not counts.sum():
         return out
@@ -58,6 +59,7 @@ def value_stats(launch, rows: np.ndarray) -> dict:
     out["nan"] = np.where(recorded, np.bincount(seg[use & np.isnan(values)], minlength=n), -1)
     out["inf"] = np.where(recorded, np.bincount(seg[use & np.isinf(values)], minlength=n), -1)
     k = np.bincount(seg[finite], minlength=n)
+    out["count"] = np.where(recorded, k, -1)
     total = np.bincount(seg[finite], weights=values[finite], minlength=n)
     out["mean"] = np.where(k > 0, total / np.maximum(k, 1), np.nan)
     lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
