@@ -16,7 +16,9 @@ from .context import KIND_NAMES, LOAD, STORE, LaunchContext, pattern_intervals, 
 
 TAIL_TOLERANCE = 0.1       # a program is in the tail when its work is this far from the median
 MAX_TAIL_PIDS = 16
-VALUE_STATS_BYTES = 256 << 20   # recorded values the report reads for its per-op value statistics
+# recorded values the report reads for its per-op value statistics (about 60 ns a lane: a 16 MB trace adds
+# a quarter second; larger traces leave it to Launch.value_stats, on demand)
+VALUE_STATS_BYTES = 16 << 20
 
 
 def row_table(ctx: LaunchContext, co: Coalescing, cache: CacheResult, dot_flops, math_flops) -> dict:

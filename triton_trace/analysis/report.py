@@ -15,6 +15,7 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                        "fallbacks": [{"first", "programs", "reason"}]}   how the programs ran ({} for
                                         traces recorded before batched execution),
          "checks_skipped": [str]        sanitizer checks not run, with the reason,
+         "value_stats": bool            whether the ops' "values" were read (metrics.VALUE_STATS_BYTES),
          "metrics": {                   over the recorded programs; bytes and lanes count active lanes:
             "load_bytes", "store_bytes", "atomic_bytes", "load_lanes", "store_lanes", "atomic_lanes",
             "lanes" (all lanes of memory ops), "masked_lanes", "masked_share" (float), "oob_lanes",
@@ -57,7 +58,8 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                   "contiguous" | "strided" | "broadcast" | "gather" | null, "stride" (strided only),
                   "vector_width" (elements per thread), "fast_dim" (block dim lanes are ordered along),
                   "values": {"min", "max", "mean" (of the finite values its active lanes loaded or
-                  stored, null without any), "nan", "inf" (counts)} | null (no values recorded)}]
+                  stored, null without any), "nan", "inf" (counts)} | null (no values recorded, or the
+                  launch's "value_stats" is false: its values exceed metrics.VALUE_STATS_BYTES)}]
                  per-row arrays: Report.rows(launch),
          "lines": [per (file, line), sorted: {"file", "line", "kinds": [str], "bytes", "active_lanes",
                    "masked_lanes", "requests", "sectors", "used_bytes", "sector_efficiency" (float),

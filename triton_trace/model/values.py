@@ -25,12 +25,18 @@ def lane_values(launch, rows: np.ndarray) -> tuple:
     for code in np.unique(vd[vd >= 0]):
         dt = np.dtype(launch.value_dtypes[int(code)])
         sel = np.nonzero(vd == code)[0]
-        within = ranges(np.zeros(len(sel), np.int64), counts[sel])
-        starts = np.repeat(o["value_start"][rows][sel].astype(np.int64), counts[sel])
-        byte0 = starts + within * dt.itemsize
-        raw = launch.values[byte0[:, None] + np.arange(dt.itemsize)]
+        vstart = o["value_start"][rows][sel].astype(np.int64)
         dest = ranges(pos[sel], counts[sel])
-        values[dest] = np.ascontiguousarray(raw).view(dt).reshape(-1).astype(np.float64)
+        if not (vstart % dt.itemsize).any():
+            # every run starts on an element boundary (the recorder's layout): view the buffer as this dtype
+            # once and gather elements, not bytes
+            whole = np.frombuffer(launch.values, dtype=dt, count=len(launch.values) // dt.itemsize)
+            values[dest] = whole[ranges(vstart // dt.itemsize, counts[sel])]
+        else:
+            within = ranges(np.zeros(len(sel), np.int64), counts[sel])
+            byte0 = np.repeat(vstart, counts[sel]) + within * dt.itemsize
+            raw = launch.values[byte0[:, None] + np.arange(dt.itemsize)]
+            values[dest] = np.ascontiguousarray(raw).view(dt).reshape(-1).astype(np.float64)
         has[dest] = True
     return lanes, values, has
 
@@ -52,18 +58,27 @@ def value_stats(launch, rows: np.ndarray) -> dict:
         return out
     _, values, has = lane_values(launch, rows)
     _, mask = launch.lanes.gather(o["lane_start"][rows], counts)
-    seg = np.repeat(np.arange(n), counts)
     use = has & mask
     finite = use & np.isfinite(values)
-    recorded = np.bincount(seg[has], minlength=n) > 0
-    out["nan"] = np.where(recorded, np.bincount(seg[use & np.isnan(values)], minlength=n), -1)
-    out["inf"] = np.where(recorded, np.bincount(seg[use & np.isinf(values)], minlength=n), -1)
-    k = np.bincount(seg[finite], minlength=n)
+    # the lanes are laid out row after row: reduce each row's contiguous segment (reduceat, no ufunc.at)
+    starts = np.cumsum(counts) - counts
+    nz = counts > 0
+    seg_sum = lambda a: np.add.reduceat(a, starts[nz]) if nz.any() else np.zeros(0)
+    recorded = np.zeros(n, bool)
+    recorded[nz] = seg_sum(has.astype(np.int64)) > 0
+    k, nan, inf = (np.zeros(n, np.int64) for _ in range(3))
+    k[nz] = seg_sum(finite.astype(np.int64))
+    nan[nz] = seg_sum((use & np.isnan(values)).astype(np.int64))
+    inf[nz] = seg_sum((use & np.isinf(values)).astype(np.int64))
+    total = np.zeros(n)
+    total[nz] = seg_sum(np.where(finite, values, 0.0))
+    lo, hi = np.full(n, np.nan), np.full(n, np.nan)
+    if nz.any():
+        lo[nz] = np.minimum.reduceat(np.where(finite, values, np.inf), starts[nz])
+        hi[nz] = np.maximum.reduceat(np.where(finite, values, -np.inf), starts[nz])
     out["count"] = np.where(recorded, k, -1)
-    total = np.bincount(seg[finite], weights=values[finite], minlength=n)
+    out["nan"] = np.where(recorded, nan, -1)
+    out["inf"] = np.where(recorded, inf, -1)
     out["mean"] = np.where(k > 0, total / np.maximum(k, 1), np.nan)
-    lo, hi = np.full(n, np.inf), np.full(n, -np.inf)
-    np.minimum.at(lo, seg[finite], values[finite])
-    np.maximum.at(hi, seg[finite], values[finite])
     out["min"], out["max"] = np.where(k > 0, lo, np.nan), np.where(k > 0, hi, np.nan)
     return out
