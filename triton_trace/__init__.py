@@ -24,6 +24,7 @@ _LAZY = {
     "check": ("triton_trace.analysis", "check"),
     "Report": ("triton_trace.analysis", "Report"),
     "diff": ("triton_trace.analysis.diff", "diff"),
+    "compare": ("triton_trace.gpucheck", "compare"),
     "launch": ("triton_trace.view.server", "launch"),
     "create_app": ("triton_trace.view.server", "create_app"),
     "show": ("triton_trace.view.notebook", "show"),
@@ -47,7 +48,7 @@ __all__ = [
     "Trace", "Launch", "Access", "TensorInfo", "KINDS",
     "TritonTraceError", "ProgramError", "FindingsError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
     "UnsupportedTritonVersion", "OutOfBoundsAccess", "FuzzFailure", "fuzz",
-    "analyze", "check", "Report", "diff", "launch", "create_app", "show", "iframe", "enable_progress",
+    "analyze", "check", "Report", "diff", "compare", "launch", "create_app", "show", "iframe", "enable_progress",
 ]
 
 
