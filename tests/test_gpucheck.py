@@ -81,3 +81,13 @@ def test_a_comparison_reads_well():
     c = G.Comparison("softmax", (r,), triton_trace.Trace())
     assert not c.ok and c.to_dict()["outputs"][0]["differing"] == 1
     assert "out_ptr[3, 7]: gpu 1.0, trace nan; stored by program (3, 0, 0) op 2 at k.py:16" in c.summary()
+
+
+def test_copies_keep_the_layout_and_never_share_memory():
+    base = torch.randn(10, 12)
+    view = base[2:, 1::2]                     # storage offset 25, strides (12, 2)
+    c = G.to_device(view, "cpu")
+    assert (c.shape, c.stride(), c.storage_offset()) == (view.shape, view.stride(), view.storage_offset())
+    assert torch.equal(c, view) and c.untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
+    c.fill_(0)
+    assert base.abs().sum() > 0

@@ -69,13 +69,13 @@ def tolerance_for(launch, dtype_is_float: bool) -> Tolerance:
 # tensors
 # --------------------------------------------------------------------------------------------------------
 def to_device(x, device: str):
-    """``x`` on ``device`` with the same storage contents, size, strides and storage offset."""
+    """A copy of ``x`` on ``device`` with the same storage contents, size, strides and storage offset."""
     import torch
     if not torch.is_tensor(x):
         return x
     flat = torch.empty(0, dtype=x.dtype, device=x.device).set_(
         x.untyped_storage(), 0, (x.untyped_storage().nbytes() // x.element_size(),), (1,))
-    return flat.to(device).as_strided(x.shape, x.stride(), x.storage_offset())
+    return flat.to(device, copy=True).as_strided(x.shape, x.stride(), x.storage_offset())   # a copy, always
 
 
 def poison_(t):
