@@ -8,8 +8,10 @@
 Each (case, mode) runs in a fresh child process, so its peak memory is its own: ``plain`` sets
 ``TRITON_INTERPRET=1`` before Triton is imported and runs the bare kernels, as a user would; ``traced``
 runs them under ``triton_trace.trace(**trace_opts)``; ``analysed`` traces and then runs
-``triton_trace.analyze`` on the trace. Times are medians over ``--repeat`` runs; ratios compare the modes
-of one run of this script, measured one after the other on the same machine, so they are what to read
+``triton_trace.analyze`` on the trace; ``torch`` does the same math with torch on the CPU (the reference
+the performance targets are stated against: traced / torch, (traced + analysis) / torch). Times are
+medians over ``--repeat`` runs; ratios compare the modes of one run of this script, measured one after the
+other on the same machine, so they are what to read
 (absolute times depend on the machine's load). Peak memory is the child's high-water RSS above its RSS
 once the inputs exist. Trace sizes count bytes per recorded lane: the compact lanes in memory
 (``Lanes.nbytes``), the lane arrays in the saved file, and the whole file (values included).
@@ -36,7 +38,7 @@ if __name__ == "__main__" and "--child" in sys.argv and sys.argv[sys.argv.index(
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-MODES = ("plain", "traced", "analysed")
+MODES = ("plain", "traced", "analysed", "torch")
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -53,7 +55,7 @@ def _add(n_full, n_quick):
         def make(wrap):
             k = wrap(K.make_add())
             return lambda: K.add(x, y, kernel=k, block=1024)
-        return n, make
+        return n, make, lambda: x + y
     return setup
 
 
@@ -65,7 +67,7 @@ def _softmax(quick):
     def make(wrap):
         k = wrap(K.make_softmax())
         return lambda: K.softmax(s, kernel=k)
-    return list(s.shape), make
+    return list(s.shape), make, lambda: torch.softmax(s, dim=1)
 
 
 def _ln_fwd(quick):
@@ -77,7 +79,7 @@ def _ln_fwd(quick):
     def make(wrap):
         k = wrap(K.make_layer_norm_fwd())
         return lambda: K.layer_norm_fwd(x, w, b, kernel=k, block=1024)
-    return [M, N], make
+    return [M, N], make, lambda: torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5)
 
 
 def _ln_bwd(quick):
@@ -93,7 +95,12 @@ def _ln_bwd(quick):
         # the tutorial's sizes for N = 1024: 64 row groups for the partial sums, 32 x 128 reduction tiles
         return lambda: K.layer_norm_bwd(dy, x, w, mean, rstd, group_size_m=64, dx_kernel=dx_k,
                                         dwdb_kernel=dwdb_k, block_m=32, block_n=128)
-    return [M, N], make
+
+    def eager():     # dx, dw, db of the same layer norm, by autograd
+        xr, wr, br = (t.clone().requires_grad_() for t in (x, w, torch.zeros(N)))
+        torch.nn.functional.layer_norm(xr, (N,), wr, br, 1e-5).backward(dy)
+        return xr.grad, wr.grad, br.grad
+    return [M, N], make, eager
 
 
 def _matmul(full, quick_size, tiles):
@@ -107,7 +114,7 @@ def _matmul(full, quick_size, tiles):
         def make(wrap):
             k = wrap(K.make_matmul())
             return lambda: K.matmul(a, b, kernel=k, block_m=bm, block_n=bn, block_k=bk, group_m=8)
-        return [n, n, n], make
+        return [n, n, n], make, lambda: a @ b
     return setup
 
 
@@ -119,7 +126,7 @@ def _transpose(quick):
     def make(wrap):
         k = wrap(K.make_transpose())
         return lambda: K.transpose(x, kernel=k, block_m=64, block_n=64)
-    return list(x.shape), make
+    return list(x.shape), make, lambda: x.t().contiguous()
 
 
 CASES = {
@@ -173,8 +180,10 @@ def child(mode: str, case: str, repeat: int, quick: bool, trace_opts: dict) -> d
     import triton
     torch.manual_seed(0)
     np.random.seed(0)
-    size, make = CASES[case][1](quick)
-    if mode == "plain":
+    size, make, eager = CASES[case][1](quick)
+    if mode == "torch":              # the same math by torch on the CPU: the reference for "how fast"
+        run, reset = eager, (lambda: None)
+    elif mode == "plain":
         run = make(lambda k: k)
         reset = lambda: None
     else:
@@ -198,7 +207,7 @@ def child(mode: str, case: str, repeat: int, quick: bool, trace_opts: dict) -> d
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss
     out = {"case": case, "mode": mode, "size": size, "times": times, "peak_bytes": peak,
            "base_rss": base_rss, "triton": triton.__version__}
-    if mode != "plain":
+    if mode not in ("plain", "torch"):
         tr = triton_trace.current_trace()
         execution = [getattr(lc, "meta", {}).get("execution") for lc in tr.launches]
         out["execution"] = execution if any(execution) else None
@@ -302,15 +311,19 @@ def _med(xs):
 def summarise(results: dict) -> list:
     rows = []
     for case, by_mode in results.items():
-        p, t, a = (by_mode.get(m, {}) for m in MODES)
+        p, t, a, e = (by_mode.get(m, {}) for m in MODES)
         plain, traced = _med(p.get("times", [])), _med(t.get("times", []))
         an_times = [x + y for x, y in zip(a.get("times", []), a.get("analyse_times", []))]
         analysed = _med(an_times)
         analyse_only = _med(a.get("analyse_times", []))
         lanes = t.get("lanes") or a.get("lanes") or 0
         per = lambda key: t[key] / lanes if lanes and key in t else float("nan")
+        eager = _med(e.get("times", []))
         rows.append({
             "case": case, "lanes": lanes, "plain_s": plain, "traced_s": traced, "traced_ratio": traced / plain,
+            # the issue-20 reference: the same math by torch on this CPU, in the same process conditions
+            "torch_s": eager, "traced_torch": traced / eager, "analysed_torch": (traced + analyse_only) / eager,
+            "peak_mb_torch": e.get("peak_bytes", float("nan")) / 2 ** 20,
             # the analysis time is measured on its own in the analysed child: a difference of two
             # children's medians would carry both children's noise
             "analysed_s": analysed, "analyse_only_s": analyse_only, "analyse_ratio": analyse_only / plain,
@@ -326,12 +339,13 @@ def summarise(results: dict) -> list:
 
 def table(rows: list) -> str:
     head = (f"{'case':12s} {'lanes':>10s} {'plain s':>8s} {'traced s':>9s} {'tr/plain':>8s} {'analysed s':>10s} "
-            f"{'(an-tr)/pl':>10s} {'peakMB pl':>9s} {'peakMB tr':>9s} {'mem B/ln':>8s} {'disk B/ln':>9s} "
-            f"{'file B/ln':>9s}")
+            f"{'(an-tr)/pl':>10s} {'torch s':>8s} {'tr/torch':>8s} {'(tr+an)/torch':>13s} {'peakMB pl':>9s} "
+            f"{'peakMB tr':>9s} {'mem B/ln':>8s} {'disk B/ln':>9s} {'file B/ln':>9s}")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['case']:12s} {r['lanes']:10d} {r['plain_s']:8.2f} {r['traced_s']:9.2f} "
                      f"{r['traced_ratio']:7.2f}x {r['analysed_s']:10.2f} {r['analyse_ratio']:9.2f}x "
+                     f"{r['torch_s']:8.4f} {r['traced_torch']:7.1f}x {r['analysed_torch']:12.1f}x "
                      f"{r['peak_mb_plain']:9.0f} {r['peak_mb_traced']:9.0f} {r['mem_b_per_lane']:8.3f} "
                      f"{r['disk_lanes_b_per_lane']:9.3f} {r['file_b_per_lane']:9.3f}")
         for m, e in r["errors"].items():
@@ -346,7 +360,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smaller sizes (minutes instead of tens of minutes)")
     ap.add_argument("--trace-opt", action="append", type=parse_opt, default=[], metavar="KEY=VALUE",
                     help="passed to triton_trace.trace(...), e.g. batch=False, values=False (repeatable)")
-    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of plain,traced,analysed")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of plain,traced,analysed,torch")
     ap.add_argument("--json", help="also write every measurement to this file")
     ap.add_argument("--micro", action="store_true", help="only time LaneWriter.add() on typical blocks")
     ap.add_argument("--budget", metavar="SIZE", help="only trace a 16M-element vector add (16384 programs of "

@@ -16,9 +16,10 @@ from .context import KIND_NAMES, LOAD, STORE, LaunchContext, pattern_intervals, 
 
 TAIL_TOLERANCE = 0.1       # a program is in the tail when its work is this far from the median
 MAX_TAIL_PIDS = 16
-# recorded values the report reads for its per-op value statistics (about 60 ns a lane: a 16 MB trace adds
-# a quarter second; larger traces leave it to Launch.value_stats, on demand)
-VALUE_STATS_BYTES = 16 << 20
+# recorded values the report reads for its per-op value statistics: about 70 ns a value, so a 4 MB trace
+# (1M fp32 values) adds 0.07 s; larger ones leave it to Launch.value_stats and the UI's program table, which
+# read one program's ops on demand
+VALUE_STATS_BYTES = 4 << 20
 
 
 def row_table(ctx: LaunchContext, co: Coalescing, cache: CacheResult, dot_flops, math_flops) -> dict:
@@ -187,7 +188,7 @@ def op_values(ctx: LaunchContext) -> list:
     lc, n = ctx.launch, ctx.n_static
     if lc.values.nbytes > VALUE_STATS_BYTES or not len(ctx.mem_rows):
         return [None] * n
-    rows = ctx.mem_rows
+    rows = ctx.mem_rows[lc.ops["value_dtype"][ctx.mem_rows] >= 0]     # the rows that recorded values
     s = lc.value_stats(rows)
     key, has = ctx.row_op[rows], s["count"] >= 0
     count = np.bincount(key[has], weights=s["count"][has], minlength=n)
