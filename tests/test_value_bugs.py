@@ -132,3 +132,15 @@ def test_the_report_has_each_ops_value_statistics():
     assert (load["values"]["nan"], store["values"]["nan"], store["values"]["inf"]) == (0, 1, 0)
     assert store["values"]["max"] == pytest.approx(torch.nan_to_num(out, nan=0.0).max().item(), rel=1e-6)
     assert next(o for o in ops if o["kind"] == "reduce")["values"] is None           # compute ops: no values
+
+
+def test_a_value_finding_opens_its_store_in_the_ui(make_client):
+    """The findings payload gives the op (its number in the program) to open: the store that wrote the NaN."""
+    x = torch.randn(6, 40)
+    x[3, 7] = 120.0
+    trace, _ = run(V.softmax_no_max, (6,), x, torch.empty_like(x), 40, BLOCK=64)
+    f = make_client(trace).get("/api/launch/0/findings").get_json()
+    k = f["kind"].index("nonfinite")
+    lc = trace.launches[0]
+    store = lc.accesses(program=(3, 0, 0), kind="store")[0]
+    assert f["program"][k] == [3, 0, 0] and f["op"][k] == store.seq

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import TensorInfo
+from ..model import KIND_CODE, MEMORY_KINDS, WRITE_KINDS, TensorInfo
 from .context import STORE, LaunchContext
 from .findings import Finding, Suppressed, block_index, group_lanes, op_fields, short_list, where
 
@@ -124,6 +124,19 @@ def check_asserts(ctx: LaunchContext) -> list:
                     lanes=tuple(tuple(v) for v in d.get("lanes") or []))]
 
 
+WRITE_CODES = [KIND_CODE[k] for k in WRITE_KINDS]
+MEMORY_CODES = list(range(len(MEMORY_KINDS)))
+
+
+def _memory_row(ctx: LaunchContext, pid, line, kinds) -> int:
+    """The first op row of program ``pid`` at ``line`` whose kind is one of ``kinds`` (op codes), or -1:
+    what a finding recorded by program and line (not by row) opens in the UI."""
+    o = ctx.launch.ops
+    hit = np.flatnonzero(np.all(o["program"] == np.asarray(pid, dtype=o["program"].dtype), axis=1) &
+                         (o["line"] == int(line or 0)) & np.isin(o["kind"], list(kinds)))
+    return int(hit[0]) if len(hit) else -1
+
+
 def check_nonfinite(ctx: LaunchContext) -> list:
     """NaN / Inf that reached memory (record/nonfinite.py): born in the kernel from finite operands
     (``nonfinite``), or carried in from an argument that already held them (``nonfinite_input``)."""
@@ -147,7 +160,8 @@ def check_nonfinite(ctx: LaunchContext) -> list:
             line = r.get("line")
         out.append(Finding(kind=r.get("kind", "nonfinite"), kernel=lc.kernel_name, launch=ctx.index, message=message,
                            count=int(r.get("lanes") or 0), program=pid, file=r.get("file"), line=int(line or 0),
-                           tensor=r.get("tensor"), op="store", offsets=tuple(r.get("offsets") or ())))
+                           tensor=r.get("tensor"), op="store", offsets=tuple(r.get("offsets") or ()),
+                           op_row=_memory_row(ctx, pid, r.get("line"), WRITE_CODES)))
     return out
 
 
@@ -169,7 +183,8 @@ def check_overflow(ctx: LaunchContext) -> list:
                    f"({r.get('lanes')} active lane(s))")
         out.append(Finding(kind="overflow", kernel=lc.kernel_name, launch=ctx.index, message=message,
                            count=int(r.get("lanes") or 0), program=pid, file=c.get("file"), line=int(c.get("line") or 0),
-                           tensor=r.get("tensor"), op=r.get("op")))
+                           tensor=r.get("tensor"), op=r.get("op"),
+                           op_row=_memory_row(ctx, pid, r.get("line"), MEMORY_CODES)))
     return out
 
 
