@@ -91,3 +91,12 @@ def test_copies_keep_the_layout_and_never_share_memory():
     assert torch.equal(c, view) and c.untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
     c.fill_(0)
     assert base.abs().sum() > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_the_command_line_says_it_needs_cuda():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "triton_trace", "diff", "--gpu", "examples/vector_add.py"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "torch.cuda.is_available() is False" in r.stderr and r.stderr.count("\n") == 1

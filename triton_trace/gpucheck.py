@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Optional
 
@@ -289,3 +291,33 @@ def compare(kernel, grid, *args, outputs=None, rtol: Optional[float] = None, ato
             else tolerance_for(launch, on_cpu[name].dtype.is_floating_point)
         results.append(compare_output(name, launch, launch.tensor_index(name), on_gpu[name], on_cpu[name], tol))
     return Comparison(launch.kernel_name, tuple(results), Trace((launch,)))
+
+
+@contextmanager
+def compare_all(kernels=None):
+    """Inside the block, every kernel launched on CUDA tensors is first compared (``compare``, on copies),
+    then runs as it would have. Yields the list the Comparisons go to, in launch order; ``kernels`` limits
+    it to kernels of these (Python function) names. ``triton-trace diff --gpu script.py`` is this around a
+    script."""
+    import torch
+    from .record.interp import hooks
+    from .record.session import _on_gpu
+    if not torch.cuda.is_available():
+        raise TraceUsageError("compare_all() runs kernels on a GPU, and torch.cuda.is_available() is False here")
+    names = None if kernels is None else ({kernels} if isinstance(kernels, str) else set(kernels))
+    results: list = []
+    busy = threading.local()
+
+    def handler(kernel_obj, original_run, *args, grid, warmup=False, **kwargs):
+        wanted = names is None or hooks.python_fn(kernel_obj).__name__ in names
+        if warmup or getattr(busy, "on", False) or not wanted or not _on_gpu(args, kwargs):
+            return original_run(kernel_obj, *args, grid=grid, warmup=warmup, **kwargs)
+        busy.on = True           # the launches compare() makes go straight to Triton
+        try:
+            results.append(compare(kernel_obj, grid, *args, **kwargs))
+        finally:
+            busy.on = False
+        return original_run(kernel_obj, *args, grid=grid, warmup=warmup, **kwargs)
+
+    with hooks.kernel_runs_routed(handler):
+        yield results

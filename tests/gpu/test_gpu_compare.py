@@ -69,3 +69,38 @@ def test_a_tf32_dot_is_outside_the_fp32_bound():
     [o] = r.outputs
     assert "tl.dot over K = 64" in o.tolerance
     assert o.differing > 0 and o.max_abs_diff > 1e-4              # tf32 keeps 10 mantissa bits
+
+
+SCRIPT = """
+import torch, triton, triton.language as tl
+
+@triton.jit
+def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, tl.load(x_ptr + i, mask=i < n) + tl.load(y_ptr + i, mask=i < n), mask=i < n)
+
+@triton.jit
+def bump(counter_ptr, BLOCK: tl.constexpr):
+    c = tl.load(counter_ptr + tl.arange(0, BLOCK))
+    tl.store(counter_ptr + tl.arange(0, BLOCK), c + 1)
+
+x = torch.randn(5000, device="cuda")
+out = torch.empty_like(x)
+add[(5,)](x, x, out, 5000, BLOCK=1024)
+assert torch.equal(out, x + x)                  # the script's own launches still run, and right
+counter = torch.zeros(16, device="cuda")
+bump[(2048,)](counter, BLOCK=16)
+print("script done")
+"""
+
+
+def test_the_command_line_compares_every_launch_of_a_script(tmp_path):
+    import subprocess
+    import sys
+    (tmp_path / "racy.py").write_text(SCRIPT)
+    r = subprocess.run([sys.executable, "-m", "triton_trace", "diff", "--gpu", str(tmp_path / "racy.py")],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stderr
+    assert "script done" in r.stdout and "add: GPU and trace agree" in r.stdout
+    assert "bump: GPU and trace differ" in r.stdout and "counter_ptr: 16 of 16 element(s) differ" in r.stdout
+    assert "2 launch(es) compared, 1 differ" in r.stderr
