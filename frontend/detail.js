@@ -170,23 +170,30 @@ export class SourceView {
 }
 
 export class FindingsList {
-  constructor($, onPick) {
+  constructor($, onPick, onHint) {
     this.$ = $;
+    this.onHint = onHint;
     this.onPick = onPick;
     const pick = (e) => {
       const li = e.target.closest("li");
       if (li && li.dataset.k !== undefined) this.onPick(Number(li.dataset.k), e.timeStamp);
+      else if (li && li.dataset.hint !== undefined) this.onHint(this.hints[Number(li.dataset.hint)]);
     };
     this.$("findings").addEventListener("click", pick);
     this.$("findings").addEventListener("keydown", (e) => { if (e.key === "Enter") pick(e); });
   }
 
-  set(f, note) {
+  set(f, note, hints) {
     this.f = f;
+    this.hints = hints || [];
     const box = clear(this.$("findings"));
     this.$("findings-count").textContent = f.total ? `${f.total}${f.truncated ? ` (showing ${f.kind.length})` : ""}` : "";
     if (f.suppressed) this.$("findings-count").textContent += ` · ${f.suppressed} more suppressed by the analysis cap`;
-    if (!f.kind.length) { box.append(h("li", { class: "muted empty" }, note || "No findings for this launch.")); return; }
+    if (!f.kind.length) box.append(h("li", { class: "muted empty" }, note || "No findings for this launch."));
+    this.hints.forEach((x, k) => box.append(h("li", { "data-hint": k, tabindex: 0, class: "hint" },
+      h("span", { class: "fk" }, `hint: ${x.kind.replace("_", " ")}`), h("span", { class: "fm" }, x.message),
+      h("span", { class: "fl" }, `${x.effect} · line ${x.line}`))));
+    if (!f.kind.length) return;
     const frag = document.createDocumentFragment();
     f.kind.forEach((kind, k) => {
       const where = [f.program[k] ? `program ${pidText(f.program[k])}` : null, f.op[k] !== null ? `op ${f.op[k]}` : null,

@@ -65,7 +65,7 @@ export function mount(root, host) {
     findings.highlight(k);
     if (f.program[k]) go(S.li, f.program[k], f.op[k], { what: "finding-click", t0 });
     else if (f.line[k]) source.mark([], f.line[k]);
-  });
+  }, (hint) => source.mark(S.program ? S.program.ops.line : [], hint.line));
 
   function go(li, pid, op, pending) {
     S.pending = pending || null;
@@ -178,7 +178,7 @@ export function mount(root, host) {
     detail.setLaunch(launch);
     source.set(launch, found);
     source.mark([], null);
-    findings.set(found, S.trace.analysis.available ? null : "No analysis ran, so there are no findings.");
+    findings.set(found, S.trace.analysis.available ? null : "No analysis ran, so there are no findings.", launch.hints);
     tensor.compare = S.trace.compare && S.trace.compare.available && li < S.trace.compare.launches;
     tensor.setLaunch(launch, li);
     status(`${launch.kernel} · ${launch.recorded_programs} programs`);

@@ -486,3 +486,27 @@ def test_two_traces_side_by_side_on_the_tensor_view(browser, tmp_path):
     finally:
         p.close()
         srv.stop()
+
+
+def test_hints_appear_with_the_findings_and_mark_their_line(browser):
+    import value_bugs as V
+    from broken_kernels import marked_line
+    x = torch.randn(64, 512).T
+    triton_trace.reset()
+    triton_trace.trace(V.row_sum_wide_block)[(512,)](x, torch.empty(512), 64, x.stride(0), x.stride(1), BLOCK=256)
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    srv = triton_trace.launch(trace=tr, block=False, port=0)
+    p = Page(browser, srv.url)
+    try:
+        pg = p.open("#/launch/0")
+        pg.wait_for_selector("#findings li.hint")
+        texts = pg.locator("#findings li.hint").all_inner_texts()
+        assert any("masked lanes" in t and "75% of the lanes" in t for t in texts)
+        assert any("uncoalesced" in t and "strides by 512 elements" in t for t in texts)
+        pg.locator("#findings li.hint").first.click()
+        assert pg.get_attribute("#source", "data-current") == str(marked_line(V.row_sum_wide_block, "# HINT"))
+        p.check("hints")
+    finally:
+        p.close()
+        srv.stop()

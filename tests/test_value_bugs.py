@@ -144,3 +144,38 @@ def test_a_value_finding_opens_its_store_in_the_ui(make_client):
     lc = trace.launches[0]
     store = lc.accesses(program=(3, 0, 0), kind="store")[0]
     assert f["program"][k] == [3, 0, 0] and f["op"][k] == store.seq
+
+
+def test_hints_name_the_wasted_lanes_and_the_strided_reads():
+    """analysis/hints.py: a BLOCK of 256 over rows of 64 wastes 75% of the lanes; reading a row of a
+    transposed 64 x 512 tensor strides by 512 elements: each 4-byte element costs a 32-byte sector."""
+    base = torch.randn(64, 512)
+    x = base.T                                    # 512 rows of 64, column stride 512
+    out = torch.empty(512)
+    trace, _ = run(V.row_sum_wide_block, (512,), x, out, 64, x.stride(0), x.stride(1), BLOCK=256)
+    torch.testing.assert_close(out, x.sum(dim=1))
+    hints = triton_trace.analyze(trace).to_dict()["launches"][0]["hints"]
+    line = marked_line(V.row_sum_wide_block, "# HINT")
+    masked = next(h for h in hints if h["kind"] == "masked_lanes")
+    assert masked["line"] == line and masked["tensor"] == "x_ptr" and masked["saving"] == pytest.approx(0.75)
+    assert "75% of the lanes of the load of 'x_ptr'" in masked["message"] and "(256) is 4.0x" in masked["message"]
+    assert f"{512 * (256 - 64):,} fewer lanes" in masked["effect"]
+    strided = next(h for h in hints if h["kind"] == "uncoalesced")
+    assert strided["line"] == line and "strides by 512 elements" in strided["message"]
+    assert "uses 12% of the bytes" in strided["message"]          # 4 of every 32 bytes
+    clean, _ = run(V.softmax, (6,), torch.randn(6, 40), torch.empty(6, 40), 40, BLOCK=64)
+    assert triton_trace.analyze(clean).to_dict()["launches"][0]["hints"] == []   # 38% masked: a power of two
+
+
+def test_the_report_says_whether_it_read_the_values():
+    x = torch.randn(6, 40)
+    trace, _ = run(V.softmax, (6,), x, torch.empty_like(x), 40, BLOCK=64)
+    assert triton_trace.analyze(trace).to_dict()["launches"][0]["value_stats"] is True
+    from triton_trace.analysis import metrics
+    saved = metrics.VALUE_STATS_BYTES
+    metrics.VALUE_STATS_BYTES = 16
+    try:
+        d = triton_trace.analyze(trace).to_dict()["launches"][0]
+    finally:
+        metrics.VALUE_STATS_BYTES = saved
+    assert d["value_stats"] is False and all(o["values"] is None for o in d["ops"])

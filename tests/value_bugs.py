@@ -90,3 +90,12 @@ def quantize(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     q = (tl.load(x_ptr + i, mask=i < n) * scale).to(tl.int32)  # BUG
     tl.store(out_ptr + i, q, mask=i < n)
+
+
+@triton.jit
+def row_sum_wide_block(x_ptr, out_ptr, n_cols, stride_row, stride_col, BLOCK: tl.constexpr):
+    """A row sum whose BLOCK is 4x the row (wasted lanes), read along a transposed view (strided lanes)."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride_row + cols * stride_col, mask=cols < n_cols, other=0.0)  # HINT
+    tl.store(out_ptr + row, tl.sum(x, axis=0))

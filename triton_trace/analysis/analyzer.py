@@ -21,6 +21,7 @@ from .findings import Finding, Suppressed, finalize
 from .races import check_races
 from .report import FindingsError, LaunchReport, Report
 from .roofline import dot_precision, flops, roofline
+from .hints import hints
 from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage, check_double_writes, check_uninitialized
 
 CHECKS = (check_asserts, check_nonfinite, check_overflow, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
@@ -97,6 +98,7 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
         "index": ctx.index, "kernel": lc.kernel_name, "grid": [int(g) for g in lc.grid],
         "recorded_programs": int(lc.recorded_programs), "skipped_programs": int(lc.skipped_programs),
         "completed": bool(lc.completed), "config": lc.config, "checks_skipped": _skipped_checks(lc),
+        "value_stats": bool(lc.values.nbytes <= metrics.VALUE_STATS_BYTES),
         "execution": dict((lc.meta or {}).get("execution") or {}),
         "metrics": m,
         "roofline": roofline(m["dot_flops"], m["math_flops"], m["dram_bytes_predicted"], dot_precision(ctx)),
@@ -104,5 +106,6 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
         "tensors": metrics.tensor_metrics(ctx, rows, unique),
         "ops": ops,
         "lines": metrics.source_lines(ctx, ops),
+        "hints": hints(ctx, ops),
     }
     return LaunchReport(summary=summary, programs=cols, rows=rows), findings

@@ -61,6 +61,9 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                   stored, null without any), "nan", "inf" (counts)} | null (no values recorded, or the
                   launch's "value_stats" is false: its values exceed metrics.VALUE_STATS_BYTES)}]
                  per-row arrays: Report.rows(launch),
+         "hints": [advice, largest saving first (analysis/hints.py): {"kind": "masked_lanes" | "uncoalesced",
+                   "file", "line", "op", "tensor", "saving" (share of lanes / sector bytes wasted), "message",
+                   "effect" (the predicted saving, in words)}],
          "lines": [per (file, line), sorted: {"file", "line", "kinds": [str], "bytes", "active_lanes",
                    "masked_lanes", "requests", "sectors", "used_bytes", "sector_efficiency" (float),
                    "dram_read_bytes", "dram_write_bytes", "flops", "findings"}]}
@@ -165,6 +168,9 @@ class Report(RichDisplay):
                 lines.append(f"  [note] launch {d['index']} ('{d['kernel']}'): {ran} program(s) ran one at a time "
                              f"instead of batched ({fb[0]['reason']})")
             lines += [f"  [note] launch {d['index']} ('{d['kernel']}'): {n}" for n in ex.get("limit_notes") or []]
+        for d in (lr.summary for lr in self.launches):
+            lines += [f"  [hint] launch {d['index']} ('{d['kernel']}'): {h['message']}; {h['effect']}"
+                      for h in (d.get("hints") or [])[:3]]
         return "\n".join(lines + self._table())
 
     def _table(self) -> list:

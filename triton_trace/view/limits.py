@@ -15,6 +15,7 @@ MAX_PLANE_CELLS = 1 << 15       # cells of one drawn tensor plane; bounds the te
 MAX_TENSOR_BYTES = 1_000_000    # bytes of one tensor answer
 MAX_BLOCK_LANES = 1 << 16       # lanes of one op drawn by /api/launch/<i>/block (the first ones of a larger block)
 MAX_DIFF_ELEMENTS = 20_000      # differing elements of one tensor listed by /api/launch/<i>/diff/<t>
+MAX_HINTS = 50                  # hints of one launch in /api/launch/<i>
 MAX_TOUCHES = 1000              # accesses to one element listed by /api/launch/<i>/touches/<t>
 HIST_BINS = 32                  # bins of the per-program metric histograms (web charts and notebook)
 

@@ -66,7 +66,7 @@ from ..model import KINDS
 from .lookup import LaunchIndex, TraceIndex
 from .report_view import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
 from .limits import (HIST_BINS, MAX_FINDINGS, MAX_GRID_CELLS, MAX_ITEMS, MAX_LAUNCHES, MAX_LINE_CHARS, MAX_OPS,  # noqa: F401
-                     MAX_SOURCE_LINES, MAX_TEXT, MAX_TOUCHES, MAX_DIFF_ELEMENTS)
+                     MAX_SOURCE_LINES, MAX_TEXT, MAX_TOUCHES, MAX_DIFF_ELEMENTS, MAX_HINTS)
 from .tensormap import factors
 
 
@@ -122,6 +122,7 @@ class LaunchPayload(TypedDict):
     checks_skipped: list  # sanitizer checks the analysis could not run, with the reason
     findings: int
     analysis_error: Optional[str]
+    hints: list           # advice from the analysis (analysis/hints.py): {kind, line, message, effect}
 
 
 class GridPayload(TypedDict):
@@ -294,6 +295,8 @@ def _launch(ti: TraceIndex, i: int) -> LaunchPayload:
         "source": _source(ti, i), "metrics": _json_safe(summary.get("metrics") or {}),
         "checks_skipped": [clip(c) for c in summary.get("checks_skipped") or []],
         "findings": len(launch_findings(ti, i)), "analysis_error": error,
+        "hints": [{k: (clip(h.get(k)) if isinstance(h.get(k), str) else h.get(k)) for k in ("kind", "line", "message", "effect")}
+                  for h in (summary.get("hints") or [])[:MAX_HINTS]],
     }
 
 

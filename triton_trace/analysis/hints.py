@@ -1,0 +1,55 @@
+"""Hints: what a source line's memory ops waste, and what fixing it would save, from the numbers the
+analysis already has for each static op (metrics.static_ops). Not findings (nothing is wrong), advice:
+
+- ``masked_lanes``: most lanes of an op are masked off, so the block is far larger than what it covers
+  (a BLOCK rounded up past a short row, a tail program); the predicted saving is the lanes (and, per
+  program, the work) a block that fits would not run.
+- ``uncoalesced``: the op uses few of the bytes of the 32-byte sectors it fetches (strided or gathered
+  lanes); the saving is the sectors a contiguous access of the same bytes would need.
+
+Each hint names the file and line, the op and tensor, the measured numbers and the predicted effect.
+"""
+from __future__ import annotations
+
+from .context import LaunchContext
+
+MASKED_SHARE = 0.5           # hint when at least half of an op's lanes are masked off (rounding a block up to a power
+                             # of two, as tl.arange needs, wastes less than that)
+SECTOR_EFFICIENCY = 0.5      # hint when an op uses less than this share of the sector bytes it fetches
+MIN_LANES = 256              # ops that run fewer lanes in the whole launch are not worth a hint
+MAX_HINTS = 50
+
+
+def hints(ctx: LaunchContext, ops: list) -> list:
+    """Hints for one launch, the largest predicted saving first."""
+    out = []
+    shape_of = lambda op_index: tuple(int(s) for s in ctx.launch.ops["shape"][int(ctx.op_first_row[op_index])]
+                                      [:int(ctx.launch.ops["ndim"][int(ctx.op_first_row[op_index])])])
+    for k, op in enumerate(ops):
+        if op.get("pattern") is None or op["lanes"] < MIN_LANES:       # compute ops, or too small to matter
+            continue
+        where = f"{op['kind']} of '{op['tensor']}' at line {op['line']}"
+        masked = op["masked_lanes"] / op["lanes"] if op["lanes"] else 0.0
+        if masked >= MASKED_SHARE and op["active_lanes"]:
+            block = "x".join(str(s) for s in shape_of(k)) or "1"
+            ratio = op["lanes"] / op["active_lanes"]
+            out.append({"kind": "masked_lanes", "file": op["file"], "line": op["line"], "op": op["kind"],
+                        "tensor": op["tensor"], "saving": masked,
+                        "message": f"{100 * masked:.0f}% of the lanes of the {where} are masked off: its block "
+                                   f"({block}) is {ratio:.1f}x the elements it covers",
+                        "effect": f"a block that fits would run {op['masked_lanes']:,} fewer lanes "
+                                  f"({100 * masked:.0f}% of this op's)"})
+        eff = op.get("sector_efficiency")
+        if eff is not None and eff < SECTOR_EFFICIENCY and op["sectors"]:
+            why = (f"the fastest-varying offset strides by {op['stride']} elements" if op["pattern"] == "strided"
+                   else "the lanes gather from scattered offsets" if op["pattern"] == "gather"
+                   else f"its access pattern is {op['pattern']}")
+            ideal = -(-op["used_bytes"] // 32)
+            out.append({"kind": "uncoalesced", "file": op["file"], "line": op["line"], "op": op["kind"],
+                        "tensor": op["tensor"], "saving": 1.0 - eff,
+                        "message": f"line {op['line']}: the {where} uses {100 * eff:.0f}% of the bytes of the "
+                                   f"sectors it fetches; {why}",
+                        "effect": f"contiguous lanes would fetch about {ideal:,} sectors instead of "
+                                  f"{op['sectors']:,} ({op['sectors'] / max(ideal, 1):.1f}x fewer)"})
+    out.sort(key=lambda h: -h["saving"])
+    return out[:MAX_HINTS]
