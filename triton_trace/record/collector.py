@@ -47,7 +47,7 @@ class _Event:
 class Collector:
     def __init__(self, kernel: str, memory: HostMemory, values_cap: Optional[int] = DEFAULT_VALUE_CAP,
                  program_filter: Optional[Callable] = None, on_oob: str = "skip",
-                 memory_limit: Optional[int] = None):
+                 memory_limit: Optional[int] = None, outputs: tuple = ()):
         self.kernel = kernel
         self.memory = memory
         self.values_cap = 0 if values_cap is None else int(values_cap)
@@ -83,7 +83,7 @@ class Collector:
         self._chunk_start_bytes = 0
         self.meta_extra: dict = {}           # more entries of Launch.meta (e.g. the failing device_assert)
         self.origin = None                   # the argument the running memory op's pointers derive from
-        self.nonfinite = NonFinite(memory.tensors)   # NaN/Inf births and the stores they reach
+        self.nonfinite = NonFinite(memory.tensors, outputs)   # NaN/Inf births and the stores they reach
         self.overflow = Overflow(memory.tensors)     # wrapped int32 / saturated conversions that reach memory
 
     # -- chunk boundaries ---------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ float16 out of range), keeping the first birth of each program. A birth in a lan
 off is harmless, so nothing is reported until a store writes a non-finite value to an active lane: then
 the finding names the store, and the first birth in that program (its line, the operation, the operand
 values of its first lane). Non-finite values loaded from an argument the launch has not written are an
-*input*, reported once per argument, not as a birth. Results go to ``Launch.meta["nonfinite"]``; the
+*input*, reported once per argument, not as a birth (not for arguments declared undefined at launch:
+their bits are garbage, and reading them is an uninitialized read). Results go to ``Launch.meta["nonfinite"]``; the
 analysis turns them into ``nonfinite`` / ``nonfinite_input`` findings.
 """
 from __future__ import annotations
@@ -34,8 +35,12 @@ def _plain(v):
 
 
 class NonFinite:
-    def __init__(self, tensors):
+    def __init__(self, tensors, outputs=()):
         self._tensors = tensors          # the launch's TensorInfo list (names)
+        # arguments declared undefined at launch (trace(outputs=...)): whatever bits they hold are not an
+        # input's NaN; reading them is the analysis' uninitialized_read
+        # (names: the tensor table fills as the launch's arguments are bound, after this is made)
+        self._undefined = frozenset(outputs)
         self._pids = np.zeros((1, 3), np.int32)
         self._keep: Optional[np.ndarray] = None
         self.batched = False
@@ -90,7 +95,7 @@ class NonFinite:
 
     def load(self, tensor: int, written: bool, file, line, values: np.ndarray, safe: np.ndarray,
              offsets: np.ndarray) -> None:
-        if tensor < 0 or written or values.dtype.kind != "f":
+        if tensor < 0 or written or values.dtype.kind != "f" or self._tensors[tensor].name in self._undefined:
             return
         bad = safe & ~np.isfinite(values)
         for pid, lanes in self._programs(bad):

@@ -207,7 +207,7 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
                               f"(its arguments: {list(bound)})")
     g = _normalize_grid(grid, dict(bound), name)
     memory = HostMemory()
-    rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob, opts.memory_limit)
+    rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob, opts.memory_limit, opts.outputs)
     hooks.rewritten(fn)             # cached; reads the source once, for the interpreter and for the trace
     source, file, def_line = frames.kernel_source(fn)
     scalars = {k: _json_arg(v) for k, v in bound.items() if not hasattr(v, "data_ptr")}
