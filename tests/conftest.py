@@ -1,4 +1,5 @@
 import os
+import shutil
 import sys
 
 import pytest
@@ -28,3 +29,20 @@ def make_client():
     def make(trace, **kwargs):
         return create_app(trace, **kwargs).test_client()
     return make
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium through Playwright (its own browser download does not work here), per module."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

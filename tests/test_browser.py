@@ -6,7 +6,7 @@ Content-Security-Policy violation happened, and saves a screenshot of the view u
 from __future__ import annotations
 
 import os
-import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -20,25 +20,11 @@ import triton_trace
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions"]
 OUT = Path(os.environ.get("TT_TEST_OUTPUT", Path(__file__).resolve().parents[1] / "test-output")) / "browser"
 WATCH = """
 window.__csp = [];
 document.addEventListener("securitypolicyviolation", (e) => window.__csp.push(e.violatedDirective + " " + e.blockedURI));
 """
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +39,27 @@ def matmul_run():
     srv = triton_trace.launch(trace=tr, block=False, port=0)
     yield {"url": srv.url, "args": args, "trace": tr, "b": b}
     srv.stop()
+
+
+def trace_of(kernel, grid, *args, **kwargs):
+    """The trace of one launch of ``kernel`` (a plain @triton.jit), leaving the current trace empty."""
+    triton_trace.reset()
+    triton_trace.trace(kernel)[grid](*args, **kwargs)
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    return tr
+
+
+@contextmanager
+def served(browser, trace, **launch_kwargs):
+    """A Page on a server of ``trace``; both closed afterwards."""
+    srv = triton_trace.launch(trace=trace, block=False, port=0, **launch_kwargs)
+    p = Page(browser, srv.url)
+    try:
+        yield p
+    finally:
+        p.close()
+        srv.stop()
 
 
 class Page:
@@ -393,13 +400,7 @@ def test_values_heatmap_and_who_touched_an_element(browser):
     x = torch.randn(6, 40)
     x[3, 7] = 120.0
     out = torch.empty_like(x)
-    triton_trace.reset()
-    triton_trace.trace(V.softmax_no_max)[(6,)](x, out, 40, BLOCK=64)
-    tr = triton_trace.current_trace()
-    triton_trace.reset()
-    srv = triton_trace.launch(trace=tr, block=False, port=0)
-    p = Page(browser, srv.url)
-    try:
+    with served(browser, trace_of(V.softmax_no_max, (6,), x, out, 40, BLOCK=64)) as p:
         pg = p.open("#/launch/0")
         pg.wait_for_selector("#grid-canvas[data-px]")
         pg.select_option("#tensor", "1")                                    # out_ptr, all programs
@@ -427,9 +428,6 @@ def test_values_heatmap_and_who_touched_an_element(browser):
         assert pg.get_attribute("#ops tbody tr.sel", "data-seq") == str(seq)
         assert "NaN" in pg.inner_text("#ops tbody tr.sel td.vals")            # the op's value statistics
         p.check("values-and-touches")
-    finally:
-        p.close()
-        srv.stop()
 
 
 def test_an_ops_block_is_drawn_in_its_shape(page, matmul_run):
@@ -465,9 +463,7 @@ def test_two_traces_side_by_side_on_the_tensor_view(browser, tmp_path):
     triton_trace.reset()
     a, b = outs["a"], outs["b"]
     want = ~((a == b) | (a.isnan() & b.isnan()))                          # bit for bit, as the diff compares
-    srv = triton_trace.launch(trace=str(tmp_path / "a.ttrace"), compare=str(tmp_path / "b.ttrace"), block=False, port=0)
-    p = Page(browser, srv.url)
-    try:
+    with served(browser, str(tmp_path / "a.ttrace"), compare=str(tmp_path / "b.ttrace")) as p:
         pg = p.open("#/launch/0")
         pg.wait_for_selector("#grid-canvas[data-px]")
         pg.select_option("#tensor", "1")
@@ -483,22 +479,14 @@ def test_two_traces_side_by_side_on_the_tensor_view(browser, tmp_path):
         text = pg.inner_text("#tensor-hover")
         assert "here nan (program (3, 0, 0)" in text and "compared " in text
         p.check("compare-traces")
-    finally:
-        p.close()
-        srv.stop()
 
 
 def test_hints_appear_with_the_findings_and_mark_their_line(browser):
     import value_bugs as V
     from broken_kernels import marked_line
     x = torch.randn(64, 512).T
-    triton_trace.reset()
-    triton_trace.trace(V.row_sum_wide_block)[(512,)](x, torch.empty(512), 64, x.stride(0), x.stride(1), BLOCK=256)
-    tr = triton_trace.current_trace()
-    triton_trace.reset()
-    srv = triton_trace.launch(trace=tr, block=False, port=0)
-    p = Page(browser, srv.url)
-    try:
+    tr = trace_of(V.row_sum_wide_block, (512,), x, torch.empty(512), 64, x.stride(0), x.stride(1), BLOCK=256)
+    with served(browser, tr) as p:
         pg = p.open("#/launch/0")
         pg.wait_for_selector("#findings li.hint")
         texts = pg.locator("#findings li.hint").all_inner_texts()
@@ -507,6 +495,3 @@ def test_hints_appear_with_the_findings_and_mark_their_line(browser):
         pg.locator("#findings li.hint").first.click()
         assert pg.get_attribute("#source", "data-current") == str(marked_line(V.row_sum_wide_block, "# HINT"))
         p.check("hints")
-    finally:
-        p.close()
-        srv.stop()

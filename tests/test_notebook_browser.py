@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import http.server
 import os
-import shutil
 import threading
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from webcases import STORED, highlighted
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "examples" / "trace_in_notebook.ipynb"
 OUT = Path(os.environ.get("TT_TEST_OUTPUT", ROOT / "test-output")) / "notebook"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PLOTLYJS_MARK = "window.__tt_define=window.define"
 BUNDLE_MARK = "window.__ttEmbed = {"
 VIEWERS = 5          # the example's displays of a Trace or Launch: the trace, three of the transpose launch, the bug
@@ -79,17 +77,6 @@ def test_the_example_notebook_runs_and_carries_the_assets_once(executed, exporte
 # --------------------------------------------------------------------------------------------------------
 # in Chromium
 # --------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser():
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (apt-get install chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
-
-
 class Watched:
     """A page that records every request and every script error."""
 

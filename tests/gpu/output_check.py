@@ -16,8 +16,10 @@ from typing import Optional
 import numpy as np
 import torch
 
+# the layout-exact copies, the poison and its test are the product's (triton_trace.compare uses them)
+from triton_trace.gpucheck import POISON_INT, _bits, poison_, to_device, unwritten  # noqa: F401
+
 EPS = 2.0 ** -23                  # fp32 unit roundoff x 2: the spacing of floats in [1, 2)
-POISON_INT = -1234567891          # no input of the suite produces it; fits int32
 WRITE_KINDS = ("store", "atomic_add", "atomic_max", "atomic_min", "atomic_or", "atomic_and", "atomic_xor",
                "atomic_xchg", "atomic_cas")
 
@@ -76,25 +78,6 @@ def dot(k: int) -> Tol:
 # --------------------------------------------------------------------------------------------------------
 # inputs and outputs
 # --------------------------------------------------------------------------------------------------------
-def to_device(x, device: str):
-    """``x`` on ``device`` with the same storage contents, size, strides and storage offset."""
-    if not torch.is_tensor(x):
-        return x
-    flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (x.untyped_storage().nbytes()
-                                                                       // x.element_size(),), (1,))
-    return flat.to(device).as_strided(x.shape, x.stride(), x.storage_offset())
-
-
-def poison_(t: torch.Tensor) -> torch.Tensor:
-    if t.dtype.is_floating_point:
-        t.fill_(float("nan"))
-    elif t.dtype in (torch.int32, torch.int64):
-        t.fill_(POISON_INT)
-    elif t.dtype in (torch.int8, torch.uint8, torch.int16):
-        t.fill_(0x5A)
-    return t
-
-
 @contextmanager
 def poisoned_allocations():
     """Every torch.empty / empty_like / empty_strided inside the block comes back poisoned."""
@@ -112,14 +95,6 @@ def poisoned_allocations():
     finally:
         for name, alloc in originals.items():
             setattr(torch, name, alloc)
-
-
-def unwritten(t: torch.Tensor) -> torch.Tensor:
-    if t.dtype.is_floating_point:
-        return torch.isnan(t)
-    if t.dtype in (torch.int32, torch.int64):
-        return t == POISON_INT
-    return torch.zeros_like(t, dtype=torch.bool)
 
 
 @contextmanager
@@ -162,11 +137,6 @@ def untraced(kernel):
 # --------------------------------------------------------------------------------------------------------
 # comparison
 # --------------------------------------------------------------------------------------------------------
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    return {4: lambda: t.view(torch.int32), 8: lambda: t.view(torch.int64),
-            2: lambda: t.view(torch.int16)}.get(t.element_size(), lambda: t)() if t.dtype.is_floating_point else t
-
-
 def compare(gpu: torch.Tensor, tr: torch.Tensor, tol: Tol, ref: Optional[torch.Tensor] = None) -> dict:
     """Summary of one output pair, with ``bad``: the boolean mask of elements out of tolerance."""
     g = gpu.detach().cpu()

@@ -18,6 +18,8 @@ import numpy as np
 from ..errors import TraceUsageError
 from ..model import KINDS, WRITE_KINDS, Trace
 from ..model.layout import invertible, view_index
+from ..model.touches import execution_rank
+from ..model.values import lane_values
 
 MAX_EXAMPLES = 20
 
@@ -39,24 +41,11 @@ def final_writes(launch, t: int) -> Writes:
     empty = Writes(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), True)
     if not len(rows):
         return empty
-    order = {tuple(int(v) for v in p): k for k, p in enumerate(
-        np.asarray(launch.recorded_ids if launch.recorded_ids is not None else launch.programs()).reshape(-1, 3))}
-    pos = np.array([order.get(tuple(int(v) for v in p), len(order)) for p in o["program"][rows]], dtype=np.int64)
-    rows = rows[np.lexsort((o["seq"][rows], pos))]
+    rows = rows[np.lexsort((o["seq"][rows], execution_rank(launch, o["program"][rows])))]
     counts = o["lane_count"][rows].astype(np.int64)
     offsets, mask = launch.lanes.gather(o["lane_start"][rows], counts)
-    values = np.full(len(offsets), np.nan)
-    recorded = True
-    at = 0
-    for r, n in zip(rows, counts):
-        vd = int(o["value_dtype"][r])
-        if vd >= 0:
-            dt = np.dtype(launch.value_dtypes[vd])
-            vs = int(o["value_start"][r])
-            values[at:at + n] = np.frombuffer(launch.values[vs:vs + n * dt.itemsize].tobytes(), dtype=dt)
-        else:
-            recorded = False
-        at += n
+    _, values, has = lane_values(launch, rows)        # NaN where a row's values were not recorded
+    recorded = bool(has.all())
     lane_row = np.repeat(rows, counts)
     keep = np.flatnonzero(mask)
     offsets, values, lane_row = offsets[keep], values[keep], lane_row[keep]

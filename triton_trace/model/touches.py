@@ -45,10 +45,19 @@ def element_offset(info, index: Union[int, tuple]) -> int:
     return int(info.storage_offset + sum(i * s for i, s in zip(idx, info.strides)))
 
 
-def _execution_order(launch) -> dict:
-    """program -> its position among the programs as they ran."""
+def execution_rank(launch, programs: np.ndarray) -> np.ndarray:
+    """Each program's position among the programs as they ran (``recorded_ids``; without it, (x, y, z)
+    order); programs the launch did not record rank last."""
     ids = launch.recorded_ids if launch.recorded_ids is not None and len(launch.recorded_ids) else launch.programs()
-    return {tuple(int(v) for v in p): k for k, p in enumerate(np.asarray(ids).reshape(-1, 3))}
+    dims = np.maximum(np.asarray(launch.grid, np.int64), 1)
+    linear = lambda a: (np.asarray(a, np.int64).reshape(-1, 3) * np.array([dims[1] * dims[2], dims[2], 1])).sum(axis=1)
+    known = linear(ids)
+    order = np.argsort(known, kind="stable")
+    want = linear(programs)
+    at = np.clip(np.searchsorted(known[order], want), 0, max(len(known) - 1, 0))
+    found = len(known) > 0
+    hit = (known[order][at] == want) if found else np.zeros(len(want), bool)
+    return np.where(hit, order[at] if found else 0, len(known))
 
 
 def touches(launch, tensor: Union[str, int], index: Union[int, tuple], kinds: tuple, memory_kinds: int) -> list:
@@ -62,9 +71,7 @@ def touches(launch, tensor: Union[str, int], index: Union[int, tuple], kinds: tu
              if k == t or (info.storage >= 0 and other.storage == info.storage)]
     o = launch.ops
     rows = np.flatnonzero(np.isin(o["tensor"], group) & (o["kind"] < memory_kinds) & (o["lane_count"] > 0))
-    order = _execution_order(launch)
-    pos = np.array([order.get(tuple(int(v) for v in p), len(order)) for p in o["program"][rows]], dtype=np.int64)
-    rows = rows[np.lexsort((o["seq"][rows], pos))]
+    rows = rows[np.lexsort((o["seq"][rows], execution_rank(launch, o["program"][rows])))]
     found = []
     start = 0
     while start < len(rows):

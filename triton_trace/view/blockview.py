@@ -15,7 +15,7 @@ from ..model import KINDS, MEMORY_KINDS
 from ..model.layout import invertible, view_index
 from .limits import MAX_BLOCK_LANES
 from .lookup import TraceIndex
-from .payload import clip, op_row
+from .payload import clip, json_values, op_row
 
 
 class BlockPayload(TypedDict):
@@ -45,18 +45,6 @@ def _view_index(info, offsets: np.ndarray) -> Optional[list]:
     return [row if good else None for row, good in zip(idx.tolist(), ok.tolist())]
 
 
-def _values(v: np.ndarray) -> list:
-    out = []
-    for x in v.tolist():
-        if x != x:
-            out.append("nan")
-        elif x in (float("inf"), float("-inf")):
-            out.append("inf" if x > 0 else "-inf")
-        else:
-            out.append(float(f"{x:.7g}"))
-    return out
-
-
 def block_payload(ti: TraceIndex, i: int, pid: tuple, seq: int) -> BlockPayload:
     ix = ti.launch(i)
     lc, o = ix.launch, ix.launch.ops
@@ -83,4 +71,4 @@ def block_payload(ti: TraceIndex, i: int, pid: tuple, seq: int) -> BlockPayload:
     return {**base, "grid": [rows, cols], "lanes": n, "active": int(mask.sum()), "oob": int((mask & out).sum()),
             "truncated": drawn < n, "offset": offsets.tolist(), "mask": mask.astype(int).tolist(),
             "out": out.astype(int).tolist(), "index": index,
-            "value": [v if h else None for v, h in zip(_values(values[:drawn]), has[:drawn].tolist())] if has.any() else None}
+            "value": [v if h else None for v, h in zip(json_values(values[:drawn]), has[:drawn].tolist())] if has.any() else None}

@@ -418,7 +418,7 @@ def touches_payload(ti: TraceIndex, i: int, t: int, index: tuple) -> TouchesPayl
             "touches": {"order": [x.order for x in shown], "program": [list(x.program) for x in shown],
                         "seq": [x.seq for x in shown], "kind": [x.kind for x in shown],
                         "tensor": [clip(x.tensor) for x in shown], "line": [x.line for x in shown],
-                        "lane": [list(x.lane) for x in shown], "value": _values(x.value for x in shown)},
+                        "lane": [list(x.lane) for x in shown], "value": json_values(x.value for x in shown)},
             "total": len(found), "truncated": len(found) > MAX_TOUCHES}
 
 
@@ -450,25 +450,25 @@ def diff_payload(ti: TraceIndex, i: int, t: int) -> DiffPayload:
     return {"tensor": t, "name": clip(d.tensor), "compared": d.compared, "differing": d.differing,
             "only_a": d.only_a, "only_b": d.only_b, "values_recorded": d.values_recorded,
             "elements": {"index": [e["index"] for e in ex], "offset": [e["offset"] for e in ex],
-                         "a": _values(side(e, "a", "value") for e in ex), "b": _values(side(e, "b", "value") for e in ex),
+                         "a": json_values(side(e, "a", "value") for e in ex), "b": json_values(side(e, "b", "value") for e in ex),
                          "a_program": [side(e, "a", "program") for e in ex], "b_program": [side(e, "b", "program") for e in ex],
                          "a_line": [side(e, "a", "line") for e in ex], "b_line": [side(e, "b", "line") for e in ex]},
             "truncated": d.differing + d.only_a + d.only_b > len(ex)}
 
 
-def _values(values) -> list:
+def json_values(values, digits: int = 7) -> list:
+    """Recorded values for JSON: floats to ``digits`` significant digits, NaN and infinities as the strings
+    "nan", "inf", "-inf" (JSON has none), None, ints and strings as they are."""
     out = []
-    for v in values:
-        if v is None or isinstance(v, bool) or isinstance(v, int):
-            out.append(v)
-        elif isinstance(v, str):          # already "nan" / "inf" (the diff's text for them)
+    for v in (values.tolist() if isinstance(values, np.ndarray) else values):
+        if v is None or isinstance(v, (bool, int, str)):
             out.append(v)
         elif v != v:
             out.append("nan")
         elif v in (float("inf"), float("-inf")):
             out.append("inf" if v > 0 else "-inf")
         else:
-            out.append(float(f"{v:.7g}"))
+            out.append(float(f"{v:.{digits}g}"))
     return out
 
 

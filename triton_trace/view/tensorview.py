@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .lookup import LaunchIndex, TraceIndex
-from .payload import clip, encode
+from .payload import clip, encode, json_values
 from .tensormap import Plane, auto_window, cell_sizes, cells, invertible, locate, make_plane, view_index
 from .limits import MAX_TENSOR_BYTES
 
@@ -96,19 +96,6 @@ def elements(ix: LaunchIndex, rows: np.ndarray, tensor: int) -> Elements:
                     nprog.astype(np.int32), value, has_value, writer.astype(np.int64), int(bad.sum()), oob_examples)
 
 
-def _sig(values: np.ndarray, digits: int = 6) -> list:
-    """Finite values rounded to ``digits`` significant digits; NaN and infinities as strings (JSON has none)."""
-    out = []
-    for v in values.tolist():
-        if v != v:
-            out.append("nan")
-        elif v in (float("inf"), float("-inf")):
-            out.append("inf" if v > 0 else "-inf")
-        else:
-            out.append(float(f"{v:.{digits}g}"))
-    return out
-
-
 def plane_cells(plane: Plane, table: Elements, pos: np.ndarray, entry: np.ndarray) -> dict:
     """Reduce placed elements to sparse cells: columns parallel to ``cell``, sorted by cell index."""
     cell = cells(plane, pos)
@@ -127,7 +114,7 @@ def plane_cells(plane: Plane, table: Elements, pos: np.ndarray, entry: np.ndarra
         first = np.full(n, len(entry), dtype=np.int64)
         np.minimum.at(first, inv, np.arange(len(entry)))
         e = entry[first] if n else entry[:0]
-        out["value"] = [v if h else None for v, h in zip(_sig(table.value[e]), table.has_value[e].tolist())]
+        out["value"] = [v if h else None for v, h in zip(json_values(table.value[e], 6), table.has_value[e].tolist())]
         out["writer"] = table.writer[e].tolist()
     else:
         touched = np.bincount(inv, minlength=n)
