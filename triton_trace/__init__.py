@@ -67,13 +67,23 @@ def _show(obj, **kw) -> None:
     show_in_notebook(obj, **kw)
 
 
+def _compiled(launch, target, **kw):
+    from .compiled import compile_launch
+    return compile_launch(launch, target, **kw)
+
+
+def _reproducer(launch, path, **kw):
+    from .repro import write_reproducer
+    return write_reproducer(launch, path, **kw)
+
+
 def _default_display() -> None:
     """Saving a Trace; a progress bar for long launches; rich display of Trace, Launch and Report in
     notebooks. Installed from here, so the data model (triton_trace.model) never imports a stage."""
     import sys
     from .model import actions
     from .view.progress import enable_progress
-    actions.install(html=_render_html, show=_show, save=_save)
+    actions.install(html=_render_html, show=_show, save=_save, compiled=_compiled, reproducer=_reproducer)
     enable_progress("auto")      # notebook bar in Jupyter, terminal bar on a TTY stderr, else none
     if "IPython" in sys.modules:
         from IPython import get_ipython

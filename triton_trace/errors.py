@@ -115,6 +115,11 @@ class TraceFileError(TritonTraceError, ValueError):
     """A trace file that is damaged, of an unknown format version, or too large to load safely."""
 
 
+class CompileError(TritonTraceError, RuntimeError):
+    """Triton's compiler refused a traced kernel for a GPU target (triton_trace.compiled); the message names
+    the kernel, the target, Triton's version and the compiler's first lines."""
+
+
 class FrontendError(TritonTraceError, RuntimeError):
     """The installed frontend (triton_trace/frontend) is missing or uses module syntax the notebook bundle
     cannot join (view/bundle.py): a broken install or an unsupported change to frontend/."""

@@ -116,7 +116,7 @@ def _check_meta(meta, where: str) -> None:
     if meta is None:
         return
     _typed(meta, dict, where)
-    unknown = set(meta) - {"execution", "assert_failed", "nonfinite", "overflow"}
+    unknown = set(meta) - {"execution", "assert_failed", "nonfinite", "overflow", "module"}
     if unknown:
         raise HeaderError(f"{where} has unknown keys {sorted(unknown)[:5]}")
     ex = meta.get("execution")
@@ -152,6 +152,8 @@ def _check_meta(meta, where: str) -> None:
         for name, v in r["cause"].items():
             if not isinstance(v, (str, int, float, list)) or isinstance(v, bool):
                 raise HeaderError(f"{w}.cause.{name} is {type(v).__name__}")
+    if meta.get("module") is not None:
+        _check_module(meta["module"], f"{where}.module")
     fail = meta.get("assert_failed")
     if fail is not None:
         w = f"{where}.assert_failed"
@@ -165,6 +167,33 @@ def _check_meta(meta, where: str) -> None:
         _typed(fail.get("values", {}), dict, f"{w}.values")
         for name, vals in fail.get("values", {}).items():
             _list_of(vals, (int, float, list), f"{w}.values[{name!r}]")
+
+
+def _check_module(mod, where: str) -> None:
+    """What a reproducer or a compile rebuilds the kernel from (record/kernelmodule.py). The texts are
+    written into a generated script only after repro/ checks them again as Python (see compiled/source.py)."""
+    _fields(mod, {"helpers": list, "imports": list, "constants": list, "missing": list, "params": dict,
+                  "launch_options": dict}, where, optional={"launch_options"}, extra={"inputs", "triton"})
+    for k, h in enumerate(mod["helpers"]):
+        _fields(h, {"name": str, "def_name": str, "source": str, "file": str, "line": int}, f"{where}.helpers[{k}]")
+    _list_of(mod["imports"], str, f"{where}.imports")
+    _list_of(mod["constants"], str, f"{where}.constants")
+    _list_of(mod["missing"], dict, f"{where}.missing")
+    for name, p in mod["params"].items():
+        _typed(p, dict, f"{where}.params[{name!r}]")
+        _typed(p.get("kind"), str, f"{where}.params[{name!r}].kind")
+        for key in ("expr", "type"):
+            if key in p:
+                _typed(p[key], str, f"{where}.params[{name!r}].{key}")
+    for name, v in mod.get("launch_options", {}).items():
+        if not isinstance(v, (int, bool, str)) and v is not None:
+            raise HeaderError(f"{where}.launch_options.{name} is {type(v).__name__}")
+    inputs = mod.get("inputs")
+    if inputs is not None:
+        _fields(inputs, {"storages": "ints", "written": list, "kept": bool}, f"{where}.inputs", extra={"note"})
+        _list_of(inputs["written"], bool, f"{where}.inputs.written")
+        if len(inputs["written"]) != len(inputs["storages"]) or min(inputs["storages"], default=0) < 0:
+            raise HeaderError(f"{where}.inputs: storages and written differ in length or hold a negative size")
 
 
 # -- primitives ------------------------------------------------------------------------------------------------

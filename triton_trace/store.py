@@ -29,8 +29,9 @@ MAX_HEADER = 64 << 20
 DEFAULT_MAX_BYTES = 8 << 30
 _MAX_RATIO = 1100     # zlib cannot compress better than about 1032:1
 _DTYPES = {"<i8", "<i4", "|u1", "|b1", "<f4", "<f8", "<f2", "<u2", "<u4", "<u8", "|i1", "<i2"}
-_LAUNCH_ARRAYS = ("values", "recorded_ids")
-_REFERENCED = {"values", "recorded_ids"}     # bounded by what the op rows and the header use
+_LAUNCH_ARRAYS = ("values", "recorded_ids", "inputs", "finals")
+# bounded by what the op rows and the header use (inputs and finals: by meta.module.inputs's sizes)
+_REFERENCED = {"values", "recorded_ids", "inputs", "finals"}
 # Real traces decompress to at most ~75x their file size (measured: an all-zero vector add); zlib's limit
 # is ~1032x. Op and lane arrays beyond this, and beyond PLAUSIBLE_BASE, are a crafted file.
 PLAUSIBLE_RATIO = 256
@@ -189,7 +190,8 @@ def _build(path, header, f, data_start, size, max_bytes, version) -> Trace:
             values=arrays["values"], config=lc["config"], outputs=tuple(lc["outputs"]),
             recorded_programs=lc["recorded_programs"], skipped_programs=lc["skipped_programs"],
             values_truncated=lc["values_truncated"], completed=lc["completed"], error=lc["error"],
-            meta=dict(lc.get("meta") or {}), recorded_ids=arrays.get("recorded_ids"))
+            meta=dict(lc.get("meta") or {}), recorded_ids=arrays.get("recorded_ids"),
+            inputs=arrays.get("inputs"), finals=arrays.get("finals"))
         _validate_meta(path, launch, max_bytes)
         _validate(path, launch)
         launches.append(launch)
@@ -233,6 +235,11 @@ def _check_referenced(path, lc: dict, blocks: dict, ops: dict) -> None:
         programs = lc["grid"][0] * lc["grid"][1] * lc["grid"][2]
         if int(ids["raw_nbytes"]) > 12 * min(programs, lc["recorded_programs"] + lc["skipped_programs"]):
             raise _bad(path, "the recorded program ids are more than the programs the launch ran")
+    desc = ((lc.get("meta") or {}).get("module") or {}).get("inputs") or {}
+    sizes, written = desc.get("storages", []), desc.get("written", [])
+    for name, bound in (("inputs", sum(sizes)), ("finals", sum(n for n, w in zip(sizes, written) if w))):
+        if name in blocks and int(blocks[name]["raw_nbytes"]) != bound:
+            raise _bad(path, f"its kept {name} declare {blocks[name]['raw_nbytes']} bytes; the header describes {bound}")
 
 
 def _lanes(path, lc: dict, arrays: dict, ops: dict, version: int, max_bytes: int) -> dict:
@@ -335,7 +342,22 @@ def _validate_meta(path, lc: Launch, max_bytes: int) -> None:
                                  f"to load() to raise it")
 
 
+def _check_inputs(path, lc: Launch) -> None:
+    """The kept storages must be exactly the bytes meta.module.inputs describes (a reproducer slices them)."""
+    desc = (lc.meta.get("module") or {}).get("inputs")
+    if lc.inputs is None and lc.finals is None:
+        return
+    if desc is None or not desc.get("kept"):
+        raise _bad(path, "it holds kept inputs that its header does not describe")
+    want_in = sum(desc["storages"])
+    want_out = sum(n for n, w in zip(desc["storages"], desc["written"]) if w)
+    for name, arr, want in (("inputs", lc.inputs, want_in), ("finals", lc.finals, want_out)):
+        if arr is None or arr.dtype != np.uint8 or arr.ndim != 1 or len(arr) != want:
+            raise _bad(path, f"its kept {name} are not the {want} bytes its header describes")
+
+
 def _validate(path, lc: Launch) -> None:
+    _check_inputs(path, lc)
     o = lc.ops
     n = lc.num_ops
     if any(len(o[c]) != n for c in o):

@@ -13,8 +13,18 @@ from typing import Callable, Optional
 _RENDERER: dict = {}
 
 
-def install(html: Optional[Callable] = None, show: Optional[Callable] = None, save: Optional[Callable] = None) -> None:
+def install(html: Optional[Callable] = None, show: Optional[Callable] = None, save: Optional[Callable] = None,
+            **more: Callable) -> None:
+    """``more``: further actions by name ("compiled", "reproducer"), reached through ``action(name)``."""
     _RENDERER.update({k: v for k, v in (("html", html), ("show", show), ("save", save)) if v is not None})
+    _RENDERER.update(more)
+
+
+def action(name: str) -> Callable:
+    found = _RENDERER.get(name)
+    if found is None:
+        raise RuntimeError(f"no '{name}' is installed; import triton_trace (not only triton_trace.model)")
+    return found
 
 
 def save(trace, path) -> None:

@@ -11,7 +11,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from .actions import RichDisplay, save as _save
+from .actions import RichDisplay, action, save as _save
 from .lanes import Lanes, lanes_from_flat
 from .touches import touches
 from .values import value_stats
@@ -133,6 +133,10 @@ class Launch(RichDisplay):
     error: Optional[str] = None
     meta: dict = field(default_factory=dict)
     recorded_ids: Optional[np.ndarray] = None   # (n, 3) int32: the programs recorded, in execution order
+    # trace(inputs=True): every storage's bytes before the launch, back to back in storage order, and the
+    # written storages' bytes after it (meta["inputs"] gives the sizes); None when not kept
+    inputs: Optional[np.ndarray] = None
+    finals: Optional[np.ndarray] = None
 
     def __post_init__(self):
         if not isinstance(self.lanes, Lanes):
@@ -243,6 +247,20 @@ class Launch(RichDisplay):
         index), in execution order: program, op, line, kind and value of each (model.touches.Touch). For a
         wrong output element: who wrote it, with what, and who read it."""
         return touches(self, tensor, index, KINDS, len(MEMORY_KINDS))
+
+    def compiled(self, target="sm_90", cache: bool = True):
+        """The kernel compiled for a GPU ``target`` ("sm_80", "sm_90", "sm_100", or "A100", "H200", ...) on
+        this machine, specialized as this launch would be on a GPU: the TTIR, TTGIR, LLVM IR and PTX with the
+        source line of each IR line, each memory op's layout, instruction and vector width, shared memory,
+        registers and occupancy (triton_trace.compiled.Compiled). Cached on disk."""
+        return action("compiled")(self, target, cache=cache)
+
+    def reproducer(self, path, data: str = "auto", index: int = 0):
+        """Write a standalone reproducer of this launch into folder ``path``: ``launch.py`` (the kernel with its
+        helpers, every argument rebuilt, the grid; run it as it is, with ``--plain`` or ``--gpu``) and
+        ``launch_data.npz``. ``data``: "exact" (the inputs kept by ``trace(inputs=True)``), "stats" (random
+        inputs with the recorded statistics) or "auto" (exact when kept). Returns the script's path."""
+        return action("reproducer")(self, path, data=data, index=index)
 
     def accesses(self, program=None, kind=None, tensor=None) -> list:
         """The memory operations (loads, stores, atomics) of the launch, in execution order per program."""

@@ -388,6 +388,30 @@ class HostMemory:
         if tensor >= 0:
             self.storages[self._tensor_storage[tensor]].written = True
 
+    def snapshot(self, limit: int, finished: bool) -> tuple:
+        """(inputs, finals, description) for a reproducer: every storage's bytes as the launch found them
+        (the caller's storages are untouched until ``copy_back``) and, when the launch ``finished``, the
+        written ones as it left them; (None, None, why) when they do not fit in ``limit`` bytes."""
+        sizes = [int(st.nbytes) for st in self.storages]
+        written = [bool(st.written and finished) for st in self.storages]
+        need = sum(sizes) + sum(n for n, w in zip(sizes, written) if w)
+        desc = {"storages": sizes, "written": written, "kept": need <= limit}
+        if need > limit:
+            desc["note"] = (f"inputs not kept: the launch's storages need {need} bytes (before and after), more "
+                            f"than the limit of {limit} bytes; pass trace(inputs=<bytes>) to raise it")
+            return None, None, desc
+        before, after = [], []
+        for st, w in zip(self.storages, written):
+            if not st.nbytes:
+                continue
+            src = torch.empty(0, dtype=torch.uint8, device=st.original.device).set_(st.original)
+            before.append(src.cpu().numpy().copy())
+            if w:
+                shift = st.base - st.buffer.data_ptr()
+                after.append(st.buffer[shift: shift + st.nbytes].numpy().copy())
+        join = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+        return join(before), join(after), desc
+
     def copy_back(self) -> None:
         """Write the copies that the kernel stored to back into the caller's storages. Only safe lanes
         execute and they stay inside their attributed storage, so the written flags are exact."""

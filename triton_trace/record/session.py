@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Optional, Union
 
 from ..errors import TraceUsageError, TritonTraceError, program_error
 from ..model import Launch, Trace
-from . import frames
+from . import frames, kernelmodule
 from .interp import executor as _grid, hooks
 from .collector import DEFAULT_VALUE_CAP, Collector
 from .memory import HostMemory
@@ -91,7 +91,19 @@ def value_cap(values) -> int:
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 
-def memory_bytes(limit) -> Optional[int]:
+INPUTS_LIMIT = 1 << 30     # trace(inputs=True): bytes of storages kept per launch (before and after)
+
+
+def inputs_bytes(inputs) -> int:
+    """``trace(inputs=...)``: False (0), True (INPUTS_LIMIT), or a size as for ``memory_limit``."""
+    if inputs is False or inputs is None:
+        return 0
+    if inputs is True:
+        return INPUTS_LIMIT
+    return memory_bytes(inputs, "inputs")
+
+
+def memory_bytes(limit, option: str = "memory_limit") -> Optional[int]:
     """``trace(memory_limit=...)``: None, a number of bytes, or a string such as "512MB" or "2GiB"."""
     if limit is None:
         return None
@@ -106,7 +118,7 @@ def memory_bytes(limit) -> Optional[int]:
                 return int(float(num) * _UNITS[unit])
         except ValueError:
             pass
-    raise TraceUsageError(f"trace(memory_limit=...) takes a number of bytes or a size such as '512MB' or '2GiB'; "
+    raise TraceUsageError(f"trace({option}=...) takes a number of bytes or a size such as '512MB' or '2GiB'; "
                           f"got {limit!r}")
 
 
@@ -123,7 +135,7 @@ def batch_chunk(batch) -> int:
 
 class TraceOptions:
     def __init__(self, programs=None, values=True, outputs: Iterable[str] = (), on_oob: str = "skip",
-                 config=None, batch: Union[bool, int] = True, memory_limit=None):
+                 config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False):
         if on_oob not in ("skip", "raise"):
             raise TraceUsageError(f"trace(on_oob=...) is 'skip' or 'raise', not {on_oob!r}")
         if isinstance(outputs, str):
@@ -136,6 +148,7 @@ class TraceOptions:
         self.config = config
         self.chunk = batch_chunk(batch)
         self.memory_limit = memory_bytes(memory_limit)
+        self.inputs = inputs_bytes(inputs)
         self.keep = True       # False: run through the interpreter without keeping a launch
 
 
@@ -221,6 +234,18 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
 
     meta = dict(kernel_name=name, source=source, source_file=file, source_line=def_line, grid=g, args=scalars,
                 config=config, outputs=opts.outputs)
+    module = {**kernelmodule.capture(fn), "params": kernelmodule.argument_expressions(bound, set(bound))}
+    module["launch_options"] = {k: v for k, v in (config or {}).items() if k in LAUNCH_OPTIONS}
+
+    def finished(completed: bool = True, **extra):
+        kept = {}
+        if opts.inputs:
+            kept["inputs"], kept["finals"], described = memory.snapshot(opts.inputs, completed)
+            module["inputs"] = described
+        launch = rec.finish(**meta, **kept, completed=completed, **extra)
+        launch.meta["module"] = module
+        return launch
+
     for hook in hooks.pre_run_hooks(kernel_obj):
         hook(*args, **{k: v for k, v in kwargs.items() if k in bound})
     try:
@@ -241,13 +266,13 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
             why = f"{type(e).__name__}: {e}"
         with _interrupts_deferred():
             if opts.keep:
-                _SESSION.add(rec.finish(completed=False, error=why, **meta))
+                _SESSION.add(finished(False, error=why))
             memory.copy_back()
         if error is not None:
             raise error from cause
         raise
     with _interrupts_deferred():          # a Ctrl-C now would lose the whole launch and its outputs
-        launch = rec.finish(**meta)
+        launch = finished()
         if opts.keep:
             _SESSION.add(launch)
         memory.copy_back()
@@ -357,7 +382,7 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
 # the decorator
 # --------------------------------------------------------------------------------------------------------
 def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, outputs: Iterable[str] = (),
-          on_oob: str = "skip", config=None, batch: Union[bool, int] = True, memory_limit=None):
+          on_oob: str = "skip", config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False):
     """Trace every launch of a Triton kernel through Triton's interpreter.
 
     Use bare (``@trace``) or with options, above ``@triton.jit``, ``@triton.autotune`` or
@@ -376,11 +401,14 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
       launch's ``meta["execution"]`` says which and why. ``False`` runs one program at a time.
     - ``memory_limit``: bytes (or "512MB", "2GiB") the recorded trace of a launch may hold. Values are
       dropped first, then later programs are no longer recorded (they still run); the launch says so.
+    - ``inputs``: keep a copy of every argument's storage as the launch found it and of the written ones
+      as it left them, for ``launch.reproducer()``; ``True`` keeps up to 1 GiB per launch, or give a size.
+      A launch over the size keeps none and says so in ``launch.meta["module"]["inputs"]["note"]``.
 
     The kernel object is returned with its ``run`` method replaced, so it still passes Triton's and
     PyTorch's type checks (``wrap_triton``, ``triton_op``).
     """
-    opts = TraceOptions(programs, values, outputs, on_oob, config, batch, memory_limit)
+    opts = TraceOptions(programs, values, outputs, on_oob, config, batch, memory_limit, inputs)
 
     def decorate(k):
         if not hooks.is_kernel(k):
@@ -407,14 +435,15 @@ def _on_gpu(args, kwargs) -> bool:
 
 
 @contextmanager
-def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[None, str, Iterable[str]] = None):
+def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[None, str, Iterable[str]] = None,
+              inputs=False):
     """Trace every Triton kernel launched inside the block, without decorating it.
 
     ``kernels`` limits tracing to kernels of these (Python function) names; others launch as usual.
-    ``programs`` and ``values`` are as for ``trace``. A kernel decorated with ``@trace`` keeps its own
+    ``programs``, ``values`` and ``inputs`` are as for ``trace``. A kernel decorated with ``@trace`` keeps its own
     options. Launches land in ``current_trace()``.
     """
-    opts = TraceOptions(programs, values)
+    opts = TraceOptions(programs, values, inputs=inputs)
     names = None if kernels is None else ({kernels} if isinstance(kernels, str) else set(kernels))
 
     untraced = _untraced_options()

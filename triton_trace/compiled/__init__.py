@@ -1,0 +1,155 @@
+"""A traced launch compiled for a GPU target on this machine (no GPU needed): the IR stages with the
+source line of every IR line, the layout, instruction and vector width of every global memory op, shared
+memory, registers and the occupancy they allow. ``Launch.compiled(target=)`` calls ``compile_launch``.
+
+Compiles are cached on disk (``TRITON_TRACE_CACHE_DIR``, default ``~/.cache/triton_trace``) by the kernel
+module's text, the specialization, the launch options, the target and Triton's version.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+from ..errors import CompileError, TraceUsageError
+from ..record.interp import toolchain
+from . import ir
+from .occupancy import occupancy
+from .source import _literal_ok, kernel_module
+
+IR_STAGES = ("ttir", "ttgir", "llir", "ptx")
+
+
+def cache_dir() -> str:
+    return os.environ.get("TRITON_TRACE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "triton_trace")
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One launch compiled for ``target``. ``lines[stage][i]`` is the (file, line) of the user's source that
+    line ``i + 1`` of ``ir[stage]`` comes from, or None."""
+    kernel: str
+    target: str
+    ir: dict
+    lines: dict
+    ops: tuple                 # global memory ops: instruction, layout, vector width, source place
+    num_warps: int
+    num_stages: int
+    shared_bytes: int
+    registers: object          # int, or None where the cubin could not be read
+    spill_bytes: object        # local memory per thread (spills and stack arrays), or None
+    occupancy: dict
+    signature: dict
+    divisible_by_16: tuple
+    triton: str
+    missing: tuple = field(default=())
+
+    def ir_lines(self, line: int, file: str = None, stage: str = "ttgir") -> list:
+        """1-based IR line numbers of ``stage`` that come from source ``line`` (of ``file``, if given)."""
+        return [i + 1 for i, loc in enumerate(self.lines[stage])
+                if loc is not None and loc[1] == line and (file is None or loc[0] == file)]
+
+    def ops_at(self, line: int, file: str = None) -> list:
+        """The compiled memory ops of one source line."""
+        return [o for o in self.ops if o["line"] == line and (file is None or o["file"] == file)]
+
+    def to_dict(self) -> dict:
+        return {"kernel": self.kernel, "target": self.target, "num_warps": self.num_warps,
+                "num_stages": self.num_stages, "shared_bytes": self.shared_bytes, "registers": self.registers,
+                "spill_bytes": self.spill_bytes, "occupancy": self.occupancy, "signature": self.signature,
+                "divisible_by_16": list(self.divisible_by_16), "triton": self.triton, "ops": list(self.ops),
+                "missing": list(self.missing)}
+
+    def __repr__(self) -> str:
+        return (f"<Compiled {self.kernel} for {self.target}: {self.num_warps} warps, {self.shared_bytes} B shared, "
+                f"{self.registers} registers, {len(self.ops)} memory ops>")
+
+
+def _value(expr: str, name: str):
+    node = ast.parse(expr, mode="eval").body
+    if not _literal_ok(node):
+        raise TraceUsageError(f"argument '{name}': recorded value {expr[:60]!r} is not a constant")
+    import triton.language as tl
+    return eval(compile(ast.Expression(node), "<argument>", "eval"), {"__builtins__": {"float": float}, "tl": tl})
+
+
+def stand_ins(launch) -> dict:
+    """Parameter name -> the value a GPU launch would pass (tensors: a DeviceTensor at the address its first
+    element would have, each storage at its own aligned allocation)."""
+    import torch
+    params = launch.meta["module"]["params"]
+    tensors = {t.name: t for t in launch.tensors}
+    out = {}
+    for name, p in params.items():
+        if p["kind"] == "tensor" and name in tensors:
+            t = tensors[name]
+            base = (max(t.storage, 0) + 1) * (1 << 30)
+            out[name] = toolchain.DeviceTensor(getattr(torch, t.dtype), base + t.storage_offset * t.elem_bytes)
+        elif p["kind"] == "value":
+            out[name] = _value(p["expr"], name)
+        else:
+            raise TraceUsageError(f"launch of '{launch.kernel_name}': argument '{name}' is a {p.get('type', p['kind'])}"
+                                  f", which triton_trace cannot pass to a compile yet")
+    return out
+
+
+def compile_launch(launch, target="sm_90", cache: bool = True, allowed_imports=None) -> Compiled:
+    """Compile ``launch``'s kernel for ``target`` ("sm_90", "H200", 100, ...) as its GPU launch would be."""
+    arch = toolchain.arch_of(target)
+    module = kernel_module(launch, allowed_imports)
+    args = stand_ins(launch)
+    options = {k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None}
+    spec = json.dumps([module.text, {k: repr(getattr(v, "dtype", v)) + str(getattr(v, "data_ptr", lambda: "")())
+                                     for k, v in args.items()}, options, arch, toolchain.triton_version()],
+                      sort_keys=True)
+    key = hashlib.sha256(spec.encode()).hexdigest()[:32]
+    root = cache_dir()
+    path = os.path.join(root, "compiled", key + ".json")
+    raw = None
+    if cache and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    if raw is None:
+        os.makedirs(os.path.join(root, "modules"), exist_ok=True)
+        mod_path = os.path.join(root, "modules", "k" + hashlib.sha256(module.text.encode()).hexdigest()[:24] + ".py")
+        try:
+            py = toolchain.import_module(module.text, mod_path)
+            raw = toolchain.compile_jit(getattr(py, module.kernel), args, options, arch)
+        except (TraceUsageError, CompileError):
+            raise
+        except Exception as e:          # the compiler's own errors have no common class
+            first = str(e).strip().splitlines()[:6]
+            raise CompileError(f"kernel '{launch.kernel_name}' did not compile for sm_{arch} (Triton "
+                               f"{toolchain.triton_version()}): {type(e).__name__}: {' / '.join(first)}") from e
+        raw["module_file"] = mod_path
+        if cache:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(raw, f)
+            os.replace(path + ".tmp", path)
+    return _build(launch, module, raw, arch)
+
+
+def _build(launch, module, raw: dict, arch: int) -> Compiled:
+    mod_file = raw["module_file"]
+
+    def original(loc):
+        if loc is None:
+            return None
+        file, line = loc
+        return module.original(line) if os.path.basename(file) == os.path.basename(mod_file) else (file, line)
+
+    lines = {"ttir": ir.mlir_lines(raw["ttir"]), "ttgir": ir.mlir_lines(raw["ttgir"]), "ptx": ir.ptx_lines(raw["ptx"]),
+             "llir": [None] * len(raw["llir"].splitlines())}
+    lines = {stage: [original(loc) for loc in locs] for stage, locs in lines.items()}
+    ops = ir.memory_ops(raw["ttgir"], raw["ptx"], lambda loc: original(loc) or (None, 0))
+    res = raw.get("resources", {})
+    return Compiled(
+        kernel=launch.kernel_name, target=f"sm_{arch}", ir={s: raw[s] for s in IR_STAGES}, lines=lines,
+        ops=tuple(ops), num_warps=raw["num_warps"], num_stages=raw["num_stages"], shared_bytes=raw["shared_bytes"],
+        registers=res.get("registers"), spill_bytes=res.get("local"),
+        occupancy=occupancy(arch, raw["num_warps"], res.get("registers"), raw["shared_bytes"]),
+        signature=raw["signature"], divisible_by_16=tuple(raw["divisible_by_16"]), triton=raw["triton"],
+        missing=tuple(module.missing))

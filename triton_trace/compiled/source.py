@@ -1,0 +1,138 @@
+"""The traced kernel as a module of its own: its source, its @triton.jit helpers, the imports and constants it
+names (recorded at trace time, record/kernelmodule.py), with a map from the module's lines back to the
+user's files. A reproducer script embeds it; a compile for another target imports it.
+
+A trace file comes from anywhere, so the module is checked statement by statement before it is written or
+imported: imports, assignments of literals, and function definitions whose defaults and annotations are
+plain names or constants. Nothing else runs at import time. ``allowed_imports`` narrows the modules further
+where nobody asked for the code to run (the web viewer compiling a loaded trace).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from ..errors import TraceUsageError
+from ..record.kernelmodule import source_from_def
+
+HEADER = "import triton\nimport triton.language as tl\n"
+SAFE_PACKAGES = frozenset({"triton", "math", "numpy", "torch"})
+_CALLS = {("tl", "constexpr"), ("tl", "dtype"), (None, "float")}
+
+
+@dataclass(frozen=True)
+class Span:
+    """Lines ``first``..``last`` of the module come from ``file`` starting at its line ``line``."""
+    first: int
+    last: int
+    file: str
+    line: int
+    name: str
+
+
+@dataclass(frozen=True)
+class KernelModule:
+    text: str
+    kernel: str             # the kernel's function name in the module
+    spans: tuple            # Span, one per function
+    missing: tuple          # names the kernel uses that could not be carried over, with why
+
+    def original(self, line: int) -> tuple:
+        """(file, line) in the user's source of a line of the module, or (None, 0)."""
+        for s in self.spans:
+            if s.first <= line <= s.last:
+                return s.file, s.line + (line - s.first)
+        return None, 0
+
+
+def _literal_ok(node) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_literal_ok(e) for e in node.elts)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _literal_ok(node.operand)
+    if isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1:
+        f = node.func
+        key = (f.value.id, f.attr) if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else \
+            (None, f.id) if isinstance(f, ast.Name) else None
+        return key in _CALLS and _literal_ok(node.args[0])
+    return False
+
+
+def _annotation_ok(node) -> bool:
+    if node is None or isinstance(node, (ast.Constant, ast.Name)):
+        return True
+    return isinstance(node, ast.Attribute) and _annotation_ok(node.value)
+
+
+def check(text: str, what: str, allowed_imports=None) -> ast.Module:
+    """Parse ``text`` and refuse any statement that would run code on import (see the module docstring)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as e:
+        raise TraceUsageError(f"{what}: line {e.lineno} is not valid Python ({e.msg})") from None
+    for node in tree.body:
+        bad = None
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                bad = "a relative import"
+            elif allowed_imports is not None and any(m.split(".")[0] not in allowed_imports for m in mods):
+                bad = f"an import of {mods} (allowed here: {sorted(allowed_imports)})"
+        elif isinstance(node, ast.Assign):
+            if not all(isinstance(t, ast.Name) for t in node.targets) or \
+                    not (_literal_ok(node.value) or isinstance(node.value, ast.Name)):
+                bad = "an assignment of something other than a constant"
+        elif isinstance(node, ast.FunctionDef):
+            a = node.args
+            every = a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]
+            if not all(_literal_ok(d) for d in a.defaults + [d for d in a.kw_defaults if d is not None]) or \
+                    not all(_annotation_ok(x.annotation) for x in every) or node.returns is not None or \
+                    any(not _annotation_ok(d) for d in node.decorator_list):
+                bad = "a function whose defaults, annotations or decorators are not plain names or constants"
+        else:
+            bad = f"a {type(node).__name__} statement"
+        if bad:
+            raise TraceUsageError(f"{what}: line {node.lineno} is {bad}; a kernel module holds only imports, "
+                                  f"constants and functions")
+    return tree
+
+
+def _function(source: str, what: str) -> tuple:
+    """(the function's text with @triton.jit above it, its name), checked to be one function definition."""
+    tree = check(source, what)
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].decorator_list:
+        raise TraceUsageError(f"{what}: the recorded source is not one undecorated function definition")
+    return "@triton.jit\n" + source.rstrip("\n") + "\n", tree.body[0].name
+
+
+def kernel_module(launch, allowed_imports=None) -> KernelModule:
+    """The module that defines ``launch``'s kernel (and its helpers) as @triton.jit functions."""
+    mod = launch.meta.get("module")
+    if not mod:
+        raise TraceUsageError(f"launch of '{launch.kernel_name}' was recorded without its module (an older "
+                              f"trace, or a synthetic one): trace it again with this version of triton_trace")
+    where = f"launch of '{launch.kernel_name}'"
+    parts = [HEADER]
+    parts += [line + "\n" for line in mod["imports"]]
+    parts += [line + "\n" for line in mod["constants"]]
+    check("".join(parts), f"{where}: its imports and constants", allowed_imports)
+    spans, line = [], sum(p.count("\n") for p in parts) + 1
+    body, _ = source_from_def(launch.source)
+    functions = [(h["source"], h["file"], h["line"], h["name"], h["def_name"]) for h in mod["helpers"]]
+    functions.append((body, launch.source_file, launch.source_line, launch.kernel_name, launch.kernel_name))
+    kernel = None
+    for src, file, first, name, def_name in functions:
+        text, found = _function(src, f"{where}: the source of '{def_name}'")
+        if found != def_name:
+            raise TraceUsageError(f"{where}: the source recorded for '{def_name}' defines '{found}'")
+        parts.append("\n\n" + text)
+        line += 2
+        spans.append(Span(line + 1, line + text.count("\n") - 1, file, first, def_name))
+        line += text.count("\n")
+        if name != def_name:
+            parts.append(f"{name} = {def_name}\n")
+            line += 1
+        kernel = found
+    return KernelModule("".join(parts), kernel, tuple(spans), tuple(mod.get("missing", ())))

@@ -1,0 +1,164 @@
+"""The text of a reproducer script. Everything it needs is in it or in the data file beside it: the kernel
+module (compiled/source.py, checked statement by statement), the grid, the launch options, each argument
+(tensors rebuilt on their storages with dtype, shape, strides and offset, so aliasing between arguments is
+kept; constants as Python expressions), and the check of the written storages against the recorded bytes."""
+from __future__ import annotations
+
+import pprint
+
+import triton
+
+_TEMPLATE = '''#!/usr/bin/env python3
+"""Reproducer of launch {index} of kernel '{kernel}', written by triton_trace from a trace made with Triton {triton}.
+
+    python launch.py            trace it on the CPU with triton_trace and check its outputs against the trace
+    python launch.py --plain    run it under Triton's plain interpreter (TRITON_INTERPRET=1) and check them
+    python launch.py --gpu      run it compiled on a CUDA GPU and compare with the trace (triton_trace.compare)
+    python launch.py --save T   also save the new trace to T (view it with: triton-trace view T)
+
+Inputs: {note}.
+Exit status: 0 when the outputs match (bit for bit on the CPU; within the ops' tolerance on the GPU), 1 when
+they differ, 2 when the check cannot run here.
+"""
+import os
+import sys
+
+if "--plain" in sys.argv[1:]:
+    os.environ["TRITON_INTERPRET"] = "1"       # read when @triton.jit runs below: the kernel is interpreted
+
+import numpy as np
+import torch
+
+# ------------------------------------------------------------------------------------------------------
+# the kernel module, as traced{missing}
+# ------------------------------------------------------------------------------------------------------
+{module}
+# ------------------------------------------------------------------------------------------------------
+# the launch
+# ------------------------------------------------------------------------------------------------------
+KERNEL = {kernel}
+GRID = {grid}
+LAUNCH_OPTIONS = {options}
+OUTPUTS = {outputs}                       # arguments declared undefined at launch
+EXACT = {exact}                           # the data file holds the launch's own inputs
+STORAGES = {storages}                     # storages in the data file (input_<k>)
+WRITTEN = {finals}                        # storages whose bytes after the launch were recorded (final_<k>)
+# tensor arguments: name -> storage, dtype, shape, strides and offset in elements
+TENSORS = {tensors}
+DESCRIPTORS = {descriptors}                     # host TensorDescriptors: name -> shape, strides, block shape
+VALUES = {{
+{values}}}
+ORDER = {order}
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_data.npz")
+
+
+def storages(device="cpu"):
+    with np.load(DATA, allow_pickle=False) as data:
+        return [torch.from_numpy(data[f"input_{{k}}"].copy()).to(device) for k in range(STORAGES)]
+
+
+def view(storage, name):
+    t = TENSORS[name]
+    return torch.empty(0, dtype=getattr(torch, t["dtype"]), device=storage.device).set_(
+        storage.untyped_storage(), t["offset"], t["shape"], t["strides"])
+
+
+def arguments(stores):
+    args = {{}}
+    for name in ORDER:
+        if name in DESCRIPTORS:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+            d = DESCRIPTORS[name]
+            args[name] = TensorDescriptor(view(stores[TENSORS[name]["storage"]], name), d["shape"], d["strides"],
+                                          d["block_shape"])
+        elif name in TENSORS:
+            args[name] = view(stores[TENSORS[name]["storage"]], name)
+        else:
+            args[name] = VALUES[name]
+    return args
+
+
+_INT = {{1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}}
+
+
+def check(stores):
+    """Compare the written storages with the recorded bytes; print what differs. True when all match."""
+    if not EXACT:
+        print("inputs are statistical stand-ins: the outputs ran but cannot be compared with the trace")
+        return True
+    ok = True
+    with np.load(DATA, allow_pickle=False) as data:
+        for k in WRITTEN:
+            got, want = stores[k].cpu(), torch.from_numpy(data[f"final_{{k}}"].copy())
+            if torch.equal(got, want):
+                continue
+            ok = False
+            named, shown = [n for n, t in TENSORS.items() if t["storage"] == k], False
+            for name in named:
+                g, w = view(got, name), view(want, name)
+                bits = _INT[g.element_size()]
+                bad = (g.contiguous().view(bits) != w.contiguous().view(bits))
+                if bad.any():
+                    shown = True
+                    first = [int(i) for i in bad.nonzero()[0]]
+                    print(f"output '{{name}}': {{int(bad.sum())}} of {{bad.numel()}} elements differ from the trace; "
+                          f"first at {{first}}: {{g[tuple(first)].item()!r}} here, {{w[tuple(first)].item()!r}} traced")
+            if not shown:
+                print(f"storage {{k}}: {{int((got != want).sum())}} bytes outside the arguments' views differ")
+    if ok:
+        print(f"outputs match the trace bit for bit ({{len(WRITTEN)}} written storage(s) compared)")
+    return ok
+
+
+def main(argv):
+    stores = None
+    if "--gpu" in argv:
+        import triton_trace
+        try:
+            result = triton_trace.compare(KERNEL, GRID, outputs=None, **arguments(storages("cpu")),
+                                          **LAUNCH_OPTIONS)
+        except triton_trace.TraceUsageError as e:
+            print(e)
+            return 2
+        print(result.summary())
+        return 0 if result.ok else 1
+    stores = storages("cpu")
+    args = arguments(stores)
+    if "--plain" in argv:
+        KERNEL[GRID](**args, **LAUNCH_OPTIONS)
+    else:
+        import triton_trace
+        traced = triton_trace.trace(KERNEL, outputs=OUTPUTS)
+        try:
+            traced[GRID](**args, **LAUNCH_OPTIONS)
+        finally:
+            if "--save" in argv:
+                path = argv[argv.index("--save") + 1]
+                triton_trace.current_trace().save(path)
+                print(f"trace saved to {{path}}")
+        print(triton_trace.current_trace().summary())
+    return 0 if check(stores) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+'''
+
+
+def _fmt(obj) -> str:
+    return pprint.pformat(obj, width=110, sort_dicts=False)
+
+
+def render(launch, module, tensors: dict, params: dict, exact: bool, note: str, index: int, storages: int,
+           finals: list) -> str:
+    options = {k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None}
+    descriptors = {n: {k: p[k] for k in ("shape", "strides", "block_shape")}
+                   for n, p in params.items() if p["kind"] == "descriptor"}
+    values = "".join(f"    {name!r}: {p['expr']},\n" for name, p in params.items() if p["kind"] == "value")
+    missing = "".join(f"\n# NOTE: '{m['name']}' was not carried over: {m['why']}" for m in module.missing)
+    return _TEMPLATE.format(
+        index=index, kernel=module.kernel, triton=launch.meta["module"].get("triton", triton.__version__),
+        note=note, module=module.text, grid=tuple(int(g) for g in launch.grid), options=_fmt(options),
+        outputs=tuple(launch.outputs), exact=exact, storages=storages, finals=_fmt(finals),
+        tensors=_fmt(tensors), descriptors=_fmt(descriptors), values=values, order=_fmt(list(params)),
+        missing=missing)
