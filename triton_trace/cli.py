@@ -82,6 +82,8 @@ def _split_run_args(args) -> None:
                 setattr(args, dest, value)
         elif tok == "--no-values":
             args.no_values = True
+        elif tok == "--inputs":
+            args.inputs = True
         else:
             theirs.append(tok)
     args.script_args = theirs
@@ -110,7 +112,7 @@ def cmd_run(args) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
         with trace_all(programs=programs, values=not args.no_values,
-                       kernels=args.kernel or None):
+                       kernels=args.kernel or None, inputs=bool(args.inputs)):
             runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -133,6 +135,54 @@ def cmd_run(args) -> int:
     print(f"triton-trace: saved {len(trace.launches)} launch(es) of "
           f"{', '.join(trace.kernels()) or 'no kernels'} to {out}", file=sys.stderr)
     return status
+
+
+def _launch_of(trace, index: int, path: str):
+    if not -len(trace.launches) <= index < len(trace.launches):
+        raise CliError(f"--launch {index}: {path} holds {len(trace.launches)} launch(es), numbered from 0")
+    return trace.launches[index]
+
+
+def cmd_repro(args) -> int:
+    from .errors import TritonTraceError
+    trace = _load(args.trace)
+    launch = _launch_of(trace, args.launch, args.trace)
+    index = args.launch + len(trace.launches) if args.launch < 0 else args.launch
+    out = args.output or f"repro_{launch.kernel_name}_{index}"
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise CliError(f"-o {out}: is a file; name a folder to write the reproducer into")
+    try:
+        script = launch.reproducer(out, data=args.data, index=index)
+    except TritonTraceError as e:
+        raise CliError(str(e)) from None
+    exact = "exact inputs" if "EXACT = True" in open(script, encoding="utf-8").read() else "statistical inputs"
+    print(f"triton-trace: wrote {script} ({exact}); run: python {script} [--plain | --gpu]", file=sys.stderr)
+    return 0
+
+
+def cmd_ir(args) -> int:
+    from .errors import TritonTraceError
+    trace = _load(args.trace)
+    launch = _launch_of(trace, args.launch, args.trace)
+    try:
+        compiled = launch.compiled(target=args.target)
+    except TritonTraceError as e:
+        raise CliError(str(e)) from None
+    if args.stage == "summary":
+        print(json.dumps(compiled.to_dict(), indent=1) if args.json else compiled)
+        if not args.json:
+            for o in compiled.ops:
+                lay = o["layout"] or {}
+                print(f"  {os.path.basename(o['file'] or '?')}:{o['line']} {o['op']} as {o['instruction']}, "
+                      f"{o['vector_bytes'] or '?'} B per access, {lay.get('kind', '?')} "
+                      f"sizePerThread={lay.get('sizePerThread')} threadsPerWarp={lay.get('threadsPerWarp')} "
+                      f"warpsPerCTA={lay.get('warpsPerCTA')}")
+        return 0
+    text, where = compiled.ir[args.stage].splitlines(), compiled.lines[args.stage]
+    for line, loc in zip(text, where):
+        tag = f"{os.path.basename(loc[0])}:{loc[1]}" if loc else ""
+        print(f"{tag:>24}  {line}")
+    return 0
 
 
 def _port(text: str) -> int:
@@ -233,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trace only kernels with this name (repeatable); others run untraced")
     r.add_argument("--programs", metavar="IDS", help="record only these programs, e.g. '0;3' or '0,1,0;2,0,0'")
     r.add_argument("--no-values", action="store_true", help="do not record loaded/stored values")
+    r.add_argument("--inputs", action="store_true",
+                   help="keep every launch's input storages (up to 1 GiB each) for exact reproducers (repro)")
     r.set_defaults(func=cmd_run)
 
     v = sub.add_parser("view", help="serve a saved trace in the web UI",
@@ -275,6 +327,28 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
     d.add_argument("--outputs-only", action="store_true", help="skip the analysis (metrics and findings)")
     d.set_defaults(func=cmd_diff)
+
+    rr = sub.add_parser("repro", help="write a standalone reproducer script of one launch of a saved trace",
+                        description="Write a folder with launch.py (the kernel, its helpers, every argument, the grid "
+                                    "and a check of the outputs) and launch_data.npz. Run it as: python launch.py "
+                                    "[--plain | --gpu].")
+    rr.add_argument("trace", help="a .ttrace file")
+    rr.add_argument("--launch", type=int, default=0, help="which launch (0 is the first, -1 the last; default 0)")
+    rr.add_argument("-o", "--output", help="folder to write (default: repro_KERNEL_N)")
+    rr.add_argument("--data", choices=("auto", "exact", "stats"), default="auto",
+                    help="exact: the inputs kept by 'run --inputs' / trace(inputs=True); stats: random inputs with "
+                         "the recorded statistics; auto (default): exact when kept")
+    rr.set_defaults(func=cmd_repro)
+
+    ir = sub.add_parser("ir", help="compile a traced launch for a GPU target here (no GPU needed) and print its IR",
+                        description="Compile the kernel as the launch would be on a GPU, and print the IR with the "
+                                    "source line of each IR line, or a summary of its memory ops and resources.")
+    ir.add_argument("trace", help="a .ttrace file")
+    ir.add_argument("--launch", type=int, default=0, help="which launch (default 0)")
+    ir.add_argument("--target", default="sm_90", help="sm_80, sm_90, sm_100, ... or a GPU name (A100, H200, B200)")
+    ir.add_argument("--stage", choices=("summary", "ttir", "ttgir", "llir", "ptx"), default="summary")
+    ir.add_argument("--json", action="store_true", help="with --stage summary: print JSON")
+    ir.set_defaults(func=cmd_ir)
     return p
 
 

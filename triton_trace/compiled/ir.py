@@ -73,14 +73,23 @@ def mlir_lines(text: str) -> list:
 def ptx_lines(text: str) -> list:
     """Per line of a PTX text: (file, line) of the ``.loc`` in force, or None."""
     files = dict(m.groups() for m in map(_PTX_FILE.match, text.splitlines()) if m)    # listed at the end
-    current, out = None, []
+    current, out, in_asm, asm_loc = None, [], False, None
     for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("// begin inline asm"):
+            in_asm, asm_loc = True, None
+        elif stripped.startswith("// end inline asm"):
+            in_asm = False
         m = _PTX_LOC.match(line)
         if m:
-            current = (files.get(m.group(1), ""), int(m.group(2))) if m.group(2) != "0" else None
-            out.append(current)
+            loc = (files.get(m.group(1), ""), int(m.group(2))) if m.group(2) != "0" else None
+            # inside an inline-asm block LLVM moves on to the next op's line before the asm's last
+            # instruction: the block's first .loc is the op's
+            if not in_asm or asm_loc is None:
+                current = loc
+                asm_loc = loc if in_asm else asm_loc
+            out.append(loc)
             continue
-        stripped = line.strip()
         if stripped.startswith("}") or stripped.startswith(".func") or stripped.startswith(".entry"):
             current = None
         out.append(current if stripped and not stripped.startswith("//") else None)

@@ -23,6 +23,7 @@ class _Session:
         self.launches: list = []
         self.lock = threading.RLock()
         self.progress: Optional[Callable] = None   # progress(done, total, kernel) while a launch runs
+        self.inputs = 0        # trace_all(inputs=...): kept for every launch in the block, decorated or not
 
     def add(self, launch: Launch) -> None:
         with self.lock:
@@ -239,8 +240,9 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
 
     def finished(completed: bool = True, **extra):
         kept = {}
-        if opts.inputs:
-            kept["inputs"], kept["finals"], described = memory.snapshot(opts.inputs, completed)
+        limit = max(opts.inputs, _SESSION.inputs)
+        if limit:
+            kept["inputs"], kept["finals"], described = memory.snapshot(limit, completed)
             module["inputs"] = described
         launch = rec.finish(**meta, **kept, completed=completed, **extra)
         launch.meta["module"] = module
@@ -458,5 +460,10 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
             return None
         return run_chain(kernel_obj, args, kwargs, grid, opts)
 
-    with hooks.kernel_runs_routed(handler):
-        yield
+    saved = _SESSION.inputs
+    _SESSION.inputs = max(saved, opts.inputs)
+    try:
+        with hooks.kernel_runs_routed(handler):
+            yield
+    finally:
+        _SESSION.inputs = saved
