@@ -88,7 +88,7 @@ def ptx_lines(text: str) -> list:
             if not in_asm or asm_loc is None:
                 current = loc
                 asm_loc = loc if in_asm else asm_loc
-            out.append(loc)
+            out.append(current)
             continue
         if stripped.startswith("}") or stripped.startswith(".func") or stripped.startswith(".entry"):
             current = None
@@ -131,8 +131,9 @@ def _ptx_widths(ptx: str, where: list) -> dict:
             continue
         instr = m.group(0)
         if instr.startswith("cp.async"):
-            size = re.search(r",\s*(\d+)\s*(?:,|;)", line)
-            nbytes = int(size.group(1)) if size else 0
+            # cp.async.cg.shared.global [dst], [src], cp-size{, src-size}; commit/wait groups move nothing
+            size = re.search(r"\],\s*(0x[0-9a-fA-F]+|\d+)", line) if "global" in instr else None
+            nbytes = int(size.group(1), 0) if size else 0
         else:
             vec = re.search(r"\.v(\d)", instr)
             bits = re.search(r"\.[bufs](8|16|32|64|128)\b", instr)

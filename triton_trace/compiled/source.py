@@ -22,7 +22,8 @@ _CALLS = {("tl", "constexpr"), ("tl", "dtype"), (None, "float")}
 
 @dataclass(frozen=True)
 class Span:
-    """Lines ``first``..``last`` of the module come from ``file`` starting at its line ``line``."""
+    """Lines ``first``..``last`` of the module (the added ``@triton.jit``, then the function from its
+    ``def`` on, at module line ``first + 1``) come from ``file``, whose ``def`` is at its line ``line``."""
     first: int
     last: int
     file: str
@@ -41,7 +42,7 @@ class KernelModule:
         """(file, line) in the user's source of a line of the module, or (None, 0)."""
         for s in self.spans:
             if s.first <= line <= s.last:
-                return s.file, s.line + (line - s.first)
+                return s.file, s.line + max(line - s.first - 1, 0)
         return None, 0
 
 
@@ -115,7 +116,7 @@ def kernel_module(launch, allowed_imports=None) -> KernelModule:
                               f"trace, or a synthetic one): trace it again with this version of triton_trace")
     where = f"launch of '{launch.kernel_name}'"
     parts = [HEADER]
-    parts += [line + "\n" for line in mod["imports"]]
+    parts += [line + "\n" for line in mod["imports"] if line + "\n" not in HEADER]
     parts += [line + "\n" for line in mod["constants"]]
     check("".join(parts), f"{where}: its imports and constants", allowed_imports)
     spans, line = [], sum(p.count("\n") for p in parts) + 1
@@ -129,7 +130,7 @@ def kernel_module(launch, allowed_imports=None) -> KernelModule:
             raise TraceUsageError(f"{where}: the source recorded for '{def_name}' defines '{found}'")
         parts.append("\n\n" + text)
         line += 2
-        spans.append(Span(line + 1, line + text.count("\n") - 1, file, first, def_name))
+        spans.append(Span(line, line + text.count("\n") - 1, file, first, def_name))
         line += text.count("\n")
         if name != def_name:
             parts.append(f"{name} = {def_name}\n")

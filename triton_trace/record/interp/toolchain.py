@@ -77,11 +77,19 @@ def compile_jit(jit, args: dict, options: dict, arch: int) -> dict:
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)
     binder = create_function_from_signature(jit.signature, jit.params, backend)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")     # Triton 3.9's FP-fusion default notice, once per compile
-        bound, specialization, opts = binder(**args, **options)
-        opts, signature, constexprs, attrs = jit._pack_args(backend, opts, bound, specialization, opts)
-        kernel = triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=opts.__dict__)
+    # Triton's own cache keys a kernel by its source, not by the file and line it sits at: a kernel module
+    # written at other line numbers would get IR whose locations point at the old lines
+    always = triton.knobs.compilation.always_compile
+    try:
+        triton.knobs.compilation.always_compile = True
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # Triton 3.9's FP-fusion default notice, once per compile
+            bound, specialization, opts = binder(**args, **options)
+            opts, signature, constexprs, attrs = jit._pack_args(backend, opts, bound, specialization, opts)
+            kernel = triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target,
+                                    options=opts.__dict__)
+    finally:
+        triton.knobs.compilation.always_compile = always
     meta = kernel.metadata
     out = {stage: kernel.asm.get(stage, "") for stage in STAGES}
     out["signature"] = {k: str(v) for k, v in signature.items()}

@@ -1,0 +1,199 @@
+"""Launch.compiled(target): the kernel compiled for a GPU target on this CPU-only machine, as its GPU launch
+would be specialized, with every IR line mapped back to the user's source and every global memory op's
+layout, instruction and vector width read from the compiler's own output.
+
+Checked against committed fixtures (tests/compiled_cases.py wrote them from the compiler's raw text for
+sm_80, sm_90 and sm_100), parsed here with this file's own regular expressions, and against source lines
+found by searching the kernel's source text."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+import triton
+
+import triton_trace
+from triton_trace.compiled import compile_launch
+from triton_trace.compiled.occupancy import occupancy
+from triton_trace.compiled.source import kernel_module
+from triton_trace.errors import CompileError, TraceUsageError
+
+import compiled_cases
+import kernels as K
+
+MAJOR = ".".join(triton.__version__.split(".")[:2])
+FIXTURES = sorted(glob.glob(os.path.join(compiled_cases.FIXTURES, f"*.triton{MAJOR}.json")))
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("TRITON_TRACE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "tt_cache"))
+
+
+def _layout(line: str) -> dict:
+    """``#blocked1 = #ttg.blocked<{sizePerThread = [1, 4], ..., order = [1, 0]}>`` -> its fields."""
+    kind = re.search(r"#ttg\.(\w+)<", line).group(1)
+    fields = {k: [int(x) for x in v.split(",") if x.strip()] for k, v in re.findall(r"(\w+) = \[([^\]]*)\]", line)}
+    return {"kind": kind, **fields}
+
+
+def _bytes(instr: str) -> int:
+    if instr.startswith("cp.async"):
+        return int(re.search(r"0x([0-9a-f]+)|, (\d+),", instr).group(1), 16)
+    width = re.search(r"\.v(\d)\.[bfus](\d+)", instr) or re.search(r"()\.[bfus](\d+)\b", instr)
+    return int(width.group(1) or 1) * int(width.group(2)) // 8
+
+
+@pytest.mark.skipif(not FIXTURES, reason=f"no compiled fixtures for Triton {MAJOR} (tests/compiled_cases.py writes them)")
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: os.path.basename(p).rsplit(".", 2)[0])
+def test_layouts_and_vector_widths_are_the_compilers(path):
+    fx = json.load(open(path))
+    case = os.path.basename(path).split(".")[0]
+    launch = compiled_cases.launch(case)
+    c = launch.compiled(target=fx["target"])
+    assert c.target == fx["target"] and c.num_warps == fx["num_warps"]
+    source = open(launch.source_file).read().splitlines()
+    assert len(c.ops) == len(fx["ops"]) > 0
+    for ours, want in zip(c.ops, fx["ops"]):
+        assert source[ours["line"] - 1].strip() == want["source_line"]
+        assert ours["file"] == launch.source_file
+        lay = dict(ours["layout"])
+        lay.pop("name")
+        assert {k: v for k, v in lay.items() if k in _layout(want["layout_line"])} == _layout(want["layout_line"])
+        expected = "cp.async" if "async_copy_global_to_local" in want["ttgir"] else \
+            "st" if want["ttgir"].startswith("tt.store") else "ld"
+        assert ours["instruction"] == expected
+        widths = [_bytes(p.split(" ", 1)[1] if p.startswith("@") else p) for p in want["ptx"]
+                  if (p.lstrip("@%p0123456789 ").startswith("st.")) == (expected == "st") and "_group" not in p]
+        assert ours["vector_bytes"] == max(widths)
+
+
+def test_the_issue_cases_compile_as_measured_on_hardware():
+    """The cases the GPU model got wrong by guessing: the matmul's A and B tiles use 16-byte cp.async with
+    4-wide rows per thread; the softmax over rows of an odd stride can only use scalar 4-byte accesses."""
+    mm = compiled_cases.launch("matmul_128x128x32_fp32_4warps").compiled("H200")
+    loads = [o for o in mm.ops if o["direction"] == "load"]
+    assert {o["instruction"] for o in loads} == {"cp.async"} and {o["vector_bytes"] for o in loads} == {16}
+    assert {tuple(o["layout"]["sizePerThread"]) for o in loads} == {(1, 4)}
+    sm = compiled_cases.launch("softmax_unaligned_rows").compiled("sm_90")
+    assert {o["vector_bytes"] for o in sm.ops} == {4}
+    assert "in_row_stride" not in sm.divisible_by_16
+
+
+def test_every_ir_line_maps_to_the_source_line_that_wrote_it():
+    launch = compiled_cases.launch("add_1024")
+    c = launch.compiled("sm_90")
+    src = open(launch.source_file).read().splitlines()
+    load_lines = [i + 1 for i, t in enumerate(src) if "tl.load(" in t and launch.source_line <= i + 1 < launch.source_line + 12]
+    store_line = next(i + 1 for i, t in enumerate(src) if "tl.store(" in t and i + 1 > launch.source_line)
+    assert [o["line"] for o in c.ops if o["direction"] == "load"] == load_lines
+    for stage in ("ttir", "ttgir", "ptx"):
+        rows = c.ir_lines(store_line, file=launch.source_file, stage=stage)
+        assert rows, stage
+        text = c.ir[stage].splitlines()
+        assert any(("tt.store" in text[r - 1]) or ("st.global" in text[r - 1]) for r in rows), stage
+        mapped = [loc for loc in c.lines[stage] if loc]
+        assert {f for f, _ in mapped} - {launch.source_file} <= {f for f, _ in mapped if "triton" in f}
+
+
+def test_inlined_helpers_map_to_their_own_definition():
+    k = triton_trace.trace(K.make_nested())
+    K.poly(torch.randn(100), kernel=k)
+    launch = triton_trace.current_trace().launches[-1]
+    c = launch.compiled("sm_80")
+    helper = launch.meta["module"]["helpers"][0]
+    assert helper["name"] == "_poly"
+    body = helper["line"] + 1            # the helper's one-line body: return a * x * x + b
+    assert c.ir_lines(body, file=helper["file"], stage="ttgir"), "the helper's arithmetic, inlined"
+
+
+def test_specialization_follows_the_launcher(tmp_path):
+    """As Triton's launcher: pointers at a 16-byte aligned element and integers divisible by 16 are marked
+    divisible; an argument at an odd element offset, or an odd integer, is not; integers equal to 1 become
+    constants."""
+    k = triton_trace.trace(K.make_bias())
+    x = torch.randn(1024 + 1)
+    K.scale_bias(x[1:], x[1:].clone(), kernel=k)
+    lc = triton_trace.current_trace().launches[-1]
+    c = lc.compiled("sm_90")
+    assert "x_ptr" not in c.divisible_by_16 and "bias_ptr" in c.divisible_by_16 and "n" in c.divisible_by_16
+    assert c.signature["scale"] == "fp32"
+
+
+def test_resources_and_occupancy():
+    c = compiled_cases.launch("matmul_128x128x32_fp16_8warps").compiled("sm_90")
+    assert c.num_warps == 8 and c.shared_bytes > 0 and c.registers and c.registers > 0
+    occ = c.occupancy
+    assert occ["warps_per_sm"] == occ["programs_per_sm"] * 8 <= 64
+    # the arithmetic, by hand: 128 registers x 32 threads = 4096 per warp, 16 warps fit the 64K file
+    assert occupancy(90, 8, 128, 0)["programs_per_sm"] == 2
+    assert occupancy(90, 4, 32, 100_000) == {"programs_per_sm": 2, "warps_per_sm": 8, "occupancy": 0.125,
+                                             "limited_by": "shared memory"}
+    assert occupancy(80, 4, 32, 200_000)["programs_per_sm"] == 0
+
+
+def test_compiles_are_cached_on_disk(monkeypatch):
+    launch = compiled_cases.launch("transpose_32x32")
+    first = launch.compiled("sm_80")
+    from triton_trace.record.interp import toolchain
+
+    def refuse(*a, **k):
+        raise AssertionError("compiled again")
+    monkeypatch.setattr(toolchain, "compile_jit", refuse)
+    again = launch.compiled("sm_80")
+    assert again.ir == first.ir and again.ops == first.ops
+    with pytest.raises(CompileError, match="transpose_kernel.*sm_86"):
+        launch.compiled("sm_86")       # not cached: the (refused) compiler runs and its error is named
+
+
+def test_targets_and_errors():
+    launch = compiled_cases.launch("add_1024")
+    with pytest.raises(TraceUsageError, match="give a CUDA architecture"):
+        launch.compiled("sm_big")
+    assert launch.compiled("B200").target == "sm_100" and launch.compiled(80).target == "sm_80"
+
+
+def test_a_crafted_trace_cannot_run_code_through_its_module(tmp_path):
+    """The module is rebuilt from a trace file: nothing but imports, constants and function definitions
+    with plain defaults and annotations runs, and the viewer allows only Triton's and numerical imports."""
+    launch = compiled_cases.launch("add_1024")
+    mod = launch.meta["module"]
+    bad = [
+        {**mod, "imports": ["import os; os.system('touch pwned')"]},
+        {**mod, "constants": ["X = __import__('os').system('touch pwned')"]},
+        {**mod, "helpers": [{"name": "h", "def_name": "h", "file": "f", "line": 1,
+                             "source": "def h(x=__import__('os').system('touch pwned')):\n    return x\n"}]},
+        {**mod, "helpers": [{"name": "h", "def_name": "h", "file": "f", "line": 1,
+                             "source": "def h(x):\n    return x\nprint('side effect')\n"}]},
+    ]
+    import dataclasses
+    for m in bad:
+        with pytest.raises(TraceUsageError):
+            kernel_module(dataclasses.replace(launch, meta={**launch.meta, "module": m}))
+    with pytest.raises(TraceUsageError, match="allowed here"):
+        kernel_module(dataclasses.replace(launch, meta={**launch.meta, "module": {**mod, "imports": ["import subprocess"]}}),
+                      allowed_imports={"triton", "torch"})
+    assert not os.path.exists("pwned")
+
+
+def test_cli_ir_prints_the_mapped_ir(tmp_path):
+    launch = compiled_cases.launch("add_1024")
+    path = tmp_path / "t.ttrace"
+    triton_trace.Trace((launch,)).save(path)
+    env = {**os.environ, "TRITON_TRACE_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, "-m", "triton_trace", "ir", str(path), "--target", "A100"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "sm_80" in r.stdout and "tt.load as ld" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "triton_trace", "ir", str(path), "--stage", "ptx"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and re.search(r"vector_add\.py:\d+\s+@%p\d+ st\.global", r.stdout)
+    r = subprocess.run([sys.executable, "-m", "triton_trace", "ir", str(path), "--launch", "3"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "holds 1 launch" in r.stderr
