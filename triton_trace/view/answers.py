@@ -14,6 +14,7 @@ import numpy as np
 
 from . import payload as P
 from .blockview import block_payload
+from .compiledview import ACCEPTED, compiled_payload
 from .lookup import TraceIndex
 from .payload import encode
 from .tensorview import tensor_payload
@@ -116,6 +117,14 @@ def charts(ti: TraceIndex, i: int) -> str:
 def block(ti: TraceIndex, i: int, pid: str, seq: int) -> str:
     check_launch(ti, i)
     return encode(block_payload(ti, i, program_id(ti, i, pid), seq))
+
+
+def compiled(ti: TraceIndex, i: int, args: Mapping[str, str]) -> str:
+    check_launch(ti, i)
+    target = args.get("target") or "sm_90"
+    if target not in ACCEPTED:
+        raise P.ApiError(f"parameter 'target' is one of {sorted(ACCEPTED)}, got {target[:40]!r}")
+    return _once(ti, ("compiled", i, target), lambda: compiled_payload(ti, i, target))
 
 
 def diff(ti: TraceIndex, i: int, t: int) -> str:

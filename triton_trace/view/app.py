@@ -230,6 +230,11 @@ def get_block(i: int, pid: str, seq: int):
     return _json(A.block(_ti(), i, pid, seq))
 
 
+@api.get("/launch/<int:i>/compiled")
+def get_compiled(i: int):
+    return _json(A.compiled(_ti(), i, request.args))
+
+
 @api.get("/launch/<int:i>/diff/<int:t>")
 def get_diff(i: int, t: int):
     return _json(A.diff(_ti(), i, t))

@@ -37,6 +37,9 @@ after which the ``tt_token`` cookie it sets carries it; without it every route a
 ``GET /api/launch/<i>/block/<x>,<y>,<z>/<seq>`` -> ``BlockPayload`` (blockview.py)
     One op's block in its own shape: every lane's offset, active flag, out-of-bounds flag, view index
     and value (at most ``MAX_BLOCK_LANES`` lanes).
+``GET /api/launch/<i>/compiled?target=sm_90`` -> ``CompiledPayload`` (compiledview.py)
+    The kernel compiled for a GPU target on the server (no GPU needed): TTIR, TTGIR and PTX with the source
+    line of each IR line, the memory ops' layouts, instructions and vector widths, and the resources.
 ``GET /api/launch/<i>/diff/<t>`` -> ``DiffPayload`` (with a compared trace: ``launch(compare=)``)
     The elements of tensor ``t`` whose final values differ from the compared trace's launch ``i`` (or
     that only one side wrote), at most ``MAX_DIFF_ELEMENTS``, each with both values and both writers.

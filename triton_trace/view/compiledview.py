@@ -1,0 +1,79 @@
+"""``GET /api/launch/<i>/compiled?target=sm_90`` -> ``CompiledPayload``: the launch's kernel compiled for a GPU
+target on the server's CPU (triton_trace.compiled, cached on disk), for the IR view.
+
+    target, targets      the target compiled and the ones offered
+    error                null, or why the kernel did not compile (the view shows it; the status is 200)
+    resources            num_warps, num_stages, shared_bytes, registers, spill_bytes, occupancy, triton
+    signature, divisible_by_16
+    files                file names the ``src`` columns index
+    source               per function (the kernel, then its jit helpers): file index, first line, lines
+    stages               ttir / ttgir / ptx: ``lines`` (IR text, at most MAX_IR_LINES of MAX_LINE_CHARS)
+                         and ``src`` ([file index, line] or null per IR line), ``total`` lines, ``truncated``
+    ops                  global memory ops: op, instruction (ld / st / atom / cp.async / tma), direction,
+                         vector_bytes, layout (kind and fields), shape, element, file index, line, ir_line
+
+A trace file may come from anyone: the kernel module is rebuilt only from imports of Triton, torch, numpy
+and math, constants and function definitions (compiled/source.py checks every statement), and all text
+goes to the page as JSON strings that the view puts in with textContent.
+"""
+from __future__ import annotations
+
+from .limits import MAX_LINE_CHARS, MAX_SOURCE_LINES, MAX_TEXT
+from .lookup import TraceIndex
+
+MAX_IR_LINES = 20_000
+TARGETS = ("sm_80", "sm_90", "sm_100")
+ACCEPTED = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "A100", "H100", "H200", "B200"}
+IR_SHOWN = ("ttir", "ttgir", "ptx")
+
+
+def _clip(text: str, n: int = MAX_LINE_CHARS) -> str:
+    return text if len(text) <= n else text[:n - 1] + "\u2026"
+
+
+def compiled_payload(ti: TraceIndex, i: int, target: str) -> dict:
+    from ..compiled import compile_launch
+    from ..compiled.source import SAFE_PACKAGES
+    from ..errors import TritonTraceError
+    lc = ti.trace.launches[i]
+    out = {"launch": i, "kernel": _clip(lc.kernel_name, MAX_TEXT), "target": target, "targets": list(TARGETS),
+           "error": None}
+    try:
+        c = compile_launch(lc, target, allowed_imports=SAFE_PACKAGES)
+    except TritonTraceError as e:
+        return {**out, "error": _clip(str(e), 4 * MAX_TEXT)}
+    files: list = []
+
+    def fid(name):
+        if name is None:
+            return None
+        if name not in files:
+            files.append(name)
+        return files.index(name)
+
+    stages = {}
+    for stage in IR_SHOWN:
+        text = c.ir[stage].splitlines()
+        shown = text[:MAX_IR_LINES]
+        stages[stage] = {"lines": [_clip(t) for t in shown], "total": len(text), "truncated": len(text) > len(shown),
+                         "src": [[fid(loc[0]), int(loc[1])] if loc and loc[0] else None
+                                 for loc in c.lines[stage][:MAX_IR_LINES]]}
+    source = []
+    mod = lc.meta.get("module") or {}
+    functions = [(lc.source_file, lc.source_line, lc.source)] + \
+        [(h["file"], h["line"], h["source"]) for h in mod.get("helpers", [])]
+    from ..record.kernelmodule import source_from_def
+    for file, line, text in functions:
+        body, _ = source_from_def(text)
+        lines = body.splitlines()[:MAX_SOURCE_LINES]
+        source.append({"file": fid(file), "first_line": int(line), "lines": [_clip(t) for t in lines]})
+    ops = [{"op": o["op"], "instruction": o["instruction"], "direction": o["direction"],
+            "vector_bytes": o["vector_bytes"], "shape": o["shape"], "element": o["element"],
+            "layout": o["layout"], "file": fid(o["file"]), "line": int(o["line"] or 0), "ir_line": o["ir_line"]}
+           for o in c.ops]
+    return {**out, "target": c.target,
+            "resources": {"num_warps": c.num_warps, "num_stages": c.num_stages, "shared_bytes": c.shared_bytes,
+                          "registers": c.registers, "spill_bytes": c.spill_bytes, "occupancy": c.occupancy,
+                          "triton": c.triton},
+            "signature": c.signature, "divisible_by_16": list(c.divisible_by_16),
+            "files": [_clip(f, MAX_TEXT) for f in files], "source": source, "stages": stages, "ops": ops}
