@@ -11,6 +11,8 @@ comes with the program, op and source line that stored it in the trace. The user
 """
 from __future__ import annotations
 
+import dataclasses
+
 import inspect
 import math
 import threading
@@ -70,9 +72,23 @@ def tolerance_for(launch, dtype_is_float: bool) -> Tolerance:
 # --------------------------------------------------------------------------------------------------------
 # tensors
 # --------------------------------------------------------------------------------------------------------
-def to_device(x, device: str):
-    """A copy of ``x`` on ``device`` with the same storage contents, size, strides and storage offset."""
+def _descriptor(x) -> bool:
+    """A host-side TensorDescriptor (triton.tools.tensor_descriptor): a tensor plus a block shape."""
     import torch
+    return hasattr(x, "block_shape") and torch.is_tensor(getattr(x, "base", None))
+
+
+def _tensor(x):
+    """The tensor an argument reads and writes: itself, or a descriptor's base."""
+    return x.base if _descriptor(x) else x
+
+
+def to_device(x, device: str):
+    """A copy of ``x`` on ``device`` with the same storage contents, size, strides and storage offset (a
+    tensor descriptor: the same descriptor over such a copy of its base)."""
+    import torch
+    if _descriptor(x):
+        return dataclasses.replace(x, base=to_device(x.base, device))
     if not torch.is_tensor(x):
         return x
     flat = torch.empty(0, dtype=x.dtype, device=x.device).set_(
@@ -229,7 +245,17 @@ def _launch(kernel, grid, bound: dict, traced: bool, **trace_opts):
     own = kernel.__dict__.pop("run", None)
     try:
         if not traced:
-            kernel[grid](**bound)
+            try:
+                kernel[grid](**bound)
+            except RuntimeError as e:
+                # device-side tensor descriptors need scratch memory from an allocator the caller may not
+                # have set; give Triton torch's, as its own tests do, and launch again
+                if "no allocator was set" not in str(e):
+                    raise
+                import torch
+                import triton
+                triton.set_allocator(lambda size, align, stream: torch.empty(size, device="cuda", dtype=torch.int8))
+                kernel[grid](**bound)
             return ()
         before = len(current_trace().launches)
         trace(**trace_opts)(kernel)[grid](**bound)
@@ -267,7 +293,7 @@ def compare(kernel, grid, *args, outputs=None, rtol: Optional[float] = None, ato
         raise TraceUsageError("triton_trace.compare() runs the kernel on a GPU, and torch.cuda.is_available() is "
                               "False here: trace it on the CPU with @triton_trace.trace instead")
     bound = _bound(kernel, args, kwargs)
-    tensors = [k for k, v in bound.items() if torch.is_tensor(v)]
+    tensors = [k for k, v in bound.items() if torch.is_tensor(_tensor(v))]
     # a first traced run, on copies, tells what the kernel writes and what it only writes (safe to poison)
     (scout,) = _launch(kernel, grid, {k: to_device(v, "cpu") for k, v in bound.items()}, traced=True, values=False)
     written, write_only = _written(scout)
@@ -279,8 +305,8 @@ def compare(kernel, grid, *args, outputs=None, rtol: Optional[float] = None, ato
     on_gpu = {k: to_device(v, "cuda") for k, v in bound.items()}
     on_cpu = {k: to_device(v, "cpu") for k, v in bound.items()}
     for name in write_only:
-        poison_(on_gpu[name])
-        poison_(on_cpu[name])
+        poison_(_tensor(on_gpu[name]))
+        poison_(_tensor(on_cpu[name]))
     _launch(kernel, grid, on_gpu, traced=False)
     torch.cuda.synchronize()
     (launch,) = _launch(kernel, grid, on_cpu, traced=True, outputs=tuple(write_only))
@@ -288,8 +314,9 @@ def compare(kernel, grid, *args, outputs=None, rtol: Optional[float] = None, ato
     results = []
     for name in outputs:
         tol = Tolerance("stated", rtol=rtol or 0.0, atol=atol or 0.0) if rtol is not None or atol is not None \
-            else tolerance_for(launch, on_cpu[name].dtype.is_floating_point)
-        results.append(compare_output(name, launch, launch.tensor_index(name), on_gpu[name], on_cpu[name], tol))
+            else tolerance_for(launch, _tensor(on_cpu[name]).dtype.is_floating_point)
+        results.append(compare_output(name, launch, launch.tensor_index(name), _tensor(on_gpu[name]),
+                                      _tensor(on_cpu[name]), tol))
     return Comparison(launch.kernel_name, tuple(results), Trace((launch,)))
 
 
