@@ -58,6 +58,7 @@ class Case:
     prepare: Callable                # (generator, device) -> launch(kernel)
     what: str                        # one line for the results table
     cost: float = 1.0                # relative tracing time, to start the longest first
+    num_warps: int = 4               # what the launch uses and the analysis is told
 
     def launcher(self, device: str) -> Callable:
         g = torch.Generator().manual_seed(zlib.crc32(self.name.encode()))
@@ -141,6 +142,21 @@ def _matmul(M, N, Kd, group):
     return prepare
 
 
+def _matmul_tiles(size, block, warps, dtype):
+    """A ``size``^3 matmul with ``block`` = (BM, BN, BK) tiles and ``warps`` warps, inputs in ``dtype``, fp32
+    out: the large tiles whose compiled layouts (cp.async copies, replicated rows) the offsets alone miss."""
+    def prepare(g, device):
+        a = torch.randn(size, size, generator=g).to(dtype).to(device)
+        b = torch.randn(size, size, generator=g).to(dtype).to(device)
+        c = torch.empty(size, size, device=device)
+        bm, bn, bk = block
+        grid = (triton.cdiv(size, bm) * triton.cdiv(size, bn),)
+        return lambda k: k[grid](a, b, c, size, size, size, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                 c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
+                                 num_warps=warps)
+    return prepare
+
+
 MAIN = [
     Case("add_16M", "add_kernel", K.make_add, _add(16 * Mi), "vector add, 16 Mi fp32, BLOCK 1024", 20),
     Case("stride2_4M", "stride2_kernel", _jit(stride2_kernel), _stride2(4 * Mi),
@@ -163,6 +179,11 @@ MAIN = [
          "M 256, N 32768, K 1024 fp32 (B 128 MiB, A+B+C 161 MiB: well beyond L2), GROUP_M 1", 60),
     Case("matmul_big_g8", "matmul_kernel", K.make_matmul, _matmul(256, 32768, 1024, 8),
          "as above, GROUP_M 8 (both tile rows walk B together)", 60),
+] + [
+    Case(f"matmul_1k_128x128x32_{name}_w{w}", "matmul_kernel", K.make_matmul,
+         _matmul_tiles(1024, (128, 128, 32), w, dtype),
+         f"1024^3 {name} inputs, 128x128x32 tiles, {w} warps, GROUP_M 8 (large tiles: cp.async copies)", 40, w)
+    for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16)) for w in (4, 8)
 ]
 
 SWEEP = [Case(f"fill_{n}M", "fill_kernel", _jit(fill_kernel), _fill(n * Mi), f"pure store, {n} Mi fp32")

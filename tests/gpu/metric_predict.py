@@ -47,7 +47,7 @@ def predict_case(name: str, l2_bytes, box, ready, wait_s: float) -> dict:
     tr = triton_trace.current_trace()
     ready.wait(wait_s)
     pif = box.get(name)
-    kw = {"gpu": "H200", "num_warps": 4, "l2_bytes": l2_bytes, "programs_in_flight": pif}
+    kw = {"gpu": "H200", "num_warps": case.num_warps, "l2_bytes": l2_bytes, "programs_in_flight": pif}
     sink: list = []
     _capture_cache_results(sink)
     t2 = time.perf_counter()
@@ -55,6 +55,10 @@ def predict_case(name: str, l2_bytes, box, ready, wait_s: float) -> dict:
     t3 = time.perf_counter()
     m = report.to_dict()["launches"][0]["metrics"]
     out = {k: m[k] for k in METRICS}
+    out["compiled"] = report.to_dict()["launches"][0].get("compiled")
+    # the same counts from the offsets model alone, to show what the compiler's layouts change
+    mm = triton_trace.analyze(tr, **kw, layouts="model").to_dict()["launches"][0]["metrics"]
+    out["model_only"] = {k: mm[k] for k in ("load_sectors", "store_sectors", "load_requests", "store_requests")}
     if not sink:          # the analyzer no longer calls cache.simulate by that name: run it here
         from triton_trace.analysis.cache import issue_order, simulate
         from triton_trace.analysis.coalescing import coalesce

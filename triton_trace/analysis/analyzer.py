@@ -13,10 +13,10 @@ import numpy as np
 
 from ..errors import TraceUsageError
 from ..model import Launch, Trace
-from . import metrics
+from . import layouts as L, metrics
 from .cache import issue_order, simulate
 from .coalescing import coalesce
-from .context import LaunchContext, Params
+from .context import LOAD, LaunchContext, Params
 from .findings import Finding, Suppressed, finalize
 from .races import check_races
 from .report import FindingsError, LaunchReport, Report
@@ -30,16 +30,21 @@ CHECKS = (check_asserts, check_nonfinite, check_overflow, check_bounds, check_ra
 def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 32, vector_bytes: int = 16,
             num_warps: Optional[int] = None, l2_bytes: Optional[int] = None, l2_ways: int = 16,
             programs_in_flight: Optional[int] = None, max_findings: int = 100, max_examples: int = 8,
-            max_programs: int = 1 << 16) -> Report:
+            max_programs: int = 1 << 16, layouts: str = "compiler") -> Report:
     """Metrics and sanitizer findings for every launch of ``trace`` (a Trace, live or loaded, or a Launch).
 
     ``gpu`` picks the defaults of ``l2_bytes`` and ``programs_in_flight`` (SMs x 2) and the roofline
     shown first; see analysis.roofline.GPUS. ``num_warps`` defaults to the launch's autotune config,
-    else 4. The result is a pure function of the trace and these parameters.
+    else 4. ``layouts="compiler"`` compiles each launch for the GPU's architecture on this machine (no GPU
+    needed; cached on disk) and counts requests and sectors with Triton's own layouts and vector widths
+    (analysis/layouts.py), falling back to the offsets model for ops it cannot match and for launches that
+    do not compile (the report's "compiled" entry says which and why); ``"model"`` never compiles. The
+    result is a pure function of the trace, these parameters and the installed Triton.
     """
     params = Params(gpu=gpu, warp_size=warp_size, vector_bytes=vector_bytes, num_warps=num_warps,
                     l2_bytes=l2_bytes, l2_ways=l2_ways, programs_in_flight=programs_in_flight,
-                    max_findings=max_findings, max_examples=max_examples, max_programs=max_programs).resolved()
+                    max_findings=max_findings, max_examples=max_examples, max_programs=max_programs,
+                    layouts=layouts).resolved()
     if isinstance(trace, Launch):
         launches = (trace,)
     elif isinstance(trace, Trace):
@@ -75,10 +80,48 @@ def _skipped_checks(lc: Launch) -> list:
     return notes
 
 
+def _compiled_layouts(ctx: LaunchContext) -> tuple:
+    """(static op -> (issue order, vec), static op -> compiled op, the report's "compiled" entry)."""
+    from .gpus import GPUS
+    arch = GPUS[ctx.params.gpu].arch
+    entry = {"target": f"sm_{arch}", "layouts": "model", "note": None}
+    if ctx.params.layouts != "compiler":
+        return {}, {}, {**entry, "note": "analyze(layouts='model'): layouts inferred from the offsets"}
+    if not (ctx.launch.meta or {}).get("module"):
+        return {}, {}, {**entry, "note": "the launch was recorded without its kernel module: layouts inferred"}
+    from ..compiled import compile_launch
+    from ..errors import TritonTraceError
+    try:
+        compiled = compile_launch(ctx.launch, arch, options={"num_warps": ctx.num_warps})
+    except TritonTraceError as e:
+        return {}, {}, {**entry, "note": f"layouts inferred from the offsets: {e}"}
+    matched = L.match(ctx, compiled)
+    ops = ctx.launch.ops
+    orders = {}
+    for sid, o in matched.items():
+        row = int(ctx.op_first_row[sid])
+        eb = int(ctx.eb[row])
+        nd = int(ops["ndim"][row])
+        vec = max(int(o["vector_bytes"] or eb) // eb, 1)
+        issue = L.request_order(o["layout"], tuple(int(v) for v in ops["shape"][row][:nd]), ctx.num_warps, vec,
+                                write=int(ctx.kind[row]) != LOAD)
+        if issue is not None and o["instruction"] in ("ld", "st", "atom", "cp.async"):
+            orders[sid] = (issue, vec)
+    mem = int(sum(1 for r in ctx.op_first_row if r < ctx.n_rows and ctx.is_mem[r]))
+    return orders, matched, {
+        **entry, "layouts": "compiler",
+        "note": None if len(orders) == mem else f"{mem - len(orders)} of {mem} memory ops keep the inferred layout "
+                                                 f"(no blocked layout matched in the compiled kernel)",
+        "num_warps": compiled.num_warps, "num_stages": compiled.num_stages, "shared_bytes": compiled.shared_bytes,
+        "registers": compiled.registers, "spill_bytes": compiled.spill_bytes, "occupancy": compiled.occupancy,
+        "triton": compiled.triton}
+
+
 def _analyze_launch(ctx: LaunchContext) -> tuple:
     lc = ctx.launch
     order = issue_order(ctx)
-    co = coalesce(ctx, order)
+    layouts, matched, compiled_entry = _compiled_layouts(ctx)
+    co = coalesce(ctx, order, layouts)
     cache = simulate(ctx, co, order)
     dot, math = flops(ctx)
     rows = metrics.row_table(ctx, co, cache, dot, math)
@@ -89,6 +132,8 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
                                 [f.op_rows for f in findings if isinstance(f, Suppressed)])
     cols = metrics.program_columns(ctx, rows, ctx.row_prog[attributed])
     ops = metrics.static_ops(ctx, rows, ctx.row_op[attributed])
+    for sid, o in matched.items():
+        ops[sid]["compiled_as"] = L.describe(o) + ("" if sid in layouts else " (not used: inferred layout kept)")
     m = metrics.launch_metrics(ctx, rows, unique)
     m["dram_write_bytes_evicted"] = int(cache.evicted_sectors) * 32
     m.update(l2_hit_rate=round(cache.hit_rate, 2), l2_read_lookups=int(cache.read_lookups),
@@ -107,5 +152,6 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
         "ops": ops,
         "lines": metrics.source_lines(ctx, ops),
         "hints": hints(ctx, ops),
+        "compiled": compiled_entry,
     }
     return LaunchReport(summary=summary, programs=cols, rows=rows), findings

@@ -31,6 +31,7 @@ Out-of-bounds lanes count here (a GPU would issue them) but are left out of the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -113,8 +114,11 @@ def _slice_widths(ctx: LaunchContext) -> np.ndarray:
     return width
 
 
-def coalesce(ctx: LaunchContext, row_order: np.ndarray) -> Coalescing:
-    """``row_order`` ranks rows in cache-issue order; the stream comes out sorted by it within a class."""
+def coalesce(ctx: LaunchContext, row_order: np.ndarray, layouts: Optional[dict] = None) -> Coalescing:
+    """``row_order`` ranks rows in cache-issue order; the stream comes out sorted by it within a class.
+    ``layouts``: static op id -> (issue order, vec) from the compiler (analysis/layouts.py); those ops
+    follow it instead of points 1-3 of the module docstring."""
+    layouts = layouts or {}
     n = ctx.n_rows
     per_thread = _slice_widths(ctx)[ctx.row_op] if n else np.zeros(0, dtype=np.int64)
     out = {k: np.zeros(n, dtype=np.int64) for k in ("requests", "sectors", "lines", "used_bytes", "pattern",
@@ -128,17 +132,17 @@ def coalesce(ctx: LaunchContext, row_order: np.ndarray) -> Coalescing:
         for c, k in enumerate(classes):
             nd = int(k[0])
             shape = tuple(int(s) for s in k[1:1 + nd]) or (1,)
-            members = _by_pattern(ctx, rows[inverse == c], shape, int(k[-1]), per_thread, out, parts)
+            members = _by_pattern(ctx, rows[inverse == c], shape, int(k[-1]), per_thread, out, parts, layouts)
             per_chunk = max(1, CHUNK_LANES // int(np.prod(shape)))
             for i in range(0, len(members), per_chunk):
-                _chunk(ctx, members[i:i + per_chunk], shape, int(k[-1]), per_thread, out, parts)
+                _chunk(ctx, members[i:i + per_chunk], shape, int(k[-1]), per_thread, out, parts, layouts)
     cat = (lambda j, dt: np.concatenate([p[j] for p in parts]).astype(dt) if parts else np.zeros(0, dt))
     return Coalescing(**out, stream_row=cat(0, np.int64), stream_line=cat(1, np.int64),
                       stream_mask=cat(2, np.uint8))
 
 
 def _by_pattern(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per_thread: np.ndarray, out: dict,
-                parts: list) -> np.ndarray:
+                parts: list, layouts: dict) -> np.ndarray:
     """Rows of one block shape whose lanes are a known pattern with their active lanes in bounds
     (``ctx.regular``): rows sharing the pattern, the active lanes, the elements per thread, the base's
     position within a cache line and its alignment to the widest vector are that pattern shifted by whole
@@ -152,8 +156,9 @@ def _by_pattern(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per
     reg = rows[ok]
     base = ctx.row_base[reg]
     widest = int(_floor_pow2(max(ctx.params.vector_bytes // eb, 1)))
+    compiled = np.array([int(op) if int(op) in layouts else -1 for op in ctx.row_op[reg]], dtype=np.int64)
     _, inverse = unique_rows(np.column_stack([ctx.row_sig[reg], ctx.active_lanes[reg], per_thread[reg],
-                                              (base * eb) % LINE_BYTES, base % widest]))
+                                              (base * eb) % LINE_BYTES, base % widest, compiled]))
     order = np.argsort(inverse, kind="stable")
     bounds = np.flatnonzero(np.r_[True, inverse[order][1:] != inverse[order][:-1], True])
     done = np.zeros(len(rows), dtype=bool)
@@ -164,7 +169,7 @@ def _by_pattern(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per
         pick = order[lo:hi]
         members, rep = reg[pick], reg[pick[0]]
         sub: list = []
-        _chunk(ctx, members[:1], shape, eb, per_thread, out, sub)
+        _chunk(ctx, members[:1], shape, eb, per_thread, out, sub, layouts)
         for key in ("requests", "sectors", "lines", "used_bytes", "pattern", "stride", "vector", "fast_dim"):
             out[key][members] = out[key][rep]
         shift = (base[pick] - base[pick[0]]) * eb // LINE_BYTES
@@ -213,7 +218,7 @@ def _patterns(o: np.ndarray, shape: tuple, contig_fast, const, step) -> tuple:
 
 
 def _chunk(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per_thread: np.ndarray, out: dict,
-           parts: list) -> None:
+           parts: list, layouts: dict) -> None:
     p = ctx.params
     lanes, nd = int(np.prod(shape)), len(shape)
     o, m = ctx.block(rows, lanes)
@@ -222,6 +227,20 @@ def _chunk(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per_thre
     fast = order[:, 0]
     pattern, stride = _patterns(o, shape, c_fast, const, step)
     out["pattern"][rows], out["stride"][rows], out["fast_dim"][rows] = pattern, stride, fast
+    ops = ctx.row_op[rows]
+    compiled = np.array([int(op) in layouts for op in ops], dtype=bool)
+    for op in np.unique(ops[compiled]):
+        sel = np.flatnonzero(ops == op)
+        issue, width = layouts[int(op)]
+        flat = issue.reshape(-1)
+        idx = np.where(flat >= 0, flat, 0)
+        out["vector"][rows[sel]] = width
+        _requests(ctx, rows[sel], o[sel][:, idx], m[sel][:, idx] & (flat >= 0)[None, :], eb, p.warp_size,
+                  int(width), int(width), out, parts)
+    if compiled.all():
+        return
+    keep = np.flatnonzero(~compiled)
+    rows, o, m, order, vec = rows[keep], o[keep], m[keep], order[keep], vec[keep]
     perm_code = (order * (nd ** np.arange(nd))).sum(axis=1)
     for code in np.unique(perm_code):
         sel = np.nonzero(perm_code == code)[0]

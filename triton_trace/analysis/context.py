@@ -50,10 +50,14 @@ class Params:
     max_findings: int = 100           # findings kept in the report; the rest are counted as suppressed
     max_examples: int = 8             # offending offsets listed per finding
     max_programs: int = 1 << 16       # per-program columns in to_dict() beyond this are cut (and flagged)
+    layouts: str = "compiler"         # "compiler": Triton's layouts for the GPU (analysis/layouts.py); "model"
 
     def resolved(self) -> "Params":
         if self.gpu not in GPUS:
             raise TraceUsageError(f"analyze(gpu={self.gpu!r}): unknown GPU; choose one of {sorted(GPUS)}")
+        if self.layouts not in ("compiler", "model"):
+            raise TraceUsageError(f"analyze(layouts={self.layouts!r}): 'compiler' (Triton's own layouts for the "
+                                  f"GPU, compiled on this machine) or 'model' (inferred from the offsets)")
         for name in ("warp_size", "vector_bytes", "l2_ways", "max_examples"):
             if int(getattr(self, name)) < 1:
                 raise TraceUsageError(f"analyze({name}={getattr(self, name)!r}): must be a positive integer")

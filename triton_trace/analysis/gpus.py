@@ -21,6 +21,7 @@ class GPU:
     fp16: float
     fp8: float
     programs_per_sm: int = 2     # default occupancy for programs_in_flight (a guess: make it a parameter)
+    arch: int = 90               # CUDA compute capability: the target its layouts are compiled for
 
     @property
     def default_programs_in_flight(self) -> int:
@@ -30,7 +31,8 @@ class GPU:
 GPUS = {
     # NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB): FP32 19.5 TF, FP64 tensor 19.5 TF, TF32 156 TF,
     # FP16/BF16 312 TF, HBM2e 2,039 GB/s; the A100 whitepaper: 108 SMs, 40 MB L2. No FP8 (FP16 rate).
-    "A100": GPU("A100-SXM4-80GB", 108, 40 << 20, 2.039e12, 19.5 * T, 19.5 * T, 156 * T, 312 * T, 312 * T),
+    "A100": GPU("A100-SXM4-80GB", 108, 40 << 20, 2.039e12, 19.5 * T, 19.5 * T, 156 * T, 312 * T, 312 * T,
+                arch=80),
     # NVIDIA H100 datasheet (SXM5): FP32 67 TF, FP64 tensor 67 TF, TF32 989 / FP16 1,979 / FP8 3,958 TF
     # with sparsity (half dense), HBM3 3.35 TB/s; Hopper whitepaper: 132 SMs, 50 MB L2.
     "H100": GPU("H100-SXM5-80GB", 132, 50 << 20, 3.35e12, 67 * T, 67 * T, 494.5 * T, 989.5 * T, 1979 * T),

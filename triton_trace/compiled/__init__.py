@@ -95,12 +95,14 @@ def stand_ins(launch) -> dict:
     return out
 
 
-def compile_launch(launch, target="sm_90", cache: bool = True, allowed_imports=None) -> Compiled:
-    """Compile ``launch``'s kernel for ``target`` ("sm_90", "H200", 100, ...) as its GPU launch would be."""
+def compile_launch(launch, target="sm_90", cache: bool = True, allowed_imports=None, options=None) -> Compiled:
+    """Compile ``launch``'s kernel for ``target`` ("sm_90", "H200", 100, ...) as its GPU launch would be;
+    ``options`` (num_warps, num_stages, ...) override the launch's own."""
     arch = toolchain.arch_of(target)
     module = kernel_module(launch, allowed_imports)
     args = stand_ins(launch)
-    options = {k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None}
+    options = {**{k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None},
+               **(options or {})}
     spec = json.dumps([module.text, {k: repr(getattr(v, "dtype", v)) + str(getattr(v, "data_ptr", lambda: "")())
                                      for k, v in args.items()}, options, arch, toolchain.triton_version()],
                       sort_keys=True)
