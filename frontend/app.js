@@ -1,5 +1,6 @@
 // The browser page's entry: payloads from the app's JSON API, the place in the URL's hash
-// (#/launch/<i>/program/<x,y,z>/op/<seq>), plotly.js from the app's /vendor/. The viewer is view.js.
+// (#/launch/<i>/program/<x,y,z>/op/<seq>, then the Compiled panel's /compiled/<target>/<stage>/line/<file>:<line>),
+// plotly.js from the app's /vendor/. The viewer is view.js.
 import { mount, parsePlace, placeKey } from "./view.js";
 
 // The trace behind the server is frozen, so an answer never changes: keep the recent ones (and the

@@ -1,8 +1,9 @@
 // Program detail (its ops in order), the kernel source with per-line margin metrics, and findings.
-import { clear, fmtBytes, fmtMetric, fmtNum, fmtPct, h, pidText } from "./dom.js";
+import { basename, clear, fmtBytes, fmtMetric, fmtNum, fmtPct, h, pidText, scrollIntoBox } from "./dom.js";
 
 export class ProgramDetail {
-  constructor($, kinds, onOp, onHover) {
+  // onOp(seq, t0): an op was clicked; onCompiled(seq): its "IR" link was (open the Compiled panel at its line)
+  constructor($, kinds, onOp, onHover, onCompiled) {
     this.$ = $;
     this.kinds = kinds;
     this.onOp = onOp;
@@ -11,7 +12,9 @@ export class ProgramDetail {
     const body = this.$("ops").querySelector("tbody");
     body.addEventListener("click", (e) => {
       const tr = e.target.closest("tr");
-      if (tr && tr.dataset.seq !== undefined) this.onOp(Number(tr.dataset.seq), e.timeStamp);
+      if (!tr || tr.dataset.seq === undefined) return;
+      if (e.target.closest(".ir-link")) onCompiled(Number(tr.dataset.seq));
+      else this.onOp(Number(tr.dataset.seq), e.timeStamp);
     });
     body.addEventListener("mouseover", (e) => {
       const tr = e.target.closest("tr");
@@ -52,7 +55,9 @@ export class ProgramDetail {
       const tr = h("tr", { "data-seq": o.seq[i], class: cls || null },
         h("td", { class: "num" }, o.seq[i]), h("td", { class: kcls }, kind),
         h("td", { title: o.tensor[i] >= 0 ? names[o.tensor[i]] : null }, o.tensor[i] >= 0 ? names[o.tensor[i]] : kind === "dot" ? `${o.aux[i][0]}×${o.aux[i][1]}×${o.aux[i][2]}` : ""),
-        h("td", { class: "num" }, line), h("td", {}, o.shape[i] || "–"),
+        h("td", { class: "num" }, line, mem && o.tensor[i] >= 0 && o.line[i]
+          ? h("button", { type: "button", class: "ir-link", title: "this line compiled: the Compiled panel" }, "IR") : null),
+        h("td", {}, o.shape[i] || "–"),
         h("td", { class: "num" }, mem ? `${o.active[i]}/${o.lanes[i]}` : ""),
         h("td", { class: "num" }, mem ? fmtBytes(o.bytes[i]) : ""),
         h("td", { class: "num", title: mem && o.sector_efficiency[i] !== null ? `sector efficiency ${fmtPct(o.sector_efficiency[i])}` : null },
@@ -94,7 +99,7 @@ export class ProgramDetail {
   highlight(seq) {
     for (const tr of this.rows) tr.classList.toggle("sel", Number(tr.dataset.seq) === seq);
     const row = this.rows.find((tr) => Number(tr.dataset.seq) === seq);
-    if (row) scrollIntoViewIfNeeded(row);
+    if (row) scrollIntoBox(row);
   }
 }
 
@@ -108,19 +113,6 @@ function valuesCell(o, i) {
   if (o.nan[i]) td.append(h("span", { class: "flag bad" }, `${o.nan[i]} NaN`));
   if (o.inf[i]) td.append(h("span", { class: "flag bad" }, `${o.inf[i]} Inf`));
   return td;
-}
-
-function basename(p) { return String(p || "").split(/[\\/]/).pop(); }
-
-// Scroll an element of a scrolling panel into view, in the next frame: reading its position right after
-// the DOM changed would force a synchronous layout in the middle of a click.
-function scrollIntoViewIfNeeded(el) {
-  requestAnimationFrame(() => {
-    const box = el.closest(".scroll");
-    if (!box) return;
-    const top = el.offsetTop - box.offsetTop, bottom = top + el.offsetHeight;
-    if (top < box.scrollTop + 20 || bottom > box.scrollTop + box.clientHeight) box.scrollTop = top - box.clientHeight / 3;
-  });
 }
 
 export class SourceView {
@@ -164,7 +156,7 @@ export class SourceView {
     for (const ln of programLines) { const el = this.lines.get(ln); if (el) { el.classList.add("prog"); this.prog.push(el); } }
     if (this.cur) this.cur.classList.remove("cur");
     this.cur = line ? this.lines.get(line) || null : null;
-    if (this.cur) { this.cur.classList.add("cur"); scrollIntoViewIfNeeded(this.cur); }
+    if (this.cur) { this.cur.classList.add("cur"); scrollIntoBox(this.cur); }
     this.$("source").dataset.current = line ? String(line) : "";
   }
 }

@@ -95,3 +95,16 @@ export function sizeCanvas(canvas, w, h) {
 }
 
 export function pidText(p) { return "(" + p.join(", ") + ")"; }
+
+export function basename(p) { return String(p || "").split(/[\\/]/).pop(); }
+
+// Scroll an element of a scrolling panel into view, in the next frame: reading its position right after
+// the DOM changed would force a synchronous layout in the middle of a click.
+export function scrollIntoBox(el) {
+  requestAnimationFrame(() => {
+    const box = el.closest(".scroll");
+    if (!box) return;
+    const top = el.offsetTop - box.offsetTop, bottom = top + el.offsetHeight;
+    if (top < box.scrollTop + 20 || bottom > box.scrollTop + box.clientHeight) box.scrollTop = top - box.clientHeight / 3;
+  });
+}

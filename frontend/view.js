@@ -1,9 +1,10 @@
-// The viewer: the launch list, and a launch's panels (grid, program, source, findings, tensor, charts),
+// The viewer: the launch list, and a launch's panels (grid, program, source, findings, tensor, charts, compiled),
 // mounted in one root element. The host decides where payloads come from and how a place is remembered:
 // app.js (the browser page: the JSON API and the URL's hash) and embed.js (a notebook output: payloads
 // inlined in the output, no URL). Every payload is documented in triton_trace/view/payload.py.
 import { BlockView } from "./block.js";
 import { Charts } from "./charts.js";
+import { CompiledPanel, compiledKey, parseCompiled } from "./compiled.js";
 import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
 import { clear, fmtBytes, fmtNum, fmtPct, h, pidText, scoped } from "./dom.js";
 import { ProgramGrid } from "./grid.js";
@@ -14,21 +15,23 @@ if (!window.ttPerf) window.ttPerf = [];   // {what, ms}: click-to-update latenci
 const idle = (fn) => (window.requestIdleCallback ? requestIdleCallback(fn, { timeout: 1000 }) : setTimeout(fn, 50));
 const sum = (a) => a.reduce((x, y) => x + y, 0);
 
-// A place in the viewer: {view: "list"} or {view: "launch", li, pid: [x, y, z] | null, op: seq | null}.
+// A place in the viewer: {view: "list"} or {view: "launch", li, pid: [x, y, z] | null, op: seq | null,
+// compiled: the Compiled panel's place (compiled.js) | null}.
 export function placeKey(p) {
   if (p.view !== "launch") return "#/";
   let key = `#/launch/${p.li}`;
   if (p.pid) key += `/program/${p.pid.join(",")}`;
   if (p.pid && p.op !== null && p.op !== undefined) key += `/op/${p.op}`;
-  return key;
+  return key + compiledKey(p.compiled);
 }
 
 export function parsePlace(text) {
-  const m = String(text).match(/^#\/launch\/(\d+)(?:\/program\/(\d+(?:,\d+){0,2}))?(?:\/op\/(\d+))?\/?$/);
-  if (!m) return { view: "list" };
+  const m = String(text).match(/^#\/launch\/(\d+)(?:\/program\/(\d+(?:,\d+){0,2}))?(?:\/op\/(\d+))?(\/compiled[\w/:]*?)?\/?$/);
+  const compiled = m ? parseCompiled(m[4]) : undefined;
+  if (compiled === undefined) return { view: "list" };
   const pid = m[2] ? m[2].split(",").map(Number) : null;
   while (pid && pid.length < 3) pid.push(0);
-  return { view: "launch", li: Number(m[1]), pid, op: m[3] !== undefined ? Number(m[3]) : null };
+  return { view: "launch", li: Number(m[1]), pid, op: m[3] !== undefined ? Number(m[3]) : null, compiled };
 }
 
 // host: {request(path) -> Promise<{body} | {error}>, plotly() -> Promise<Plotly>, remember(place) (record
@@ -36,7 +39,7 @@ export function parsePlace(text) {
 export function mount(root, host) {
   const $ = scoped(root);
   const S = { routes: 0, trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null,
-              op: null, program: null, pending: null, place: null };
+              op: null, program: null, pending: null, place: null, compiled: null };
 
   async function api(path) {
     const res = await host.request(path);
@@ -59,6 +62,8 @@ export function mount(root, host) {
   const source = new SourceView($);
   const block = new BlockView($, api);
   const charts = new Charts($, api, host.plotly);
+  // its errors (a compile that failed, a target a notebook output does not carry) are shown in the panel
+  const compiled = new CompiledPanel($, host.request, (c) => go(S.li, S.pid, S.op, null, c));
   let detail = null;
   const findings = new FindingsList($, (k, t0) => {
     const f = S.findings;
@@ -67,9 +72,11 @@ export function mount(root, host) {
     else if (f.line[k]) source.mark([], f.line[k]);
   }, (hint) => source.mark(S.program ? S.program.ops.line : [], hint.line));
 
-  function go(li, pid, op, pending) {
+  // The Compiled panel stays open while programs and ops are picked in the same launch.
+  function go(li, pid, op, pending, comp) {
     S.pending = pending || null;
-    const place = li === null ? { view: "list" } : { view: "launch", li, pid, op: pid ? op ?? null : null };
+    if (comp === undefined) comp = li === S.li ? S.compiled : null;
+    const place = li === null ? { view: "list" } : { view: "launch", li, pid, op: pid ? op ?? null : null, compiled: comp };
     host.remember(place);
     return route(place);
   }
@@ -80,7 +87,7 @@ export function mount(root, host) {
     if (!a || !root.contains(a) || e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return;
     e.preventDefault();
     const p = parsePlace(a.dataset.place);
-    go(p.view === "list" ? null : p.li, p.pid, p.op);
+    go(p.view === "list" ? null : p.li, p.pid, p.op, null, p.compiled || null);
   });
   function link(text, place) {
     return h("a", { href: host.link(place) || "#", "data-place": placeKey(place) }, text);
@@ -101,17 +108,24 @@ export function mount(root, host) {
         const o = detail.op(seq);
         const url = o && o.memory ? tensor.urlFor(S.pid, { seq, tensor: o.tensor }) : null;
         if (url) prefetch(url);
+      }, (seq) => {
+        const o = detail.op(seq);
+        if (!o || !o.line) return;
+        go(S.li, S.pid, seq, null, compiled.placeFor(S.launch.files[o.file], o.line));
+        compiled.reveal();
       });
     }
-    if (r.view === "list") { showList(); crumbs([]); return; }
+    if (r.view === "list") { S.compiled = null; showList(); crumbs([]); return; }
     if (r.li >= S.trace.launches.kernel.length) { showError(`There is no launch ${r.li}; the trace has ${S.trace.launches.kernel.length}.`); showList(); return; }
     $("list-view").hidden = true;
     $("launch-view").hidden = false;
     if (S.li !== r.li) await openLaunch(r.li);
     if (mine !== S.routes || S.li !== r.li) return;
+    S.compiled = r.compiled || null;
+    compiled.show(r.li, S.compiled);          // not awaited: a compile takes seconds, the rest goes on
     await selectProgram(r.pid, r.op, mine);
     if (mine !== S.routes) return;
-    const at = { view: "launch", li: r.li, pid: null, op: null };
+    const at = { view: "launch", li: r.li, pid: null, op: null, compiled: S.compiled };
     crumbs([[`#${r.li} ${S.launch.kernel}`, at], r.pid && [`program ${pidText(r.pid)}`, { ...at, pid: r.pid }],
             r.pid && r.op !== null && [`op ${r.op}`, null]].filter(Boolean));
     finishPending();

@@ -32,6 +32,17 @@ NOTEBOOK = os.path.join(ROOT, "examples", "trace_in_notebook.ipynb")
 PLOTLYJS_MARK = "window.__tt_define=window.define"
 
 
+@pytest.fixture(scope="module")
+def compile_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("compile-cache")
+
+
+@pytest.fixture(autouse=True)
+def _compile_cache(compile_cache, monkeypatch):
+    """An output carries the Compiled panel (a compile on the CPU): compiles go to this module's own cache."""
+    monkeypatch.setenv("TRITON_TRACE_CACHE_DIR", str(compile_cache))
+
+
 def traced_transpose(M=40, N=24, transposed_input=True):
     """A 2-D launch over a non-contiguous input: grid (cdiv(M, 8), cdiv(N, 16))."""
     src = torch.randn(N, M).T if transposed_input else torch.randn(M, N)
@@ -79,12 +90,16 @@ def test_an_output_carries_the_apps_answers_for_the_paths_the_frontend_asks(make
     for path in ["/api/trace", "/api/launch/0", "/api/launch/0/grid?z=0", "/api/launch/0/findings",
                  "/api/launch/0/charts", "/api/launch/0/program/2,1,0", "/api/launch/0/tensor/0?mode=all",
                  "/api/launch/0/tensor/0?mode=program&program=2%2C1%2C0&window=auto",
-                 "/api/launch/0/tensor/1?mode=op&program=2%2C1%2C0&op=1&window=auto"]:
+                 "/api/launch/0/tensor/1?mode=op&program=2%2C1%2C0&op=1&window=auto",
+                 "/api/launch/0/compiled?target=sm_90"]:
         assert path in got, path
         assert got[path] == served(client, path), path          # the same answer as the web app's
     # every recorded program fits the default budget of a small launch
     assert len([k for k in got if "/program/" in k]) == lc.recorded_programs == 10
     assert data["note"].startswith("it holds every program")
+    assert got["/api/launch/0/compiled?target=sm_90"]["error"] is None            # compiled: sm_90 only, and says so
+    assert not [k for k in got if "/compiled?" in k and not k.endswith("=sm_90")]
+    assert "the Compiled panel of launch 0 for sm_90 only" in data["note"]
 
 
 def test_a_large_launch_is_cut_at_the_budget_and_says_so():
@@ -99,6 +114,8 @@ def test_a_large_launch_is_cut_at_the_budget_and_says_so():
     assert "/api/launch/0/program/4000,0,0" in programs          # the program asked for comes first
     assert 1 <= len(programs) < 4096
     assert f"launch 0: the ops of {len(programs)} of 4096 programs" in data["note"] and "budget=" in data["note"]
+    # the Compiled panel comes after every program's ops: a budget spent on them leaves it (and its compile) out
+    assert not [k for k in data["payloads"] if "/compiled?" in k] and "not the Compiled panel of launch 0" in data["note"]
 
 
 def test_a_trace_of_many_launches_lists_them_all_and_carries_the_first_ones():

@@ -4,7 +4,8 @@ the output, fed by the very payloads the web app serves (answers.py), inlined.
 An output has no server behind it (an exported notebook, a page opened offline), so it carries a snapshot:
 the answers its views ask for (each compressed), chosen in order of use (the trace, each launch's panels and charts, the
 tensors over all programs, then programs with their tensor views: the one asked for, those with findings,
-then in grid order) until a byte budget is spent. A view outside the snapshot says so, and how to see it.
+then in grid order; the opened launch's Compiled panel for COMPILED_TARGET before each op's own views) until a
+byte budget is spent. A view outside the snapshot says so, and how to see it.
 The JSON is escaped for a script element; plotly.js and the frontend come once per page (notebook.py).
 """
 from __future__ import annotations
@@ -74,6 +75,13 @@ def json_for_script(text: str) -> str:
 # --------------------------------------------------------------------------------------------------------
 # the snapshot: the paths the frontend requests (view.js, tensor.js), with the answers the app would give
 # --------------------------------------------------------------------------------------------------------
+COMPILED_TARGET = "sm_90"      # the Compiled panel's default target (frontend/compiled.js); others are not carried
+
+
+def compiled_path(i: int) -> str:
+    return f"/api/launch/{i}/compiled?target={COMPILED_TARGET}"
+
+
 def tensor_path(i: int, t: int, mode: str, pid=None, op=None) -> tuple:
     """(the path tensor.js requests, its parameters): URLSearchParams order and percent-encoding."""
     args = {"mode": mode}
@@ -215,6 +223,9 @@ def snapshot(ti: TraceIndex, start: dict, budget: int = EMBED_BYTES) -> tuple:
             for i in progs:
                 for t in range(1, len(ti.trace.launches[i].tensors)):
                     snap.add(*all_programs_view(ti, i, t))
+            # a compile takes seconds: only while there is budget left for it
+            if n and not snap.full:
+                snap.add(compiled_path(first), lambda: A.compiled(ti, first, {"target": COMPILED_TARGET}))
     parts = []
     for i, ps in progs.items():
         total = int(ti.launch(i).recorded.sum())
@@ -222,7 +233,11 @@ def snapshot(ti: TraceIndex, start: dict, budget: int = EMBED_BYTES) -> tuple:
             parts.append(f"launch {i}: the ops of {len(took[i])} of {total} programs, the tensor views of {viewed[i]}")
     if n > len(progs):
         parts.append(f"{n - len(progs)} launch(es) not included")
-    note = ("it holds " + "; ".join(parts) if parts else "it holds every program") + \
+    held = ("it holds " + "; ".join(parts) if parts else "it holds every program")
+    if n:
+        held += (f", the Compiled panel of launch {first} for {COMPILED_TARGET} only" if compiled_path(first) in snap.answers
+                 else f", not the Compiled panel of launch {first}")
+    note = held + \
         f", in {snap.used // 1024} KB; show(..., budget=) takes more, triton_trace.launch() serves everything"
     return snap.answers, note
 
