@@ -197,3 +197,90 @@ def test_cli_ir_prints_the_mapped_ir(tmp_path):
     r = subprocess.run([sys.executable, "-m", "triton_trace", "ir", str(path), "--launch", "3"],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "holds 1 launch" in r.stderr
+
+
+# ------------------------------------------------------------------------------------------------------
+# the compiled layouts in the analysis (analysis/layouts.py) and the what-if replays (analysis/whatif.py)
+# ------------------------------------------------------------------------------------------------------
+from triton_trace.analysis.layouts import request_order  # noqa: E402
+
+
+def test_request_order_of_a_blocked_layout_by_hand():
+    lay = {"kind": "blocked", "sizePerThread": [4], "threadsPerWarp": [32], "warpsPerCTA": [4], "order": [0]}
+    got = request_order(lay, (1024,), 4, 4, write=False)
+    w, j, l, v = np.meshgrid(np.arange(4), np.arange(2), np.arange(32), np.arange(4), indexing="ij")
+    assert np.array_equal(got, j * 512 + w * 128 + l * 4 + v)        # tile of 512, repeated twice
+    # a block half the layout's height: warps 2 and 3 hold warps 0 and 1's rows again
+    lay2 = {"kind": "blocked", "sizePerThread": [1, 4], "threadsPerWarp": [4, 8], "warpsPerCTA": [4, 1], "order": [1, 0]}
+    loads = request_order(lay2, (8, 32), 4, 4, write=False)
+    assert np.array_equal(loads[2], loads[0]) and np.array_equal(loads[3], loads[1])
+    stores = request_order(lay2, (8, 32), 4, 4, write=True)
+    assert (stores[2:] == -1).all() and (stores[:2] >= 0).all()       # the redundant holders store nothing
+    assert sorted(stores[stores >= 0].tolist()) == list(range(256))
+    assert request_order({**lay2, "kind": "mma"}, (8, 32), 4, 4, write=False) is None
+
+
+import numpy as np  # noqa: E402
+
+
+def test_compiled_layouts_count_requests_and_sectors_as_the_hardware_issues_them():
+    """Softmax over 8 rows of 1000 floats with a row stride of 1100: Triton cannot prove the rows aligned, so
+    every access is a scalar 4-byte load (one 128-byte request per warp and 32 columns). By hand: 32 requests
+    per row; rows start 4400 bytes apart, so odd rows sit 16 bytes into a sector: even rows touch 31 x 4 + 1
+    sectors, odd ones 31 x 5 + 2."""
+    launch = compiled_cases.launch("softmax_unaligned_rows")
+    rep = triton_trace.analyze(launch, gpu="H200").to_dict()["launches"][0]
+    load = next(o for o in rep["ops"] if o["kind"] == "load")
+    assert rep["compiled"]["layouts"] == "compiler" and rep["compiled"]["note"] is None
+    assert load["requests"] == 8 * 32 and load["sectors"] == 4 * (31 * 4 + 1) + 4 * (31 * 5 + 2)
+    assert load["compiled_as"].startswith("ld 4 B, blocked sizePerThread=[1]")
+    model = triton_trace.analyze(launch, gpu="H200", layouts="model").to_dict()["launches"][0]
+    assert model["compiled"]["layouts"] == "model" and next(o for o in model["ops"] if o["kind"] == "load")["requests"] == 64
+    assert rep["compiled"]["occupancy"]["programs_per_sm"] > 0 and rep["compiled"]["registers"] > 0
+
+
+def test_without_a_kernel_module_the_analysis_says_it_inferred_the_layouts():
+    import dataclasses
+    launch = compiled_cases.launch("add_1024")
+    bare = dataclasses.replace(launch, meta={k: v for k, v in launch.meta.items() if k != "module"})
+    rep = triton_trace.analyze(bare).to_dict()["launches"][0]
+    assert rep["compiled"]["layouts"] == "model" and "without its kernel module" in rep["compiled"]["note"]
+    assert all(o["compiled_as"] is None for o in rep["ops"])
+
+
+def _matmul_trace(group):
+    k = triton_trace.trace(K.make_matmul(), values=False)
+    triton_trace.reset()
+    a, b = torch.randn(256, 64), torch.randn(64, 512)
+    K.matmul(a, b, kernel=k, block_m=32, block_n=32, block_k=32, group_m=group)
+    return triton_trace.current_trace().launches[-1]
+
+
+def test_group_m_what_if_equals_tracing_with_that_group_size():
+    """The replay of the GROUP_M=1 trace in GROUP_M=4 order predicts exactly what analysing a GROUP_M=4 trace
+    predicts (an L2 of 64 KiB, so the order matters); GROUP_M=8 changes nothing here, and gets no hint."""
+    kw = dict(gpu="H200", l2_bytes=64 << 10, programs_in_flight=8, layouts="model", what_if=True)
+    g1 = triton_trace.analyze(_matmul_trace(1), **kw).to_dict()["launches"][0]
+    g4 = triton_trace.analyze(_matmul_trace(4), **kw).to_dict()["launches"][0]
+    g8 = triton_trace.analyze(_matmul_trace(8), **kw).to_dict()["launches"][0]
+    hint = next(h for h in g1["hints"] if h["kind"] == "program_order" and "GROUP_M=4" in h["message"])
+    assert not any("GROUP_M=8" in h["message"] for h in g1["hints"])
+    assert g8["metrics"]["dram_read_bytes"] == g1["metrics"]["dram_read_bytes"]
+    before, after = g1["metrics"]["dram_read_bytes"], g4["metrics"]["dram_read_bytes"]
+    assert f"({before / 1e6:,.1f} MB -> {after / 1e6:,.1f} MB)" in hint["message"] and before != after
+    src = open(g1["ops"][0]["file"]).read().splitlines()
+    assert "GROUP_M" in src[hint["line"] - 1]
+    assert triton_trace.analyze(_matmul_trace(1), **{**kw, "what_if": False}).to_dict()["launches"][0]["hints"] == \
+        [h for h in g1["hints"] if h["kind"] not in ("program_order", "other_gpu")]
+
+
+def test_other_gpu_what_if_equals_analysing_for_that_gpu():
+    launch = _matmul_trace(1)
+    h200 = triton_trace.analyze(launch, gpu="H200", layouts="model", what_if=True).to_dict()["launches"][0]
+    a100 = triton_trace.analyze(launch, gpu="A100", layouts="model").to_dict()["launches"][0]
+    hints = [h for h in h200["hints"] if h["kind"] == "other_gpu" and "A100" in h["message"]]
+    want = a100["metrics"]["dram_read_bytes"]
+    if abs(want - h200["metrics"]["dram_read_bytes"]) < 0.05 * h200["metrics"]["dram_read_bytes"]:
+        assert not hints            # under the hint threshold
+    else:
+        assert f"-> {want / 1e6:,.1f} MB)" in hints[0]["message"]

@@ -22,6 +22,7 @@ from .races import check_races
 from .report import FindingsError, LaunchReport, Report
 from .roofline import dot_precision, flops, roofline
 from .hints import hints
+from .whatif import what_if
 from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage, check_double_writes, check_uninitialized
 
 CHECKS = (check_asserts, check_nonfinite, check_overflow, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
@@ -30,7 +31,7 @@ CHECKS = (check_asserts, check_nonfinite, check_overflow, check_bounds, check_ra
 def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 32, vector_bytes: int = 16,
             num_warps: Optional[int] = None, l2_bytes: Optional[int] = None, l2_ways: int = 16,
             programs_in_flight: Optional[int] = None, max_findings: int = 100, max_examples: int = 8,
-            max_programs: int = 1 << 16, layouts: str = "compiler") -> Report:
+            max_programs: int = 1 << 16, layouts: str = "compiler", what_if: Optional[bool] = None) -> Report:
     """Metrics and sanitizer findings for every launch of ``trace`` (a Trace, live or loaded, or a Launch).
 
     ``gpu`` picks the defaults of ``l2_bytes`` and ``programs_in_flight`` (SMs x 2) and the roofline
@@ -39,12 +40,14 @@ def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 
     needed; cached on disk) and counts requests and sectors with Triton's own layouts and vector widths
     (analysis/layouts.py), falling back to the offsets model for ops it cannot match and for launches that
     do not compile (the report's "compiled" entry says which and why); ``"model"`` never compiles. The
-    result is a pure function of the trace, these parameters and the installed Triton.
+    result is a pure function of the trace, these parameters and the installed Triton. ``what_if``
+    replays the launch with other GROUP_M orderings and other GPUs' L2 for the hints (analysis/whatif.py):
+    None does so for launches of up to 2M cache-stream entries, True up to 20M, False never.
     """
     params = Params(gpu=gpu, warp_size=warp_size, vector_bytes=vector_bytes, num_warps=num_warps,
                     l2_bytes=l2_bytes, l2_ways=l2_ways, programs_in_flight=programs_in_flight,
                     max_findings=max_findings, max_examples=max_examples, max_programs=max_programs,
-                    layouts=layouts).resolved()
+                    layouts=layouts, what_if=what_if).resolved()
     if isinstance(trace, Launch):
         launches = (trace,)
     elif isinstance(trace, Trace):
@@ -84,7 +87,8 @@ def _compiled_layouts(ctx: LaunchContext) -> tuple:
     """(static op -> (issue order, vec), static op -> compiled op, the report's "compiled" entry)."""
     from .gpus import GPUS
     arch = GPUS[ctx.params.gpu].arch
-    entry = {"target": f"sm_{arch}", "layouts": "model", "note": None}
+    entry = {"target": f"sm_{arch}", "layouts": "model", "note": None, "num_warps": None, "num_stages": None,
+             "shared_bytes": None, "registers": None, "spill_bytes": None, "occupancy": None, "triton": None}
     if ctx.params.layouts != "compiler":
         return {}, {}, {**entry, "note": "analyze(layouts='model'): layouts inferred from the offsets"}
     if not (ctx.launch.meta or {}).get("module"):
@@ -132,6 +136,8 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
                                 [f.op_rows for f in findings if isinstance(f, Suppressed)])
     cols = metrics.program_columns(ctx, rows, ctx.row_prog[attributed])
     ops = metrics.static_ops(ctx, rows, ctx.row_op[attributed])
+    for op in ops:
+        op["compiled_as"] = None
     for sid, o in matched.items():
         ops[sid]["compiled_as"] = L.describe(o) + ("" if sid in layouts else " (not used: inferred layout kept)")
     m = metrics.launch_metrics(ctx, rows, unique)
@@ -154,4 +160,8 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
         "hints": hints(ctx, ops),
         "compiled": compiled_entry,
     }
+    extra, note = what_if(ctx, co, m["dram_read_bytes"], ctx.params.what_if)
+    summary["hints"] = sorted(summary["hints"] + extra, key=lambda h: -h["saving"])
+    if note:
+        summary["checks_skipped"] = summary["checks_skipped"] + [note]
     return LaunchReport(summary=summary, programs=cols, rows=rows), findings

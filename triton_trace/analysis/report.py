@@ -7,14 +7,21 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
     {
       "schema": "triton_trace.analysis/1",
       "params": {"gpu", "warp_size", "vector_bytes", "num_warps", "l2_bytes", "l2_ways",
-                 "programs_in_flight", "max_findings", "max_examples", "max_programs"},
+                 "programs_in_flight", "max_findings", "max_examples", "max_programs",
+                 "layouts": "compiler" | "model", "what_if": bool | null},
       "launches": [ one per Launch of the trace, in trace order:
         {"index", "kernel": str, "grid": [x, y, z], "recorded_programs", "skipped_programs",
          "completed": bool, "config": dict | null,
          "execution": {"batched_programs", "memory_limit", "limit_notes": [str],
                        "fallbacks": [{"first", "programs", "reason"}]}   how the programs ran ({} for
                                         traces recorded before batched execution),
-         "checks_skipped": [str]        sanitizer checks not run, with the reason,
+         "checks_skipped": [str]        sanitizer checks and what-if replays not run, with the reason,
+         "compiled": {"target": "sm_90" ..., "layouts": "compiler" | "model" (what counted requests and
+                      sectors, see analysis/layouts.py), "note": str | null (why not, or which ops kept the
+                      inferred layout), "num_warps", "num_stages", "shared_bytes", "registers",
+                      "spill_bytes" (local memory per thread), "occupancy": {"programs_per_sm",
+                      "warps_per_sm", "occupancy" (float), "limited_by"}, "triton": str   (all null with
+                      the "model" layouts)},
          "value_stats": bool            whether the ops' "values" were read (metrics.VALUE_STATS_BYTES),
          "metrics": {                   over the recorded programs; bytes and lanes count active lanes:
             "load_bytes", "store_bytes", "atomic_bytes", "load_lanes", "store_lanes", "atomic_lanes",
@@ -57,13 +64,16 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                   "sectors_per_request", "sector_efficiency" (floats), "pattern": "scalar" |
                   "contiguous" | "strided" | "broadcast" | "gather" | null, "stride" (strided only),
                   "vector_width" (elements per thread), "fast_dim" (block dim lanes are ordered along),
+                  "compiled_as": str | null (the compiled op's instruction, vector bytes and layout),
                   "values": {"min", "max", "mean" (of the finite values its active lanes loaded or
                   stored, null without any), "nan", "inf" (counts)} | null (no values recorded, or the
                   launch's "value_stats" is false: its values exceed metrics.VALUE_STATS_BYTES)}]
                  per-row arrays: Report.rows(launch),
-         "hints": [advice, largest saving first (analysis/hints.py): {"kind": "masked_lanes" | "uncoalesced",
-                   "file", "line", "op", "tensor", "saving" (share of lanes / sector bytes wasted), "message",
-                   "effect" (the predicted saving, in words)}],
+         "hints": [advice, largest saving first (analysis/hints.py, analysis/whatif.py): {"kind":
+                   "masked_lanes" | "uncoalesced" | "program_order" (another GROUP_M, replayed) | "other_gpu"
+                   (the same stream through another GPU's L2), "file", "line", "op", "tensor" (null for
+                   what-ifs), "saving" (share of lanes / sector bytes / DRAM reads saved), "message",
+                   "effect" (the predicted change, in words)}],
          "lines": [per (file, line), sorted: {"file", "line", "kinds": [str], "bytes", "active_lanes",
                    "masked_lanes", "requests", "sectors", "used_bytes", "sector_efficiency" (float),
                    "dram_read_bytes", "dram_write_bytes", "flops", "findings"}]}

@@ -1,0 +1,171 @@
+"""What-if advice: the trace knows every address each program touches, so the cache model can replay the
+same accesses in another order or on another GPU without running the kernel again.
+
+- ``program_order``: a kernel that swizzles its program ids into tiles with a group size (the grouped
+  ordering of Triton's matmul tutorial, a ``GROUP_M`` / ``GROUP_SIZE_M`` constexpr) is replayed with other
+  group sizes. Each program's tile is read from where it stores its 2-D output block; the replay only runs
+  when the traced programs follow the tutorial's mapping exactly for the traced group size, so the other
+  sizes are that same mapping, not a guess. The programs are dispatched in the new order (the same accesses,
+  other programs resident together) and the L2 model gives the DRAM reads.
+- ``other_gpu``: the same stream through another GPU's L2 (size and programs resident at once).
+
+Each hint is tied to a source line (the group size's use, or the kernel's first load) and gives the
+predicted DRAM reads both ways. Replays are skipped past ``MAX_STREAM`` cache-stream entries (each costs
+as much as the launch's own cache simulation); the report's note says so.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import replace
+
+import numpy as np
+
+from ..model.layout import invertible, view_index
+from .cache import issue_order, simulate
+from .context import STORE, LaunchContext
+from .gpus import GPUS
+
+GROUP_NAMES = re.compile(r"^GROUP(_SIZE)?_?M$|^GROUP$", re.IGNORECASE)
+GROUP_SIZES = (1, 4, 8, 16)
+AUTO_STREAM = 2_000_000      # analyze(what_if=None) replays launches up to this many stream entries
+MAX_STREAM = 20_000_000      # analyze(what_if=True) up to this many
+MIN_CHANGE = 0.05            # a replay that moves DRAM reads by less than this is not worth a hint
+
+
+def grouped_tiles(n_m: int, n_n: int, group: int) -> np.ndarray:
+    """(pid_m, pid_n) of every program id under the tutorial's grouped ordering."""
+    pid = np.arange(n_m * n_n, dtype=np.int64)
+    in_group = group * n_n
+    first_m = pid // in_group * group
+    size_m = np.minimum(n_m - first_m, group)
+    return np.stack([first_m + (pid % in_group) % size_m, (pid % in_group) // size_m], axis=1)
+
+
+def _tiles(ctx: LaunchContext):
+    """Per program (ctx.programs order): the (row, col) tile of its first 2-D store, or None."""
+    lc = ctx.launch
+    ops = lc.ops
+    rows = np.flatnonzero((ctx.kind == STORE) & (ops["ndim"] == 2))
+    if not len(rows):
+        return None
+    first = np.full(ctx.n_programs, -1, dtype=np.int64)
+    order = np.lexsort((ctx.seq[rows], ctx.row_prog[rows]))
+    progs = ctx.row_prog[rows[order]]
+    keep = np.r_[True, progs[1:] != progs[:-1]]
+    first[progs[keep]] = rows[order][keep]
+    if (first < 0).any() or len(set(ctx.tensor[first].tolist())) != 1:
+        return None
+    info = lc.tensors[int(ctx.tensor[first[0]])]
+    if len(info.shape) != 2 or not invertible(info):
+        return None
+    bm, bn = (int(v) for v in ops["shape"][first[0]][:2])
+    if (ops["shape"][first][:, :2] != [bm, bn]).any():
+        return None
+    o, _ = ctx.block(first, bm * bn)
+    idx, ok = view_index(info, o[:, 0])
+    if not ok.all() or (idx[:, 0] % bm).any() or (idx[:, 1] % bn).any():
+        return None
+    return np.stack([idx[:, 0] // bm, idx[:, 1] // bn], axis=1)
+
+
+def _line_of(ctx: LaunchContext, name: str) -> int:
+    lc = ctx.launch
+    for k, text in enumerate(lc.source.splitlines()):
+        if re.search(rf"\b{re.escape(name)}\b", text) and "def " not in text:
+            return lc.source_line + k - _def_offset(lc.source)
+    return lc.source_line
+
+
+def _def_offset(source: str) -> int:
+    for k, text in enumerate(source.splitlines()):
+        if text.lstrip().startswith("def "):
+            return k
+    return 0
+
+
+def _replay(ctx: LaunchContext, co, gpu_rank=None, params=None) -> int:
+    """DRAM read bytes of the launch's stream dispatched in ``gpu_rank`` order and/or with ``params``."""
+    alt = copy.copy(ctx)
+    if gpu_rank is not None:
+        alt.gpu_rank = gpu_rank
+    if params is not None:
+        alt.params = params
+    return int(np.sum(simulate(alt, co, issue_order(alt)).read_sectors)) * 32
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def _change(new: int, base: int) -> str:
+    pct = 100 * (new - base) / base
+    return f"{'cut' if pct < 0 else 'raise'} predicted DRAM reads by {abs(pct):.0f}% ({_mb(base)} -> {_mb(new)})"
+
+
+def what_if(ctx: LaunchContext, co, dram_read: int, enabled=None) -> tuple:
+    """(hints, note): the replays above for one launch, and why any were skipped. ``enabled``: None replays
+    launches of at most AUTO_STREAM stream entries, True up to MAX_STREAM, False none."""
+    if enabled is False or not dram_read or not len(co.stream_row):
+        return [], None
+    limit = MAX_STREAM if enabled else AUTO_STREAM
+    if len(co.stream_row) > limit:
+        more = "" if enabled else "; analyze(what_if=True) replays up to " + f"{MAX_STREAM:,}"
+        return [], (f"what-if replays: skipped, {len(co.stream_row):,} cache-stream entries (each replay costs "
+                    f"a cache simulation; limit {limit:,}{more})")
+    out = []
+    out += _group_hints(ctx, co, dram_read)
+    out += _gpu_hints(ctx, co, dram_read)
+    return out, None
+
+
+def _group_hints(ctx: LaunchContext, co, dram_read: int) -> list:
+    lc = ctx.launch
+    names = [k for k, v in lc.args.items() if GROUP_NAMES.match(k) and isinstance(v, int) and v >= 1]
+    if len(names) != 1 or lc.grid[1] != 1 or lc.grid[2] != 1 or ctx.n_programs != lc.num_programs:
+        return []
+    name, traced = names[0], int(lc.args[names[0]])
+    tiles = _tiles(ctx)
+    if tiles is None:
+        return []
+    n_m, n_n = int(tiles[:, 0].max()) + 1, int(tiles[:, 1].max()) + 1
+    if n_m * n_n != ctx.n_programs or not np.array_equal(grouped_tiles(n_m, n_n, traced), tiles[np.argsort(ctx.pids[:, 0])]):
+        return []      # not the tutorial's mapping: a replay would be a guess
+    program_of = np.empty(n_m * n_n, dtype=np.int64)
+    program_of[tiles[:, 0] * n_n + tiles[:, 1]] = np.arange(ctx.n_programs)
+    line = _line_of(ctx, name)
+    out = []
+    for g in GROUP_SIZES:
+        if g == traced or g > n_m:
+            continue
+        t = grouped_tiles(n_m, n_n, g)
+        rank = np.empty(ctx.n_programs, dtype=np.int64)
+        rank[program_of[t[:, 0] * n_n + t[:, 1]]] = np.arange(ctx.n_programs)
+        new = _replay(ctx, co, gpu_rank=rank)
+        if abs(new - dram_read) >= MIN_CHANGE * dram_read:
+            out.append({"kind": "program_order", "file": lc.source_file, "line": line, "op": None, "tensor": None,
+                        "saving": (dram_read - new) / dram_read,
+                        "message": f"line {line}: {name}={g} instead of {traced} would {_change(new, dram_read)}",
+                        "effect": f"the same tiles, dispatched {g} tile rows at a time ({n_m} x {n_n} tiles)"})
+    return out
+
+
+def _gpu_hints(ctx: LaunchContext, co, dram_read: int) -> list:
+    p = ctx.params
+    out = []
+    first = ctx.mem_rows[0] if len(ctx.mem_rows) else None
+    line = int(ctx.line[first]) if first is not None else ctx.launch.source_line
+    seen = {p.l2_bytes}
+    for name, gpu in GPUS.items():
+        if name == p.gpu or gpu.l2_bytes in seen:
+            continue
+        seen.add(gpu.l2_bytes)
+        alt = replace(p, gpu=name, l2_bytes=gpu.l2_bytes, programs_in_flight=gpu.default_programs_in_flight)
+        new = _replay(ctx, co, params=alt)
+        if abs(new - dram_read) >= MIN_CHANGE * dram_read:
+            out.append({"kind": "other_gpu", "file": ctx.launch.source_file, "line": line, "op": None, "tensor": None,
+                        "saving": 0.0,
+                        "message": f"on an {name} ({gpu.l2_bytes / 2**20:.0f} MiB L2, {gpu.default_programs_in_flight} "
+                                   f"programs resident) this launch would {_change(new, dram_read)}",
+                        "effect": "the same accesses through that GPU's L2 model"})
+    return out
