@@ -21,7 +21,8 @@ from .findings import Finding, Suppressed, finalize
 from .races import check_races
 from .report import FindingsError, LaunchReport, Report
 from .roofline import dot_precision, flops, roofline
-from .hints import hints
+from .gpus import GPUS
+from .hints import hints, resource_hints
 from .whatif import what_if
 from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage, check_double_writes, check_uninitialized
 
@@ -85,7 +86,6 @@ def _skipped_checks(lc: Launch) -> list:
 
 def _compiled_layouts(ctx: LaunchContext) -> tuple:
     """(static op -> (issue order, vec), static op -> compiled op, the report's "compiled" entry)."""
-    from .gpus import GPUS
     arch = GPUS[ctx.params.gpu].arch
     entry = {"target": f"sm_{arch}", "layouts": "model", "note": None, "num_warps": None, "num_stages": None,
              "shared_bytes": None, "registers": None, "spill_bytes": None, "occupancy": None, "triton": None}
@@ -161,6 +161,7 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
         "compiled": compiled_entry,
     }
     extra, note = what_if(ctx, co, m["dram_read_bytes"], ctx.params.what_if)
+    extra += resource_hints(ctx, compiled_entry, GPUS[ctx.params.gpu].sms)
     summary["hints"] = sorted(summary["hints"] + extra, key=lambda h: -h["saving"])
     if note:
         summary["checks_skipped"] = summary["checks_skipped"] + [note]

@@ -7,6 +7,10 @@ analysis already has for each static op (metrics.static_ops). Not findings (noth
 - ``uncoalesced``: the op uses few of the bytes of the 32-byte sectors it fetches (strided or gathered
   lanes); the saving is the sectors a contiguous access of the same bytes would need.
 
+- ``occupancy``, ``spills``, ``tail_wave`` (from the compiled kernel, ``resource_hints``): few programs
+  fit on an SM (what limits them), registers spilled to local memory, a last wave of programs that
+  leaves most SMs idle; the same facts Nsight Compute's occupancy, local-memory and wave rules report.
+
 Each hint names the file and line, the op and tensor, the measured numbers and the predicted effect.
 """
 from __future__ import annotations
@@ -53,3 +57,40 @@ def hints(ctx: LaunchContext, ops: list) -> list:
                                   f"{op['sectors']:,} ({op['sectors'] / max(ideal, 1):.1f}x fewer)"})
     out.sort(key=lambda h: -h["saving"])
     return out[:MAX_HINTS]
+
+
+LOW_OCCUPANCY = 0.5          # hint below this share of the SM's warp slots
+TAIL_FILL = 0.5              # hint when the last wave fills less than this share of the GPU
+
+
+def resource_hints(ctx: LaunchContext, compiled: dict, sms: int) -> list:
+    """Hints from the compiled kernel's resources (the report's "compiled" entry), tied to the kernel's
+    ``def`` line."""
+    occ = compiled.get("occupancy") or {}
+    if not occ or compiled.get("layouts") != "compiler":
+        return []
+    lc, out = ctx.launch, []
+    base = {"file": lc.source_file, "line": lc.source_line, "op": None, "tensor": None}
+    per_sm = int(occ["programs_per_sm"])
+    if occ["occupancy"] < LOW_OCCUPANCY:
+        out.append({**base, "kind": "occupancy", "saving": 1.0 - occ["occupancy"],
+                    "message": f"{100 * occ['occupancy']:.0f}% occupancy on {compiled['target']}: {per_sm} program(s) of "
+                               f"{compiled['num_warps']} warps per SM, limited by {occ['limited_by']} "
+                               f"({compiled['registers']} registers per thread, {compiled['shared_bytes']:,} B shared)",
+                    "effect": "fewer warps to hide memory latency; fewer registers or a smaller tile (or num_stages) "
+                              "would fit more programs"})
+    if compiled.get("spill_bytes"):
+        out.append({**base, "kind": "spills", "saving": 0.0,
+                    "message": f"{compiled['spill_bytes']} bytes per thread of local memory (register spills) with "
+                               f"{compiled['registers']} registers per thread",
+                    "effect": "every spill is a load and store through L1/L2 the trace does not show; a smaller tile "
+                              "or more warps would keep the accumulator in registers"})
+    programs = lc.num_programs
+    wave = per_sm * sms
+    if per_sm and programs > wave and programs % wave and (programs % wave) / wave < TAIL_FILL:
+        full, rest = divmod(programs, wave)
+        out.append({**base, "kind": "tail_wave", "saving": 0.0,
+                    "message": f"{programs:,} programs make {full} full wave(s) of {wave:,} ({per_sm} per SM x {sms} SMs) "
+                               f"and a last one of {rest:,} ({100 * rest / wave:.0f}% of the GPU)",
+                    "effect": f"the last wave may take up to {100 / (full + 1):.0f}% of the runtime with most SMs idle"})
+    return out

@@ -151,7 +151,9 @@ def _build(launch, module, raw: dict, arch: int) -> Compiled:
     return Compiled(
         kernel=launch.kernel_name, target=f"sm_{arch}", ir={s: raw[s] for s in IR_STAGES}, lines=lines,
         ops=tuple(ops), num_warps=raw["num_warps"], num_stages=raw["num_stages"], shared_bytes=raw["shared_bytes"],
-        registers=res.get("registers"), spill_bytes=res.get("local"),
+        # spilled registers live in the thread's stack frame (cuobjdump's STACK; LOCAL stays 0 for them)
+        registers=res.get("registers"),
+        spill_bytes=max(res.get("stack", 0), res.get("local", 0)) if "stack" in res or "local" in res else None,
         occupancy=occupancy(arch, raw["num_warps"], res.get("registers"), raw["shared_bytes"]),
         signature=raw["signature"], divisible_by_16=tuple(raw["divisible_by_16"]), triton=raw["triton"],
         missing=tuple(module.missing))
