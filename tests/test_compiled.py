@@ -284,3 +284,21 @@ def test_other_gpu_what_if_equals_analysing_for_that_gpu():
         assert not hints            # under the hint threshold
     else:
         assert f"-> {want / 1e6:,.1f} MB)" in hints[0]["message"]
+
+
+def test_analysing_a_trace_never_imports_what_it_names(tmp_path):
+    """A crafted trace whose kernel module imports another module: the analysis refuses the import (no side
+    effect), keeps the inferred layouts and says why."""
+    import dataclasses
+    launch = compiled_cases.launch("add_1024")
+    marker = tmp_path / "imported"
+    (tmp_path / "evil_mod.py").write_text(f"open({str(marker)!r}, 'w').write('x')\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        mod = {**launch.meta["module"], "imports": launch.meta["module"]["imports"] + ["import evil_mod"]}
+        crafted = dataclasses.replace(launch, meta={**launch.meta, "module": mod})
+        rep = triton_trace.analyze(crafted).to_dict()["launches"][0]
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert not marker.exists()
+    assert rep["compiled"]["layouts"] == "model" and "allowed here" in rep["compiled"]["note"]

@@ -94,9 +94,13 @@ def _compiled_layouts(ctx: LaunchContext) -> tuple:
     if not (ctx.launch.meta or {}).get("module"):
         return {}, {}, {**entry, "note": "the launch was recorded without its kernel module: layouts inferred"}
     from ..compiled import compile_launch
+    from ..compiled.source import SAFE_PACKAGES
     from ..errors import TritonTraceError
     try:
-        compiled = compile_launch(ctx.launch, arch, options={"num_warps": ctx.num_warps})
+        # a trace file may come from anyone, and analysing one must not import what it names: only Triton,
+        # torch, numpy and math (a kernel needing more keeps the inferred layouts, and the note says why)
+        compiled = compile_launch(ctx.launch, arch, options={"num_warps": ctx.num_warps},
+                                  allowed_imports=SAFE_PACKAGES)
     except TritonTraceError as e:
         return {}, {}, {**entry, "note": f"layouts inferred from the offsets: {e}"}
     matched = L.match(ctx, compiled)

@@ -68,8 +68,11 @@ class Compiled:
 
 
 def _value(expr: str, name: str):
-    node = ast.parse(expr, mode="eval").body
-    if not _literal_ok(node):
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        node = None
+    if node is None or not _literal_ok(node):
         raise TraceUsageError(f"argument '{name}': recorded value {expr[:60]!r} is not a constant")
     import triton.language as tl
     return eval(compile(ast.Expression(node), "<argument>", "eval"), {"__builtins__": {"float": float}, "tl": tl})
@@ -85,6 +88,9 @@ def stand_ins(launch) -> dict:
     for name, p in params.items():
         if p["kind"] == "tensor" and name in tensors:
             t = tensors[name]
+            if not isinstance(getattr(torch, t.dtype, None), torch.dtype):
+                raise TraceUsageError(f"launch of '{launch.kernel_name}': argument '{name}' has dtype {t.dtype!r}, "
+                                      f"which is not a torch dtype")
             base = (max(t.storage, 0) + 1) * (1 << 30)
             out[name] = toolchain.DeviceTensor(getattr(torch, t.dtype), base + t.storage_offset * t.elem_bytes)
         elif p["kind"] == "value":

@@ -22,6 +22,7 @@ def describe(values: np.ndarray) -> dict:
             "min": float(finite.min()) if len(finite) else 0.0, "max": float(finite.max()) if len(finite) else 0.0}
 
 
+@np.errstate(invalid="ignore")       # signalling NaNs in never-written outputs widen with a warning
 def _kept_values(launch, name: str, t: dict) -> np.ndarray:
     from . import _storage_bytes
     raw = _storage_bytes(launch)[0][t["storage"]]
