@@ -14,12 +14,12 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import torch
 import triton
 
 import triton_trace
-from triton_trace.compiled import compile_launch
 from triton_trace.compiled.occupancy import occupancy
 from triton_trace.compiled.source import kernel_module
 from triton_trace.errors import CompileError, TraceUsageError
@@ -220,7 +220,7 @@ def test_request_order_of_a_blocked_layout_by_hand():
     assert request_order({**lay2, "kind": "mma"}, (8, 32), 4, 4, write=False) is None
 
 
-import numpy as np  # noqa: E402
+
 
 
 def test_compiled_layouts_count_requests_and_sectors_as_the_hardware_issues_them():
