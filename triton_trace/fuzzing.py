@@ -103,7 +103,7 @@ def check_case(run: Callable, reference: Optional[Callable], case: Case, kinds=N
         return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     finally:
         reset()
-    report = analyze(trace)
+    report = analyze(trace, layouts="model", what_if=False)     # findings only: no compile, no replays
     found = [f for f in report.findings if kinds is None or f.kind in kinds]
     if found:
         return "findings: " + "; ".join(f"{f.kind} in '{f.kernel}' at line {f.line}: {f.message}" for f in found[:3])

@@ -83,7 +83,7 @@ class _Sanitizer:
             item.user_properties.append((PROPERTY, {"launches": 0, "kinds": [], "failed": False}))
             return
         import triton_trace
-        report = triton_trace.analyze(trace)
+        report = triton_trace.analyze(trace, layouts="model", what_if=False)     # findings only: no compile
         found = {f.kind for f in report.findings} | {k for k, n in report.finding_counts.items() if n}
         expect = opts.get("expect")
         expected = {expect} if isinstance(expect, str) else set(expect or ())

@@ -68,8 +68,10 @@ def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 
 
 def check(trace: Union[Trace, Launch], **params) -> Report:
     """Analyse ``trace`` and raise ``FindingsError`` (an AssertionError) listing the findings, if any.
-    Returns the report when the trace is clean. Takes analyze()'s keyword parameters."""
-    report = analyze(trace, **params)
+    Returns the report when the trace is clean. Takes analyze()'s keyword parameters; findings do not
+    depend on the compiled layouts or the what-if replays, so unless asked for they are skipped
+    (``layouts="model"``, ``what_if=False``)."""
+    report = analyze(trace, **{"layouts": "model", "what_if": False, **params})
     if not report.ok:
         raise FindingsError(report)
     return report
