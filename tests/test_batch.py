@@ -142,15 +142,44 @@ def test_batched_kernels_do_not_fall_back(name):
         assert ex["fallbacks"] == [] and ex["batched_programs"] == lc.recorded_programs > 1, (lc.kernel_name, ex)
 
 
-def test_divergent_programs_fall_back_and_say_why():
-    triton_trace.reset()
-    torch.manual_seed(0)
-    x, starts = torch.randn(50), torch.tensor([0, 3, 3, 20, 41, 50])
-    out = K.segment_sum(x, starts, kernel=trace(K.make_segment_sum()), block=8)
-    ex = triton_trace.current_trace().launches[0].meta["execution"]
-    assert ex["fallbacks"] and "different branches or loop counts" in ex["fallbacks"][0]["reason"]
+def test_divergent_programs_stay_batched_in_groups_that_agree():
+    """Segments of different lengths: each program's loop count comes from memory. The chunk runs as the
+    groups of programs with equal trip counts (the two empty-or-short segments together), every program
+    batched, and the trace equals one program at a time, row for row, in launch order."""
+    x, starts = torch.randn(60), torch.tensor([0, 3, 3, 20, 28, 36, 44, 52, 60])
+    (out_seq, t_seq), (out_bat, t_bat) = run_both(
+        lambda o: K.segment_sum(x, starts, kernel=trace(K.make_segment_sum(), **o), block=8), 8)
+    ex = t_bat.launches[0].meta["execution"]
+    assert ex["fallbacks"] == [] and ex["batched_programs"] == 8 and ex["diverged_chunks"] >= 1
+    assert torch.equal(out_seq, out_bat)
+    assert_same_traces(t_seq, t_bat)
     want = torch.stack([x[a:b].sum() for a, b in zip(starts[:-1], starts[1:])])
-    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(out_bat, want)
+
+
+@triton.jit
+def _chain(x_ptr, n_ptr):
+    pid = tl.program_id(0)
+    n = tl.load(n_ptr + pid)
+    for _ in range(n):
+        v = tl.load(x_ptr + pid)
+        tl.store(x_ptr + pid + 1, v + 1.0)
+
+
+def test_divergent_groups_that_share_written_memory_fall_back():
+    """Groups run one after the other, not in launch order: when a program of one group touches what a
+    program of another writes, the whole chunk runs one program at a time instead, and says why."""
+    x, n = torch.zeros(9), torch.tensor([1, 2, 1, 2, 1, 2, 1, 2], dtype=torch.int32)
+    triton_trace.reset()
+    trace(_chain, batch=8)[(8,)](x, n)
+    ex = triton_trace.current_trace().launches[0].meta["execution"]
+    reason = ex["fallbacks"][0]["reason"]
+    assert ex["batched_programs"] == 0 and "diverged" in reason and "share elements of 'x_ptr'" in reason
+    want = torch.zeros(9)
+    for p in range(8):
+        for _ in range(int(n[p])):
+            want[p + 1] = want[p] + 1.0
+    assert torch.equal(x, want)
 
 
 def test_lock_kernel_falls_back_and_stays_correct():
@@ -163,9 +192,9 @@ def test_lock_kernel_falls_back_and_stays_correct():
 
 def test_report_says_which_programs_ran_one_at_a_time():
     triton_trace.reset()
-    K.segment_sum(torch.randn(50), torch.tensor([0, 3, 3, 20, 41, 50]), kernel=trace(K.make_segment_sum()), block=8)
+    trace(_chain, batch=8)[(8,)](torch.zeros(9), torch.tensor([1, 2] * 4, dtype=torch.int32))
     rep = triton_trace.analyze(triton_trace.current_trace())
-    assert "ran one at a time instead of batched (programs of the chunk take different branches" in rep.summary()
+    assert "ran one at a time instead of batched (groups of a diverged chunk" in rep.summary()
     assert rep.to_dict()["launches"][0]["execution"]["fallbacks"][0]["programs"] >= 1
 
 

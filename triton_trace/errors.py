@@ -153,3 +153,13 @@ class ChunkRetry(BatchFallback):
     """Internal: a chunk wrote a storage whose earlier loads it kept only as ranges (nothing had written
     it yet), and the ranges overlap. The executor undoes the chunk and runs it batched again, now keeping
     those loads' lanes for the exact check."""
+
+
+class ChunkDiverged(BatchFallback):
+    """Internal, never reaches the user: the programs of a chunk hold different values where control flow
+    needs one (a branch condition, a loop bound). ``groups`` lists the chunk positions that agree there;
+    the executor runs each group as a chunk of its own (record/interp/executor.py)."""
+
+    def __init__(self, message: str, groups: list):
+        super().__init__(message)
+        self.groups = groups

@@ -122,11 +122,12 @@ def _check_meta(meta, where: str) -> None:
     ex = meta.get("execution")
     if ex is not None:
         _typed(ex, dict, f"{where}.execution")
-        unknown = set(ex) - {"batched_programs", "memory_limit", "limit_notes", "fallbacks"}
+        unknown = set(ex) - {"batched_programs", "diverged_chunks", "memory_limit", "limit_notes", "fallbacks"}
         if unknown:
             raise HeaderError(f"{where}.execution has unknown keys {sorted(unknown)[:5]}")
-        if "batched_programs" in ex:
-            _int(ex["batched_programs"], f"{where}.execution.batched_programs", lo=0)
+        for key in ("batched_programs", "diverged_chunks"):
+            if key in ex:
+                _int(ex[key], f"{where}.execution.{key}", lo=0)
         if ex.get("memory_limit") is not None:
             _int(ex["memory_limit"], f"{where}.execution.memory_limit", lo=0)
         _list_of(ex.get("limit_notes", []), str, f"{where}.execution.limit_notes")

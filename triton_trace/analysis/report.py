@@ -12,7 +12,7 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
       "launches": [ one per Launch of the trace, in trace order:
         {"index", "kernel": str, "grid": [x, y, z], "recorded_programs", "skipped_programs",
          "completed": bool, "config": dict | null,
-         "execution": {"batched_programs", "memory_limit", "limit_notes": [str],
+         "execution": {"batched_programs", "diverged_chunks", "memory_limit", "limit_notes": [str],
                        "fallbacks": [{"first", "programs", "reason"}]}   how the programs ran ({} for
                                         traces recorded before batched execution),
          "checks_skipped": [str]        sanitizer checks and what-if replays not run, with the reason,

@@ -82,3 +82,41 @@ class ChunkConflicts:
             if shared[np.concatenate(writes)].any():
                 name = self.memory.tensors[self.memory.tensor_of_storage(sid)].name
                 raise BatchFallback(f"programs of one chunk share elements of '{name}' that one of them writes")
+
+
+def check_across(parts: list) -> None:
+    """The same check over the groups of one diverged chunk, each already checked alone: ``parts`` are
+    their ChunkConflicts. Raises BatchFallback when a program of one group touches an element that a
+    program of another group writes (the groups ran one after the other, not in launch order)."""
+    parts = [p for p in parts if p is not None]
+    storages = set().union(*(p._by_storage for p in parts)) if parts else set()
+    for sid in storages:
+        mine = [(p, [a for a in p._by_storage.get(sid, [])]) for p in parts]
+        if not any(a[2] and a[1].any() for _, accs in mine for a in accs):
+            continue
+        if len({a[3] for _, accs in mine for a in accs}) > 1:
+            raise BatchFallback("one storage is accessed with different element sizes in a chunk")
+        ranges = [p._ranges(accs) for p, accs in mine]
+        if ranges_disjoint(np.concatenate([r[0] for r in ranges]), np.concatenate([r[1] for r in ranges])):
+            continue
+        first = parts[0]
+        name = first.memory.tensors[first.memory.tensor_of_storage(sid)].name
+        if any(a[0] is None for _, accs in mine for a in accs):
+            raise BatchFallback(f"groups of a diverged chunk may share elements of '{name}' (kept as ranges)")
+        size = first.memory.storages[sid].nbytes // next(a[3] for _, accs in mine for a in accs)
+        scratch = first._scratch.get((sid, size))
+        if scratch is None:
+            scratch = first._scratch[(sid, size)] = np.empty(size, dtype=np.int64)
+        els, progs, writes, base = [], [], [], 0
+        for p, accs in mine:
+            for offsets, safe, is_write, _, _, _ in accs:
+                prog = np.broadcast_to((base + np.arange(p.programs)).reshape((-1,) + (1,) * (offsets.ndim - 1)),
+                                       offsets.shape)
+                els.append(offsets[safe])
+                progs.append(prog[safe])
+                if is_write:
+                    writes.append(offsets[safe])
+            base += p.programs
+        shared = shared_elements(np.concatenate(els), np.concatenate(progs), size, scratch)
+        if writes and shared[np.concatenate(writes)].any():
+            raise BatchFallback(f"programs of diverged groups share elements of '{name}' that one of them writes")

@@ -23,7 +23,7 @@ import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _ti
 
-from ...errors import BatchFallback
+from ...errors import BatchFallback, ChunkDiverged
 from . import provenance
 
 TensorHandle = _ti.TensorHandle
@@ -104,13 +104,18 @@ def _stack(outs: list) -> TensorHandle:
 
 
 def _agree(data) -> np.ndarray:
-    """The value every program of the chunk holds, or BatchFallback when they differ."""
+    """The value every program of the chunk holds, or ChunkDiverged (with the groups of programs that
+    agree, compared bit for bit) when they differ."""
     d = np.asarray(data)
     if d.ndim and d.shape[0] > 1:
         first = d[:1]
         same = (d == first) | ((d != d) & (first != first))     # NaN agrees with NaN
         if not same.all():
-            raise BatchFallback("programs of the chunk take different branches or loop counts")
+            rows = np.ascontiguousarray(d.reshape(d.shape[0], -1))
+            keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
+            _, inverse = np.unique(keys, return_inverse=True)
+            groups = [np.flatnonzero(inverse == g) for g in range(int(inverse.max()) + 1)]
+            raise ChunkDiverged("programs of the chunk take different branches or loop counts", groups)
     return d[0] if d.ndim else d
 
 

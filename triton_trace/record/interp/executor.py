@@ -6,8 +6,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ...errors import BatchFallback, ChunkRetry
-from .. import frames
+from ...errors import BatchFallback, ChunkDiverged, ChunkRetry
+from .. import chunkcheck, frames
 from . import batch, hooks, provenance, semantics
 
 DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
@@ -57,26 +57,20 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                 batched_args = batch.batch_args(call_args)
             except BatchFallback as e:
                 rec.note_fallback(0, total, str(e))
-        start, misses, retried = 0, 0, False
+        start, misses = 0, 0
         while start < total:
             n = min(chunk, total - start) if batched_args is not None else total - start
             if batched_args is not None and n > 1:
-                why = _run_chunk(kernel, batched_args, order[start:start + n], builder, rec, proxy)
-                if why is RETRY and not retried:
-                    retried = True            # the same chunk again, keeping the lanes it lacked
-                    continue
-                retried = False
+                why = _run_batched(kernel, batched_args, order[start:start + n], builder, rec, proxy)
                 if why is None:
                     start, misses = start + n, 0
                     if on_done is not None:
                         on_done(n)
                     continue
-                if why is RETRY:
-                    why = "the exact check lacked lanes twice"
                 rec.note_fallback(start, n, why)
-                # Programs that diverge or share memory often do so only within groups (a lock per group
-                # of rows, a special first program): smaller chunks may avoid them. An op that is not
-                # batched will not be in any chunk.
+                # Programs that share memory often do so only within groups (a lock per group of rows, a
+                # special first program): smaller chunks may avoid them. An op that is not batched will
+                # not be in any chunk.
                 misses = misses + 1 if chunk <= MIN_CHUNK else 0
                 chunk = max(MIN_CHUNK, chunk // 2)
                 if misses >= GIVE_UP_AFTER or "not batched" in why:
@@ -84,6 +78,53 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                     rec.note_fallback(start + n, total - start - n, "batching stopped after repeated fallbacks")
             _run_sequential(kernel, call_args, order[start:start + n], builder, rec, on_done)
             start += n
+
+
+def _run_batched(kernel, batched_args, pids, builder, rec, proxy) -> Optional[str]:
+    """Run ``pids`` batched. Programs that diverge (a branch or a loop bound that differs between them) run
+    as the groups that agree there, one group after the other, as a GPU runs a warp's divergent paths; the
+    recording keeps launch order. Returns None when every program ran, else why the chunk must run one
+    program at a time (nothing of it kept)."""
+    proxy.begin_log()
+    mark = rec.mark()
+    positions = rec.reserve(len(pids)) + np.arange(len(pids), dtype=np.int64)
+    try:
+        why, parts = _attempt(kernel, batched_args, pids, positions, builder, rec, proxy)
+        if why is None and len(parts) > 1:
+            try:
+                chunkcheck.check_across(parts)   # groups ran in another order than launch order
+            except BatchFallback as e:
+                why = str(e)
+        if why is not None:
+            rec.rollback(mark)
+            proxy.rollback()
+        elif len(parts) > 1:
+            rec.diverged_chunks += 1
+        return why
+    finally:
+        proxy.end_log()
+
+
+def _attempt(kernel, batched_args, pids, positions, builder, rec, proxy) -> tuple:
+    """(None or why it failed, the conflict checks of the chunks that ran) for ``pids``, split into
+    agreeing groups where they diverge (recursively: a group may diverge again later)."""
+    why = _run_chunk(kernel, batched_args, pids, positions, builder, rec, proxy)
+    if why is RETRY:                     # the same chunk again, keeping the lanes it lacked
+        why = _run_chunk(kernel, batched_args, pids, positions, builder, rec, proxy)
+        if why is RETRY:
+            why = "the exact check lacked lanes twice"
+    if why is None:
+        return None, [rec.last_check()]
+    if not isinstance(why, ChunkDiverged):
+        return why, []
+    parts = []
+    for group in why.groups:
+        g = np.sort(group)
+        inner, done = _attempt(kernel, batched_args, pids[g], positions[g], builder, rec, proxy)
+        if inner is not None:
+            return f"a group of {len(g)} programs that agree on their branches: {inner}", parts
+        parts += done
+    return None, parts
 
 
 def _tag_pointers(host, arg, memory) -> None:
@@ -110,37 +151,36 @@ def _run_sequential(kernel, call_args, pids, builder, rec, on_done) -> None:
             on_done(1)
 
 
-def _run_chunk(kernel, batched_args, pids, builder, rec, proxy) -> Optional[str]:
-    """Run ``pids`` at once. Returns None when done, else why the chunk was undone (nothing of it kept)."""
-    mark = rec.mark()
-    proxy.begin_log()
+def _run_chunk(kernel, batched_args, pids, positions, builder, rec, proxy):
+    """Run ``pids`` at once (inside ``_run_batched``'s write log). Returns None when done, else why the
+    chunk was undone (nothing of it kept): RETRY, the ChunkDiverged with its groups, or a message."""
+    mark, log = rec.mark(), proxy.log_mark()
     why = None
     chunk = batch.start(builder, pids)
     try:
         builder.set_grid_idx(*(int(v) for v in pids[0]))
-        rec.begin_chunk(pids, batched=True)
+        rec.begin_chunk(pids, batched=True, positions=positions)
         kernel(**batched_args)
         rec.end_chunk()
     except ChunkRetry:
         why = RETRY
+    except ChunkDiverged as e:
+        why = e
     except BatchFallback as e:
         why = str(e)
     except Exception as e:  # the programs re-run one by one, where the failing one reports itself
         e = hooks.unwrap_interpreter_error(e)
         why = f"{type(e).__name__}: {e}"
     except BaseException:
-        _undo(rec, proxy, mark)
+        rec.rollback(mark)
+        proxy.rollback_to(log)
         raise
     finally:
         batch.stop(builder, chunk)
         rec.abort_chunk()
     if why is not None:
-        _undo(rec, proxy, mark)
-    proxy.end_log()
+        rec.rollback(mark)
+        proxy.rollback_to(log)
     return why
 
 
-def _undo(rec, proxy, mark) -> None:
-    """Put back what the chunk wrote and forget what it recorded."""
-    proxy.rollback()
-    rec.rollback(mark)

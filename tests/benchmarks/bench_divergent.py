@@ -1,0 +1,103 @@
+"""Divergent programs: a flash-attention forward (Triton's fused-attention tutorial, written with pointers),
+causal and not, traced batched (the default) and one program at a time, beside torch's
+scaled_dot_product_attention on the same inputs, in one process (ratios, not absolute times, are the result).
+
+Causal attention gives each program a loop count that depends on its id (hi = (start_m + 1) * BLOCK_M):
+a chunk of programs diverges there, and runs as the groups that agree (the same query block across heads)
+instead of one program at a time. Outputs are compared bit for bit with ``batch=False``.
+
+    python tests/benchmarks/bench_divergent.py [--seq 2048] [--heads 8] [--repeat 1]
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+import triton_trace
+
+
+@triton.jit
+def attn_fwd(Q, K, V, Out, sm_scale, stride_h, stride_m, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+             BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    start_m = tl.program_id(0)
+    off_h = tl.program_id(1)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    base = off_h * stride_h
+    q = tl.load(Q + base + offs_m[:, None] * stride_m + offs_d[None, :])
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    hi = (start_m + 1) * BLOCK_M if CAUSAL else N_CTX
+    for start_n in range(0, hi, BLOCK_N):
+        cols = start_n + offs_n
+        k = tl.load(K + base + cols[None, :] * stride_m + offs_d[:, None])
+        qk = tl.dot(q, k)
+        if CAUSAL:
+            qk = tl.where(offs_m[:, None] >= cols[None, :], qk * qk_scale, -1.0e6)
+        else:
+            qk = qk * qk_scale
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + base + cols[:, None] * stride_m + offs_d[None, :])
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    tl.store(Out + base + offs_m[:, None] * stride_m + offs_d[None, :], acc.to(tl.float16))
+
+
+def run(q, k, v, causal: bool, **opts):
+    out = torch.empty_like(q)
+    H, S, D = q.shape
+    triton_trace.trace(attn_fwd, values=False, **opts)[(S // 64, H)](
+        q, k, v, out, D ** -0.5, q.stride(0), q.stride(1), S, HEAD_DIM=D, BLOCK_M=64, BLOCK_N=64, CAUSAL=causal)
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--check-seq", type=int, default=512, help="size of the bit-for-bit check against batch=False")
+    args = ap.parse_args(argv)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(args.heads, args.seq, 64).half() for _ in range(3))
+    print(f"# python tests/benchmarks/bench_divergent.py --seq {args.seq} --heads {args.heads}; triton "
+          f"{triton.__version__}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"{'case':>12} {'torch s':>9} {'traced s':>9} {'analysed s':>10} {'tr/torch':>9} {'(tr+an)/torch':>13} "
+          f"{'batched':>9} {'diverged':>8} {'fallbacks':>9}")
+    torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())       # warm-up
+    for causal in (False, True):
+        t0 = time.perf_counter()
+        for _ in range(args.repeat):
+            torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+        t_torch = (time.perf_counter() - t0) / args.repeat
+        triton_trace.reset()
+        t0 = time.perf_counter()
+        run(q, k, v, causal)
+        t_trace = time.perf_counter() - t0
+        lc = triton_trace.current_trace().launches[-1]
+        t0 = time.perf_counter()
+        triton_trace.analyze(lc)
+        t_an = time.perf_counter() - t0
+        ex = lc.meta["execution"]
+        print(f"{'causal' if causal else 'non-causal':>12} {t_torch:9.3f} {t_trace:9.2f} {t_an:10.2f} "
+              f"{t_trace / t_torch:8.0f}x {(t_trace + t_an) / t_torch:12.0f}x {ex['batched_programs']:>9} "
+              f"{ex.get('diverged_chunks', 0):>8} {len(ex['fallbacks']):>9}")
+    qs, ks, vs = (x[:2, :args.check_seq].contiguous() for x in (q, k, v))
+    for causal in (False, True):
+        same = torch.equal(run(qs, ks, vs, causal), run(qs, ks, vs, causal, batch=False))
+        print(f"bit-identical to batch=False ({'causal' if causal else 'non-causal'}, 2 heads, S={args.check_seq}): {same}")
+
+
+if __name__ == "__main__":
+    main()
