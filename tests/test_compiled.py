@@ -302,3 +302,19 @@ def test_analysing_a_trace_never_imports_what_it_names(tmp_path):
         sys.path.remove(str(tmp_path))
     assert not marker.exists()
     assert rep["compiled"]["layouts"] == "model" and "allowed here" in rep["compiled"]["note"]
+
+
+def test_resource_hints_and_the_num_warps_what_if():
+    """The 128x128 fp32 tile over 4 warps needs 255 registers and spills (as the H200 compile reported: 255
+    registers, spills; 8 warps: 192 registers, none): the hints say so, and what_if=True compiles the other
+    warp counts to show it."""
+    launch = compiled_cases.launch("matmul_128x128x32_fp32_4warps")
+    rep = triton_trace.analyze(launch, gpu="H200", what_if=True).to_dict()["launches"][0]
+    kinds = {h["kind"]: h for h in rep["hints"]}
+    assert rep["compiled"]["registers"] == 255 and rep["compiled"]["spill_bytes"] > 0
+    assert "limited by registers" in kinds["occupancy"]["message"] and "spills" in kinds
+    w8 = next(h for h in rep["hints"] if h["kind"] == "num_warps" and "num_warps=8" in h["message"])
+    assert w8["effect"].startswith("no spills")
+    assert w8["line"] == launch.source_line and w8["file"] == launch.source_file
+    plain = triton_trace.analyze(launch, gpu="H200").to_dict()["launches"][0]
+    assert not any(h["kind"] == "num_warps" for h in plain["hints"])

@@ -23,7 +23,7 @@ from .report import FindingsError, LaunchReport, Report
 from .roofline import dot_precision, flops, roofline
 from .gpus import GPUS
 from .hints import hints, resource_hints
-from .whatif import what_if
+from .whatif import warps_hints, what_if
 from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage, check_double_writes, check_uninitialized
 
 CHECKS = (check_asserts, check_nonfinite, check_overflow, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
@@ -86,6 +86,15 @@ def _skipped_checks(lc: Launch) -> list:
     return notes
 
 
+def _compile(ctx: LaunchContext, num_warps: int):
+    from ..compiled import compile_launch
+    from ..compiled.source import SAFE_PACKAGES
+    # a trace file may come from anyone, and analysing one must not import what it names: only Triton,
+    # torch, numpy and math (a kernel needing more keeps the inferred layouts, and the note says why)
+    return compile_launch(ctx.launch, GPUS[ctx.params.gpu].arch, options={"num_warps": num_warps},
+                          allowed_imports=SAFE_PACKAGES)
+
+
 def _compiled_layouts(ctx: LaunchContext) -> tuple:
     """(static op -> (issue order, vec), static op -> compiled op, the report's "compiled" entry)."""
     arch = GPUS[ctx.params.gpu].arch
@@ -95,14 +104,9 @@ def _compiled_layouts(ctx: LaunchContext) -> tuple:
         return {}, {}, {**entry, "note": "analyze(layouts='model'): layouts inferred from the offsets"}
     if not (ctx.launch.meta or {}).get("module"):
         return {}, {}, {**entry, "note": "the launch was recorded without its kernel module: layouts inferred"}
-    from ..compiled import compile_launch
-    from ..compiled.source import SAFE_PACKAGES
     from ..errors import TritonTraceError
     try:
-        # a trace file may come from anyone, and analysing one must not import what it names: only Triton,
-        # torch, numpy and math (a kernel needing more keeps the inferred layouts, and the note says why)
-        compiled = compile_launch(ctx.launch, arch, options={"num_warps": ctx.num_warps},
-                                  allowed_imports=SAFE_PACKAGES)
+        compiled = _compile(ctx, ctx.num_warps)
     except TritonTraceError as e:
         return {}, {}, {**entry, "note": f"layouts inferred from the offsets: {e}"}
     matched = L.match(ctx, compiled)
@@ -168,6 +172,8 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
     }
     extra, note = what_if(ctx, co, m["dram_read_bytes"], ctx.params.what_if)
     extra += resource_hints(ctx, compiled_entry, GPUS[ctx.params.gpu].sms)
+    if ctx.params.what_if is True:
+        extra += warps_hints(ctx, compiled_entry, lambda w: _compile(ctx, w))
     summary["hints"] = sorted(summary["hints"] + extra, key=lambda h: -h["saving"])
     if note:
         summary["checks_skipped"] = summary["checks_skipped"] + [note]

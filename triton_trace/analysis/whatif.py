@@ -8,6 +8,8 @@ same accesses in another order or on another GPU without running the kernel agai
   sizes are that same mapping, not a guess. The programs are dispatched in the new order (the same accesses,
   other programs resident together) and the L2 model gives the DRAM reads.
 - ``other_gpu``: the same stream through another GPU's L2 (size and programs resident at once).
+- ``num_warps`` (``what_if=True`` only: each costs a compile): the kernel compiled with other warp counts,
+  and the registers, shared memory and occupancy each would have.
 
 Each hint is tied to a source line (the group size's use, or the kernel's first load) and gives the
 predicted DRAM reads both ways. Replays are skipped past ``MAX_STREAM`` cache-stream entries (each costs
@@ -168,4 +170,35 @@ def _gpu_hints(ctx: LaunchContext, co, dram_read: int) -> list:
                         "message": f"on an {name} ({gpu.l2_bytes / 2**20:.0f} MiB L2, {gpu.default_programs_in_flight} "
                                    f"programs resident) this launch would {_change(new, dram_read)}",
                         "effect": "the same accesses through that GPU's L2 model"})
+    return out
+
+
+def warps_hints(ctx: LaunchContext, compiled: dict, compile_with) -> list:
+    """The occupancy other num_warps would give (``compile_with(num_warps)`` -> Compiled), when it differs."""
+    if compiled.get("layouts") != "compiler" or not compiled.get("occupancy"):
+        return []
+    now = compiled["occupancy"]
+    out = []
+    for w in (2, 4, 8):
+        if w == compiled["num_warps"]:
+            continue
+        try:
+            other = compile_with(w)
+        except Exception as e:   # noqa: the compiler's errors have no common class; the hint is skipped
+            out.append({"kind": "num_warps", "file": ctx.launch.source_file, "line": ctx.launch.source_line,
+                        "op": None, "tensor": None, "saving": 0.0,
+                        "message": f"num_warps={w} did not compile: {type(e).__name__}", "effect": ""})
+            continue
+        occ = other.occupancy or {}
+        spills_change = bool(other.spill_bytes) != bool(compiled.get("spill_bytes"))
+        if not occ or (abs(occ["occupancy"] - now["occupancy"]) < 0.1 and not spills_change):
+            continue
+        out.append({"kind": "num_warps", "file": ctx.launch.source_file, "line": ctx.launch.source_line, "op": None,
+                    "tensor": None, "saving": max(0.0, occ["occupancy"] - now["occupancy"]),
+                    "message": f"num_warps={w} instead of {compiled['num_warps']}: {other.registers} registers per "
+                               f"thread ({compiled['registers']} now), {other.shared_bytes:,} B shared, occupancy "
+                               f"{100 * now['occupancy']:.0f}% -> {100 * occ['occupancy']:.0f}% "
+                               f"({occ['programs_per_sm']} programs per SM, limited by {occ['limited_by']})",
+                    "effect": (f"{other.spill_bytes} B per thread of spills" if other.spill_bytes else "no spills")
+                              + (f" ({compiled['spill_bytes']} B now)" if compiled.get("spill_bytes") else "")})
     return out
