@@ -142,19 +142,30 @@ def test_batched_kernels_do_not_fall_back(name):
         assert ex["fallbacks"] == [] and ex["batched_programs"] == lc.recorded_programs > 1, (lc.kernel_name, ex)
 
 
-def test_divergent_programs_stay_batched_in_groups_that_agree():
-    """Segments of different lengths: each program's loop count comes from memory. The chunk runs as the
-    groups of programs with equal trip counts (the two empty-or-short segments together), every program
-    batched, and the trace equals one program at a time, row for row, in launch order."""
-    x, starts = torch.randn(60), torch.tensor([0, 3, 3, 20, 28, 36, 44, 52, 60])
+@triton.jit
+def _repeat_add(x_ptr, n_ptr, out_ptr, N: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * N + tl.arange(0, N)
+    acc = tl.zeros([N], dtype=tl.float32)
+    for i in range(tl.load(n_ptr + pid)):
+        acc += tl.load(x_ptr + offs) * (i + 1.0)
+    tl.store(out_ptr + offs, acc)
+
+
+def test_divergent_programs_stay_batched_in_runs_that_agree():
+    """Each program's loop count comes from memory (1, 0, 3, then five 1s). The chunk runs as its runs of
+    consecutive programs that agree, in launch order: the last five batched together, the first three alone;
+    the trace equals one program at a time, row for row."""
+    x, n = torch.randn(64), torch.tensor([1, 0, 3, 1, 1, 1, 1, 1], dtype=torch.int32)
     (out_seq, t_seq), (out_bat, t_bat) = run_both(
-        lambda o: K.segment_sum(x, starts, kernel=trace(K.make_segment_sum(), **o), block=8), 8)
+        lambda o: (lambda out: (trace(_repeat_add, **o)[(8,)](x, n, out, N=8), out)[1])(torch.empty(64)), 8)
     ex = t_bat.launches[0].meta["execution"]
-    assert ex["fallbacks"] == [] and ex["batched_programs"] == 8 and ex["diverged_chunks"] >= 1
+    assert ex["batched_programs"] == 5 and ex["diverged_chunks"] == 1
+    assert [f["programs"] for f in ex["fallbacks"]] == [3] and "differ from both neighbours" in ex["fallbacks"][0]["reason"]
     assert torch.equal(out_seq, out_bat)
     assert_same_traces(t_seq, t_bat)
-    want = torch.stack([x[a:b].sum() for a, b in zip(starts[:-1], starts[1:])])
-    torch.testing.assert_close(out_bat, want)
+    want = x.reshape(8, 8) * torch.tensor([(k * (k + 1)) / 2 for k in n.tolist()])[:, None]
+    torch.testing.assert_close(out_bat, want.reshape(-1))
 
 
 @triton.jit
@@ -166,15 +177,15 @@ def _chain(x_ptr, n_ptr):
         tl.store(x_ptr + pid + 1, v + 1.0)
 
 
-def test_divergent_groups_that_share_written_memory_fall_back():
-    """Groups run one after the other, not in launch order: when a program of one group touches what a
-    program of another writes, the whole chunk runs one program at a time instead, and says why."""
+def test_alternating_trip_counts_run_one_at_a_time_in_launch_order():
+    """Program p reads what program p - 1 wrote, and trip counts alternate: no two neighbours agree, so every
+    program runs alone, in launch order, and the result is the sequential one."""
     x, n = torch.zeros(9), torch.tensor([1, 2, 1, 2, 1, 2, 1, 2], dtype=torch.int32)
     triton_trace.reset()
     trace(_chain, batch=8)[(8,)](x, n)
     ex = triton_trace.current_trace().launches[0].meta["execution"]
-    reason = ex["fallbacks"][0]["reason"]
-    assert ex["batched_programs"] == 0 and "diverged" in reason and "share elements of 'x_ptr'" in reason
+    assert ex["batched_programs"] == 0 and ex["diverged_chunks"] == 1
+    assert "8 of 8 programs differ from both neighbours" in ex["fallbacks"][0]["reason"]
     want = torch.zeros(9)
     for p in range(8):
         for _ in range(int(n[p])):
@@ -182,19 +193,57 @@ def test_divergent_groups_that_share_written_memory_fall_back():
     assert torch.equal(x, want)
 
 
-def test_lock_kernel_falls_back_and_stays_correct():
+def test_a_special_first_program_leaves_the_rest_batched_and_findings_unchanged():
+    """``if pid == 0`` diverges once: program 0 runs alone first, the others batched after it, so what
+    depends on launch order (which program a nonfinite report names, whether a NaN was an input) is the
+    sequential run's."""
+    @triton.jit
+    def first_special(x_ptr, out_ptr, N: tl.constexpr):
+        pid = tl.program_id(0)
+        offs = pid * N + tl.arange(0, N)
+        v = tl.load(x_ptr + offs)
+        if pid == 0:
+            v = v * 2.0
+        tl.store(x_ptr + offs, v * 3.0)
+        tl.store(out_ptr + offs, tl.log(v - 100.0))
+
+    x = torch.rand(64)
+    x[0] = float("nan")
+    runs = []
+    for batch in (False, 8):
+        triton_trace.reset()
+        xs, out = x.clone(), torch.empty(64)
+        trace(first_special, batch=batch)[(8,)](xs, out, N=8)
+        runs.append((xs, out, triton_trace.current_trace()))
+    (xs1, o1, t1), (xs2, o2, t2) = runs
+    assert torch.equal(xs1.nan_to_num(7.0), xs2.nan_to_num(7.0)) and torch.equal(o1.nan_to_num(7.0), o2.nan_to_num(7.0))
+    assert_same_traces(t1, t2)
+    assert t1.launches[0].meta.get("nonfinite") == t2.launches[0].meta.get("nonfinite")
+    ex = t2.launches[0].meta["execution"]
+    assert ex["batched_programs"] == 7 and ex["diverged_chunks"] == 1
+
+
+def test_lock_kernel_stays_correct():
+    """Layer-norm backward's spin lock: the programs that find their lock taken diverge at the ``while``
+    from those that take it, so each chunk runs as runs of programs that agree, in launch order (or falls
+    back where a run's programs share what they write); the outputs are those of one program at a time."""
     triton_trace.reset()
+    torch.manual_seed(0)
     dx, dw, db, *_ = _lnb({"batch": True})
     dx_lc = triton_trace.current_trace().launches[1]
-    reasons = [f["reason"] for f in dx_lc.meta["execution"]["fallbacks"]]
-    assert reasons and dx_lc.completed
+    ex = dx_lc.meta["execution"]
+    assert dx_lc.completed and (ex["fallbacks"] or ex["diverged_chunks"])
+    triton_trace.reset()
+    torch.manual_seed(0)
+    dx1, dw1, db1, *_ = _lnb({"batch": False})
+    assert torch.equal(dx, dx1) and torch.equal(dw, dw1) and torch.equal(db, db1)
 
 
 def test_report_says_which_programs_ran_one_at_a_time():
     triton_trace.reset()
     trace(_chain, batch=8)[(8,)](torch.zeros(9), torch.tensor([1, 2] * 4, dtype=torch.int32))
     rep = triton_trace.analyze(triton_trace.current_trace())
-    assert "ran one at a time instead of batched (groups of a diverged chunk" in rep.summary()
+    assert "ran one at a time instead of batched (8 of 8 programs differ from both neighbours" in rep.summary()
     assert rep.to_dict()["launches"][0]["execution"]["fallbacks"][0]["programs"] >= 1
 
 
@@ -266,8 +315,9 @@ def test_bad_batch_option_is_refused(bad):
         trace(batch=bad)
 
 
-def test_lock_groups_batch_once_chunks_shrink_below_the_group_count():
-    # programs i and i + 8 share a lock: chunks of 32 and 16 spin on it (divergent), chunks of 8 do not
+def test_lock_groups_batch_as_runs_that_take_their_locks():
+    # programs i and i + 8 share a lock: in a chunk of 32, programs 8.. find their lock taken and spin
+    # (divergent): the chunk runs as runs of 8 programs that each take free locks, every program batched
     torch.manual_seed(0)
     M, N, G = 64, 40, 8
     x, dy, w, b = torch.randn(M, N), torch.randn(M, N), torch.randn(N), torch.randn(N)
@@ -277,7 +327,7 @@ def test_lock_groups_batch_once_chunks_shrink_below_the_group_count():
                                       dx_kernel=trace(batch=32)(K.make_layer_norm_bwd_dx()),
                                       dwdb_kernel=trace(K.make_layer_norm_bwd_dwdb()))
     ex = triton_trace.current_trace().launches[0].meta["execution"]
-    assert ex["batched_programs"] == 16 and [f["programs"] for f in ex["fallbacks"]] == [32, 16]
+    assert ex["batched_programs"] == 64 and ex["fallbacks"] == [] and ex["diverged_chunks"] >= 2
     xr, wr, br = (t.clone().requires_grad_() for t in (x, w, b))
     torch.nn.functional.layer_norm(xr, (N,), wr, br, 1e-5).backward(dy)
     for got, want in ((dx, xr.grad), (dw, wr.grad), (db, br.grad)):

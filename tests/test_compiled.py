@@ -318,3 +318,30 @@ def test_resource_hints_and_the_num_warps_what_if():
     assert w8["line"] == launch.source_line and w8["file"] == launch.source_file
     plain = triton_trace.analyze(launch, gpu="H200").to_dict()["launches"][0]
     assert not any(h["kind"] == "num_warps" for h in plain["hints"])
+
+
+def test_crafted_modules_cannot_rebind_what_the_checks_trust():
+    """Bypasses a review found, each refused with and without the viewer's import list: rebinding a
+    builtin the literal check trusts (``float = eval``), a helper alias that is not a name, a decorator
+    from the trace (``@atexit.register``), an import that rebinds ``tl``, a star import."""
+    import dataclasses
+    from triton_trace.compiled.source import SAFE_PACKAGES
+    launch = compiled_cases.launch("add_1024")
+    mod = launch.meta["module"]
+
+    def helper(**kw):
+        return {"name": "h", "def_name": "h", "file": "f", "line": 1, "source": "def h(x):\n    return x\n", **kw}
+    crafted = [
+        {**mod, "constants": ["float = eval", "X = float(\"__import__('os').system('echo pwned')\")"]},
+        {**mod, "helpers": [helper(source="def h(a=float('1')):\n    return a\n")], "constants": ["float = exec"]},
+        {**mod, "helpers": [helper(name="__import__('os').system('echo pwned'); h")]},
+        {**mod, "imports": mod["imports"] + ["import atexit"],
+         "helpers": [helper(source="@atexit.register\ndef h():\n    return 1\n")]},
+        {**mod, "imports": ["import os as tl"]},
+        {**mod, "imports": ["from os import *"]},
+    ]
+    for m in crafted:
+        for allowed in (None, SAFE_PACKAGES):
+            with pytest.raises(TraceUsageError):
+                kernel_module(dataclasses.replace(launch, meta={**launch.meta, "module": m}), allowed)
+    assert kernel_module(launch, SAFE_PACKAGES).kernel == "add_kernel"

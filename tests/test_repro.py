@@ -201,3 +201,62 @@ def test_a_kernel_using_what_cannot_be_carried_over_is_named(tmp_path):
     assert any(m["name"] == "thing" and "Opaque" in m["why"] for m in launch.meta["module"]["missing"])
     script = launch.reproducer(tmp_path / "r", data="stats")
     assert "# NOTE: 'thing' was not carried over" in open(script).read()
+
+
+import enum  # noqa: E402
+
+
+class _Mode(enum.IntEnum):
+    SCALE = 3
+
+
+_FACTOR = np.float64(1.5)
+_SCALE = _Mode.SCALE          # an IntEnum member: carried as its value
+
+
+@triton.jit
+def _uses_globals(x_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * _FACTOR + _SCALE)
+
+
+def test_numpy_scalars_and_enums_are_carried_over(tmp_path):
+    x = torch.randn(16)
+    triton_trace.reset()
+    triton_trace.trace(_uses_globals, inputs=True)[(1,)](x, torch.empty(16), N=16)
+    launch = triton_trace.current_trace().launches[-1]
+    consts = launch.meta["module"]["constants"]
+    assert "_FACTOR = 1.5" in consts and "_SCALE = 3" in consts and not launch.meta["module"]["missing"]
+    r = _run(launch.reproducer(tmp_path / "r"))
+    assert r.returncode == 0 and "bit for bit" in r.stdout, r.stdout + r.stderr
+
+
+def test_statistical_views_of_one_storage_keep_their_own_statistics(tmp_path):
+    base = torch.cat([torch.randn(4096) * 0.1, torch.randn(4096) * 10 + 100])
+    x, y = base[:4096], base[4096:]
+    triton_trace.reset()
+    K.add(x, y, kernel=triton_trace.trace(K.make_add(), inputs=True), block=256)
+    launch = triton_trace.current_trace().launches[-1]
+    launch.reproducer(tmp_path / "r", data="stats")
+    data = np.load(tmp_path / "r" / "launch_data.npz")["input_0"].view(np.float32)
+    lo, hi = data[:4096], data[4096:8192]
+    assert abs(lo.mean()) < 0.05 and 0.05 < lo.std() < 0.2 and abs(hi.mean() - 100) < 1 and 5 < hi.std() < 15
+
+
+def test_text_from_the_trace_cannot_escape_the_script(tmp_path):
+    import ast
+    import dataclasses
+    triton_trace.reset()
+    K.add(torch.randn(100), torch.randn(100), kernel=triton_trace.trace(K.make_add(), inputs=True))
+    launch = triton_trace.current_trace().launches[-1]
+    evil = '"""\nimport os; os.system("echo pwned")\n"""'
+    mod = {**launch.meta["module"], "missing": [{"name": "x\nimport os", "why": evil}]}
+    crafted = dataclasses.replace(launch, completed=False, error=evil, meta={**launch.meta, "module": mod})
+    script = crafted.reproducer(tmp_path / "r", data="stats")
+    tree = ast.parse(open(script).read())
+    assert [type(n).__name__ for n in tree.body[:3]] == ["Expr", "Import", "Import"]   # docstring, os, sys
+    assert not any(isinstance(n, ast.Import) and n.names[0].name == "os" and n.lineno > 20 for n in tree.body)
+    bad = {**launch.meta["module"], "params": {**launch.meta["module"]["params"],
+                                              "n": {"kind": "value", "expr": "__import__('os').getcwd()"}}}
+    with pytest.raises(TraceUsageError, match="not a constant"):
+        dataclasses.replace(launch, meta={**launch.meta, "module": bad}).reproducer(tmp_path / "r2")

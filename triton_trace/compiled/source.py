@@ -10,6 +10,8 @@ where nobody asked for the code to run (the web viewer compiling a loaded trace)
 from __future__ import annotations
 
 import ast
+import builtins
+import keyword
 from dataclasses import dataclass
 
 from ..errors import TraceUsageError
@@ -18,6 +20,21 @@ from ..record.kernelmodule import source_from_def
 HEADER = "import triton\nimport triton.language as tl\n"
 SAFE_PACKAGES = frozenset({"triton", "math", "numpy", "torch"})
 _CALLS = {("tl", "constexpr"), ("tl", "dtype"), (None, "float")}
+# Names the checked calls and the added decorator resolve through: nothing in the module may rebind them,
+# and no other name may shadow a builtin (``float = eval`` would turn a checked ``float("...")`` into eval).
+_CANONICAL = {"triton": ("import", "triton", None), "tl": ("import", "triton.language", "tl")}
+RESERVED = frozenset(dir(builtins)) | {"tl", "triton"}
+
+
+def _identifier(name) -> bool:
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("__")
+
+
+def _binds(node) -> list:
+    """(bound name, module, asname) of an import statement."""
+    if isinstance(node, ast.Import):
+        return [(a.asname or a.name.split(".")[0], a.name, a.asname) for a in node.names]
+    return [(a.asname or a.name, node.module or "", a.asname) for a in node.names]
 
 
 @dataclass(frozen=True)
@@ -67,31 +84,52 @@ def _annotation_ok(node) -> bool:
     return isinstance(node, ast.Attribute) and _annotation_ok(node.value)
 
 
-def check(text: str, what: str, allowed_imports=None) -> ast.Module:
-    """Parse ``text`` and refuse any statement that would run code on import (see the module docstring)."""
+def _jit_decorator(d) -> bool:
+    return isinstance(d, ast.Attribute) and d.attr == "jit" and isinstance(d.value, ast.Name) and d.value.id == "triton"
+
+
+def check(text: str, what: str, allowed_imports=None, decorated: bool = False, aliases: bool = False) -> ast.Module:
+    """Parse ``text`` and refuse any statement that would run code on import (see the module docstring):
+    imports (never rebinding ``triton``, ``tl`` or a builtin), assignments of literals to fresh names,
+    functions whose defaults are literals and whose annotations are names or attribute chains. A function
+    may carry a decorator only when ``decorated`` (the assembled module), and then only ``@triton.jit``;
+    with ``aliases``, a new name may also be bound to a function defined above it."""
     try:
         tree = ast.parse(text)
     except SyntaxError as e:
         raise TraceUsageError(f"{what}: line {e.lineno} is not valid Python ({e.msg})") from None
+    defined = set()
     for node in tree.body:
         bad = None
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             if isinstance(node, ast.ImportFrom) and node.level:
                 bad = "a relative import"
+            elif any(a.name == "*" for a in node.names):
+                bad = "a star import"
             elif allowed_imports is not None and any(m.split(".")[0] not in allowed_imports for m in mods):
                 bad = f"an import of {mods} (allowed here: {sorted(allowed_imports)})"
+            for name, module, asname in _binds(node):
+                canon = _CANONICAL.get(name)
+                if name in RESERVED and not (canon and isinstance(node, ast.Import) and (module, asname) == canon[1:]):
+                    bad = f"an import that rebinds '{name}'"
         elif isinstance(node, ast.Assign):
-            if not all(isinstance(t, ast.Name) for t in node.targets) or \
-                    not (_literal_ok(node.value) or isinstance(node.value, ast.Name)):
-                bad = "an assignment of something other than a constant"
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            alias = aliases and isinstance(node.value, ast.Name) and node.value.id in defined
+            if len(names) != len(node.targets) or not (_literal_ok(node.value) or alias) or \
+                    any(n in RESERVED or not _identifier(n) for n in names):
+                bad = "an assignment of something other than a constant to a new name"
         elif isinstance(node, ast.FunctionDef):
             a = node.args
             every = a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]
+            decorators_ok = (not node.decorator_list) or (decorated and len(node.decorator_list) == 1 and
+                                                           _jit_decorator(node.decorator_list[0]))
             if not all(_literal_ok(d) for d in a.defaults + [d for d in a.kw_defaults if d is not None]) or \
                     not all(_annotation_ok(x.annotation) for x in every) or node.returns is not None or \
-                    any(not _annotation_ok(d) for d in node.decorator_list):
-                bad = "a function whose defaults, annotations or decorators are not plain names or constants"
+                    not decorators_ok or node.name in RESERVED or not _identifier(node.name):
+                bad = ("a function whose name, defaults, annotations or decorators are not plain (only "
+                       "@triton.jit, added here, is allowed)")
+            defined.add(node.name)
         else:
             bad = f"a {type(node).__name__} statement"
         if bad:
@@ -133,7 +171,11 @@ def kernel_module(launch, allowed_imports=None) -> KernelModule:
         spans.append(Span(line, line + text.count("\n") - 1, file, first, def_name))
         line += text.count("\n")
         if name != def_name:
+            if not _identifier(name) or name in RESERVED:
+                raise TraceUsageError(f"{where}: '{str(name)[:60]}' is not a name a helper can have")
             parts.append(f"{name} = {def_name}\n")
             line += 1
         kernel = found
-    return KernelModule("".join(parts), kernel, tuple(spans), tuple(mod.get("missing", ())))
+    text = "".join(parts)
+    check(text, f"{where}: the assembled module", allowed_imports, decorated=True, aliases=True)
+    return KernelModule(text, kernel, tuple(spans), tuple(mod.get("missing", ())))

@@ -55,11 +55,6 @@ class Collector:
         self.on_oob = on_oob
         self._events: list = []
         self._chunk_pids: list = []      # per chunk: (R, 3) int32, the kept programs in execution order
-        # per chunk: each kept program's place in launch order. Chunks normally follow each other; the
-        # groups of a chunk whose programs diverged run one after the other but keep the chunk's order
-        self._chunk_pos: list = []
-        self._next_pos = 0
-        self._positions = None           # the running chunk's positions when the executor gives them
         self._lanes = LaneWriter()
         self._values: list = []
         self._value_bytes = 0
@@ -81,7 +76,7 @@ class Collector:
         self._scratch: dict = {}
         self.fallbacks: list = []            # (first program index, programs, reason) of chunks re-run one by one
         self.batched_programs = 0
-        self.diverged_chunks = 0             # chunks whose programs diverged and ran as agreeing groups
+        self.diverged_chunks = 0             # chunks whose programs diverged and ran as runs that agree
         self.memory_limit = memory_limit
         self.limit_notes: list = []          # what the memory limit made us leave out
         self._stopped = False                # the limit is reached: later programs run unrecorded
@@ -93,19 +88,9 @@ class Collector:
         self.overflow = Overflow(memory.tensors)     # wrapped int32 / saturated conversions that reach memory
 
     # -- chunk boundaries ---------------------------------------------------------------------------------
-    def reserve(self, n: int) -> int:
-        """Launch-order positions for ``n`` programs that will run as groups (``begin_chunk(positions=)``)."""
-        base, self._next_pos = self._next_pos, self._next_pos + n
-        return base
-
-    def begin_chunk(self, pids: np.ndarray, batched: bool, positions: Optional[np.ndarray] = None) -> None:
-        """Start recording the programs ``pids`` ((P, 3), execution order); batched: they run at once.
-        ``positions``: their places in launch order, when they are not the next ones (see ``reserve``)."""
+    def begin_chunk(self, pids: np.ndarray, batched: bool) -> None:
+        """Start recording the programs ``pids`` ((P, 3), execution order); batched: they run at once."""
         pids = np.asarray(pids, dtype=np.int32).reshape(-1, 3)
-        if positions is None:
-            positions = np.arange(self._next_pos, self._next_pos + len(pids), dtype=np.int64)
-            self._next_pos += len(pids)
-        self._positions = np.asarray(positions, dtype=np.int64)
         self.pid = tuple(int(v) for v in pids[0])
         self.batched, self._size, self._seq, self._open = batched, len(pids), 0, True
         if self.memory_limit is not None and not self._stopped and \
@@ -140,7 +125,6 @@ class Collector:
             self._event("math", f, line, -1, 0, (), 0, 0, (flops, 0, 0))
         self._flops.clear()
         self._chunk_pids.append(self._kept)
-        self._chunk_pos.append(self._positions if self._keep is None else self._positions[self._keep])
         self.recorded_programs += len(self._kept)
         self.skipped_programs += self._size - len(self._kept)
         if self.batched:
@@ -155,10 +139,6 @@ class Collector:
 
     end_program = end_chunk
 
-    def last_check(self):
-        """The conflict check of the chunk that ended last (batched), for a check across groups."""
-        return self._conflicts
-
     def abort_chunk(self) -> None:
         """The running chunk stopped (it raised or will be undone): no longer batched or open."""
         self.batched = False
@@ -169,20 +149,18 @@ class Collector:
         self.fallbacks.append((first, programs, why))
 
     def mark(self) -> tuple:
-        return (len(self._events), len(self._chunk_pids), self._next_pos,
-                (self.recorded_programs, self.skipped_programs, self.batched_programs), self._lanes.mark(), len(self._values),
+        return (len(self._events), len(self._chunk_pids), self._lanes.mark(), len(self._values),
                 self._value_bytes, self._value_elems, self.values_truncated, set(self._files), set(self._dtypes),
                 self._stopped, len(self.limit_notes), self.nonfinite.mark(), self.overflow.mark())
 
     def rollback(self, mark: tuple) -> None:
         """Forget everything recorded since ``mark`` (a chunk that is re-run program by program)."""
-        (ne, nc, self._next_pos, counts, lanes, nv, self._value_bytes, self._value_elems, self.values_truncated, files,
-         dtypes, self._stopped, nn, nonfinite, overflow) = mark
-        self.recorded_programs, self.skipped_programs, self.batched_programs = counts
+        (ne, nc, lanes, nv, self._value_bytes, self._value_elems, self.values_truncated, files, dtypes,
+         self._stopped, nn, nonfinite, overflow) = mark
         self.nonfinite.rollback(nonfinite)
         self.overflow.rollback(overflow)
         del self.limit_notes[nn:]
-        del self._events[ne:], self._chunk_pids[nc:], self._chunk_pos[nc:], self._values[nv:]
+        del self._events[ne:], self._chunk_pids[nc:], self._values[nv:]
         self._lanes.rollback(lanes)
         self._files = {k: v for k, v in self._files.items() if k in files}
         self._dtypes = {k: v for k, v in self._dtypes.items() if k in dtypes}
@@ -308,8 +286,7 @@ class Collector:
         first = np.concatenate([[0], np.cumsum(reps)[:-1]])
         prog = np.arange(len(idx)) - np.repeat(first, reps)          # index of the program within its chunk
         seq = column("seq")
-        all_pos = np.concatenate(self._chunk_pos) if self._chunk_pos else np.zeros(0, np.int64)
-        order = np.lexsort((seq[idx], all_pos[pid_start[chunk[idx]] + prog]))
+        order = np.lexsort((seq[idx], prog, chunk[idx]))
         idx, prog = idx[order], prog[order]
         total = len(idx)
         ops = empty_ops(total)
@@ -349,8 +326,6 @@ class Collector:
         lanes = self._lanes.finish()
         values = np.concatenate(self._values) if self._values else np.zeros(0, np.uint8)
         recorded = np.concatenate(self._chunk_pids) if self._chunk_pids else np.zeros((0, 3), np.int32)
-        if self._chunk_pos:
-            recorded = recorded[np.argsort(np.concatenate(self._chunk_pos), kind="stable")]
         return Launch(
             tensors=tuple(self.memory.tensors), files=tuple(self._files), value_dtypes=tuple(self._dtypes),
             ops=ops, lanes=lanes, values=values,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import enum
 import importlib
 import math
 import textwrap
@@ -57,6 +58,12 @@ def _scope(fn) -> dict:
 
 def literal(v):
     """A Python expression that evaluates to ``v``, or None when there is none we trust."""
+    if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+        v = v.item()                  # np.float64(1.5) -> 1.5: its repr is not a plain literal
+    elif isinstance(v, enum.Enum):
+        v = v.value if isinstance(v, (int, str)) else None
+        if v is None:
+            return None
     if v is None or isinstance(v, (bool, int, str)):
         return repr(v)
     if isinstance(v, float):

@@ -4,9 +4,14 @@ module (compiled/source.py, checked statement by statement), the grid, the launc
 kept; constants as Python expressions), and the check of the written storages against the recorded bytes."""
 from __future__ import annotations
 
+import ast
 import pprint
+import re
 
 import triton
+
+from ..compiled.source import _literal_ok
+from ..errors import TraceUsageError
 
 _TEMPLATE = '''#!/usr/bin/env python3
 """Reproducer of launch {index} of kernel '{kernel}', written by triton_trace from a trace made with Triton {triton}.
@@ -149,16 +154,38 @@ def _fmt(obj) -> str:
     return pprint.pformat(obj, width=110, sort_dicts=False)
 
 
+def _docstring_safe(text) -> str:
+    """Text from the trace, safe inside the script's docstring and on one comment line."""
+    return " ".join(str(text).replace("\\", "/").replace('"""', "'''").split())
+
+
+def _expr(name: str, expr: str) -> str:
+    """A recorded argument's expression, only when it is a constant (the trace file may come from anyone)."""
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        node = None
+    if node is None or not _literal_ok(node):
+        raise TraceUsageError(f"argument '{name}': the recorded value {expr[:60]!r} is not a constant")
+    return expr
+
+
 def render(launch, module, tensors: dict, params: dict, exact: bool, note: str, index: int, storages: int,
            finals: list) -> str:
     options = {k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None}
+    if not all(str(k).isidentifier() and isinstance(v, (bool, int, str)) and str(v).isprintable()
+               for k, v in options.items()):
+        raise TraceUsageError(f"launch of '{launch.kernel_name}': its launch options {options!r:.80} are not plain")
     descriptors = {n: {k: p[k] for k in ("shape", "strides", "block_shape")}
                    for n, p in params.items() if p["kind"] == "descriptor"}
-    values = "".join(f"    {name!r}: {p['expr']},\n" for name, p in params.items() if p["kind"] == "value")
-    missing = "".join(f"\n# NOTE: '{m['name']}' was not carried over: {m['why']}" for m in module.missing)
+    values = "".join(f"    {name!r}: {_expr(name, p['expr'])},\n" for name, p in params.items() if p["kind"] == "value")
+    missing = "".join(f"\n# NOTE: '{_docstring_safe(m.get('name'))}' was not carried over: "
+                      f"{_docstring_safe(m.get('why'))}" for m in module.missing)
+    version = str(launch.meta["module"].get("triton", triton.__version__))
+    version = version if re.fullmatch(r"[\w.+-]{1,40}", version) else "unknown"
     return _TEMPLATE.format(
-        index=index, kernel=module.kernel, triton=launch.meta["module"].get("triton", triton.__version__),
-        note=note, module=module.text, grid=tuple(int(g) for g in launch.grid), options=_fmt(options),
+        index=index, kernel=module.kernel, triton=version, note=_docstring_safe(note), module=module.text,
+        grid=tuple(int(g) for g in launch.grid), options=_fmt(options),
         outputs=tuple(launch.outputs), exact=exact, storages=storages, finals=_fmt(finals),
         tensors=_fmt(tensors), descriptors=_fmt(descriptors), values=values, order=_fmt(list(params)),
         missing=missing)

@@ -57,7 +57,8 @@ def _random(st: dict, n: int, dtype: str, rng) -> np.ndarray:
         return (rng.random(n) < max(min(st["mean"], 1.0), 0.0)).astype(np.float64)
     lo, hi = st["min"], st["max"]
     if dtype.startswith(("int", "uint")):
-        return rng.integers(int(lo), int(hi) + 1, n).astype(np.float64) if hi >= lo else np.zeros(n)
+        lo, hi = int(max(lo, -2 ** 63)), int(min(hi, 2 ** 63 - 2))      # numpy draws int64
+        return rng.integers(lo, hi + 1, n).astype(np.float64) if hi >= lo else np.zeros(n)
     vals = np.clip(rng.normal(st["mean"], st["std"] or 1e-3, n), lo, hi) if hi > lo else np.full(n, lo)
     if st["count"]:
         special = [(np.nan, st["nan"]), (np.inf, st["posinf"]), (-np.inf, st["neginf"])]
@@ -83,14 +84,19 @@ def stand_in_storages(launch, tensors: dict, seed: int = 0) -> list:
     kept = launch.inputs is not None
     out = [np.zeros(sizes.get(k, 0), np.uint8) for k in range(max(sizes, default=-1) + 1)]
     for name, t in tensors.items():
+        if t["dtype"] not in _NP and t["dtype"] != "bfloat16":
+            continue                    # float8 and other types numpy cannot encode stay zero
         values = _kept_values(launch, name, t) if kept else _loaded_values(launch, name)
         st = describe(values)
-        info = next(x for x in launch.tensors if x.name == name)
-        count = t["offset"] + sum((n - 1) * s for n, s in zip(t["shape"], t["strides"])) + 1 \
-            if all(t["shape"]) else 0
-        count = min(max(count, 0), info.storage_size)
-        if count and st["count"]:
-            raw = np.frombuffer(_encode(_random(st, count, t["dtype"], rng), t["dtype"]), np.uint8)
-            start = 0                           # fill from the storage's start: every view inside gets values
-            out[t["storage"]][start:start + len(raw)] = raw
+        eb = np.dtype(_NP.get(t["dtype"], np.uint16)).itemsize
+        # every element of the view, and only those: views of one storage (x and x[n:]) keep their own
+        idx = t["offset"] + sum(np.arange(n)[(...,) + (None,) * (len(t["shape"]) - 1 - d)] * st_
+                                for d, (n, st_) in enumerate(zip(t["shape"], t["strides"])))
+        idx = np.unique(np.asarray(idx, np.int64).reshape(-1))
+        buf = out[t["storage"]]
+        idx = idx[(idx >= 0) & ((idx + 1) * eb <= len(buf))]
+        if len(idx) and st["count"]:
+            raw = np.frombuffer(_encode(_random(st, len(idx), t["dtype"], rng), t["dtype"]), np.uint8)
+            view = buf[:len(buf) // eb * eb].view(np.dtype(f"u{eb}"))
+            view[idx] = raw.view(np.dtype(f"u{eb}"))
     return out

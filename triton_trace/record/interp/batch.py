@@ -104,8 +104,8 @@ def _stack(outs: list) -> TensorHandle:
 
 
 def _agree(data) -> np.ndarray:
-    """The value every program of the chunk holds, or ChunkDiverged (with the groups of programs that
-    agree, compared bit for bit) when they differ."""
+    """The value every program of the chunk holds, or ChunkDiverged (labelling the programs that agree,
+    compared bit for bit) when they differ."""
     d = np.asarray(data)
     if d.ndim and d.shape[0] > 1:
         first = d[:1]
@@ -114,8 +114,7 @@ def _agree(data) -> np.ndarray:
             rows = np.ascontiguousarray(d.reshape(d.shape[0], -1))
             keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
             _, inverse = np.unique(keys, return_inverse=True)
-            groups = [np.flatnonzero(inverse == g) for g in range(int(inverse.max()) + 1)]
-            raise ChunkDiverged("programs of the chunk take different branches or loop counts", groups)
+            raise ChunkDiverged("programs of the chunk take different branches or loop counts", inverse.reshape(-1))
     return d[0] if d.ndim else d
 
 

@@ -7,7 +7,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ...errors import BatchFallback, ChunkDiverged, ChunkRetry
-from .. import chunkcheck, frames
+from .. import frames
 from . import batch, hooks, provenance, semantics
 
 DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
@@ -61,11 +61,10 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
         while start < total:
             n = min(chunk, total - start) if batched_args is not None else total - start
             if batched_args is not None and n > 1:
-                why = _run_batched(kernel, batched_args, order[start:start + n], builder, rec, proxy)
+                why = _run_batched(kernel, batched_args, call_args, order[start:start + n], start, builder, rec,
+                                   proxy, on_done)
                 if why is None:
                     start, misses = start + n, 0
-                    if on_done is not None:
-                        on_done(n)
                     continue
                 rec.note_fallback(start, n, why)
                 # Programs that share memory often do so only within groups (a lock per group of rows, a
@@ -78,53 +77,6 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                     rec.note_fallback(start + n, total - start - n, "batching stopped after repeated fallbacks")
             _run_sequential(kernel, call_args, order[start:start + n], builder, rec, on_done)
             start += n
-
-
-def _run_batched(kernel, batched_args, pids, builder, rec, proxy) -> Optional[str]:
-    """Run ``pids`` batched. Programs that diverge (a branch or a loop bound that differs between them) run
-    as the groups that agree there, one group after the other, as a GPU runs a warp's divergent paths; the
-    recording keeps launch order. Returns None when every program ran, else why the chunk must run one
-    program at a time (nothing of it kept)."""
-    proxy.begin_log()
-    mark = rec.mark()
-    positions = rec.reserve(len(pids)) + np.arange(len(pids), dtype=np.int64)
-    try:
-        why, parts = _attempt(kernel, batched_args, pids, positions, builder, rec, proxy)
-        if why is None and len(parts) > 1:
-            try:
-                chunkcheck.check_across(parts)   # groups ran in another order than launch order
-            except BatchFallback as e:
-                why = str(e)
-        if why is not None:
-            rec.rollback(mark)
-            proxy.rollback()
-        elif len(parts) > 1:
-            rec.diverged_chunks += 1
-        return why
-    finally:
-        proxy.end_log()
-
-
-def _attempt(kernel, batched_args, pids, positions, builder, rec, proxy) -> tuple:
-    """(None or why it failed, the conflict checks of the chunks that ran) for ``pids``, split into
-    agreeing groups where they diverge (recursively: a group may diverge again later)."""
-    why = _run_chunk(kernel, batched_args, pids, positions, builder, rec, proxy)
-    if why is RETRY:                     # the same chunk again, keeping the lanes it lacked
-        why = _run_chunk(kernel, batched_args, pids, positions, builder, rec, proxy)
-        if why is RETRY:
-            why = "the exact check lacked lanes twice"
-    if why is None:
-        return None, [rec.last_check()]
-    if not isinstance(why, ChunkDiverged):
-        return why, []
-    parts = []
-    for group in why.groups:
-        g = np.sort(group)
-        inner, done = _attempt(kernel, batched_args, pids[g], positions[g], builder, rec, proxy)
-        if inner is not None:
-            return f"a group of {len(g)} programs that agree on their branches: {inner}", parts
-        parts += done
-    return None, parts
 
 
 def _tag_pointers(host, arg, memory) -> None:
@@ -151,15 +103,53 @@ def _run_sequential(kernel, call_args, pids, builder, rec, on_done) -> None:
             on_done(1)
 
 
-def _run_chunk(kernel, batched_args, pids, positions, builder, rec, proxy):
-    """Run ``pids`` at once (inside ``_run_batched``'s write log). Returns None when done, else why the
-    chunk was undone (nothing of it kept): RETRY, the ChunkDiverged with its groups, or a message."""
-    mark, log = rec.mark(), proxy.log_mark()
+def _run_batched(kernel, batched_args, call_args, pids, first: int, builder, rec, proxy, on_done) -> Optional[str]:
+    """Run ``pids`` (launch positions ``first``...) batched. Where the programs diverge (a branch or a loop
+    bound that differs between them), the chunk is undone and its runs of consecutive programs that agree
+    there run as chunks of their own, in launch order (a run may diverge again later, and is split again):
+    exactly the chunking that would have been chosen had the boundaries been known, so results and traces
+    stay those of one program at a time. Returns None when every program ran, else why the chunk must run
+    one program at a time (nothing of it kept)."""
+    why = _run_chunk(kernel, batched_args, pids, builder, rec, proxy)
+    if why is RETRY:                     # the same chunk again, keeping the lanes it lacked
+        why = _run_chunk(kernel, batched_args, pids, builder, rec, proxy)
+        if why is RETRY:
+            why = "the exact check lacked lanes twice"
+    if why is None:
+        if on_done is not None:
+            on_done(len(pids))
+        return None
+    if not isinstance(why, ChunkDiverged):
+        return why
+    rec.diverged_chunks += 1
+    alone = 0
+    for run in np.split(np.arange(len(pids)), np.flatnonzero(np.diff(why.labels)) + 1):
+        sub, at = pids[run], first + int(run[0])
+        inner = "one program" if len(sub) == 1 else \
+            _run_batched(kernel, batched_args, call_args, sub, at, builder, rec, proxy, on_done)
+        if inner is None:
+            continue
+        if len(sub) == 1:
+            alone += 1
+        else:
+            rec.note_fallback(at, len(sub), inner)
+        _run_sequential(kernel, call_args, sub, builder, rec, on_done)
+    if alone:
+        rec.note_fallback(first, alone, f"{alone} of {len(pids)} programs differ from both neighbours at a branch "
+                                        f"or loop bound and ran one at a time")
+    return None
+
+
+def _run_chunk(kernel, batched_args, pids, builder, rec, proxy):
+    """Run ``pids`` at once. Returns None when done, else why the chunk was undone (nothing of it kept):
+    RETRY, the ChunkDiverged with its labels, or a message."""
+    mark = rec.mark()
+    proxy.begin_log()
     why = None
     chunk = batch.start(builder, pids)
     try:
         builder.set_grid_idx(*(int(v) for v in pids[0]))
-        rec.begin_chunk(pids, batched=True, positions=positions)
+        rec.begin_chunk(pids, batched=True)
         kernel(**batched_args)
         rec.end_chunk()
     except ChunkRetry:
@@ -172,15 +162,18 @@ def _run_chunk(kernel, batched_args, pids, positions, builder, rec, proxy):
         e = hooks.unwrap_interpreter_error(e)
         why = f"{type(e).__name__}: {e}"
     except BaseException:
-        rec.rollback(mark)
-        proxy.rollback_to(log)
+        _undo(rec, proxy, mark)
         raise
     finally:
         batch.stop(builder, chunk)
         rec.abort_chunk()
     if why is not None:
-        rec.rollback(mark)
-        proxy.rollback_to(log)
+        _undo(rec, proxy, mark)
+    proxy.end_log()
     return why
 
 
+def _undo(rec, proxy, mark) -> None:
+    """Put back what the chunk wrote and forget what it recorded."""
+    proxy.rollback()
+    rec.rollback(mark)

@@ -56,19 +56,6 @@ class MemoryProxy:
     def end_log(self) -> None:
         self._log = None
 
-    def log_mark(self):
-        """Where the log stands now (None: not logging), for ``rollback_to``."""
-        return None if self._log is None else len(self._log)
-
-    def rollback_to(self, mark) -> None:
-        """Put back, newest first, what was written since ``log_mark`` returned ``mark``; keep logging."""
-        log = self._log or []
-        tail = log[mark:]
-        del log[mark:]
-        saved, self._log = self._log, tail
-        self.rollback()
-        self._log = saved
-
     def rollback(self) -> None:
         """Put back, newest first, everything written since ``begin_log``; stop logging."""
         log, self._log = self._log or [], None
