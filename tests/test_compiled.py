@@ -345,3 +345,11 @@ def test_crafted_modules_cannot_rebind_what_the_checks_trust():
             with pytest.raises(TraceUsageError):
                 kernel_module(dataclasses.replace(launch, meta={**launch.meta, "module": m}), allowed)
     assert kernel_module(launch, SAFE_PACKAGES).kernel == "add_kernel"
+
+
+def test_the_report_summary_says_how_each_launch_compiled():
+    launch = compiled_cases.launch("matmul_128x128x32_fp32_4warps")
+    text = triton_trace.analyze(launch).summary()
+    assert "[compiled] launch 0 ('matmul_kernel') for sm_90: 4 warps, 255 registers per thread" in text
+    assert "limited by registers" in text
+    assert "[compiled]" not in triton_trace.analyze(launch, layouts="model").summary()

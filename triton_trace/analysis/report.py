@@ -181,6 +181,16 @@ class Report(RichDisplay):
                              f"instead of batched ({fb[0]['reason']})")
             lines += [f"  [note] launch {d['index']} ('{d['kernel']}'): {n}" for n in ex.get("limit_notes") or []]
         for d in (lr.summary for lr in self.launches):
+            c = d.get("compiled") or {}
+            if c.get("layouts") == "compiler":
+                occ = c.get("occupancy") or {}
+                lines.append(f"  [compiled] launch {d['index']} ('{d['kernel']}') for {c['target']}: {c['num_warps']} "
+                             f"warps, {c['registers']} registers per thread, {c['spill_bytes'] or 0} B spilled, "
+                             f"{c['shared_bytes']:,} B shared, occupancy {100 * occ.get('occupancy', 0):.0f}% "
+                             f"(limited by {occ.get('limited_by', '?')})" + (f"; {c['note']}" if c.get("note") else ""))
+            elif c.get("note") and "layouts='model'" not in c["note"]:
+                lines.append(f"  [note] launch {d['index']} ('{d['kernel']}'): {c['note']}")
+        for d in (lr.summary for lr in self.launches):
             lines += [f"  [hint] launch {d['index']} ('{d['kernel']}'): {h['message']}; {h['effect']}"
                       for h in (d.get("hints") or [])[:3]]
         return "\n".join(lines + self._table())
