@@ -17,7 +17,7 @@ from ..errors import CompileError, TraceUsageError
 from ..record.interp import toolchain
 from . import ir
 from .occupancy import occupancy
-from .source import _literal_ok, kernel_module
+from .source import constant_node, kernel_module
 
 IR_STAGES = ("ttir", "ttgir", "llir", "ptx")
 
@@ -68,12 +68,7 @@ class Compiled:
 
 
 def _value(expr: str, name: str):
-    try:
-        node = ast.parse(expr, mode="eval").body
-    except SyntaxError:
-        node = None
-    if node is None or not _literal_ok(node):
-        raise TraceUsageError(f"argument '{name}': recorded value {expr[:60]!r} is not a constant")
+    node = constant_node(expr, name)
     import triton.language as tl
     return eval(compile(ast.Expression(node), "<argument>", "eval"), {"__builtins__": {"float": float}, "tl": tl})
 

@@ -78,6 +78,18 @@ def _literal_ok(node) -> bool:
     return False
 
 
+def constant_node(expr: str, name: str):
+    """The parsed expression of a recorded argument, only when it is a constant (the trace file may come from
+    anyone); a TraceUsageError naming the argument otherwise."""
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        node = None
+    if node is None or not _literal_ok(node):
+        raise TraceUsageError(f"argument '{name}': the recorded value {expr[:60]!r} is not a constant")
+    return node
+
+
 def _annotation_ok(node) -> bool:
     if node is None or isinstance(node, (ast.Constant, ast.Name)):
         return True

@@ -4,13 +4,12 @@ module (compiled/source.py, checked statement by statement), the grid, the launc
 kept; constants as Python expressions), and the check of the written storages against the recorded bytes."""
 from __future__ import annotations
 
-import ast
 import pprint
 import re
 
 import triton
 
-from ..compiled.source import _literal_ok
+from ..compiled.source import constant_node
 from ..errors import TraceUsageError
 
 _TEMPLATE = '''#!/usr/bin/env python3
@@ -159,17 +158,6 @@ def _docstring_safe(text) -> str:
     return " ".join(str(text).replace("\\", "/").replace('"""', "'''").split())
 
 
-def _expr(name: str, expr: str) -> str:
-    """A recorded argument's expression, only when it is a constant (the trace file may come from anyone)."""
-    try:
-        node = ast.parse(expr, mode="eval").body
-    except SyntaxError:
-        node = None
-    if node is None or not _literal_ok(node):
-        raise TraceUsageError(f"argument '{name}': the recorded value {expr[:60]!r} is not a constant")
-    return expr
-
-
 def render(launch, module, tensors: dict, params: dict, exact: bool, note: str, index: int, storages: int,
            finals: list) -> str:
     options = {k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None}
@@ -178,7 +166,10 @@ def render(launch, module, tensors: dict, params: dict, exact: bool, note: str, 
         raise TraceUsageError(f"launch of '{launch.kernel_name}': its launch options {options!r:.80} are not plain")
     descriptors = {n: {k: p[k] for k in ("shape", "strides", "block_shape")}
                    for n, p in params.items() if p["kind"] == "descriptor"}
-    values = "".join(f"    {name!r}: {_expr(name, p['expr'])},\n" for name, p in params.items() if p["kind"] == "value")
+    constants = {name: p["expr"] for name, p in params.items() if p["kind"] == "value"}
+    for name, expr in constants.items():
+        constant_node(expr, name)          # refuses anything but a constant: the text goes into the script
+    values = "".join(f"    {name!r}: {expr},\n" for name, expr in constants.items())
     missing = "".join(f"\n# NOTE: '{_docstring_safe(m.get('name'))}' was not carried over: "
                       f"{_docstring_safe(m.get('why'))}" for m in module.missing)
     version = str(launch.meta["module"].get("triton", triton.__version__))
