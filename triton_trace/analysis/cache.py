@@ -105,48 +105,97 @@ def _l1_owner(ctx: LaunchContext, row) -> np.ndarray:
 
 
 def _l1_filter(ctx: LaunchContext, row, line, mask, wr) -> np.ndarray:
-    """The sectors of each stream entry that go on to L2 (see L1 in the module docstring)."""
+    """The sectors of each stream entry that go on to L2 (see L1 in the module docstring); ``mask`` is
+    uint8."""
     prog = _l1_owner(ctx, row)
     key = prog * (int(line.max()) + 1) + line
     o = np.argsort(key, kind="stable")                        # by (owner, line), in time order
-    k, m, w = key[o], mask[o], wr[o]
-    load = ctx.kind[row[o]] == LOAD
+    k = key[o]
+    del key
     first = np.r_[True, k[1:] != k[:-1]]
+    del k
+    m, w = mask[o], wr[o]
+    load = ctx.kind[row[o]] == LOAD
     start = first | np.r_[False, w[:-1]]                      # a write by the program starts afresh
+    del w
     seg_start = np.flatnonzero(start)
-    seg = np.cumsum(start) - 1
+    seg = np.cumsum(start, dtype=np.int64) - 1
+    del start
     out = m.copy()
     for b in range(4):
-        bit = ((m >> b) & 1) * load
-        before = np.cumsum(bit) - bit
+        bit = ((m >> b) & 1).astype(np.int32) * load
+        before = np.cumsum(bit, dtype=np.int64) - bit
         seen = before - before[seg_start][seg] > 0
-        out[seen & (bit > 0)] &= ~(1 << b)
-    lines_per_owner = np.bincount(prog[o][first & load], minlength=int(prog.max()) + 1)
-    big = lines_per_owner[prog[o]] * LINE_BYTES > L1_BYTES    # the SM's loads in that wave outgrow L1
+        out[seen & (bit > 0)] &= np.uint8(~(1 << b) & 0xFF)
+    del seg, seg_start, bit, before, seen
+    po = prog[o]
+    lines_per_owner = np.bincount(po[first & load], minlength=int(prog.max()) + 1)
+    big = lines_per_owner[po] * LINE_BYTES > L1_BYTES         # the SM's loads in that wave outgrow L1
     out = np.where(big, m, out)
     res = np.empty_like(mask)
     res[o] = out
     return res
 
 
-def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray) -> CacheResult:
+STREAM_WINDOW = 1 << 21      # stream entries through L1 at once (whole waves): bounds the temporaries
+L2_SLICE = 1 << 20           # entries through the L2 at once (its state carries over: any cut is exact)
+
+
+def _windows(waves: np.ndarray, size: int) -> list:
+    """Cuts of the issue-ordered stream into windows of about ``size`` entries, each a run of whole waves
+    (an L1 lives for one wave, so each window's L1 filter is exact on its own)."""
+    n = len(waves)
+    if n <= size or (n > 1 and (waves[1:] < waves[:-1]).any()):
+        return [(0, n)]
+    starts = np.flatnonzero(np.r_[True, waves[1:] != waves[:-1]])      # where each wave begins
+    cuts, lo = [], 0
+    while lo < n:
+        k = int(np.searchsorted(starts, lo + size, side="right")) - 1
+        hi = int(starts[k]) if k >= 0 and starts[k] > lo else (int(starts[k + 1]) if k + 1 < len(starts) else n)
+        cuts.append((lo, hi))
+        lo = hi
+    return cuts
+
+
+def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: int = STREAM_WINDOW) -> CacheResult:
     p = ctx.params
     n_sets = max(PARTITIONS, p.l2_bytes // (LINE_BYTES * p.l2_ways)) // PARTITIONS * PARTITIONS
     read_s = np.zeros(ctx.n_rows, dtype=np.int64)
     write_s = np.zeros(ctx.n_rows, dtype=np.int64)
     if not len(co.stream_row):
         return CacheResult(read_s, write_s, n_sets, 0)
-    t = np.argsort(row_order[co.stream_row], kind="stable")      # sorted runs: nearly linear
+    rank_of_row = row_order.astype(np.int32) if ctx.n_rows < 1 << 31 else row_order
+    t = np.argsort(rank_of_row[co.stream_row], kind="stable")      # sorted runs: nearly linear
+    wave_of_row = ctx.gpu_rank[ctx.row_prog] // p.programs_in_flight
+    base_lines = _tensor_base_lines(ctx)
+    wide = int(co.stream_line.max()) + int(base_lines.max()) >= 1 << 31
+    l2 = _L2(n_sets, p.l2_ways, np.int64 if wide else np.int32, fetch_sectors=FETCH_SECTORS,
+             dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))))
+    totals = np.zeros(5, dtype=np.int64)      # read lookups, read hits, write lookups, write hits, L1 hits
+    for lo, hi in _windows(wave_of_row[co.stream_row[t]], window):
+        _simulate_window(ctx, co, t[lo:hi], base_lines, l2, read_s, write_s, totals)
+    return CacheResult(read_s, write_s, n_sets, l2.evicted, read_lookups=int(totals[0]), read_hits=int(totals[1]),
+                       write_lookups=int(totals[2]), write_hits=int(totals[3]), l1_hit_sectors=int(totals[4]))
+
+
+def _simulate_window(ctx, co, t, base_lines, l2, read_s, write_s, totals) -> None:
     row = co.stream_row[t]
-    line = co.stream_line[t] + _tensor_base_lines(ctx)[ctx.tensor[row]]
+    line = co.stream_line[t] + base_lines[ctx.tensor[row]]
+    mask = co.stream_mask[t].astype(np.uint8, copy=False)
+    sent = _l1_filter(ctx, row, line, mask, ctx.is_write[row])
+    totals[4] += int(_POPCOUNT[(mask & ~sent) & 15].sum())
+    del mask
+    keep = np.flatnonzero(sent)
+    for a in range(0, len(keep), L2_SLICE):
+        k = keep[a:a + L2_SLICE]
+        _l2_slice(ctx, row[k], line[k], sent[k], l2, read_s, write_s, totals)
+
+
+def _l2_slice(ctx, row, line, mask, l2, read_s, write_s, totals) -> None:
     rd = ctx.is_read[row]
     wr = ctx.is_write[row]
-    mask = co.stream_mask[t].astype(np.int64)
-    sent = _l1_filter(ctx, row, line, mask, wr)
-    l1_hits = int(_POPCOUNT[(mask & ~sent) & 15].sum())
-    keep = sent != 0
-    row, line, mask, rd, wr = row[keep], line[keep], sent[keep], rd[keep], wr[keep]
     # The home partition holds every line; a far access also goes to the near partition (a copy).
+    n_sets = l2.n_sets
     per_part = n_sets // PARTITIONS
     slot = ((line.astype(np.uint64) * _HASH) >> np.uint64(40)) % np.uint64(per_part)
     home = ((line.astype(np.uint64) * _HOME) >> np.uint64(63)).astype(np.int64) % PARTITIONS
@@ -158,11 +207,12 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray) -> Cache
     idx = np.repeat(np.arange(len(row)), width)         # the stream entry each access belongs to
     copy = np.zeros(n_acc, dtype=bool)
     copy[at[is_far] + 1] = True
+    del at, width, is_far
     slot = slot.astype(np.int64)
     sets = np.where(copy, near[idx], home[idx]) * per_part + slot[idx]
-    fetched, dirtied, evicted, hit_sectors = _lockstep(
-        sets, line[idx], mask[idx], rd[idx], wr[idx], n_sets, p.l2_ways, copy=copy,
-        fetch_sectors=FETCH_SECTORS, dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))))
+    del slot
+    fetched, dirtied, hit_sectors = l2.run(sets, line[idx], mask[idx], rd[idx], wr[idx], copy)
+    del sets
     home_acc = ~copy
     read_s += np.bincount(row[idx[home_acc]], weights=fetched[home_acc], minlength=ctx.n_rows).astype(np.int64)
     write_s += np.bincount(row[idx[home_acc]], weights=dirtied[home_acc], minlength=ctx.n_rows).astype(np.int64)
@@ -170,106 +220,136 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray) -> Cache
     first = copy | (home_acc & (near[idx] == home[idx]))
     sectors = _POPCOUNT[mask[idx] & 15]
     r_first, w_first = first & rd[idx], first & wr[idx]
-    return CacheResult(read_s, write_s, n_sets, evicted, read_lookups=int(sectors[r_first].sum()),
-                       read_hits=int(hit_sectors[r_first].sum()), write_lookups=int(sectors[w_first].sum()),
-                       write_hits=int(sectors[w_first].sum()), l1_hit_sectors=l1_hits)
+    totals[:4] += (int(sectors[r_first].sum()), int(hit_sectors[r_first].sum()), int(sectors[w_first].sum()),
+                   int(sectors[w_first].sum()))
 
 
 def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int, copy=None, fetch_sectors: int = 1,
               dirty_ways=None):
     """Per access: (sectors fetched from DRAM, sectors made dirty, dirty sectors written back during the
-    run, requested sectors that were valid). ``copy`` marks accesses to a near-partition copy: a read
-    fills it without DRAM traffic, a write drops it. ``dirty_ways`` caps the dirty lines of a set."""
-    n = len(sets)
-    copy = np.zeros(n, dtype=bool) if copy is None else copy
-    key = sets.astype(np.uint16) if n_sets <= 1 << 16 else sets     # 16-bit keys take numpy's radix sort
-    by_set = np.argsort(key, kind="stable")                           # time order kept within a set
-    s_sorted = sets[by_set]
-    # A repeat of the previous access of the same set to the same line, with the same sectors and kind,
-    # is a hit that changes nothing: drop it from the steps (it fetches and dirties nothing).
-    same = np.zeros(n, dtype=bool)
-    if n > 1:
-        # one key per access: line, sectors and kind (lines are far below 2**55)
+    run, requested sectors that were valid), from a cold cache (see ``_L2.run``)."""
+    l2 = _L2(n_sets, ways, np.int64, fetch_sectors=fetch_sectors, dirty_ways=dirty_ways)
+    fetched, dirtied, hit_sectors = l2.run(sets, line, mask, rd, wr, copy)
+    return fetched, dirtied, l2.evicted, hit_sectors
+
+
+class _L2:
+    """The cache's state (tags, LRU ages, valid and dirty sectors per way), kept from one window of the
+    stream to the next."""
+
+    def __init__(self, n_sets: int, ways: int, line_dtype, fetch_sectors: int = 1, dirty_ways=None):
+        self.n_sets, self.ways, self.dirty_ways = n_sets, ways, dirty_ways
+        self.widen = _PAIRS if fetch_sectors == 2 else np.arange(16, dtype=np.uint8)
+        # tags and last use per (set, way) (-1: empty); sector bits flat at set * ways + way
+        self.tags = np.full((n_sets, ways), -1, dtype=line_dtype)
+        self.last = np.full((n_sets, ways), -1, dtype=np.int32)
+        self.valid = np.zeros(n_sets * ways, dtype=np.uint8)
+        self.dirty = np.zeros(n_sets * ways, dtype=np.uint8)
+        self.n_dirty = np.zeros(n_sets, dtype=np.int32)            # dirty lines per set
+        self.prev = np.full(n_sets, -1, dtype=np.int64)            # each set's last access (line, sectors, kind)
+        self.step = 0
+        self.evicted = 0
+
+    def run(self, sets, line, mask, rd, wr, copy=None) -> tuple:
+        """Apply accesses in time order. Per access: (sectors fetched from DRAM, sectors made dirty,
+        requested sectors that were valid). ``copy`` marks accesses to a near-partition copy: a read fills
+        it without DRAM traffic, a write drops it. Dirty lines beyond ``dirty_ways`` per set are cleaned."""
+        n, n_sets = len(sets), self.n_sets
+        copy = np.zeros(n, dtype=bool) if copy is None else copy
+        key = sets.astype(np.uint16) if n_sets <= 1 << 16 else sets     # 16-bit keys take numpy's radix sort
+        by_set = np.argsort(key, kind="stable")                           # time order kept within a set
+        del key
+        s_sorted = sets[by_set]
+        # A repeat of the previous access of the same set to the same line, with the same sectors and kind,
+        # is a hit that changes nothing: drop it from the steps (it fetches and dirties nothing). The
+        # previous access may be the last of an earlier window.
         i64 = lambda a: np.asarray(a).astype(np.int64)
-        what = (i64(line) << 8) | ((i64(mask) & 15) << 3) | (i64(rd) << 2) | (i64(wr) << 1) | i64(copy)
-        what = what[by_set]
-        same[1:] = (s_sorted[1:] == s_sorted[:-1]) & (what[1:] == what[:-1])
-    hit_sectors = np.zeros(n, dtype=np.int64)
-    dropped = by_set[same]
-    hit_sectors[dropped] = np.where(rd[dropped], _POPCOUNT[mask[dropped] & 15], 0)
-    by_set, s_sorted = by_set[~same], s_sorted[~same]
-    counts = np.bincount(s_sorted, minlength=n_sets)
-    rank = np.arange(len(by_set)) - np.repeat(np.cumsum(counts) - counts, counts)
-    # Step-major order (step t: the t-th access of every set, sets ascending), so each step is a slice.
-    rkey = rank.astype(np.uint16) if len(rank) and rank.max() < 1 << 16 else rank
-    step_major = by_set[np.argsort(rkey, kind="stable")]
-    bounds = np.r_[0, np.cumsum(np.bincount(rank, minlength=1))]
-    sl_set = sets[step_major]
-    sl_line = line[step_major]
-    if len(sl_line) and sl_line.max() < 1 << 31:
-        sl_line = sl_line.astype(np.int32)      # half the memory traffic of the tag compares
-    m8 = mask[step_major].astype(np.uint8)
-    cp = copy[step_major]
-    read_m = np.where(rd[step_major], m8, 0).astype(np.uint8)
-    write_m = np.where(wr[step_major] & ~cp, m8, 0).astype(np.uint8)
-    drop = wr[step_major] & cp
-    widen = _PAIRS if fetch_sectors == 2 else np.arange(16, dtype=np.uint8)
-    # State: tags and last use per (set, way) (-1: empty); sector bits flat at set * ways + way.
-    tags = np.full((n_sets, ways), -1, dtype=sl_line.dtype)
-    last = np.full((n_sets, ways), -1, dtype=np.int32)
-    tags_flat, last_flat = tags.reshape(-1), last.reshape(-1)     # views: 1-D fancy indexing is faster
-    valid = np.zeros(n_sets * ways, dtype=np.uint8)
-    dirty = np.zeros(n_sets * ways, dtype=np.uint8)
-    n_dirty = np.zeros(n_sets, dtype=np.int32)            # dirty lines per set
-    got = np.zeros(len(step_major), dtype=np.int64)
-    made = np.zeros(len(step_major), dtype=np.int64)
-    hit_s = np.zeros(len(step_major), dtype=np.int64)
-    evicted = 0
-    for step in range(len(bounds) - 1):
-        lo, hi = bounds[step], bounds[step + 1]
-        live = sl_set[lo:hi]
-        every = hi - lo == n_sets          # every set has a t-th access: whole arrays, no gather
-        tg = sl_line[lo:hi]
-        match = (tags if every else tags[live]) == tg[:, None]
-        # One argmin finds the way: the matching tag (scored -2), else an empty way (-1), else the LRU.
-        score = np.where(match, -2, last if every else last[live])
-        way = score.argmin(axis=1)
-        hit = match[np.arange(hi - lo), way]
-        f = live * ways + way
-        dr = drop[lo:hi]
-        any_drop = dr.any()
-        df = dirty[f]
-        evicted += int(_POPCOUNT[np.where(hit | dr if any_drop else hit, 0, df) & 15].sum())
-        v = np.where(hit, valid[f], 0).astype(np.uint8)
-        d = np.where(hit, df, 0).astype(np.uint8)
-        rm = read_m[lo:hi]
-        wm = write_m[lo:hi]
-        fetch = widen[rm & ~v & 15] & ~v & 15
-        got[lo:hi] = np.where(cp[lo:hi], 0, _POPCOUNT[fetch])
-        made[lo:hi] = _POPCOUNT[wm & ~d & 15]
-        hit_s[lo:hi] = _POPCOUNT[rm & v & 15]
-        new_v, new_d = v | fetch | m8[lo:hi], d | wm
-        if any_drop:                       # a write dropped the other partition's copy
-            stay = dr & ~hit               # (there was none: nothing changes)
-            tg = np.where(dr, -1, tg).astype(tags.dtype)
-            tg = np.where(stay, tags_flat[f], tg)
-            step_t = np.where(stay, last_flat[f], np.where(dr, -1, step))
-            new_v = np.where(stay, valid[f], np.where(dr, 0, new_v))
-            new_d = np.where(stay, df, np.where(dr, 0, new_d))
-        else:
-            step_t = step
-        tags_flat[f], last_flat[f] = tg, step_t
-        valid[f], dirty[f] = new_v, new_d
-        if dirty_ways is not None:
-            n_dirty[live] += (new_d != 0).astype(np.int32) - (df != 0)
-            over = live[n_dirty[live] > dirty_ways]
-            if len(over):
-                evicted += _clean_lru_dirty(over, dirty, last, ways)
-                n_dirty[over] -= 1
-    fetched = np.zeros(n, dtype=np.int64)
-    dirtied = np.zeros(n, dtype=np.int64)
-    fetched[step_major], dirtied[step_major], hit_sectors[step_major] = got, made, hit_s
-    return fetched, dirtied, evicted, hit_sectors
+        what = ((i64(line) << 8) | ((i64(mask) & 15) << 3) | (i64(rd) << 2) | (i64(wr) << 1) | i64(copy))[by_set]
+        same = np.empty(n, dtype=bool)
+        if n:
+            new_set = np.r_[True, s_sorted[1:] != s_sorted[:-1]]
+            before = np.where(new_set, self.prev[s_sorted], np.r_[-1, what[:-1]])
+            same[:] = what == before
+            ends = np.r_[np.flatnonzero(new_set)[1:] - 1, n - 1]
+            self.prev[s_sorted[ends]] = what[ends]
+        del what
+        hit_sectors = np.zeros(n, dtype=np.int64)
+        dropped = by_set[same]
+        hit_sectors[dropped] = np.where(rd[dropped], _POPCOUNT[mask[dropped] & 15], 0)
+        by_set, s_sorted = by_set[~same], s_sorted[~same]
+        counts = np.bincount(s_sorted, minlength=n_sets)
+        rank = np.arange(len(by_set)) - np.repeat(np.cumsum(counts) - counts, counts)
+        # Step-major order (step t: the t-th access of every set, sets ascending), so each step is a slice.
+        rkey = rank.astype(np.uint16) if len(rank) and rank.max() < 1 << 16 else rank
+        step_major = by_set[np.argsort(rkey, kind="stable")]
+        bounds = np.r_[0, np.cumsum(np.bincount(rank, minlength=1))]
+        del rkey, rank, by_set, s_sorted
+        sl_set = sets[step_major]
+        sl_line = line[step_major].astype(self.tags.dtype)
+        m8 = mask[step_major].astype(np.uint8)
+        cp = copy[step_major]
+        read_m = np.where(rd[step_major], m8, 0).astype(np.uint8)
+        write_m = np.where(wr[step_major] & ~cp, m8, 0).astype(np.uint8)
+        drop = wr[step_major] & cp
+        got, made, hit_s = self._steps(bounds, sl_set, sl_line, m8, cp, read_m, write_m, drop)
+        fetched = np.zeros(n, dtype=np.int64)
+        dirtied = np.zeros(n, dtype=np.int64)
+        fetched[step_major], dirtied[step_major], hit_sectors[step_major] = got, made, hit_s
+        return fetched, dirtied, hit_sectors
+
+    def _steps(self, bounds, sl_set, sl_line, m8, cp, read_m, write_m, drop) -> tuple:
+        tags, last, valid, dirty, n_dirty = self.tags, self.last, self.valid, self.dirty, self.n_dirty
+        n_sets, ways, widen, dirty_ways = self.n_sets, self.ways, self.widen, self.dirty_ways
+        tags_flat, last_flat = tags.reshape(-1), last.reshape(-1)     # views: 1-D fancy indexing is faster
+        got = np.zeros(len(sl_set), dtype=np.int64)
+        made = np.zeros(len(sl_set), dtype=np.int64)
+        hit_s = np.zeros(len(sl_set), dtype=np.int64)
+        evicted = 0
+        for i in range(len(bounds) - 1):
+            step = self.step + i
+            lo, hi = bounds[i], bounds[i + 1]
+            live = sl_set[lo:hi]
+            every = hi - lo == n_sets          # every set has a t-th access: whole arrays, no gather
+            tg = sl_line[lo:hi]
+            match = (tags if every else tags[live]) == tg[:, None]
+            # One argmin finds the way: the matching tag (scored -2), else an empty way (-1), else the LRU.
+            score = np.where(match, -2, last if every else last[live])
+            way = score.argmin(axis=1)
+            hit = match[np.arange(hi - lo), way]
+            f = live * ways + way
+            dr = drop[lo:hi]
+            any_drop = dr.any()
+            df = dirty[f]
+            evicted += int(_POPCOUNT[np.where(hit | dr if any_drop else hit, 0, df) & 15].sum())
+            v = np.where(hit, valid[f], 0).astype(np.uint8)
+            d = np.where(hit, df, 0).astype(np.uint8)
+            rm = read_m[lo:hi]
+            wm = write_m[lo:hi]
+            fetch = widen[rm & ~v & 15] & ~v & 15
+            got[lo:hi] = np.where(cp[lo:hi], 0, _POPCOUNT[fetch])
+            made[lo:hi] = _POPCOUNT[wm & ~d & 15]
+            hit_s[lo:hi] = _POPCOUNT[rm & v & 15]
+            new_v, new_d = v | fetch | m8[lo:hi], d | wm
+            if any_drop:                       # a write dropped the other partition's copy
+                stay = dr & ~hit               # (there was none: nothing changes)
+                tg = np.where(dr, -1, tg).astype(tags.dtype)
+                tg = np.where(stay, tags_flat[f], tg)
+                step_t = np.where(stay, last_flat[f], np.where(dr, -1, step))
+                new_v = np.where(stay, valid[f], np.where(dr, 0, new_v))
+                new_d = np.where(stay, df, np.where(dr, 0, new_d))
+            else:
+                step_t = step
+            tags_flat[f], last_flat[f] = tg, step_t
+            valid[f], dirty[f] = new_v, new_d
+            if dirty_ways is not None:
+                n_dirty[live] += (new_d != 0).astype(np.int32) - (df != 0)
+                over = live[n_dirty[live] > dirty_ways]
+                if len(over):
+                    evicted += _clean_lru_dirty(over, dirty, last, ways)
+                    n_dirty[over] -= 1
+        self.step += len(bounds) - 1
+        self.evicted += evicted
+        return got, made, hit_s
 
 
 def _clean_lru_dirty(sets, dirty, last, ways: int) -> int:

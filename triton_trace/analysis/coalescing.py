@@ -136,7 +136,7 @@ def coalesce(ctx: LaunchContext, row_order: np.ndarray, layouts: Optional[dict] 
             per_chunk = max(1, CHUNK_LANES // int(np.prod(shape)))
             for i in range(0, len(members), per_chunk):
                 _chunk(ctx, members[i:i + per_chunk], shape, int(k[-1]), per_thread, out, parts, layouts)
-    cat = (lambda j, dt: np.concatenate([p[j] for p in parts]).astype(dt) if parts else np.zeros(0, dt))
+    cat = (lambda j, dt: np.concatenate([p[j] for p in parts]).astype(dt, copy=False) if parts else np.zeros(0, dt))
     return Coalescing(**out, stream_row=cat(0, np.int64), stream_line=cat(1, np.int64),
                       stream_mask=cat(2, np.uint8))
 

@@ -53,6 +53,24 @@ class ChunkConflicts:
             lo, hi = np.minimum(lo, a_lo), np.maximum(hi, a_hi)
         return lo, hi
 
+    def _any_shared(self, accesses, owner: np.ndarray) -> bool:
+        """Whether any element is touched by two programs of the chunk (one scatter, one gather per access;
+        no lane arrays are built when every lane is safe, the usual case)."""
+        col = np.arange(self.programs, dtype=owner.dtype).reshape(-1, 1)
+        blocks = []
+        for offsets, safe, _, _, _, _ in accesses:
+            o = offsets.reshape(self.programs, -1)
+            s = np.broadcast_to(safe, offsets.shape).reshape(self.programs, -1)
+            full = bool(s.all())
+            if full:
+                owner[o] = col
+                blocks.append((o, col))
+            else:
+                el, prog = o[s], np.broadcast_to(col, o.shape)[s]
+                owner[el] = prog
+                blocks.append((el, prog))
+        return any(bool((owner[el] != prog).any()) for el, prog in blocks)
+
     def check(self) -> None:
         """Raise BatchFallback when two programs of the chunk touch an element one of them writes."""
         for sid, accesses in self._by_storage.items():
@@ -68,7 +86,9 @@ class ChunkConflicts:
             size = self.memory.storages[sid].nbytes // accesses[0][3]
             scratch = self._scratch.get((sid, size))
             if scratch is None:
-                scratch = self._scratch[(sid, size)] = np.empty(size, dtype=np.int64)
+                scratch = self._scratch[(sid, size)] = np.empty(size, dtype=np.int32)
+            if not self._any_shared(accesses, scratch):
+                continue
             els, progs, writes = [], [], []
             for offsets, safe, is_write, _, _, _ in accesses:
                 prog = np.broadcast_to(np.arange(self.programs).reshape((-1,) + (1,) * (offsets.ndim - 1)),
