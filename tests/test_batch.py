@@ -360,9 +360,9 @@ def test_loads_of_unwritten_storages_keep_ranges_and_the_chunk_reruns_when_it_wr
     from triton_trace.record import chunkcheck as shadow
     kept = []
     add = shadow.ChunkConflicts.add
-    monkeypatch.setattr(shadow.ChunkConflicts, "add", lambda self, t, o, s, w, eb: (
+    monkeypatch.setattr(shadow.ChunkConflicts, "add", lambda self, t, o, s, w, eb, *rest: (
         kept.append((self.memory.tensors[t].name, w, self.memory.storages[self.memory.storage_of(t)].written)),
-        add(self, t, o, s, w, eb))[1])
+        add(self, t, o, s, w, eb, *rest))[1])
     for halo in (0, 16):
         seq_x, seq = _tile_inc(halo, False)
         kept.clear()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
+
 import pytest
 import torch
 import triton
@@ -105,3 +107,16 @@ def test_garbage_in_an_undefined_output_is_not_an_input_nan():
     kinds = {f.kind for f in triton_trace.analyze(triton_trace.current_trace()).findings}
     triton_trace.reset()
     assert "uninitialized_read" in kinds and "nonfinite_input" not in kinds
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_all_finite_agrees_with_numpy(dtype):
+    from triton_trace.record.nonfinite import all_finite
+    x = np.linspace(-60000, 60000, 4096).astype(dtype).reshape(64, 64)
+    assert all_finite(x) and all_finite(x[:, ::3]) and all_finite(x[:0])
+    for bad in (np.inf, -np.inf, np.nan):
+        y = x.copy()
+        y[17, 5] = bad
+        assert not all_finite(y) and not all_finite(y.T) and all_finite(y[18:])
+    if dtype == np.float16:           # the largest finite half and the smallest subnormal are finite
+        assert all_finite(np.array([65504, -65504, 6e-8], dtype=np.float16))

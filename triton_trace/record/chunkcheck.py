@@ -21,15 +21,26 @@ class ChunkConflicts:
         self._scratch = scratch          # storage -> shadow array, reused by every chunk of a launch
         self._by_storage: dict = {}      # storage -> list of (offsets or None, safe, is_write, elem_bytes, lo, hi)
 
-    def add(self, tensor: int, offsets: np.ndarray, safe: np.ndarray, is_write: bool, elem_bytes: int) -> None:
+    def add(self, tensor: int, offsets: np.ndarray, safe: np.ndarray, is_write: bool, elem_bytes: int,
+            affine=None) -> None:
+        """``affine``: (first offset per program, element strides) when every program's offsets are its
+        first one plus one pattern (record/affine.py): its ranges follow without a scan when every lane
+        is safe."""
         sid = self.memory.storage_of(tensor)
+        lo = hi = None
+        if affine is not None and safe.all():
+            first, strides = affine
+            shape = offsets.shape[1:]
+            lo = first + sum(min(0, s * (n - 1)) for s, n in zip(strides, shape))
+            hi = first + sum(max(0, s * (n - 1)) for s, n in zip(strides, shape))
         if is_write or self.memory.storages[sid].written:
-            entry = (offsets, safe, is_write, elem_bytes, None, None)
+            entry = (offsets, safe, is_write, elem_bytes, lo, hi)
         else:
             # Nothing has written this storage yet (a read-only input, usually): keep each program's range
             # of elements, not its lanes. Should the chunk write the storage after all and the ranges
             # overlap, check() asks for the chunk to run again; the storage is marked written by then.
-            lo, hi = self._span(offsets, safe)
+            if lo is None:
+                lo, hi = self._span(offsets, safe)
             entry = (None, None, False, elem_bytes, lo, hi)
         self._by_storage.setdefault(sid, []).append(entry)
 
@@ -48,7 +59,7 @@ class ChunkConflicts:
         lo = np.full(self.programs, np.iinfo(np.int64).max)
         hi = np.full(self.programs, np.iinfo(np.int64).min)
         for offsets, safe, _, _, a_lo, a_hi in accesses:
-            if offsets is not None:
+            if a_lo is None:
                 a_lo, a_hi = self._span(offsets, safe)
             lo, hi = np.minimum(lo, a_lo), np.maximum(hi, a_hi)
         return lo, hi

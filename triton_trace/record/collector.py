@@ -193,19 +193,20 @@ class Collector:
         mask = np.broadcast_to(np.asarray(mask, dtype=bool), addrs.shape)
         if self.batched:
             tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, chunk=True, origin=self.origin)
+            affine = self.memory.affine
             shape = addrs.shape[1:]
             if tensor >= 0:
-                self._conflicts.add(tensor, offsets, safe, kind != "load", elem_bytes)
+                self._conflicts.add(tensor, offsets, safe, kind != "load", elem_bytes, affine)
         else:
             tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, origin=self.origin)
-            shape = addrs.shape
+            shape, affine = addrs.shape, None
         row = -1
         if self.recording:
             n = int(np.prod(shape, dtype=np.int64))
             o, m = offsets.reshape(-1, n), mask.reshape(-1, n)
             if self._keep is not None:
                 o, m = o[self._keep], m[self._keep]
-            start = self._lanes.add(o, m, shape=tuple(shape))
+            start = self._lanes.add(o, m, shape=tuple(shape), affine=affine is not None)
             row = self._event(kind, self._file_id(file), int(line or 0), tensor, elem_bytes, shape, start, n,
                               (0, 0, 0))
         if kind != "load" and tensor >= 0 and safe.any():

@@ -18,6 +18,7 @@ import torch
 
 from ..errors import BatchFallback, TraceUsageError
 from ..model import TensorInfo
+from .affine import affine_rows
 
 GUARD_MIN = 1 << 16          # bytes of guard zone on each side of a storage, at least
 ALIGN = 256                  # storages start on this alignment, like cudaMalloc's
@@ -113,6 +114,7 @@ class HostMemory:
         self._order = np.zeros(0, dtype=np.int64)
         self._views: dict = {}
         self.aligned = False
+        self.affine = None                # (first offset per program, element strides) of the last chunk op
         self._live_index = None           # LiveStorages, built when a pointer leads outside the arguments
         self._host_ids: dict = {}         # id(host tensor) -> its index in self.tensors
         self._hosts: list = []
@@ -272,17 +274,22 @@ class HostMemory:
         they would alone).
         """
         a = addrs.view(np.int64) if addrs.dtype == np.uint64 else addrs.astype(np.int64, copy=False)
+        self.affine = None
         if not self.storages:
             return -1, np.zeros(a.shape, np.int64), np.zeros(a.shape, bool)
         lo = hi = None
         sid = -1
+        aff = affine_rows(a) if chunk and elem_bytes & (elem_bytes - 1) == 0 else None
+        if aff is not None:
+            lo, hi = aff.lo, aff.hi
         if origin is not None and 0 <= origin < len(self.tensors):
             sid = self._tensor_storage[origin]
-            if a.size:
+            if a.size and lo is None:
                 lo, hi = int(a.min()), int(a.max())
         elif a.size:
             # nearly always every lane sits in one storage's padded region: two reductions tell
-            lo, hi = int(a.min()), int(a.max())
+            if lo is None:
+                lo, hi = int(a.min()), int(a.max())
             k = max(int(np.searchsorted(self._starts, lo, side="right")) - 1, 0)
             if k + 1 == len(self._starts) or hi < self._starts[k + 1]:
                 sid = int(self._order[k])
@@ -298,18 +305,30 @@ class HostMemory:
             tid = self._choose_tensor(sid, a, active, self.storages[sid])
         st = self.storages[sid]
         itemsize = elem_bytes       # offsets count in the access's element size (a cast pointer's too)
-        rel = a - st.base
-        if itemsize & (itemsize - 1) == 0:
-            offsets = rel >> (itemsize.bit_length() - 1)      # a floor division, for negative lanes too
+        pow2 = itemsize & (itemsize - 1) == 0
+        if aff is not None:
+            rel = aff.addrs                                   # a fresh array equal to ``a``: reused in place
+            np.subtract(rel, st.base, out=rel)
         else:
-            offsets = np.floor_divide(rel, itemsize)
-        if lo is not None and lo - st.base >= 0 and hi - st.base + elem_bytes <= st.nbytes:
-            safe = active                                     # the usual case: no lane outside the storage
-        else:
-            safe = active & (rel >= 0) & (rel + elem_bytes <= st.nbytes)
+            rel = a - st.base
+        inside = lo is not None and lo - st.base >= 0 and hi - st.base + elem_bytes <= st.nbytes
+        # the usual case: no lane outside the storage
+        safe = active if inside else active & (rel >= 0) & (rel + elem_bytes <= st.nbytes)
         # element-aligned lanes can be served from typed_view (all of them, for plain pointer arithmetic);
         # storages start 256-byte aligned, so an address's alignment is its offset's
-        self.aligned = itemsize == 1 or not a.size or not int(np.bitwise_or.reduce(a, axis=None)) & (itemsize - 1)
+        if aff is not None:
+            self.aligned = itemsize == 1 or not aff.bits & (itemsize - 1)
+        else:
+            self.aligned = itemsize == 1 or not a.size or not int(np.bitwise_or.reduce(a, axis=None)) & (itemsize - 1)
+        if pow2:
+            shift = itemsize.bit_length() - 1                 # a floor division, for negative lanes too
+            offsets = np.right_shift(rel, shift, out=rel) if aff is not None else rel >> shift
+        else:
+            offsets = np.floor_divide(rel, itemsize)
+        if aff is not None and self.aligned:
+            # every program's offsets are its first one plus one pattern: the recorder and the chunk
+            # check take them as that instead of scanning the lanes again
+            self.affine = offsets.reshape(len(offsets), -1)[:, 0], tuple(v // itemsize for v in aff.strides)
         return tid, offsets, safe
 
     def _vote(self, a: np.ndarray, active: np.ndarray, chunk: bool) -> int:

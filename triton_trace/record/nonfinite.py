@@ -34,6 +34,15 @@ def _plain(v):
     return v if not isinstance(v, float) or np.isfinite(v) else repr(v)
 
 
+def all_finite(values: np.ndarray) -> bool:
+    """Whether every value is finite; float16 by its exponent bits (numpy's isfinite on halves is
+    four times slower)."""
+    if values.dtype == np.float16:
+        exp = np.uint16(0x7C00)
+        return not ((np.ascontiguousarray(values).view(np.uint16) & exp) == exp).any()
+    return bool(np.isfinite(values).all())
+
+
 class NonFinite:
     def __init__(self, tensors, outputs=()):
         self._tensors = tensors          # the launch's TensorInfo list (names)
@@ -97,6 +106,8 @@ class NonFinite:
              offsets: np.ndarray) -> None:
         if tensor < 0 or written or values.dtype.kind != "f" or self._tensors[tensor].name in self._undefined:
             return
+        if all_finite(values):
+            return
         bad = safe & ~np.isfinite(values)
         for pid, lanes in self._programs(bad):
             if pid not in self.inputs:
@@ -105,7 +116,7 @@ class NonFinite:
                                     "offset": int(np.asarray(off)[lanes][0]), "lanes": int(lanes.sum())}
 
     def store(self, tensor: int, file, line, values: np.ndarray, safe: np.ndarray, offsets: np.ndarray) -> None:
-        if values.dtype.kind != "f" or np.isfinite(values).all():
+        if values.dtype.kind != "f" or all_finite(values):
             return
         bad = safe & ~np.isfinite(np.broadcast_to(values, safe.shape))
         for pid, lanes in self._programs(bad):

@@ -59,10 +59,12 @@ class LaneWriter:
         if self._finished:
             raise RuntimeError("LaneWriter.finish() was called: the writer takes no more blocks")
 
-    def add(self, offsets: np.ndarray, mask: np.ndarray, shape: Optional[tuple] = None) -> int:
+    def add(self, offsets: np.ndarray, mask: np.ndarray, shape: Optional[tuple] = None, affine: bool = False) -> int:
         """Append one block of R rows of n lanes (int64 offsets and bool mask, shape (R, n), the mask may
         be a broadcast view); ``shape`` is the block shape of one row (product n), used to find strides.
-        Returns the lane index of the block's first lane."""
+        ``affine``: the caller knows every row is its first offset plus one pattern over ``shape`` (the
+        same strides in every row), so the rows are not compared with it again. Returns the lane index of
+        the block's first lane."""
         if self._finished:
             self._check_open()
         o = offsets if type(offsets) is np.ndarray else np.asarray(offsets)
@@ -77,7 +79,7 @@ class LaneWriter:
         if m.shape != (R, n):
             m = np.broadcast_to(m.reshape(R, n) if m.size == R * n else m, (R, n))
         if shape is None or len(shape) > MAX_RANK:
-            shape = (n,)
+            shape, affine = (n,), False
         else:
             shape = tuple(shape)
             if math.prod(shape) != n or min(shape, default=0) < 0:
@@ -91,6 +93,8 @@ class LaneWriter:
             self._append(R, (AFFINE, 0, (0,), (0,)), np.zeros(R, np.int64), None, None, None, None)
         elif R == 1:
             self._add_row(o[0], m[0], shape, n)
+        elif affine:
+            self._add_affine_rows(o, m, shape, n)
         else:
             self._add_rows(o, m, shape, n)
         return start
@@ -119,6 +123,23 @@ class LaneWriter:
         else:
             code = c if not mrow[c:].any() else -1
         self._append(1, key, b, None, d32, raw, code, mrow[None] if code == -1 else None)
+
+    def _add_affine_rows(self, o, m, shape, n) -> None:
+        """``_add_rows`` for rows known to share one pattern: the one segment it would make."""
+        base = o[:, 0].copy()
+        s0 = tuple(int(o[0, k]) - int(base[0]) if k else 0 for k in _probe(shape))
+        code = self._mask_codes(m, n)
+        self._append(len(base), (AFFINE, n, shape, s0), base, None, None, None, code, m if code is not None else None)
+
+    @staticmethod
+    def _mask_codes(m, n):
+        """None when every row's mask is full, else per row: its active-lane count when the active lanes
+        are a prefix, -1 otherwise."""
+        if m.all():
+            return None
+        cnt = np.count_nonzero(m, axis=1)
+        prefix = (m == (np.arange(n) < cnt[:, None])).all(axis=1)
+        return np.where(prefix, cnt, -1).astype(np.int32)
 
     def _add_rows(self, o, m, shape, n) -> None:
         R = o.shape[0]

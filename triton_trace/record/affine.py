@@ -1,0 +1,55 @@
+"""Batched memory ops whose lanes are plain pointer arithmetic: every program's addresses are its first
+address plus one pattern of strides. Recognising that once per op lets the recorder skip the scans it
+would otherwise make over every lane (bounds, alignment, the lane encoding's pattern test, the chunk
+check's per-program ranges).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from ..model.lanes.encoding import pattern
+
+AFFINE_MIN_LANES = 64         # fewer lanes per program: probing costs more than it saves
+
+
+class AffineRows(NamedTuple):
+    addrs: np.ndarray      # a fresh copy of the addresses (callers may overwrite it)
+    strides: tuple         # bytes per step along each block dimension (0 for dimensions of size 1)
+    lo: int                # the smallest and largest address of any lane
+    hi: int
+    bits: int              # the bitwise or of every program's first address and the strides
+
+
+def affine_rows(a: np.ndarray) -> Optional[AffineRows]:
+    """The addresses of a batched op, (programs, *block shape), when every program's are its first address
+    plus one pattern (the same strides in every program: plain pointer arithmetic), else None. Two passes
+    over the lanes (build and compare) stand in for the min, max, alignment and pattern scans."""
+    shape = a.shape[1:]
+    if a.ndim < 2 or not a.size or math.prod(shape) < AFFINE_MIN_LANES:
+        return None
+    first = a.reshape(a.shape[0], -1)[:, 0]
+    row0 = a[0].reshape(-1)
+    strides, inner = [], 1
+    for size in reversed(shape):
+        strides.append(int(row0[inner]) - int(row0[0]) if size > 1 else 0)
+        inner *= size
+    strides = tuple(reversed(strides))
+    pat = _pattern(shape, strides)
+    built = first.reshape((-1,) + (1,) * len(shape)) + pat.reshape(shape)
+    if not np.array_equal(built, a):
+        return None
+    p_lo, p_hi = int(pat.min()), int(pat.max())
+    bits = int(np.bitwise_or.reduce(first)) | functools.reduce(operator.or_, (abs(v) for v in strides), 0)
+    return AffineRows(built, strides, int(first.min()) + p_lo, int(first.max()) + p_hi, bits)
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(shape: tuple, strides: tuple) -> np.ndarray:
+    out = pattern(shape, strides)
+    out.setflags(write=False)
+    return out
