@@ -1,0 +1,77 @@
+"""Batched memory ops recognised as plain pointer arithmetic (record/affine.py) take shortcuts: they must
+find exactly the ops that are affine, and everything derived from the shortcut (bounds, alignment, the
+lane encoding, the chunk check's ranges) must equal what the full scans give."""
+import numpy as np
+import pytest
+
+from triton_trace.model.lanes import LaneWriter
+from triton_trace.record.affine import affine_rows
+
+
+def _block(firsts, strides, shape):
+    idx = np.indices(shape).reshape(len(shape), -1).T           # row-major lane indices, independently
+    rows = [f + idx @ np.array(strides, dtype=np.int64) for f in firsts]
+    return np.array(rows, dtype=np.int64).reshape((len(firsts),) + shape)
+
+
+@pytest.mark.parametrize("shape,strides", [((64,), (4,)), ((16, 32), (4096, 4)), ((8, 1, 16), (-512, 0, 2)),
+                                           ((4, 4, 8), (0, 64, 8)), ((128, 64), (2, 256))])
+def test_affine_blocks_are_found_with_their_bounds_and_alignment(shape, strides):
+    firsts = [1 << 20, (1 << 20) + 77 * 4096, (1 << 20) - 4096 * 3]
+    a = _block(firsts, strides, shape)
+    got = affine_rows(a)
+    assert got is not None
+    assert got.strides == tuple(s if n > 1 else 0 for s, n in zip(strides, shape))
+    assert (got.lo, got.hi) == (int(a.min()), int(a.max()))
+    assert np.array_equal(got.addrs, a) and not np.shares_memory(got.addrs, a)
+    for size in (1, 2, 4, 8):
+        aligned = not (np.bitwise_or.reduce(a.reshape(-1)) & (size - 1))
+        assert (not got.bits & (size - 1)) == aligned
+
+
+def test_blocks_that_are_not_one_pattern_are_refused():
+    a = _block([0, 8192], (256, 4), (16, 16))
+    b = a.copy()
+    b[1, 15, 15] += 4                      # one lane off the pattern
+    assert affine_rows(b) is None
+    c = a.copy()
+    c[1] = _block([8192], (512, 4), (16, 16))[0]       # the second program has other strides
+    assert affine_rows(c) is None
+    assert affine_rows(a[:, :2, :2]) is None            # too few lanes to be worth it
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_lane_encoding_is_the_same_with_and_without_the_shortcut(masked):
+    shape = (16, 32)
+    offs = _block([0, 5000, 300, 10000], (64, 1), shape).reshape(4, -1)
+    mask = np.ones(offs.shape, dtype=bool)
+    if masked:
+        mask[1, 100:] = False              # a prefix
+        mask[2, ::3] = False               # an arbitrary mask
+    outs = []
+    for affine in (False, True):
+        w = LaneWriter()
+        w.add(offs, mask, shape=shape, affine=affine)
+        outs.append(w.finish().to_arrays())
+    assert outs[0].keys() == outs[1].keys()
+    for k in outs[0]:
+        np.testing.assert_array_equal(outs[0][k], outs[1][k], err_msg=k)
+
+
+def test_traced_tiles_take_the_shortcut_and_record_what_one_program_at_a_time_records(monkeypatch):
+    import torch
+    import triton_trace
+    from triton_trace.record import memory
+    import kernels as K
+    found = []
+    monkeypatch.setattr(memory, "affine_rows", lambda a: found.append(affine_rows(a)) or found[-1])
+    a, b = torch.randn(96, 64), torch.randn(64, 80)
+    traces = []
+    for batch in (True, False):
+        triton_trace.reset()
+        c = K.matmul(a, b, kernel=triton_trace.trace(K.make_matmul(), batch=batch), block_m=16, block_n=16, block_k=16)
+        torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+        traces.append(triton_trace.current_trace())
+    assert found and all(f is not None for f in found)       # every load and store of the tiles
+    from test_batch import assert_same_traces
+    assert_same_traces(traces[1], traces[0])
