@@ -37,6 +37,7 @@ has ~30,000 sets), and consecutive repeats of one line in a set collapse into on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -96,45 +97,53 @@ def _tensor_base_lines(ctx: LaunchContext) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
-def _l1_owner(ctx: LaunchContext, row) -> np.ndarray:
-    """The L1 a row's program uses: its SM during its wave (programs resident together share it)."""
+def _l1_owner(ctx: LaunchContext) -> np.ndarray:
+    """Per row: the L1 its program uses, its SM during its wave (programs resident together share it)."""
     pif = ctx.params.programs_in_flight
     sms = GPUS[ctx.params.gpu].sms if ctx.params.gpu in GPUS else pif
-    rank = ctx.gpu_rank[ctx.row_prog[row]].astype(np.int64)
+    rank = ctx.gpu_rank[ctx.row_prog].astype(np.int64)
     return rank // pif * sms + rank % pif % sms
 
 
-def _l1_filter(ctx: LaunchContext, row, line, mask, wr) -> np.ndarray:
-    """The sectors of each stream entry that go on to L2 (see L1 in the module docstring); ``mask`` is
-    uint8."""
-    prog = _l1_owner(ctx, row)
-    key = prog * (int(line.max()) + 1) + line
+def _l1_filter(owner, line, mask, wr, load) -> np.ndarray:
+    """The sectors of each stream entry that go on to L2 (see L1 in the module docstring); ``owner`` is
+    each entry's L1, ``mask`` uint8."""
+    key = owner * (int(line.max()) + 1) + line
     o = np.argsort(key, kind="stable")                        # by (owner, line), in time order
     k = key[o]
     del key
     first = np.r_[True, k[1:] != k[:-1]]
     del k
-    m, w = mask[o], wr[o]
-    load = ctx.kind[row[o]] == LOAD
+    m, w, ld = mask[o], wr[o], load[o]
     start = first | np.r_[False, w[:-1]]                      # a write by the program starts afresh
     del w
-    seg_start = np.flatnonzero(start)
-    seg = np.cumsum(start, dtype=np.int64) - 1
+    seg = np.cumsum(start, dtype=np.int64) - 1                # segment ids, ascending along o
     del start
     out = m.copy()
     for b in range(4):
-        bit = ((m >> b) & 1).astype(np.int32) * load
-        before = np.cumsum(bit, dtype=np.int64) - bit
-        seen = before - before[seg_start][seg] > 0
-        out[seen & (bit > 0)] &= np.uint8(~(1 << b) & 0xFF)
-    del seg, seg_start, bit, before, seen
-    po = prog[o]
-    lines_per_owner = np.bincount(po[first & load], minlength=int(prog.max()) + 1)
+        has = (m & np.uint8(1 << b)).astype(bool) & ld
+        # the latest segment that loaded this sector so far equals the entry's own: loaded before in it
+        latest = np.maximum.accumulate(np.where(has, seg, -1))
+        seen = np.r_[False, latest[:-1] == seg[1:]]
+        out[seen & has] &= np.uint8(~(1 << b) & 0xFF)
+    del seg, has, latest, seen
+    po = owner[o]
+    lines_per_owner = np.bincount(po[first & ld], minlength=int(owner.max()) + 1)
     big = lines_per_owner[po] * LINE_BYTES > L1_BYTES         # the SM's loads in that wave outgrow L1
     out = np.where(big, m, out)
     res = np.empty_like(mask)
     res[o] = out
     return res
+
+
+class _Rows(NamedTuple):
+    """Per row of the launch, what the stream's entries look up (gathered per entry, not computed)."""
+    owner: np.ndarray       # its L1
+    near: np.ndarray        # its SM's L2 partition
+    base: np.ndarray        # its tensor's first line in the simulated address space
+    load: np.ndarray
+    read: np.ndarray
+    write: np.ndarray
 
 
 STREAM_WINDOW = 1 << 21      # stream entries through L1 at once (whole waves): bounds the temporaries
@@ -169,57 +178,58 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     wave_of_row = ctx.gpu_rank[ctx.row_prog] // p.programs_in_flight
     base_lines = _tensor_base_lines(ctx)
     wide = int(co.stream_line.max()) + int(base_lines.max()) >= 1 << 31
+    rows = _Rows(_l1_owner(ctx), ctx.gpu_rank[ctx.row_prog] % PARTITIONS, base_lines[ctx.tensor],
+                 ctx.kind == LOAD, ctx.is_read, ctx.is_write)
     l2 = _L2(n_sets, p.l2_ways, np.int64 if wide else np.int32, fetch_sectors=FETCH_SECTORS,
              dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))))
     totals = np.zeros(5, dtype=np.int64)      # read lookups, read hits, write lookups, write hits, L1 hits
     for lo, hi in _windows(wave_of_row[co.stream_row[t]], window):
-        _simulate_window(ctx, co, t[lo:hi], base_lines, l2, read_s, write_s, totals)
+        _simulate_window(co, t[lo:hi], rows, l2, read_s, write_s, totals)
     return CacheResult(read_s, write_s, n_sets, l2.evicted, read_lookups=int(totals[0]), read_hits=int(totals[1]),
                        write_lookups=int(totals[2]), write_hits=int(totals[3]), l1_hit_sectors=int(totals[4]))
 
 
-def _simulate_window(ctx, co, t, base_lines, l2, read_s, write_s, totals) -> None:
+def _simulate_window(co, t, rows: _Rows, l2, read_s, write_s, totals) -> None:
     row = co.stream_row[t]
-    line = co.stream_line[t] + base_lines[ctx.tensor[row]]
+    line = co.stream_line[t] + rows.base[row]
     mask = co.stream_mask[t].astype(np.uint8, copy=False)
-    sent = _l1_filter(ctx, row, line, mask, ctx.is_write[row])
+    sent = _l1_filter(rows.owner[row], line, mask, rows.write[row], rows.load[row])
     totals[4] += int(_POPCOUNT[(mask & ~sent) & 15].sum())
     del mask
     keep = np.flatnonzero(sent)
     for a in range(0, len(keep), L2_SLICE):
         k = keep[a:a + L2_SLICE]
-        _l2_slice(ctx, row[k], line[k], sent[k], l2, read_s, write_s, totals)
+        _l2_slice(row[k], line[k], sent[k], rows, l2, read_s, write_s, totals)
 
 
-def _l2_slice(ctx, row, line, mask, l2, read_s, write_s, totals) -> None:
-    rd = ctx.is_read[row]
-    wr = ctx.is_write[row]
-    # The home partition holds every line; a far access also goes to the near partition (a copy).
-    n_sets = l2.n_sets
-    per_part = n_sets // PARTITIONS
-    slot = ((line.astype(np.uint64) * _HASH) >> np.uint64(40)) % np.uint64(per_part)
+def _l2_slice(row, line, mask, rows: _Rows, l2, read_s, write_s, totals) -> None:
+    rd = rows.read[row]
+    wr = rows.write[row]
+    # The home partition holds every line; a far access also goes to the near partition (a copy): each
+    # entry becomes its home access, then (far ones) its copy.
+    per_part = l2.n_sets // PARTITIONS
+    slot = (((line.astype(np.uint64) * _HASH) >> np.uint64(40)) % np.uint64(per_part)).astype(np.int64)
     home = ((line.astype(np.uint64) * _HOME) >> np.uint64(63)).astype(np.int64) % PARTITIONS
-    near = ctx.gpu_rank[ctx.row_prog[row]] % PARTITIONS
+    near = rows.near[row]
     is_far = near != home
-    width = 1 + is_far                                  # a far entry: its home access, then its copy
-    at = np.cumsum(width) - width
-    n_acc = int(width.sum())
-    idx = np.repeat(np.arange(len(row)), width)         # the stream entry each access belongs to
-    copy = np.zeros(n_acc, dtype=bool)
+    width = 1 + is_far
+    rep = (lambda a: np.repeat(a, width)) if is_far.any() else (lambda a: a)
+    at = np.cumsum(width) - width                       # each entry's home access
+    sets = rep(home * per_part + slot)
+    sets[at[is_far] + 1] = (near * per_part + slot)[is_far]
+    copy = np.zeros(len(sets), dtype=bool)
     copy[at[is_far] + 1] = True
-    del at, width, is_far
-    slot = slot.astype(np.int64)
-    sets = np.where(copy, near[idx], home[idx]) * per_part + slot[idx]
-    del slot
-    fetched, dirtied, hit_sectors = l2.run(sets, line[idx], mask[idx], rd[idx], wr[idx], copy)
+    del slot, home
+    m = rep(mask)
+    fetched, dirtied, hit_sectors = l2.run(sets, rep(line), m, rep(rd), rep(wr), copy)
     del sets
     home_acc = ~copy
-    read_s += np.bincount(row[idx[home_acc]], weights=fetched[home_acc], minlength=ctx.n_rows).astype(np.int64)
-    write_s += np.bincount(row[idx[home_acc]], weights=dirtied[home_acc], minlength=ctx.n_rows).astype(np.int64)
+    read_s += np.bincount(row, weights=fetched[home_acc], minlength=len(read_s)).astype(np.int64)
+    write_s += np.bincount(row, weights=dirtied[home_acc], minlength=len(write_s)).astype(np.int64)
     # the lookup an SM makes first: its near partition (the copy for a far line)
-    first = copy | (home_acc & (near[idx] == home[idx]))
-    sectors = _POPCOUNT[mask[idx] & 15]
-    r_first, w_first = first & rd[idx], first & wr[idx]
+    first = copy | rep(~is_far)
+    sectors = _POPCOUNT[m & 15]
+    r_first, w_first = first & rep(rd), first & rep(wr)
     totals[:4] += (int(sectors[r_first].sum()), int(hit_sectors[r_first].sum()), int(sectors[w_first].sum()),
                    int(sectors[w_first].sum()))
 
@@ -263,19 +273,21 @@ class _L2:
         # A repeat of the previous access of the same set to the same line, with the same sectors and kind,
         # is a hit that changes nothing: drop it from the steps (it fetches and dirties nothing). The
         # previous access may be the last of an earlier window.
-        i64 = lambda a: np.asarray(a).astype(np.int64)
-        what = ((i64(line) << 8) | ((i64(mask) & 15) << 3) | (i64(rd) << 2) | (i64(wr) << 1) | i64(copy))[by_set]
+        rd8, wr8, cp8 = (np.asarray(x, dtype=bool).view(np.uint8) for x in (rd, wr, copy))
+        kind = ((np.asarray(mask).astype(np.uint8) & 15) << 3) | (rd8 << 2) | (wr8 << 1) | cp8
+        what = (np.asarray(line)[by_set].astype(np.int64) << 8) | kind[by_set]
         same = np.empty(n, dtype=bool)
         if n:
-            new_set = np.r_[True, s_sorted[1:] != s_sorted[:-1]]
-            before = np.where(new_set, self.prev[s_sorted], np.r_[-1, what[:-1]])
-            same[:] = what == before
-            ends = np.r_[np.flatnonzero(new_set)[1:] - 1, n - 1]
+            starts = np.flatnonzero(np.r_[True, s_sorted[1:] != s_sorted[:-1]])
+            same[1:] = what[1:] == what[:-1]
+            same[starts] = what[starts] == self.prev[s_sorted[starts]]
+            ends = np.r_[starts[1:] - 1, n - 1]
             self.prev[s_sorted[ends]] = what[ends]
         del what
         hit_sectors = np.zeros(n, dtype=np.int64)
         dropped = by_set[same]
-        hit_sectors[dropped] = np.where(rd[dropped], _POPCOUNT[mask[dropped] & 15], 0)
+        hit_sectors[dropped] = _POPCOUNT[(kind[dropped] >> 3) & 15] * rd8[dropped]
+        del kind
         by_set, s_sorted = by_set[~same], s_sorted[~same]
         counts = np.bincount(s_sorted, minlength=n_sets)
         rank = np.arange(len(by_set)) - np.repeat(np.cumsum(counts) - counts, counts)

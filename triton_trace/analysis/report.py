@@ -71,7 +71,7 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                  per-row arrays: Report.rows(launch),
          "hints": [advice, largest saving first (analysis/hints.py, analysis/whatif.py): {"kind":
                    "masked_lanes" | "uncoalesced" | "program_order" (another GROUP_M, replayed) | "other_gpu"
-                   (the same stream through another GPU's L2) | "num_warps" (other warp counts compiled,
+                   (the same stream through another GPU's L2, what_if=True) | "num_warps" (other warp counts compiled,
                    what_if=True) | "occupancy" | "spills" | "tail_wave"
                    (the compiled kernel's resources), "file", "line", "op", "tensor" (null for
                    what-ifs), "saving" (share of lanes / sector bytes / DRAM reads saved), "message",

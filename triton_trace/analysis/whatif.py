@@ -7,7 +7,8 @@ same accesses in another order or on another GPU without running the kernel agai
   when the traced programs follow the tutorial's mapping exactly for the traced group size, so the other
   sizes are that same mapping, not a guess. The programs are dispatched in the new order (the same accesses,
   other programs resident together) and the L2 model gives the DRAM reads.
-- ``other_gpu``: the same stream through another GPU's L2 (size and programs resident at once).
+- ``other_gpu`` (``what_if=True`` only: one cache simulation per GPU): the same stream through another
+  GPU's L2 (size and programs resident at once).
 - ``num_warps`` (``what_if=True`` only: each costs a compile): the kernel compiled with other warp counts,
   and the registers, shared memory and occupancy each would have.
 
@@ -107,7 +108,8 @@ def _change(new: int, base: int) -> str:
 
 def what_if(ctx: LaunchContext, co, dram_read: int, enabled=None) -> tuple:
     """(hints, note): the replays above for one launch, and why any were skipped. ``enabled``: None replays
-    launches of at most AUTO_STREAM stream entries, True up to MAX_STREAM, False none."""
+    group sizes for launches of at most AUTO_STREAM stream entries, True also other GPUs and up to
+    MAX_STREAM, False none."""
     if enabled is False or not dram_read or not len(co.stream_row):
         return [], None
     limit = MAX_STREAM if enabled else AUTO_STREAM
@@ -115,9 +117,9 @@ def what_if(ctx: LaunchContext, co, dram_read: int, enabled=None) -> tuple:
         more = "" if enabled else "; analyze(what_if=True) replays up to " + f"{MAX_STREAM:,}"
         return [], (f"what-if replays: skipped, {len(co.stream_row):,} cache-stream entries (each replay costs "
                     f"a cache simulation; limit {limit:,}{more})")
-    out = []
-    out += _group_hints(ctx, co, dram_read)
-    out += _gpu_hints(ctx, co, dram_read)
+    out = _group_hints(ctx, co, dram_read)
+    if enabled:                 # a replay per other GPU: only when asked (each costs a cache simulation)
+        out += _gpu_hints(ctx, co, dram_read)
     return out, None
 
 
