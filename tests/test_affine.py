@@ -75,3 +75,28 @@ def test_traced_tiles_take_the_shortcut_and_record_what_one_program_at_a_time_re
     assert found and all(f is not None for f in found)       # every load and store of the tiles
     from test_batch import assert_same_traces
     assert_same_traces(traces[1], traces[0])
+
+
+def test_programs_meet_is_exactly_whether_intervals_of_two_programs_overlap():
+    from triton_trace.model.overlap import programs_meet
+    rng = np.random.default_rng(1)
+    for trial in range(400):
+        n = int(rng.integers(1, 12))
+        s = rng.integers(0, 60, n)
+        e = s + rng.integers(0, 10, n)
+        p = rng.integers(0, 4, n)
+        want = any(p[i] != p[j] and s[i] <= e[j] and s[j] <= e[i] for i in range(n) for j in range(i + 1, n))
+        assert programs_meet(s, e, p) == want, (s, e, p)
+
+
+@pytest.mark.parametrize("shape,strides", [((16, 32), (64, 1)), ((32, 16), (1, 64)), ((8, 4, 16), (0, 32, -1)),
+                                           ((64,), (1,)), ((1, 8), (5, 1))])
+def test_runs_cover_exactly_the_elements_of_an_affine_access(shape, strides):
+    from triton_trace.record.affine import affine_runs
+    firsts = np.array([1000, 5000, 1000 + 64 * 16])
+    offs = _block(firsts, strides, shape).reshape(len(firsts), -1)
+    starts, ends = affine_runs(firsts, strides, shape)
+    for p in range(len(firsts)):
+        covered = np.concatenate([np.arange(a, b + 1) for a, b in zip(starts[p], ends[p])])
+        assert np.array_equal(np.unique(covered), np.unique(offs[p]))
+    assert affine_runs(firsts, (64, 2), (16, 32)) is None          # no unit stride: the lanes decide

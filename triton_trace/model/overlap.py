@@ -18,6 +18,21 @@ def ranges_disjoint(lo: np.ndarray, hi: np.ndarray) -> bool:
     return bool((hi[order][:-1] < lo[order][1:]).all())
 
 
+def programs_meet(starts: np.ndarray, ends: np.ndarray, progs: np.ndarray) -> bool:
+    """Whether two inclusive intervals [start, end] of different programs overlap (intervals of one
+    program may). One sort and one running maximum: for the earliest-ending offending pair, the interval
+    holding the largest end so far when the later one starts belongs to another program."""
+    if len(starts) < 2:
+        return False
+    order = np.argsort(starts, kind="stable")
+    s, e, p = starts[order], ends[order], progs[order].astype(np.int64)
+    width = int(p.max()) + 1
+    lo = int(e.min())
+    held = np.maximum.accumulate((e - lo) * width + p)      # largest end so far, and (on ties) a program
+    run_end, run_prog = held[:-1] // width + lo, held[:-1] % width
+    return bool(((s[1:] <= run_end) & (run_prog != p[1:])).any())
+
+
 def shared_elements(el: np.ndarray, prog: np.ndarray, size: int, scratch: np.ndarray = None) -> np.ndarray:
     """Per element of a storage of ``size`` elements: touched by two or more programs.
 

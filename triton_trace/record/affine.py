@@ -53,3 +53,16 @@ def _pattern(shape: tuple, strides: tuple) -> np.ndarray:
     out = pattern(shape, strides)
     out.setflags(write=False)
     return out
+
+
+def affine_runs(first: np.ndarray, strides: tuple, shape: tuple) -> Optional[tuple]:
+    """The elements of an affine access as runs of consecutive elements: (starts, ends), inclusive, each
+    (programs, runs per program), along a dimension of stride +-1; None when no dimension has one."""
+    run = next((d for d, (s, n) in enumerate(zip(strides, shape)) if n > 1 and abs(s) == 1), None)
+    if run is None:
+        return None if math.prod(shape) > 1 else (first.reshape(-1, 1), first.reshape(-1, 1))
+    n = shape[run]
+    others = tuple(1 if d == run else size for d, size in enumerate(shape))
+    starts = first.reshape(-1, 1) + _pattern(others, tuple(0 if d == run else s for d, s in enumerate(strides)))
+    starts = starts + min(0, strides[run] * (n - 1))
+    return starts, starts + (n - 1)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BatchFallback, ChunkRetry
-from ..model.overlap import ranges_disjoint, shared_elements
+from ..model.overlap import programs_meet, ranges_disjoint, shared_elements
+from .affine import affine_runs
 
 
 class ChunkConflicts:
@@ -19,7 +20,7 @@ class ChunkConflicts:
         self.memory = memory
         self.programs = programs
         self._scratch = scratch          # storage -> shadow array, reused by every chunk of a launch
-        self._by_storage: dict = {}      # storage -> list of (offsets or None, safe, is_write, elem_bytes, lo, hi)
+        self._by_storage: dict = {}      # storage -> list of (offsets or None, safe, is_write, elem_bytes, lo, hi, affine)
 
     def add(self, tensor: int, offsets: np.ndarray, safe: np.ndarray, is_write: bool, elem_bytes: int,
             affine=None) -> None:
@@ -34,14 +35,14 @@ class ChunkConflicts:
             lo = first + sum(min(0, s * (n - 1)) for s, n in zip(strides, shape))
             hi = first + sum(max(0, s * (n - 1)) for s, n in zip(strides, shape))
         if is_write or self.memory.storages[sid].written:
-            entry = (offsets, safe, is_write, elem_bytes, lo, hi)
+            entry = (offsets, safe, is_write, elem_bytes, lo, hi, affine)
         else:
             # Nothing has written this storage yet (a read-only input, usually): keep each program's range
             # of elements, not its lanes. Should the chunk write the storage after all and the ranges
             # overlap, check() asks for the chunk to run again; the storage is marked written by then.
             if lo is None:
                 lo, hi = self._span(offsets, safe)
-            entry = (None, None, False, elem_bytes, lo, hi)
+            entry = (None, None, False, elem_bytes, lo, hi, None)
         self._by_storage.setdefault(sid, []).append(entry)
 
     def _span(self, offsets: np.ndarray, safe: np.ndarray) -> tuple:
@@ -58,18 +59,32 @@ class ChunkConflicts:
     def _ranges(self, accesses) -> tuple:
         lo = np.full(self.programs, np.iinfo(np.int64).max)
         hi = np.full(self.programs, np.iinfo(np.int64).min)
-        for offsets, safe, _, _, a_lo, a_hi in accesses:
+        for offsets, safe, _, _, a_lo, a_hi, _ in accesses:
             if a_lo is None:
                 a_lo, a_hi = self._span(offsets, safe)
             lo, hi = np.minimum(lo, a_lo), np.maximum(hi, a_hi)
         return lo, hi
+
+    def _runs_disjoint(self, accesses) -> bool:
+        """No element is touched by two programs, decided from the runs of consecutive elements that
+        affine accesses (tiles, rows) are made of, without their lanes: False when some access is not
+        affine or has no unit stride, or when runs of two programs meet (then the lanes decide)."""
+        starts, ends, progs = [], [], []
+        for offsets, _, _, _, _, _, affine in accesses:
+            runs = None if affine is None else affine_runs(affine[0], affine[1], offsets.shape[1:])
+            if runs is None:
+                return False
+            starts.append(runs[0].reshape(-1))
+            ends.append(runs[1].reshape(-1))
+            progs.append(np.repeat(np.arange(self.programs), runs[0].shape[1]))
+        return not programs_meet(np.concatenate(starts), np.concatenate(ends), np.concatenate(progs))
 
     def _any_shared(self, accesses, owner: np.ndarray) -> bool:
         """Whether any element is touched by two programs of the chunk (one scatter, one gather per access;
         no lane arrays are built when every lane is safe, the usual case)."""
         col = np.arange(self.programs, dtype=owner.dtype).reshape(-1, 1)
         blocks = []
-        for offsets, safe, _, _, _, _ in accesses:
+        for offsets, safe, _, _, _, _, _ in accesses:
             o = offsets.reshape(self.programs, -1)
             s = np.broadcast_to(safe, offsets.shape).reshape(self.programs, -1)
             full = bool(s.all())
@@ -94,6 +109,8 @@ class ChunkConflicts:
             if any(a[0] is None for a in accesses):
                 name = self.memory.tensors[self.memory.tensor_of_storage(sid)].name
                 raise ChunkRetry(f"'{name}' is written after its loads were kept as ranges")
+            if self._runs_disjoint(accesses):
+                continue
             size = self.memory.storages[sid].nbytes // accesses[0][3]
             scratch = self._scratch.get((sid, size))
             if scratch is None:
@@ -101,7 +118,7 @@ class ChunkConflicts:
             if not self._any_shared(accesses, scratch):
                 continue
             els, progs, writes = [], [], []
-            for offsets, safe, is_write, _, _, _ in accesses:
+            for offsets, safe, is_write, _, _, _, _ in accesses:
                 prog = np.broadcast_to(np.arange(self.programs).reshape((-1,) + (1,) * (offsets.ndim - 1)),
                                        offsets.shape)
                 els.append(offsets[safe])

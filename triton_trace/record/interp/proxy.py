@@ -89,7 +89,7 @@ class MemoryProxy:
             return
         vo = self._view(dtype)
         if vo is not None:
-            idx = vo[1][safe]
+            idx = vo[1].reshape(-1) if safe.all() else vo[1][safe]
             log.append((True, vo[0], idx, vo[0][idx]))
         else:
             dtype = np.dtype(dtype)
