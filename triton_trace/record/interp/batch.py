@@ -407,8 +407,9 @@ def reduce_apply(op, inputs: tuple):
             v = v.reshape((b,) + (1,) * len(shape))
         return v
     if kind == "sum":
-        if np.issubdtype(flat.dtype, np.floating):
-            # per program, so the summation order is the one a program alone gets
+        if np.issubdtype(flat.dtype, np.floating) and not (axis == flat.ndim - 1 and flat.flags.c_contiguous):
+            # per program, so the summation order is the one a program alone gets (along the last axis of
+            # contiguous data numpy sums each row alike either way: one pairwise sum per row)
             v = np.stack([np.sum(flat[p], axis=axis - 1, keepdims=keep) for p in range(b)])
         else:
             v = np.sum(flat, axis=axis, keepdims=keep)
