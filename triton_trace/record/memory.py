@@ -328,7 +328,7 @@ class HostMemory:
         if aff is not None and self.aligned:
             # every program's offsets are its first one plus one pattern: the recorder and the chunk
             # check take them as that instead of scanning the lanes again
-            self.affine = offsets.reshape(len(offsets), -1)[:, 0], tuple(v // itemsize for v in aff.strides)
+            self.affine = offsets.reshape(len(offsets), -1)[:, 0].copy(), tuple(v // itemsize for v in aff.strides)
         return tid, offsets, safe
 
     def _vote(self, a: np.ndarray, active: np.ndarray, chunk: bool) -> int:
