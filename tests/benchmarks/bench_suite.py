@@ -146,6 +146,7 @@ CASES = {
 
 
 NO_PLAIN = {"matmul_4096_fp16"}      # full size: not run under the plain interpreter
+SIZES_MAX_LANES = 1 << 28            # traces with more lanes are not saved and loaded for the size columns
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -219,8 +220,12 @@ def child(mode: str, case: str, repeat: int, quick: bool, trace_opts: dict) -> d
         execution = [getattr(lc, "meta", {}).get("execution") for lc in tr.launches]
         out["execution"] = execution if any(execution) else None
         if mode == "traced":
-            sizes = _trace_sizes(tr)
-            out.update(sizes)
+            if sum(lc.lanes.size for lc in tr.launches) <= SIZES_MAX_LANES:
+                sizes = _trace_sizes(tr)
+                out.update(sizes)
+            else:             # saving and loading it back would measure the disk, not the tracer
+                out.update(lanes=sum(lc.lanes.size for lc in tr.launches),
+                           mem_lane_bytes=sum(lc.lanes.nbytes for lc in tr.launches))
         else:
             out["analyse_times"] = analyse_times
             out["lanes"] = sum(lc.lanes.size for lc in tr.launches)

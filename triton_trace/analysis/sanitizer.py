@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model import KIND_CODE, MEMORY_KINDS, WRITE_KINDS, TensorInfo
+from . import intervals
 from .context import STORE, LaunchContext
 from .findings import Finding, Suppressed, block_index, group_lanes, op_fields, short_list, where
 
@@ -221,11 +222,16 @@ def _check_views(ctx: LaunchContext) -> list:
     return _lane_findings(ctx, bad, "out_of_view", describe)
 
 
+def _output_rows(ctx: LaunchContext, ti: int) -> np.ndarray:
+    """Tensor ti's rows in its own element size."""
+    t = ctx.launch.tensors[ti]
+    return ctx.mem_rows[(ctx.tensor[ctx.mem_rows] == ti) & (ctx.eb[ctx.mem_rows] == t.elem_bytes)]
+
+
 def _output_lanes(ctx: LaunchContext, ti: int) -> tuple:
     """(lane indices, offsets) of the active in-bounds lanes of tensor ti's rows in its own element size,
     decoding only those rows."""
-    t = ctx.launch.tensors[ti]
-    rows = ctx.mem_rows[(ctx.tensor[ctx.mem_rows] == ti) & (ctx.eb[ctx.mem_rows] == t.elem_bytes)]
+    rows = _output_rows(ctx, ti)
     lanes, off, msk = ctx.decode(rows)
     keep = msk & ctx.inb[lanes]
     return lanes[keep], off[keep]
@@ -242,6 +248,8 @@ def check_uninitialized(ctx: LaunchContext) -> list:
     time = ctx.time()
     bad_parts = []
     for ti in _outputs(ctx):
+        if not ctx.is_read[_output_rows(ctx, ti)].any():
+            continue                  # never read: nothing can be read before it is written
         lanes, off = _output_lanes(ctx, ti)
         rows = ctx.lane_row[lanes]
         t = time[rows]
@@ -262,6 +270,11 @@ def check_uninitialized(ctx: LaunchContext) -> list:
 def check_double_writes(ctx: LaunchContext) -> list:
     bad_parts = []
     for ti in _outputs(ctx):
+        rows = _output_rows(ctx, ti)
+        rows = rows[ctx.kind[rows] == STORE]
+        iv = intervals.row_intervals(ctx, rows, distinct=True)
+        if iv is not None and not intervals.same_program_overlap(*iv):
+            continue                  # the stores' elements, as intervals: no program stores one twice
         lanes, off = _output_lanes(ctx, ti)
         store = ctx.kind[ctx.lane_row[lanes]] == STORE
         lanes, off = lanes[store], off[store]
@@ -283,6 +296,30 @@ def check_double_writes(ctx: LaunchContext) -> list:
     return _lane_findings(ctx, bad, "double_write", describe)
 
 
+def _row_major(t: TensorInfo) -> bool:
+    """The view is one row-major range of its storage (element i at storage_offset + i)."""
+    step = 1
+    for size, stride in zip(reversed(t.shape), reversed(t.strides)):
+        if size > 1 and stride != step:
+            return False
+        step *= size
+    return True
+
+
+def _coverage_by_intervals(ctx: LaunchContext, ti: int, k: int):
+    """(elements of a contiguous output no program wrote, the first k of their offsets) from the write rows'
+    intervals; None when the output is not one contiguous range or a write row is irregular."""
+    t = ctx.launch.tensors[ti]
+    if not t.shape or not _row_major(t):
+        return None
+    rows = _output_rows(ctx, ti)
+    iv = intervals.row_intervals(ctx, rows[ctx.is_write[rows]])
+    if iv is None:
+        return None
+    lo = t.storage_offset
+    return intervals.missing(intervals.union(iv[0], iv[1]), lo, lo + int(np.prod(t.shape)), k)
+
+
 def check_coverage(ctx: LaunchContext) -> list:
     lc = ctx.launch
     if lc.skipped_programs or not lc.completed:
@@ -290,20 +327,25 @@ def check_coverage(ctx: LaunchContext) -> list:
     out = []
     for ti in _outputs(ctx):
         t = lc.tensors[ti]
-        lanes, off = _output_lanes(ctx, ti)
-        written = np.zeros(t.storage_size, dtype=bool)
-        written[off[ctx.is_write[ctx.lane_row[lanes]]]] = True
-        vo = t.view_offsets()
-        missing = ~written[vo] if vo.size else np.zeros(t.shape, dtype=bool)
-        n = int(missing.sum())
+        k = ctx.params.max_examples
+        found = _coverage_by_intervals(ctx, ti, k)
+        if found is None:
+            lanes, off = _output_lanes(ctx, ti)
+            written = np.zeros(t.storage_size, dtype=bool)
+            written[off[ctx.is_write[ctx.lane_row[lanes]]]] = True
+            vo = t.view_offsets()
+            missing = ~written[vo] if vo.size else np.zeros(t.shape, dtype=bool)
+            n = int(missing.sum())
+            idx = np.argwhere(missing)[:k]
+            offs = tuple(int(vo[tuple(i)]) for i in idx)
+        else:
+            n, offs = found[0], tuple(found[1])
+            idx = [np.unravel_index(o - t.storage_offset, t.shape) for o in offs]
         if not n:
             continue
-        k = ctx.params.max_examples
-        idx = np.argwhere(missing)[:k]
-        offs = tuple(int(vo[tuple(i)]) for i in idx)
         out.append(Finding(
             kind="unwritten_output", kernel=lc.kernel_name, launch=ctx.index, tensor=t.name, count=n,
-            message=(f"declared output '{t.name}': {n} of {vo.size} element(s) were never written by any program "
+            message=(f"declared output '{t.name}': {n} of {int(np.prod(t.shape))} element(s) were never written by any program "
                      f"(first at index {short_list(tuple(int(v) for v in i) for i in idx)})"),
             offsets=offs, indices=tuple(tuple(int(v) for v in i) for i in idx)))
     return out
