@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import triton_trace
-from triton_trace.analysis import intervals, sanitizer
+from triton_trace.analysis import intervals
 from broken_kernels import CASES
 from test_analysis_sanitizer import runnable
 
