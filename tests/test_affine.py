@@ -100,3 +100,20 @@ def test_runs_cover_exactly_the_elements_of_an_affine_access(shape, strides):
         covered = np.concatenate([np.arange(a, b + 1) for a, b in zip(starts[p], ends[p])])
         assert np.array_equal(np.unique(covered), np.unique(offs[p]))
     assert affine_runs(firsts, (64, 2), (16, 32)) is None          # no unit stride: the lanes decide
+
+
+def test_value_blob_keeps_every_block_at_an_aligned_offset_and_grows():
+    from triton_trace.record.collector import ValueBlob
+    blob = ValueBlob(4)                       # room for 32 bytes: the blocks below outgrow it
+    blocks = [np.arange(3, dtype=np.int8), np.full((2, 3), 1.5, dtype=np.float64),
+              np.broadcast_to(np.float16(2.0), (5,)), np.arange(7, dtype=np.int32).reshape(7, 1)]
+    starts = [blob.append(b) for b in blocks]
+    data = blob.array()
+    for b, s in zip(blocks, starts):
+        assert s % b.dtype.itemsize == 0
+        got = data[s:s + b.size * b.dtype.itemsize].view(b.dtype)
+        assert np.array_equal(got, np.ascontiguousarray(b).reshape(-1))
+    mark = blob.used
+    blob.append(np.ones(100, dtype=np.int64))
+    blob.used = mark                           # a rolled-back chunk
+    assert len(blob.array()) == mark

@@ -44,6 +44,32 @@ class _Event:
         self.value_start, self.value_dtype, self.value_size, self.aux = -1, -1, 0, aux
 
 
+class ValueBlob:
+    """The recorded values, one growing byte buffer: each block is written once, straight from the
+    (broadcast) values, at an offset aligned to its item size. Sized for the value cap up front (pages are
+    only touched when written), so a launch within the cap never copies what it recorded."""
+
+    def __init__(self, cap_elems: int):
+        self.buf = np.empty(min(max(int(cap_elems), 0), 1 << 27) * 8, dtype=np.uint8)
+        self.used = 0
+
+    def append(self, v: np.ndarray) -> int:
+        size = v.dtype.itemsize
+        start = -(-self.used // size) * size
+        end = start + v.size * size
+        if end > len(self.buf):
+            grown = np.empty(max(end, 2 * len(self.buf)), dtype=np.uint8)
+            grown[:self.used] = self.buf[:self.used]
+            self.buf = grown
+        np.copyto(self.buf[start:end].view(v.dtype).reshape(v.shape), v)
+        self.used = end
+        return start
+
+    def array(self) -> np.ndarray:
+        out = self.buf[:self.used]
+        return out if 2 * self.used >= len(self.buf) else out.copy()     # do not pin a mostly empty buffer
+
+
 class Collector:
     def __init__(self, kernel: str, memory: HostMemory, values_cap: Optional[int] = DEFAULT_VALUE_CAP,
                  program_filter: Optional[Callable] = None, on_oob: str = "skip",
@@ -56,7 +82,7 @@ class Collector:
         self._events: list = []
         self._chunk_pids: list = []      # per chunk: (R, 3) int32, the kept programs in execution order
         self._lanes = LaneWriter()
-        self._values: list = []
+        self._blob = ValueBlob(self.values_cap)
         self._value_bytes = 0
         self._value_elems = 0
         self.values_truncated = False
@@ -149,7 +175,7 @@ class Collector:
         self.fallbacks.append((first, programs, why))
 
     def mark(self) -> tuple:
-        return (len(self._events), len(self._chunk_pids), self._lanes.mark(), len(self._values),
+        return (len(self._events), len(self._chunk_pids), self._lanes.mark(), self._blob.used,
                 self._value_bytes, self._value_elems, self.values_truncated, set(self._files), set(self._dtypes),
                 self._stopped, len(self.limit_notes), self.nonfinite.mark(), self.overflow.mark())
 
@@ -160,7 +186,8 @@ class Collector:
         self.nonfinite.rollback(nonfinite)
         self.overflow.rollback(overflow)
         del self.limit_notes[nn:]
-        del self._events[ne:], self._chunk_pids[nc:], self._values[nv:]
+        del self._events[ne:], self._chunk_pids[nc:]
+        self._blob.used = nv
         self._lanes.rollback(lanes)
         self._files = {k: v for k, v in self._files.items() if k in files}
         self._dtypes = {k: v for k, v in self._dtypes.items() if k in dtypes}
@@ -238,10 +265,13 @@ class Collector:
             return
         v = np.asarray(values)
         if self.batched:
-            v = np.broadcast_to(v, (self._size,) + ev.shape).reshape(self._size, n)
+            v = np.broadcast_to(v, (self._size,) + ev.shape)
             if self._keep is not None:
                 v = v[self._keep]
-        v = np.ascontiguousarray(np.broadcast_to(v, (rows, n) if self.batched else ev.shape)).reshape(-1)
+            shape = (rows,) + ev.shape
+        else:
+            shape = ev.shape
+        v = np.broadcast_to(v, shape)
         t = ev.tensor
         if v.dtype == np.uint16 and t >= 0 and self.memory.tensors[t].dtype == "bfloat16" and ev.elem_bytes == 2:
             # numpy has no bfloat16: the interpreter carries its bit patterns as uint16. Widen them to the
@@ -251,9 +281,9 @@ class Collector:
         did = self._dtypes.get(dt)
         if did is None:
             did = self._dtypes[dt] = len(self._dtypes)
-        ev.value_start, ev.value_dtype, ev.value_size = self._value_bytes, did, v.dtype.itemsize
-        self._values.append(v.view(np.uint8))
-        self._value_bytes += v.nbytes
+        start = self._blob.append(v)
+        ev.value_start, ev.value_dtype, ev.value_size = start, did, v.dtype.itemsize
+        self._value_bytes = self._blob.used
         self._value_elems += rows * n
 
     def compute_op(self, kind: str, file: Optional[str], line: int, shape: tuple, aux: tuple) -> None:
@@ -325,7 +355,7 @@ class Collector:
             self.end_chunk()
         ops = self._rows()
         lanes = self._lanes.finish()
-        values = np.concatenate(self._values) if self._values else np.zeros(0, np.uint8)
+        values = self._blob.array()
         recorded = np.concatenate(self._chunk_pids) if self._chunk_pids else np.zeros((0, 3), np.int32)
         return Launch(
             tensors=tuple(self.memory.tensors), files=tuple(self._files), value_dtypes=tuple(self._dtypes),
