@@ -42,9 +42,9 @@ def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 
     (analysis/layouts.py), falling back to the offsets model for ops it cannot match and for launches that
     do not compile (the report's "compiled" entry says which and why); ``"model"`` never compiles. The
     result is a pure function of the trace, these parameters and the installed Triton. ``what_if``
-    replays the launch for the hints (analysis/whatif.py): None with other GROUP_M orderings, for launches
-    of up to 2M cache-stream entries; True also through the other GPUs' L2 and with other num_warps, up to
-    20M entries; False never.
+    replays the launch for the hints (analysis/whatif.py): None with GROUP_M 1 and 8 (where the kernel
+    orders its tiles by a group size), for launches of up to 2M cache-stream entries; True with GROUP_M 1,
+    4, 8 and 16, through the other GPUs' L2 and with other num_warps, up to 20M entries; False never.
     """
     params = Params(gpu=gpu, warp_size=warp_size, vector_bytes=vector_bytes, num_warps=num_warps,
                     l2_bytes=l2_bytes, l2_ways=l2_ways, programs_in_flight=programs_in_flight,

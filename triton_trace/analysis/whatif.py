@@ -31,6 +31,7 @@ from .gpus import GPUS
 
 GROUP_NAMES = re.compile(r"^GROUP(_SIZE)?_?M$|^GROUP$", re.IGNORECASE)
 GROUP_SIZES = (1, 4, 8, 16)
+DEFAULT_GROUP_SIZES = (1, 8)   # analyze(what_if=None): none and the tutorial's 8 (each is a cache simulation)
 AUTO_STREAM = 2_000_000      # analyze(what_if=None) replays launches up to this many stream entries
 MAX_STREAM = 20_000_000      # analyze(what_if=True) up to this many
 MIN_CHANGE = 0.05            # a replay that moves DRAM reads by less than this is not worth a hint
@@ -108,8 +109,8 @@ def _change(new: int, base: int) -> str:
 
 def what_if(ctx: LaunchContext, co, dram_read: int, enabled=None) -> tuple:
     """(hints, note): the replays above for one launch, and why any were skipped. ``enabled``: None replays
-    group sizes for launches of at most AUTO_STREAM stream entries, True also other GPUs and up to
-    MAX_STREAM, False none."""
+    the group sizes DEFAULT_GROUP_SIZES for launches of at most AUTO_STREAM stream entries; True every size
+    of GROUP_SIZES, other GPUs, up to MAX_STREAM; False none."""
     if enabled is False or not dram_read or not len(co.stream_row):
         return [], None
     limit = MAX_STREAM if enabled else AUTO_STREAM
@@ -117,13 +118,13 @@ def what_if(ctx: LaunchContext, co, dram_read: int, enabled=None) -> tuple:
         more = "" if enabled else "; analyze(what_if=True) replays up to " + f"{MAX_STREAM:,}"
         return [], (f"what-if replays: skipped, {len(co.stream_row):,} cache-stream entries (each replay costs "
                     f"a cache simulation; limit {limit:,}{more})")
-    out = _group_hints(ctx, co, dram_read)
+    out = _group_hints(ctx, co, dram_read, GROUP_SIZES if enabled else DEFAULT_GROUP_SIZES)
     if enabled:                 # a replay per other GPU: only when asked (each costs a cache simulation)
         out += _gpu_hints(ctx, co, dram_read)
     return out, None
 
 
-def _group_hints(ctx: LaunchContext, co, dram_read: int) -> list:
+def _group_hints(ctx: LaunchContext, co, dram_read: int, sizes: tuple = GROUP_SIZES) -> list:
     lc = ctx.launch
     names = [k for k, v in lc.args.items() if GROUP_NAMES.match(k) and isinstance(v, int) and v >= 1]
     if len(names) != 1 or lc.grid[1] != 1 or lc.grid[2] != 1 or ctx.n_programs != lc.num_programs:
@@ -139,7 +140,7 @@ def _group_hints(ctx: LaunchContext, co, dram_read: int) -> list:
     program_of[tiles[:, 0] * n_n + tiles[:, 1]] = np.arange(ctx.n_programs)
     line = _line_of(ctx, name)
     out = []
-    for g in GROUP_SIZES:
+    for g in sizes:
         if g == traced or g > n_m:
             continue
         t = grouped_tiles(n_m, n_n, g)
