@@ -87,6 +87,8 @@ def test_programs_meet_is_exactly_whether_intervals_of_two_programs_overlap():
         p = rng.integers(0, 4, n)
         want = any(p[i] != p[j] and s[i] <= e[j] and s[j] <= e[i] for i in range(n) for j in range(i + 1, n))
         assert programs_meet(s, e, p) == want, (s, e, p)
+    # offsets far apart (a masked lane's garbage address): no overflowing key, the lanes decide
+    assert programs_meet(np.array([0, 0, -2 ** 62]), np.array([63, 63, -2 ** 62 + 63]), np.array([0, 1, 2]))
 
 
 @pytest.mark.parametrize("shape,strides", [((16, 32), (64, 1)), ((32, 16), (1, 64)), ((8, 4, 16), (0, 32, -1)),
@@ -102,15 +104,15 @@ def test_runs_cover_exactly_the_elements_of_an_affine_access(shape, strides):
     assert affine_runs(firsts, (64, 2), (16, 32)) is None          # no unit stride: the lanes decide
 
 
-def test_value_blob_keeps_every_block_at_an_aligned_offset_and_grows():
+def test_value_blob_packs_blocks_back_to_back_and_grows():
     from triton_trace.record.collector import ValueBlob
     blob = ValueBlob(4)                       # room for 32 bytes: the blocks below outgrow it
     blocks = [np.arange(3, dtype=np.int8), np.full((2, 3), 1.5, dtype=np.float64),
               np.broadcast_to(np.float16(2.0), (5,)), np.arange(7, dtype=np.int32).reshape(7, 1)]
     starts = [blob.append(b) for b in blocks]
     data = blob.array()
+    assert starts == list(np.cumsum([0] + [b.nbytes for b in blocks[:-1]]))     # packed, as concatenated
     for b, s in zip(blocks, starts):
-        assert s % b.dtype.itemsize == 0
         got = data[s:s + b.size * b.dtype.itemsize].view(b.dtype)
         assert np.array_equal(got, np.ascontiguousarray(b).reshape(-1))
     mark = blob.used

@@ -147,9 +147,33 @@ def _repeat_add(x_ptr, n_ptr, out_ptr, N: tl.constexpr):
     pid = tl.program_id(0)
     offs = pid * N + tl.arange(0, N)
     acc = tl.zeros([N], dtype=tl.float32)
+    i = 0
+    while i < tl.load(n_ptr + pid):        # a while loop: its condition splits a chunk (range loops are masked)
+        acc += tl.load(x_ptr + offs) * (i + 1.0)
+        i += 1
+    tl.store(out_ptr + offs, acc)
+
+
+@triton.jit
+def _repeat_add_range(x_ptr, n_ptr, out_ptr, N: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * N + tl.arange(0, N)
+    acc = tl.zeros([N], dtype=tl.float32)
     for i in range(tl.load(n_ptr + pid)):
         acc += tl.load(x_ptr + offs) * (i + 1.0)
     tl.store(out_ptr + offs, acc)
+
+
+def test_a_range_loop_whose_count_differs_runs_masked_in_one_chunk():
+    """The same loop as a ``range``: one chunk, every program batched, trips past a program's count masked
+    off (record/interp/maskedloops.py); the trace equals one program at a time, row for row."""
+    x, n = torch.randn(64), torch.tensor([1, 0, 3, 1, 1, 1, 1, 1], dtype=torch.int32)
+    (out_seq, t_seq), (out_bat, t_bat) = run_both(
+        lambda o: (lambda out: (trace(_repeat_add_range, **o)[(8,)](x, n, out, N=8), out)[1])(torch.empty(64)), 8)
+    ex = t_bat.launches[0].meta["execution"]
+    assert ex["batched_programs"] == 8 and ex["diverged_chunks"] == 0 and not ex["fallbacks"], ex
+    assert torch.equal(out_seq, out_bat)
+    assert_same_traces(t_seq, t_bat)
 
 
 def test_divergent_programs_stay_batched_in_runs_that_agree():
@@ -160,8 +184,10 @@ def test_divergent_programs_stay_batched_in_runs_that_agree():
     (out_seq, t_seq), (out_bat, t_bat) = run_both(
         lambda o: (lambda out: (trace(_repeat_add, **o)[(8,)](x, n, out, N=8), out)[1])(torch.empty(64)), 8)
     ex = t_bat.launches[0].meta["execution"]
-    assert ex["batched_programs"] == 5 and ex["diverged_chunks"] == 1
-    assert [f["programs"] for f in ex["fallbacks"]] == [3] and "differ from both neighbours" in ex["fallbacks"][0]["reason"]
+    # the condition first splits off the program that runs no trip, then the one that runs three
+    assert ex["batched_programs"] == 5 and ex["diverged_chunks"] == 2
+    assert sum(f["programs"] for f in ex["fallbacks"]) == 3
+    assert all("differ from both neighbours" in f["reason"] for f in ex["fallbacks"])
     assert torch.equal(out_seq, out_bat)
     assert_same_traces(t_seq, t_bat)
     want = x.reshape(8, 8) * torch.tensor([(k * (k + 1)) / 2 for k in n.tolist()])[:, None]
@@ -172,9 +198,11 @@ def test_divergent_programs_stay_batched_in_runs_that_agree():
 def _chain(x_ptr, n_ptr):
     pid = tl.program_id(0)
     n = tl.load(n_ptr + pid)
-    for _ in range(n):
+    i = 0
+    while i < n:                 # a while loop's condition splits a chunk (a range loop would be masked)
         v = tl.load(x_ptr + pid)
         tl.store(x_ptr + pid + 1, v + 1.0)
+        i += 1
 
 
 def test_alternating_trip_counts_run_one_at_a_time_in_launch_order():

@@ -28,6 +28,8 @@ def programs_meet(starts: np.ndarray, ends: np.ndarray, progs: np.ndarray) -> bo
     s, e, p = starts[order], ends[order], progs[order].astype(np.int64)
     width = int(p.max()) + 1
     lo = int(e.min())
+    if (int(e.max()) - lo + 1) * width >= 1 << 62:
+        return True                 # the key below would overflow: say they may meet (the lanes decide)
     held = np.maximum.accumulate((e - lo) * width + p)      # largest end so far, and (on ties) a program
     run_end, run_prog = held[:-1] // width + lo, held[:-1] % width
     return bool(((s[1:] <= run_end) & (run_prog != p[1:])).any())

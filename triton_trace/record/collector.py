@@ -36,17 +36,18 @@ class MemoryAccess(NamedTuple):
 class _Event:
     """One op of one chunk: its lanes are one block of (programs kept, lanes per program)."""
     __slots__ = ("chunk", "seq", "kind", "file", "line", "tensor", "elem_bytes", "shape", "lane_start", "lanes",
-                 "value_start", "value_dtype", "value_size", "aux")
+                 "value_start", "value_dtype", "value_size", "aux", "rows")
 
     def __init__(self, chunk, seq, kind, file, line, tensor, elem_bytes, shape, lane_start, lanes, aux):
         self.chunk, self.seq, self.kind, self.file, self.line = chunk, seq, kind, file, line
         self.tensor, self.elem_bytes, self.shape, self.lane_start, self.lanes = tensor, elem_bytes, shape, lane_start, lanes
         self.value_start, self.value_dtype, self.value_size, self.aux = -1, -1, 0, aux
+        self.rows = None          # which of the chunk's kept programs ran it (bool), None: all of them
 
 
 class ValueBlob:
     """The recorded values, one growing byte buffer: each block is written once, straight from the
-    (broadcast) values, at an offset aligned to its item size. Sized for the value cap up front (pages are
+    (broadcast) values, right after the previous one (as a concatenation would place it). Sized for the value cap up front (pages are
     only touched when written), so a launch within the cap never copies what it recorded."""
 
     def __init__(self, cap_elems: int):
@@ -54,9 +55,8 @@ class ValueBlob:
         self.used = 0
 
     def append(self, v: np.ndarray) -> int:
-        size = v.dtype.itemsize
-        start = -(-self.used // size) * size
-        end = start + v.size * size
+        start = self.used
+        end = start + v.size * v.dtype.itemsize
         if end > len(self.buf):
             grown = np.empty(max(end, 2 * len(self.buf)), dtype=np.uint8)
             grown[:self.used] = self.buf[:self.used]
@@ -95,6 +95,7 @@ class Collector:
         self.pid = (0, 0, 0)
         self.batched = False
         self._keep: Optional[np.ndarray] = None
+        self._active: Optional[np.ndarray] = None   # programs of the chunk running the current ops (masked loops)
         self._size = 1
         self._seq = 0
         self._open = False
@@ -132,11 +133,25 @@ class Collector:
             keep = np.fromiter((bool(self.program_filter(tuple(int(v) for v in p))) for p in pids), bool, len(pids))
             kept = pids[keep]
         self._keep = keep
+        self._active = None
         self.nonfinite.begin(pids, keep, batched)
         self.overflow.begin(pids, keep, batched)
         self.recording = len(kept) > 0
         self._kept = kept
         self._conflicts = ChunkConflicts(self.memory, len(pids), self._scratch) if batched else None
+
+    def set_active(self, active: Optional[np.ndarray]) -> None:
+        """Only the programs ``active`` ((P,) bool over the chunk) run the ops from now on (a loop whose
+        trip count differs between programs, past some programs' last trip); None: all of them."""
+        self._active = active
+        self.nonfinite.set_active(active)
+        self.overflow.set_active(active)
+
+    def _event_rows(self):
+        """The kept programs running the current op: None for all of them, else a bool mask over them."""
+        if self._active is None:
+            return None
+        return self._active if self._keep is None else self._active[self._keep]
 
     def begin_program(self, pid: tuple) -> None:
         self.begin_chunk(np.array([pid]), batched=False)
@@ -147,8 +162,14 @@ class Collector:
             return
         if self._conflicts is not None:
             self._conflicts.check()           # raises BatchFallback before anything is committed
+        self._active = None
         for (f, line), flops in sorted(self._flops.items()):
-            self._event("math", f, line, -1, 0, (), 0, 0, (flops, 0, 0))
+            if np.ndim(flops) == 0:
+                self._event("math", f, line, -1, 0, (), 0, 0, (int(flops), 0, 0))
+                continue
+            per = flops if self._keep is None else flops[self._keep]    # per program: masked loops differ
+            for v in np.unique(per[per > 0]).tolist():
+                self._event("math", f, line, -1, 0, (), 0, 0, (int(v), 0, 0), rows=per == v)
         self._flops.clear()
         self._chunk_pids.append(self._kept)
         self.recorded_programs += len(self._kept)
@@ -169,6 +190,7 @@ class Collector:
         """The running chunk stopped (it raised or will be undone): no longer batched or open."""
         self.batched = False
         self._open = False
+        self._active = None
 
     def note_fallback(self, first: int, programs: int, why: str) -> None:
         """Programs ``first .. first + programs`` ran one by one instead of batched, and why."""
@@ -203,11 +225,13 @@ class Collector:
             fid = self._files[file] = len(self._files)
         return fid
 
-    def _event(self, kind, fid, line, tensor, elem_bytes, shape, lane_start, lane_count, aux) -> int:
+    def _event(self, kind, fid, line, tensor, elem_bytes, shape, lane_start, lane_count, aux, rows=None) -> int:
         # the event keeps the block's own shape (values are broadcast to it); a rank above the ops
         # table's MAX_RANK is flattened only when the table is built
-        self._events.append(_Event(len(self._chunk_pids), self._seq, KIND_CODE[kind], fid, line, tensor, elem_bytes,
-                                   tuple(shape), lane_start, lane_count, aux))
+        ev = _Event(len(self._chunk_pids), self._seq, KIND_CODE[kind], fid, line, tensor, elem_bytes,
+                    tuple(shape), lane_start, lane_count, aux)
+        ev.rows = rows
+        self._events.append(ev)
         self._seq += 1
         return len(self._events) - 1
 
@@ -228,14 +252,17 @@ class Collector:
             tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, origin=self.origin)
             shape, affine = addrs.shape, None
         row = -1
-        if self.recording:
+        rows = self._event_rows() if self.batched else None
+        if self.recording and (rows is None or rows.any()):
             n = int(np.prod(shape, dtype=np.int64))
             o, m = offsets.reshape(-1, n), mask.reshape(-1, n)
             if self._keep is not None:
                 o, m = o[self._keep], m[self._keep]
+            if rows is not None:
+                o, m = o[rows], m[rows]
             start = self._lanes.add(o, m, shape=tuple(shape), affine=affine is not None)
             row = self._event(kind, self._file_id(file), int(line or 0), tensor, elem_bytes, shape, start, n,
-                              (0, 0, 0))
+                              (0, 0, 0), rows=rows)
         if kind != "load" and tensor >= 0 and safe.any():
             self.memory.mark_written(tensor)
         if self.on_oob == "raise" and not np.array_equal(safe, mask):
@@ -255,7 +282,7 @@ class Collector:
                 self.values_truncated = True
             return
         ev = self._events[row]
-        rows, n = len(self._kept), ev.lanes
+        rows, n = (len(self._kept) if ev.rows is None else int(ev.rows.sum())), ev.lanes
         if self._value_elems + rows * n > self.values_cap:
             self.values_truncated = True
             return
@@ -268,6 +295,8 @@ class Collector:
             v = np.broadcast_to(v, (self._size,) + ev.shape)
             if self._keep is not None:
                 v = v[self._keep]
+            if ev.rows is not None:
+                v = v[ev.rows]
             shape = (rows,) + ev.shape
         else:
             shape = ev.shape
@@ -287,15 +316,23 @@ class Collector:
         self._value_elems += rows * n
 
     def compute_op(self, kind: str, file: Optional[str], line: int, shape: tuple, aux: tuple) -> None:
-        if self.recording:
+        rows = self._event_rows() if self.batched else None
+        if self.recording and (rows is None or rows.any()):
             self._event(kind, self._file_id(file), int(line or 0), -1, 0, tuple(shape), 0, 0,
-                        tuple(aux) + (0,) * (3 - len(aux)))
+                        tuple(aux) + (0,) * (3 - len(aux)), rows=rows)
 
     def add_flops(self, file: Optional[str], line: int, flops: int) -> None:
         """Count elementwise flops of one program (every program of a batched chunk does the same)."""
         if self.recording and flops:
             key = (self._file_id(file), int(line or 0))
-            self._flops[key] = self._flops.get(key, 0) + int(flops)
+            if self._active is None or not self.batched:
+                self._flops[key] = self._flops.get(key, 0) + int(flops)
+            else:                 # some programs sit out (a masked loop): count per program
+                per = self._flops.get(key, 0)
+                if np.ndim(per) == 0:
+                    per = np.full(self._size, per, dtype=np.int64)
+                per[self._active] += int(flops)
+                self._flops[key] = per
 
     # -- finishing --------------------------------------------------------------------------------------------
     def _rows(self) -> dict:
@@ -312,17 +349,32 @@ class Collector:
         sizes = np.array([len(p) for p in self._chunk_pids], dtype=np.int64)
         pid_start = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(sizes) else np.zeros(0, np.int64)
         all_pids = np.concatenate(self._chunk_pids) if self._chunk_pids else np.zeros((0, 3), np.int32)
-        reps = sizes[chunk]
-        idx = np.repeat(np.arange(n_ev), reps)
+        subset = np.fromiter((e.rows is not None for e in events), dtype=bool, count=n_ev)
+        full = np.flatnonzero(~subset)
+        reps = sizes[chunk[full]]
+        idx = np.repeat(full, reps)
         first = np.concatenate([[0], np.cumsum(reps)[:-1]])
         prog = np.arange(len(idx)) - np.repeat(first, reps)          # index of the program within its chunk
-        seq = column("seq")
-        order = np.lexsort((seq[idx], prog, chunk[idx]))
-        idx, prog = idx[order], prog[order]
+        rank = prog                                                  # and its row within the event's block
+        if subset.any():
+            # events of a masked loop's trips that some programs sat out: only the programs that ran them
+            part = [np.flatnonzero(events[i].rows) for i in np.flatnonzero(subset)]
+            counts = np.array([len(p) for p in part], dtype=np.int64)
+            idx = np.concatenate([idx, np.repeat(np.flatnonzero(subset), counts)])
+            prog = np.concatenate([prog] + part)
+            rank = np.concatenate([rank] + [np.arange(c) for c in counts])
+        # a program's ops in the order it ran them; its seq counts only the ops it ran
+        order = np.lexsort((idx, prog, chunk[idx]))
+        idx, prog, rank = idx[order], prog[order], rank[order]
+        new_group = np.r_[True, (chunk[idx][1:] != chunk[idx][:-1]) | (prog[1:] != prog[:-1])] if len(idx) else \
+            np.zeros(0, dtype=bool)
+        starts = np.flatnonzero(new_group)
+        seq = np.arange(len(idx)) - np.repeat(starts, np.diff(np.r_[starts, len(idx)]))
         total = len(idx)
         ops = empty_ops(total)
         ops["program"] = all_pids[pid_start[chunk[idx]] + prog]
-        for name, attr in (("seq", "seq"), ("kind", "kind"), ("file", "file"), ("line", "line"), ("tensor", "tensor"),
+        ops["seq"] = seq
+        for name, attr in (("kind", "kind"), ("file", "file"), ("line", "line"), ("tensor", "tensor"),
                            ("elem_bytes", "elem_bytes")):
             ops[name] = column(attr, OP_COLUMNS[name][0])[idx]
         shapes = np.zeros((n_ev, MAX_RANK), dtype=np.int64)
@@ -334,10 +386,10 @@ class Collector:
         ops["shape"], ops["ndim"] = shapes[idx], ndim[idx]
         n = column("lanes")
         ops["lane_count"] = n[idx]
-        ops["lane_start"] = column("lane_start")[idx] + prog * n[idx]
+        ops["lane_start"] = column("lane_start")[idx] + rank * n[idx]
         vdt = column("value_dtype", np.int32)
         ops["value_dtype"] = vdt[idx]
-        vstart = column("value_start")[idx] + prog * n[idx] * column("value_size")[idx]
+        vstart = column("value_start")[idx] + rank * n[idx] * column("value_size")[idx]
         ops["value_start"] = np.where(vdt[idx] >= 0, vstart, -1)
         ops["aux"] = np.array([e.aux for e in events], dtype=np.int64).reshape(n_ev, 3)[idx]
         return ops

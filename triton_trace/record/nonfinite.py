@@ -52,6 +52,7 @@ class NonFinite:
         self._undefined = frozenset(outputs)
         self._pids = np.zeros((1, 3), np.int32)
         self._keep: Optional[np.ndarray] = None
+        self._active: Optional[np.ndarray] = None
         self.batched = False
         self.births: dict = {}           # program -> its births, the first of each source line, in order
         self.inputs: dict = {}           # program -> its first non-finite load of an unwritten argument
@@ -60,6 +61,11 @@ class NonFinite:
 
     def begin(self, pids: np.ndarray, keep: Optional[np.ndarray], batched: bool) -> None:
         self._pids, self._keep, self.batched = pids, keep, batched
+        self._active = None
+
+    def set_active(self, active: Optional[np.ndarray]) -> None:
+        """Programs of the chunk that run the current ops (a masked loop's trips); None: all."""
+        self._active = active
 
     def mark(self) -> tuple:
         return {k: list(v) for k, v in self.births.items()}, dict(self.inputs), len(self.reports), set(self._seen)
@@ -76,7 +82,7 @@ class NonFinite:
             return
         flat = bad.reshape(bad.shape[0], -1)
         for p in np.flatnonzero(flat.any(axis=1)):
-            if self._keep is None or self._keep[p]:
+            if (self._keep is None or self._keep[p]) and (self._active is None or self._active[p]):
                 yield tuple(int(v) for v in self._pids[p]), bad[p]
 
     def birth(self, op: str, file, line, born: np.ndarray, operands: list, result: np.ndarray) -> None:

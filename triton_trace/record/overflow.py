@@ -24,12 +24,18 @@ class Overflow:
         self._tensors = tensors
         self._pids = np.zeros((1, 3), np.int32)
         self._keep: Optional[np.ndarray] = None
+        self._active: Optional[np.ndarray] = None
         self.batched = False
         self.reports: list = []
         self._seen: set = set()
 
     def begin(self, pids: np.ndarray, keep: Optional[np.ndarray], batched: bool) -> None:
         self._pids, self._keep, self.batched = pids, keep, batched
+        self._active = None
+
+    def set_active(self, active: Optional[np.ndarray]) -> None:
+        """Programs of the chunk that run the current ops (a masked loop's trips); None: all."""
+        self._active = active
 
     def mark(self) -> tuple:
         return len(self.reports), set(self._seen)
@@ -50,7 +56,8 @@ class Overflow:
             flat = lanes.reshape(lanes.shape[0], -1).any(axis=1)
             if len(flat) == 1 and len(self._pids) > 1:
                 flat = np.ones(len(self._pids), bool)
-            rows = [p for p in np.flatnonzero(flat) if self._keep is None or self._keep[p]]
+            rows = [p for p in np.flatnonzero(flat) if (self._keep is None or self._keep[p]) and
+                    (self._active is None or self._active[p])]
             if not rows:
                 return
             pid, count = self._pids[rows[0]], int(lanes.reshape(lanes.shape[0], -1)[min(rows[0], lanes.shape[0] - 1)].sum())

@@ -127,7 +127,7 @@ class LaneWriter:
     def _add_affine_rows(self, o, m, shape, n) -> None:
         """``_add_rows`` for rows known to share one pattern: the one segment it would make."""
         base = o[:, 0].copy()
-        s0 = tuple(int(o[0, k]) - int(base[0]) if k else 0 for k in _probe(shape))
+        s0 = tuple(_wrap(int(o[0, k]) - int(base[0])) if k else 0 for k in _probe(shape))
         code = self._mask_codes(m, n)
         self._append(len(base), (AFFINE, n, shape, s0), base, None, None, None, code, m if code is not None else None)
 

@@ -33,7 +33,7 @@ class Chunk:
     """The programs of a running chunk. It lives on the builder instance while the chunk runs (``start``
     puts it there, ``running`` reads it), so the builder's methods and the patches find it without a
     module global."""
-    __slots__ = ("size", "pid_data", "base")
+    __slots__ = ("size", "pid_data", "base", "active", "on_active")
 
     def __init__(self, pids: np.ndarray, base: type):
         cols = []
@@ -43,6 +43,20 @@ class Chunk:
         self.pid_data = tuple(cols)       # per axis: (P, 1) int32, or (1, 1) where every program shares the value
         self.size = len(pids)
         self.base = base                  # the builder's own class, whose methods do the per-program work
+        self.active = None                # (P,) bool: the programs running the current ops (masked loops)
+        self.on_active = None             # told of every change of ``active`` (the recorder)
+
+    def set_active(self, active) -> None:
+        self.active = active
+        if self.on_active is not None:
+            self.on_active(active)
+
+    def masked(self, mask):
+        """A memory op's mask (widened to every program) with the programs sitting out switched off."""
+        if self.active is None:
+            return mask
+        m = mask.data & self.active.reshape((-1,) + (1,) * (mask.data.ndim - 1))
+        return TensorHandle(m, mask.dtype)
 
 
 _ATTR = "_tt_chunk"
@@ -141,14 +155,18 @@ def _stack_aligned(outs: list) -> TensorHandle:
     return TensorHandle(out, outs[0].dtype)
 
 
-def _agree(data) -> np.ndarray:
+def _agree(data, active=None) -> np.ndarray:
     """The value every program of the chunk holds, or ChunkDiverged (labelling the programs that agree,
-    compared bit for bit) when they differ."""
+    compared bit for bit) when they differ. Programs outside ``active`` (sitting out a masked loop's trip)
+    hold values nothing uses and are not compared."""
     d = np.asarray(data)
     if d.ndim and d.shape[0] > 1:
+        if active is not None and len(active) == d.shape[0] and not active.all():
+            d = d[active] if active.any() else d[:1]
         first = d[:1]
         same = (d == first) | ((d != d) & (first != first))     # NaN agrees with NaN
         if not same.all():
+            d = np.asarray(data)
             rows = np.ascontiguousarray(d.reshape(d.shape[0], -1))
             keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).reshape(-1)
             _, inverse = np.unique(keys, return_inverse=True)
@@ -277,21 +295,25 @@ class _Overrides:
         chunk = self._tt_chunk
         n = chunk.size
         other = None if other is None else _full(other, n)
-        return chunk.base.create_masked_load(self, _full(ptrs, n), _full(mask, n), other, *args)
+        return chunk.base.create_masked_load(self, _full(ptrs, n), chunk.masked(_full(mask, n)), other, *args)
 
     def create_masked_store(self, ptrs, value, mask, *args):
         chunk = self._tt_chunk
         n = chunk.size
-        return chunk.base.create_masked_store(self, _full(ptrs, n), _full(value, n), _full(mask, n), *args)
+        return chunk.base.create_masked_store(self, _full(ptrs, n), _full(value, n), chunk.masked(_full(mask, n)),
+                                              *args)
 
     def create_atomic_rmw(self, op, ptr, val, mask, *args):
         chunk = self._tt_chunk
         n = chunk.size
-        return chunk.base.create_atomic_rmw(self, op, _full(ptr, n), _full(val, n), _full(mask, n), *args)
+        return chunk.base.create_atomic_rmw(self, op, _full(ptr, n), _full(val, n), chunk.masked(_full(mask, n)),
+                                            *args)
 
     def create_atomic_cas(self, ptr, cmp, val, *args):
         chunk = self._tt_chunk
         n = chunk.size
+        if chunk.active is not None:
+            raise BatchFallback("a compare-and-swap in a loop whose trip count differs between programs")
         return chunk.base.create_atomic_cas(self, _full(ptr, n), _full(cmp, n), _full(val, n), *args)
 
 
@@ -331,7 +353,8 @@ def tensor_bool(original, builder):
     def __bool__(self):
         if running(builder) is None:
             return original(self)
-        v = _agree(self.handle.data)
+        chunk = running(builder)
+        v = _agree(self.handle.data, chunk.active)
         return bool(v) if np.size(v) == 1 else True
     return __bool__
 
@@ -340,7 +363,7 @@ def tensor_index(original, builder):
     def __index__(self):
         if running(builder) is None:
             return original(self)
-        return int(np.asarray(_agree(self.handle.data)).reshape(-1)[0])
+        return int(np.asarray(_agree(self.handle.data, running(builder).active)).reshape(-1)[0])
     return __index__
 
 

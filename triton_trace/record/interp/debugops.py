@@ -64,6 +64,9 @@ def install(scope, builder, debug: bool) -> None:
 
 def _create_assert(builder, condition, message):
     data = np.asarray(condition.data)
+    chunk = batch.running(builder)
+    if chunk is not None and chunk.active is not None and data.ndim and data.shape[0] == len(chunk.active):
+        data = data | ~chunk.active.reshape((-1,) + (1,) * (data.ndim - 1))     # programs sitting out a trip
     if data.all():
         return None
     if batch.running(builder) is not None:

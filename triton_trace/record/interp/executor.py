@@ -147,6 +147,7 @@ def _run_chunk(kernel, batched_args, pids, builder, rec, proxy):
     proxy.begin_log()
     why = None
     chunk = batch.start(builder, pids)
+    chunk.on_active = rec.set_active          # masked loops tell the recorder which programs run
     try:
         builder.set_grid_idx(*(int(v) for v in pids[0]))
         rec.begin_chunk(pids, batched=True)

@@ -1,0 +1,139 @@
+"""Loops whose trip count differs between programs run batched, masked (record/interp/maskedloops.py): the
+outputs and the whole trace (ops, seq numbers, lanes, values, flops, findings) must be those of one
+program at a time, and the chunk must not split."""
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_trace
+from test_batch import assert_same_traces
+
+
+@triton.jit
+def ragged_rows(x_ptr, lens_ptr, out_ptr, stride, BLOCK: tl.constexpr):
+    """Sum of each row's first lens[row] elements, a block at a time (a variable-length batch)."""
+    row = tl.program_id(0)
+    n = tl.load(lens_ptr + row)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    cols = tl.arange(0, BLOCK)
+    for start in range(0, n, BLOCK):
+        inside = start + cols < n
+        x = tl.load(x_ptr + row * stride + start + cols, mask=inside, other=0.0)
+        acc += tl.where(inside, tl.exp(x) * 2.0, 0.0)
+    tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def causal_like(q_ptr, out_ptr, cnt_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    """Each program runs pid + 1 trips; a nested loop runs (pid % 3) + 1 trips inside; atomics count trips."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    best = tl.full([BLOCK], float("-inf"), tl.float32)
+    for j in range(0, (pid + 1) * BLOCK, BLOCK):
+        v = tl.load(q_ptr + j + offs)
+        best = tl.maximum(best, v)
+        for i in range(0, pid % 3 + 1):
+            acc = acc * 0.5 + v * i
+        tl.atomic_add(cnt_ptr + pid, 1)
+        tl.store(out_ptr + pid * N + j + offs, acc)
+    tl.store(out_ptr + pid * N + offs, acc + best, mask=offs < 4)
+
+
+@triton.jit
+def makes_inf(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    """Programs past their trips compute exp of large values: only real trips may report the overflow."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for k in range(0, pid, 1):
+        acc += tl.exp(tl.load(x_ptr + k * BLOCK + offs) * (k + 1))
+    tl.store(out_ptr + pid * BLOCK + offs, acc)
+
+
+@triton.jit
+def first_set_inside(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    """Program 0 runs no trip and never binds ``last``: the chunk must not run it with the others."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    for k in range(0, pid):
+        last = tl.load(x_ptr + k * BLOCK + offs)
+        total += last
+    tl.store(out_ptr + pid * BLOCK + offs, total)
+
+
+def _ragged(w):
+    x = torch.randn(24, 100)
+    lens = torch.tensor([(7 * i) % 100 + 1 for i in range(24)], dtype=torch.int32)
+    out = torch.empty(24)
+    w(ragged_rows)[(24,)](x, lens, out, x.stride(0), BLOCK=16)
+    want = torch.stack([(x[i, :int(lens[i])].exp() * 2).sum() for i in range(24)])
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    return out
+
+
+def _causal(w):
+    q = torch.randn(12 * 16)
+    out, cnt = torch.zeros(12 * 12 * 16), torch.zeros(12, dtype=torch.int32)
+    w(causal_like)[(12,)](q, out, cnt, N=12 * 16, BLOCK=16)
+    assert cnt.tolist() == [p + 1 for p in range(12)]
+    return out
+
+
+def _inf(w):
+    x = torch.full((16 * 16,), 30.0)
+    out = torch.empty(16 * 16)
+    w(makes_inf)[(16,)](x, out, BLOCK=16)
+    return out
+
+
+def _first_set(w):
+    x = torch.randn(10 * 8)
+    out = torch.empty(10 * 8)
+    w(first_set_inside)[(10,)](x, out, BLOCK=8)
+    return out
+
+
+@pytest.mark.parametrize("run", [_ragged, _causal, _inf, _first_set], ids=lambda f: f.__name__[1:])
+def test_masked_loops_record_what_one_program_at_a_time_records(run):
+    traces, outs = [], []
+    for batch in (False, True):
+        triton_trace.reset()
+        torch.manual_seed(0)
+        outs.append(run(lambda k: triton_trace.trace(k, batch=batch)))
+        traces.append(triton_trace.current_trace())
+    assert outs[0].numpy().tobytes() == outs[1].numpy().tobytes()
+    assert_same_traces(traces[0], traces[1])
+    for s, b in zip(traces[0].launches, traces[1].launches):
+        assert s.meta.get("nonfinite") == b.meta.get("nonfinite")
+        assert s.meta.get("overflow") == b.meta.get("overflow")
+    rep = [triton_trace.analyze(t, layouts="model", what_if=False).to_dict() for t in traces]
+    assert rep[0]["findings"] == rep[1]["findings"]
+    assert rep[0]["launches"][0]["metrics"] == rep[1]["launches"][0]["metrics"]
+    ex = traces[1].launches[0].meta["execution"]
+    programs = traces[1].launches[0].recorded_programs
+    if run is not _first_set:
+        assert ex["diverged_chunks"] == 0 and not ex["fallbacks"], ex     # masked, not split
+        assert ex["batched_programs"] == programs
+    else:                                                   # program 0 (no trip) runs apart, the rest batched
+        assert ex["diverged_chunks"] == 1 and ex["batched_programs"] == programs - 1, ex
+
+
+def test_nonfinite_from_a_masked_trip_names_a_program_that_ran_it():
+    triton_trace.reset()
+    _inf(triton_trace.trace)
+    reports = triton_trace.current_trace().launches[0].meta.get("nonfinite") or []
+    assert reports and all(r["program"][0] >= 3 for r in reports), reports     # exp(30 * 3) overflows first
+
+
+def test_a_loop_variable_read_after_the_loop_is_left_alone():
+    from triton_trace.record.interp import maskedloops
+    import ast
+    src = ("def k(n):\n    for i in range(0, n):\n        x = i\n    y = i\n"
+           "    for j in range(n):\n        z = j\n")
+    tree = maskedloops.transform(ast.parse(src))
+    text = ast.unparse(tree)
+    assert "for i in range(0, n)" in text and maskedloops.LOOP + "(n)" in text

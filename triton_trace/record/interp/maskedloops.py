@@ -1,0 +1,229 @@
+"""Loops whose trip count differs between the programs of a batched chunk, run as a GPU runs divergent
+warps: to the largest trip count, each trip with the programs that are past their own last trip masked off.
+
+``for i in range(lo, hi, step)`` in a kernel, where ``hi`` is a value of each program (causal attention's
+``(start_m + 1) * BLOCK_M``, a variable sequence length, a split-K tail) would otherwise make the chunk
+split into runs of programs that agree on it. The kernel's source is rewritten (``transform``) so such a loop
+becomes::
+
+    L = _triton_trace_loop(lo, hi, step)        # range(lo, hi, step) unless hi differs in the chunk
+    for i in L:
+        S = L.save(locals())
+        <body>
+        M = L.merge(S, locals())                # names the body assigns: where(active, new, old)
+        if 'x' in M: x = M['x']                 # ... for each of them
+
+While a trip runs with some programs masked off (``Chunk.active``), their memory ops have no active lanes,
+the recorder leaves them out of the trip's events, their non-finite or overflowing values are not reported,
+and after the trip every name the body assigned keeps its old value for them. The result is what each
+program computes alone: ``lo`` and ``step`` must agree (else the chunk splits as before), the body may not
+``break``, ``continue`` or ``return``, and the loop variable may not be read after the loop (its last value
+differs per program); such loops are left as they are. A name first bound inside the loop, where some
+program runs no trip at all, also splits the chunk (alone, that program would not have the name).
+"""
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+import numpy as np
+
+import triton.language as tl
+from triton.runtime import interpreter as _ti
+
+from ...errors import BatchFallback, ChunkDiverged
+from . import batch, provenance
+
+LOOP = "_triton_trace_loop"
+_PREFIX = "_triton_trace_"
+
+
+def loop(*args):
+    """``range(*args)``, masked per program where the bound differs in the running chunk."""
+    chunk = batch.running(_ti.interpreter_builder)
+    stop = args[0] if len(args) == 1 else args[1]
+    if chunk is None or not _varies(stop, chunk):
+        return _Plain(range(*args))
+    start = int(args[0]) if len(args) > 1 else 0          # must agree: __index__ splits the chunk otherwise
+    step = int(args[2]) if len(args) > 2 else 1
+    if step == 0:
+        raise ValueError("range() arg 3 must not be zero")
+    stops = np.asarray(stop.handle.data).reshape(chunk.size if stop.handle.data.shape[0] > 1 else 1, -1)[:, 0]
+    return MaskedRange(chunk, start, np.broadcast_to(stops.astype(np.int64), (chunk.size,)), step)
+
+
+def _varies(stop, chunk) -> bool:
+    if not isinstance(stop, tl.tensor) or stop.type.is_block():
+        return False
+    d = np.asarray(stop.handle.data)
+    if d.ndim == 0 or d.shape[0] <= 1 or not np.issubdtype(d.dtype, np.integer):
+        return False
+    d = d.reshape(d.shape[0], -1)[:, 0]
+    if chunk.active is not None:
+        d = d[chunk.active]
+    return len(d) > 1 and bool((d != d[0]).any())
+
+
+class _Plain:
+    """``range(*args)`` with the rewritten loop's hooks doing nothing."""
+    __slots__ = ("r",)
+
+    def __init__(self, r):
+        self.r = r
+
+    def __iter__(self):
+        return iter(self.r)
+
+    @staticmethod
+    def save(names):
+        return None
+
+    @staticmethod
+    def merge(old, new):
+        return {}
+
+
+class MaskedRange:
+    def __init__(self, chunk, start: int, stops: np.ndarray, step: int):
+        self.chunk, self.start, self.stops, self.step = chunk, start, stops, step
+        self.outer = chunk.active                       # an enclosing masked loop's programs
+        self.trips = np.maximum(0, -(-(stops - start) // step)) if step > 0 else \
+            np.maximum(0, -(-(start - stops) // -step))
+        if self.outer is not None:
+            self.trips = np.where(self.outer, self.trips, 0)
+        self.active: Optional[np.ndarray] = None        # this trip's programs, when some sit out
+
+    def __iter__(self):
+        most = int(self.trips.max(initial=0))
+        everyone = self.outer if self.outer is not None else np.ones(self.chunk.size, dtype=bool)
+        try:
+            for t in range(most):
+                act = self.trips > t
+                self.active = None if (act == everyone).all() else act
+                self.chunk.set_active(act if self.active is not None else self.outer)
+                yield self.start + t * self.step
+        finally:
+            self.active = None
+            self.chunk.set_active(self.outer)
+
+    def save(self, names: dict) -> Optional[dict]:
+        return None if self.active is None else dict(names)
+
+    def merge(self, old: Optional[dict], new: dict) -> dict:
+        """The body's names after a trip: programs that sat it out keep their values from before it."""
+        if old is None:
+            return {}
+        out = {}
+        for name, value in new.items():
+            if name.startswith(_PREFIX):
+                continue
+            before = old.get(name, _UNBOUND)
+            if before is value:
+                continue
+            if before is _UNBOUND:
+                raise ChunkDiverged(f"'{name}' is first set inside a loop that some programs do not enter",
+                                    (self.trips > 0).astype(np.int64))
+            out[name] = self._merge_value(name, before, value)
+        return out
+
+    def _merge_value(self, name, before, value):
+        if isinstance(value, tl.tensor) and isinstance(before, tl.tensor) and \
+                isinstance(value.handle, _ti.TensorHandle) and isinstance(before.handle, _ti.TensorHandle):
+            if value.type != before.type:
+                raise BatchFallback(f"'{name}' changes type in a loop whose trip count differs between programs")
+            new_d, old_d = value.handle.data, before.handle.data
+            keep = self.active.reshape((-1,) + (1,) * (max(np.ndim(new_d), np.ndim(old_d)) - 1))
+            data = np.where(keep, new_d, old_d).astype(np.asarray(new_d).dtype, copy=False)
+            h = _ti.TensorHandle(data, value.handle.dtype)
+            origin = provenance.origin(value.handle)
+            if origin is not None and origin == provenance.origin(before.handle):
+                provenance.tag(h, origin)
+            return tl.tensor(h, value.type)
+        try:
+            same = type(before) is type(value) and bool(before == value)
+        except Exception:   # noqa: a value that cannot be compared cannot be merged either
+            same = False
+        if not same:
+            raise BatchFallback(f"'{name}' holds a Python value that differs after a loop whose trip count "
+                                f"differs between programs")
+        return value
+
+
+_UNBOUND = object()
+
+
+# --------------------------------------------------------------------------------------------------------
+# the source rewrite
+# --------------------------------------------------------------------------------------------------------
+_NOT_IN_BODY = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
+                ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Try)
+
+
+class _Loops(ast.NodeTransformer):
+    def __init__(self, fn: ast.FunctionDef):
+        self.count = 0
+        self.loads: dict = {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.loads.setdefault(node.id, []).append(node)
+
+    def visit_For(self, node: ast.For):
+        node = self.generic_visit(node)
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and
+                1 <= len(it.args) <= 3 and not it.keywords and isinstance(node.target, ast.Name) and
+                not node.orelse):
+            return node
+        inside = {id(n) for n in ast.walk(node)}
+        if any(isinstance(n, _NOT_IN_BODY) for stmt in node.body for n in ast.walk(stmt)):
+            return node
+        if any(id(n) not in inside for n in self.loads.get(node.target.id, ())):
+            return node                     # the loop variable is read after the loop
+        self.count += 1
+        name = f"{_PREFIX}L{self.count}"
+        saved, merged = f"{_PREFIX}S{self.count}", f"{_PREFIX}M{self.count}"
+        assigned = sorted({n.id for stmt in node.body for n in ast.walk(stmt)
+                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                           and not n.id.startswith(_PREFIX)})
+        head = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                          value=ast.Call(func=ast.Name(id=LOOP, ctx=ast.Load()), args=it.args, keywords=[]))
+        locals_call = ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[])
+        save = ast.Assign(targets=[ast.Name(id=saved, ctx=ast.Store())],
+                          value=ast.Call(func=ast.Attribute(value=ast.Name(id=name, ctx=ast.Load()), attr="save",
+                                                            ctx=ast.Load()), args=[locals_call], keywords=[]))
+        merge = ast.Assign(targets=[ast.Name(id=merged, ctx=ast.Store())],
+                           value=ast.Call(func=ast.Attribute(value=ast.Name(id=name, ctx=ast.Load()), attr="merge",
+                                                             ctx=ast.Load()),
+                                          args=[ast.Name(id=saved, ctx=ast.Load()), locals_call], keywords=[]))
+        back = [ast.If(test=ast.Compare(left=ast.Constant(value=v), ops=[ast.In()],
+                                        comparators=[ast.Name(id=merged, ctx=ast.Load())]),
+                       body=[ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())],
+                                        value=ast.Subscript(value=ast.Name(id=merged, ctx=ast.Load()),
+                                                            slice=ast.Constant(value=v), ctx=ast.Load()))],
+                       orelse=[]) for v in assigned]
+        loop_node = ast.For(target=node.target, iter=ast.Name(id=name, ctx=ast.Load()),
+                            body=[save] + node.body + [merge] + back, orelse=[])
+        out = [ast.copy_location(head, node), ast.copy_location(loop_node, node)]
+        for n in out:
+            for sub in ast.walk(n):
+                if not hasattr(sub, "lineno"):
+                    ast.copy_location(sub, node)
+        return out
+
+
+def transform(tree: ast.AST) -> ast.AST:
+    """Rewrite the kernel function's own loops (not those of functions it defines or calls)."""
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
+    if fn is None:
+        return tree
+    fn.body = [s for stmt in fn.body for s in _as_list(_Loops(fn).visit(stmt))]
+    ast.fix_missing_locations(tree)
+    return tree
+
+
+def _as_list(x) -> list:
+    return x if isinstance(x, list) else [x]
+
+
+def provide(namespace: dict) -> None:
+    namespace.setdefault(LOOP, loop)
