@@ -147,6 +147,10 @@ class Collector:
         self.nonfinite.set_active(active)
         self.overflow.set_active(active)
 
+    def active_programs(self) -> Optional[np.ndarray]:
+        """The chunk's programs running the current ops, None when all do (or one program runs)."""
+        return self._active if self.batched else None
+
     def _event_rows(self):
         """The kept programs running the current op: None for all of them, else a bool mask over them."""
         if self._active is None:
@@ -373,7 +377,7 @@ class Collector:
         total = len(idx)
         ops = empty_ops(total)
         ops["program"] = all_pids[pid_start[chunk[idx]] + prog]
-        ops["seq"] = seq
+        ops["seq"] = seq.astype(OP_COLUMNS["seq"][0])
         for name, attr in (("kind", "kind"), ("file", "file"), ("line", "line"), ("tensor", "tensor"),
                            ("elem_bytes", "elem_bytes")):
             ops[name] = column(attr, OP_COLUMNS[name][0])[idx]

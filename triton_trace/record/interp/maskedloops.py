@@ -32,7 +32,7 @@ import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback, ChunkDiverged
-from . import batch, provenance
+from . import batch, overflow_ops, provenance
 
 LOOP = "_triton_trace_loop"
 _PREFIX = "_triton_trace_"
@@ -138,6 +138,18 @@ class MaskedRange:
             origin = provenance.origin(value.handle)
             if origin is not None and origin == provenance.origin(before.handle):
                 provenance.tag(h, origin)
+            # the overflow tags follow their lanes: the trip's for the programs that ran it
+            (c_new, l_new), (c_old, l_old) = (overflow_ops._lanes_of(x.handle, data.shape) for x in (value, before))
+            if c_new is not None or c_old is not None:
+                none = np.zeros(data.shape, dtype=bool)
+                ran = none if l_new is None else l_new & keep
+                sat = none if l_old is None else l_old & ~keep
+                if ran.any() and sat.any() and c_new is not c_old:
+                    # one tag holds one cause: two programs' different overflows cannot both be kept
+                    raise BatchFallback("integers wrapped differently in programs of a loop whose trip count "
+                                        "differs between them")
+                if ran.any() or sat.any():
+                    setattr(h, overflow_ops.TAG, (c_new if ran.any() else c_old, ran | sat))
             return tl.tensor(h, value.type)
         try:
             same = type(before) is type(value) and bool(before == value)

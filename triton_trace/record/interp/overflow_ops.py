@@ -69,7 +69,13 @@ def _value(v):
     return v if not isinstance(v, float) or np.isfinite(v) else repr(v)
 
 
-def _tag_new(out, bad: np.ndarray, cause: dict, operands: list, exact) -> None:
+def _tag_new(out, bad: np.ndarray, cause: dict, operands: list, exact, active=None) -> bool:
+    """Tag ``out`` with the lanes ``bad`` and the cause, with the first bad lane's operands; False when no
+    lane of a program that runs the op is bad (``active``: a masked loop's programs)."""
+    if active is not None and bad.ndim and bad.shape[0] == len(active):
+        bad = bad & active.reshape((-1,) + (1,) * (bad.ndim - 1))     # programs sitting out a masked trip
+        if not bad.any():
+            return False
     first = tuple(int(i) for i in np.argwhere(bad)[0])
 
     def at(a):
@@ -80,6 +86,7 @@ def _tag_new(out, bad: np.ndarray, cause: dict, operands: list, exact) -> None:
             return _value(a.reshape(-1)[0])
     cause = dict(cause, operands=[at(o) for o in operands], exact=at(exact), result=at(out.data))
     setattr(out, TAG, (cause, bad))
+    return True
 
 
 def _binary(inner, rec):
@@ -94,9 +101,9 @@ def _binary(inner, rec):
             bad = (exact != data) if exact.shape == data.shape else None
             if bad is not None and bad.any():
                 file, line = where()
-                _tag_new(out, bad, {"op": f"int32 {_ARITH[op]}", "file": file, "line": int(line or 0)},
-                         [lhs.data, rhs.data], exact)
-                return out
+                if _tag_new(out, bad, {"op": f"int32 {_ARITH[op]}", "file": file, "line": int(line or 0)},
+                            [lhs.data, rhs.data], exact, rec.active_programs()):
+                    return out
         if _is_int_or_ptr(out):
             _carried(out, (lhs, rhs))
         return out
@@ -117,9 +124,9 @@ def _cast(inner, rec):
             if bad.shape == data.shape and bad.any():
                 file, line = where()
                 name = getattr(getattr(dst_type, "scalar", dst_type), "name", str(data.dtype))
-                _tag_new(out, bad, {"op": f"conversion to {name} out of range", "file": file, "line": int(line or 0)},
-                         [sdata], sdata)
-                return out
+                if _tag_new(out, bad, {"op": f"conversion to {name} out of range", "file": file,
+                                       "line": int(line or 0)}, [sdata], sdata, rec.active_programs()):
+                    return out
         if _is_int_or_ptr(out):
             _carried(out, (src,))
         return out
