@@ -166,6 +166,7 @@ def _run_chunk(kernel, batched_args, pids, builder, rec, proxy):
         _undo(rec, proxy, mark)
         raise
     finally:
+        chunk.on_active = None                # a loop left unfinished by an error tells no one later
         batch.stop(builder, chunk)
         rec.abort_chunk()
     if why is not None:

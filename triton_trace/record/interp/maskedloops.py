@@ -104,7 +104,10 @@ class MaskedRange:
                 yield self.start + t * self.step
         finally:
             self.active = None
-            self.chunk.set_active(self.outer)
+            # a body that raised leaves this generator to the garbage collector: by then another chunk may
+            # run, and only the chunk this loop belongs to, still running, may be told
+            if batch.running(_ti.interpreter_builder) is self.chunk:
+                self.chunk.set_active(self.outer)
 
     def save(self, names: dict) -> Optional[dict]:
         return None if self.active is None else dict(names)
