@@ -8,10 +8,11 @@ becomes::
 
     L = _triton_trace_loop(lo, hi, step)        # range(lo, hi, step) unless hi differs in the chunk
     for i in L:
-        S = L.save(locals())
+        S = L.save(locals()) if L.masked else None
         <body>
-        M = L.merge(S, locals())                # names the body assigns: where(active, new, old)
-        if 'x' in M: x = M['x']                 # ... for each of them
+        if S is not None:
+            M = L.merge(S, locals())            # names the body assigns: where(active, new, old)
+            if 'x' in M: x = M['x']             # ... for each of them
 
 While a trip runs with some programs masked off (``Chunk.active``), their memory ops have no active lanes,
 the recorder leaves them out of the trip's events, their non-finite or overflowing values are not reported,
@@ -67,6 +68,7 @@ def _varies(stop, chunk) -> bool:
 class _Plain:
     """``range(*args)`` with the rewritten loop's hooks doing nothing."""
     __slots__ = ("r",)
+    masked = False
 
     def __init__(self, r):
         self.r = r
@@ -108,6 +110,11 @@ class MaskedRange:
             # run, and only the chunk this loop belongs to, still running, may be told
             if batch.running(_ti.interpreter_builder) is self.chunk:
                 self.chunk.set_active(self.outer)
+
+    @property
+    def masked(self) -> bool:
+        """Some programs sit this trip out."""
+        return self.active is not None
 
     def save(self, names: dict) -> Optional[dict]:
         return None if self.active is None else dict(names)
@@ -202,22 +209,17 @@ class _Loops(ast.NodeTransformer):
                            and not n.id.startswith(_PREFIX)})
         head = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
                           value=ast.Call(func=ast.Name(id=LOOP, ctx=ast.Load()), args=it.args, keywords=[]))
-        locals_call = ast.Call(func=ast.Name(id="locals", ctx=ast.Load()), args=[], keywords=[])
-        save = ast.Assign(targets=[ast.Name(id=saved, ctx=ast.Store())],
-                          value=ast.Call(func=ast.Attribute(value=ast.Name(id=name, ctx=ast.Load()), attr="save",
-                                                            ctx=ast.Load()), args=[locals_call], keywords=[]))
-        merge = ast.Assign(targets=[ast.Name(id=merged, ctx=ast.Store())],
-                           value=ast.Call(func=ast.Attribute(value=ast.Name(id=name, ctx=ast.Load()), attr="merge",
-                                                             ctx=ast.Load()),
-                                          args=[ast.Name(id=saved, ctx=ast.Load()), locals_call], keywords=[]))
-        back = [ast.If(test=ast.Compare(left=ast.Constant(value=v), ops=[ast.In()],
-                                        comparators=[ast.Name(id=merged, ctx=ast.Load())]),
-                       body=[ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())],
-                                        value=ast.Subscript(value=ast.Name(id=merged, ctx=ast.Load()),
-                                                            slice=ast.Constant(value=v), ctx=ast.Load()))],
-                       orelse=[]) for v in assigned]
+        # only a trip that some programs sit out pays for the snapshot and the merge
+        text = (f"{saved} = {name}.save(locals()) if {name}.masked else None\n"
+                f"if {saved} is not None:\n"
+                f"    {merged} = {name}.merge({saved}, locals())\n" +
+                "".join(f"    if {v!r} in {merged}:\n        {v} = {merged}[{v!r}]\n" for v in assigned))
+        save, merge = ast.parse(text).body
+        for sub in (n for stmt in (save, merge) for n in ast.walk(stmt)):
+            if hasattr(sub, "lineno"):
+                ast.copy_location(sub, node)            # at the loop's line, not the snippet's
         loop_node = ast.For(target=node.target, iter=ast.Name(id=name, ctx=ast.Load()),
-                            body=[save] + node.body + [merge] + back, orelse=[])
+                            body=[save] + node.body + [merge], orelse=[])
         out = [ast.copy_location(head, node), ast.copy_location(loop_node, node)]
         for n in out:
             for sub in ast.walk(n):
