@@ -54,6 +54,45 @@ def attn_fwd(Q, K, V, Out, sm_scale, stride_h, stride_m, N_CTX, HEAD_DIM: tl.con
     tl.store(Out + base + offs_m[:, None] * stride_m + offs_d[None, :], acc.to(tl.float16))
 
 
+@triton.jit
+def attn_fwd_varlen(Q, K, V, Out, Lens, sm_scale, stride_h, stride_m, HEAD_DIM: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Each head attends to its own number of keys (a batch of sequences of different lengths)."""
+    start_m = tl.program_id(0)
+    off_h = tl.program_id(1)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    base = off_h * stride_h
+    kv_len = tl.load(Lens + off_h)
+    q = tl.load(Q + base + offs_m[:, None] * stride_m + offs_d[None, :])
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    for start_n in range(0, kv_len, BLOCK_N):
+        cols = start_n + offs_n
+        k = tl.load(K + base + cols[None, :] * stride_m + offs_d[:, None], mask=cols[None, :] < kv_len, other=0.0)
+        qk = tl.where(cols[None, :] < kv_len, tl.dot(q, k) * qk_scale, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + base + cols[:, None] * stride_m + offs_d[None, :], mask=cols[:, None] < kv_len, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    tl.store(Out + base + offs_m[:, None] * stride_m + offs_d[None, :], acc.to(tl.float16))
+
+
+def run_varlen(q, k, v, lens, **opts):
+    out = torch.empty_like(q)
+    H, S, D = q.shape
+    triton_trace.trace(attn_fwd_varlen, values=False, **opts)[(S // 64, H)](
+        q, k, v, out, lens, D ** -0.5, q.stride(0), q.stride(1), HEAD_DIM=D, BLOCK_M=64, BLOCK_N=64)
+    return out
+
+
 def run(q, k, v, causal: bool, **opts):
     out = torch.empty_like(q)
     H, S, D = q.shape
@@ -76,27 +115,36 @@ def main(argv=None) -> None:
     print(f"{'case':>12} {'torch s':>9} {'traced s':>9} {'analysed s':>10} {'tr/torch':>9} {'(tr+an)/torch':>13} "
           f"{'batched':>9} {'diverged':>8} {'fallbacks':>9}")
     torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float())       # warm-up
-    for causal in (False, True):
+    # varlen: every head its own key count (1/4 to all of S, in steps of 64: neighbours in launch order differ)
+    lens = torch.tensor([args.seq // 4 + (i * 7 % 13) * (3 * args.seq // 4) // 12 // 64 * 64
+                         for i in range(args.heads)], dtype=torch.int32)
+    key_mask = (torch.arange(args.seq)[None, None, :] < lens[:, None, None]).expand(args.heads, args.seq, args.seq)
+    for case in ("non-causal", "causal", "varlen"):
+        causal = case == "causal"
         t0 = time.perf_counter()
         for _ in range(args.repeat):
-            torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+            torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal,
+                                                             attn_mask=key_mask if case == "varlen" else None)
         t_torch = (time.perf_counter() - t0) / args.repeat
         triton_trace.reset()
         t0 = time.perf_counter()
-        run(q, k, v, causal)
+        run_varlen(q, k, v, lens) if case == "varlen" else run(q, k, v, causal)
         t_trace = time.perf_counter() - t0
         lc = triton_trace.current_trace().launches[-1]
         t0 = time.perf_counter()
         triton_trace.analyze(lc)
         t_an = time.perf_counter() - t0
         ex = lc.meta["execution"]
-        print(f"{'causal' if causal else 'non-causal':>12} {t_torch:9.3f} {t_trace:9.2f} {t_an:10.2f} "
+        print(f"{case:>12} {t_torch:9.3f} {t_trace:9.2f} {t_an:10.2f} "
               f"{t_trace / t_torch:8.0f}x {(t_trace + t_an) / t_torch:12.0f}x {ex['batched_programs']:>9} "
               f"{ex.get('diverged_chunks', 0):>8} {len(ex['fallbacks']):>9}")
     qs, ks, vs = (x[:2, :args.check_seq].contiguous() for x in (q, k, v))
     for causal in (False, True):
         same = torch.equal(run(qs, ks, vs, causal), run(qs, ks, vs, causal, batch=False))
         print(f"bit-identical to batch=False ({'causal' if causal else 'non-causal'}, 2 heads, S={args.check_seq}): {same}")
+    ls = torch.tensor([args.check_seq // 2, args.check_seq], dtype=torch.int32)
+    same = torch.equal(run_varlen(qs, ks, vs, ls), run_varlen(qs, ks, vs, ls, batch=False))
+    print(f"bit-identical to batch=False (varlen, 2 heads, S={args.check_seq}): {same}")
 
 
 if __name__ == "__main__":

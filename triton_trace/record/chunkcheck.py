@@ -29,11 +29,19 @@ class ChunkConflicts:
         is safe."""
         sid = self.memory.storage_of(tensor)
         lo = hi = None
-        if affine is not None and safe.all():
-            first, strides = affine
-            shape = offsets.shape[1:]
-            lo = first + sum(min(0, s * (n - 1)) for s, n in zip(strides, shape))
-            hi = first + sum(max(0, s * (n - 1)) for s, n in zip(strides, shape))
+        if affine is not None:
+            # per program: all its lanes safe (the ranges follow from the strides) or none (a program sitting
+            # out a masked loop's trip: an empty range); anything else is scanned
+            rows = np.broadcast_to(safe, offsets.shape).reshape(self.programs, -1)
+            full, empty = rows.all(axis=1), ~rows.any(axis=1)
+            if (full | empty).all():
+                first, strides = affine
+                shape = offsets.shape[1:]
+                lo = first + sum(min(0, s * (n - 1)) for s, n in zip(strides, shape))
+                hi = first + sum(max(0, s * (n - 1)) for s, n in zip(strides, shape))
+                if empty.any():
+                    lo = np.where(empty, np.iinfo(np.int64).max, lo)
+                    hi = np.where(empty, np.iinfo(np.int64).min, hi)
         if is_write or self.memory.storages[sid].written:
             entry = (offsets, safe, is_write, elem_bytes, lo, hi, affine)
         else:

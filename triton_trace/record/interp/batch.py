@@ -287,8 +287,17 @@ class _Overrides:
         # in another order); every operand block already sits where the product wants it (C-contiguous,
         # 64-byte aligned: lowp._aligned), so nothing is copied per program
         a, b, d = _aligned_items(a), _aligned_items(b), _aligned_items(d)
-        outs = [base(self, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in range(n)]
-        return _stack_aligned(outs)
+        act = self._tt_chunk.active
+        if act is None or n == 1 or act.all():
+            return _stack_aligned([base(self, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in range(n)])
+        # a masked loop's trip: programs sitting it out keep their old values (maskedloops.py), so their
+        # product is never used; they get zeros instead of a matmul
+        outs = {p: base(self, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in np.flatnonzero(act)}
+        if not outs:
+            outs = {0: base(self, _slice(a, 0), _slice(b, 0), _slice(d, 0), *args)}
+        some = next(iter(outs.values()))
+        zero = TensorHandle(np.zeros_like(some.data), some.dtype)
+        return _stack_aligned([outs.get(p, zero) for p in range(n)])
 
     # memory: every program gets its own lanes, so uniform operands are widened to the whole chunk
     def create_masked_load(self, ptrs, mask, other, *args):

@@ -1,9 +1,11 @@
 """Loops whose trip count differs between the programs of a batched chunk, run as a GPU runs divergent
 warps: to the largest trip count, each trip with the programs that are past their own last trip masked off.
 
-``for i in range(lo, hi, step)`` in a kernel, where ``hi`` is a value of each program (causal attention's
-``(start_m + 1) * BLOCK_M``, a variable sequence length, a split-K tail) would otherwise make the chunk
-split into runs of programs that agree on it. The kernel's source is rewritten (``transform``) so such a loop
+``for i in range(lo, hi, step)`` in a kernel, where ``hi`` is a value of each program (a variable sequence
+length, a split-K tail, causal attention's ``(start_m + 1) * BLOCK_M``) would otherwise make the chunk
+split into runs of consecutive programs that agree on it. Where those runs are long (at least
+MIN_MASKED_RUN programs on average: causal attention with the heads on the second grid axis) splitting wastes
+no work and is kept; where they are short (each sequence its own length) the loop is masked. The kernel's source is rewritten (``transform``) so such a loop
 becomes::
 
     L = _triton_trace_loop(lo, hi, step)        # range(lo, hi, step) unless hi differs in the chunk
@@ -45,6 +47,10 @@ def loop(*args):
     stop = args[0] if len(args) == 1 else args[1]
     if chunk is None or not _varies(stop, chunk):
         return _Plain(range(*args))
+    if _long_runs(stop, chunk):
+        # neighbours mostly agree (causal attention's query blocks, one per head): running the runs of
+        # programs that agree as chunks of their own does no wasted work; range() raises ChunkDiverged
+        return _Plain(range(*args))
     start = int(args[0]) if len(args) > 1 else 0          # must agree: __index__ splits the chunk otherwise
     step = int(args[2]) if len(args) > 2 else 1
     if step == 0:
@@ -63,6 +69,18 @@ def _varies(stop, chunk) -> bool:
     if chunk.active is not None:
         d = d[chunk.active]
     return len(d) > 1 and bool((d != d[0]).any())
+
+
+MIN_MASKED_RUN = 4     # programs that agree with their neighbours, on average: fewer, and the loop is masked
+
+
+def _long_runs(stop, chunk) -> bool:
+    """Whether consecutive programs agree on the bound in runs of MIN_MASKED_RUN or more, on average."""
+    d = np.asarray(stop.handle.data).reshape(chunk.size, -1)[:, 0]
+    if chunk.active is not None:
+        d = d[chunk.active]
+    runs = 1 + int(np.count_nonzero(d[1:] != d[:-1]))
+    return len(d) >= MIN_MASKED_RUN * runs
 
 
 class _Plain:

@@ -31,7 +31,13 @@ def _checked(inner, name, rec):
     def run(*args, **kwargs):
         out = inner(*args, **kwargs)
         data = getattr(out, "data", None)
-        if data is None or not rec.recording or data.dtype.kind != "f" or not data.size or np.isfinite(data).all():
+        if data is None or not rec.recording or data.dtype.kind != "f" or not data.size:
+            return out
+        active = rec.active_programs()
+        if active is not None and data.ndim and data.shape[0] == len(active):
+            if np.isfinite(data[active]).all():       # what programs sitting out a trip compute is unused
+                return out
+        elif np.isfinite(data).all():
             return out
         operands = [a.data for a in args if hasattr(a, "data") and hasattr(a, "dtype")]
         born = ~np.isfinite(data)          # and, below, every float operand of the lane finite
