@@ -156,3 +156,47 @@ def test_a_loop_variable_read_after_the_loop_is_left_alone():
     tree = maskedloops.transform(ast.parse(src))
     text = ast.unparse(tree)
     assert "for i in range(0, n)" in text and maskedloops.LOOP + "(n)" in text
+
+
+@triton.jit
+def review_cases(x_ptr, n_ptr, out_ptr, idx_ptr, B: tl.constexpr):
+    """What a review found: a tuple carried through the loop, the loop variable re-assigned
+    (tl.multiple_of), ``and`` in the body, an argmax over rows that are NaN for programs sitting out, and an
+    inner loop whose names are first bound on the outer loop's second trip."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, B)
+    n = tl.load(n_ptr + pid)
+    acc = (tl.zeros([B], tl.float32), tl.zeros([B], tl.float32) + 1.0)
+    best = tl.zeros([B], tl.int32)
+    deep = tl.zeros([B], tl.float32)
+    for s in range(0, n):
+        s = tl.multiple_of(s, 1)
+        x = tl.load(x_ptr + s * B + offs, mask=(offs >= 0) and (offs < B), other=0.0)
+        acc = (acc[0] + x + 1.0, acc[1] * 2.0)
+        y = x / x                                   # NaN where x is 0 (the masked-off loads of other programs)
+        best += tl.argmax(y + offs.to(tl.float32), 0)
+        for j in range(0, s):
+            deep += tl.load(x_ptr + j * B + offs)
+    tl.store(out_ptr + pid * B + offs, acc[0] + acc[1] + deep)
+    tl.store(idx_ptr + pid * B + offs, best)
+
+
+def _review(w):
+    x = torch.rand(8 * 4, generator=torch.Generator().manual_seed(0)) + 0.5
+    n = torch.tensor([3, 1, 4, 2, 2, 1, 3, 4], dtype=torch.int32)
+    out, idx = torch.empty(8 * 4), torch.empty(8 * 4, dtype=torch.int32)
+    w(review_cases)[(8,)](x, n, out, idx, B=4)
+    return torch.cat([out, idx.float()])
+
+
+def test_review_cases_stay_exact_and_terminate(recwarn):
+    traces, outs = [], []
+    for batch in (False, True):
+        triton_trace.reset()
+        outs.append(_review(lambda k: triton_trace.trace(k, batch=batch)))
+        traces.append(triton_trace.current_trace())
+    assert outs[0].numpy().tobytes() == outs[1].numpy().tobytes()
+    assert_same_traces(traces[0], traces[1])
+    ex = traces[1].launches[0].meta["execution"]
+    assert ex["diverged_chunks"] == 0 and ex["batched_programs"] == 8, ex        # all masked, none split
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -410,6 +410,17 @@ def _to_tensor(data, dtype, shape):
     return tl.core.tensor(TensorHandle(data.reshape(-1, 1), dtype.scalar), dtype)
 
 
+def _sitting_out_as_running(data):
+    """``data`` with the rows of programs sitting out a masked loop's trip replaced by a running program's:
+    their values are never used, and garbage (an all-NaN row) could make a reduction raise or warn."""
+    chunk = running(_ti.interpreter_builder)
+    act = None if chunk is None else chunk.active
+    if act is None or np.ndim(data) == 0 or data.shape[0] != len(act) or act.all() or not act.any():
+        return data
+    keep = act.reshape((-1,) + (1,) * (data.ndim - 1))
+    return np.where(keep, data, data[int(np.flatnonzero(act)[0])])
+
+
 def reduce_apply(op, inputs: tuple):
     """``ReduceOps.apply`` on batched tensors, for the reductions Triton's interpreter vectorises."""
     global _REDUCE_FAST
@@ -419,7 +430,7 @@ def reduce_apply(op, inputs: tuple):
     if kind is None:
         raise BatchFallback("a reduction with a custom combine function is not batched")
     x = inputs[0]
-    data, shape = x.handle.data, list(x.type.shape) if x.type.is_block() else []
+    data, shape = _sitting_out_as_running(x.handle.data), list(x.type.shape) if x.type.is_block() else []
     b = data.shape[0]
     if op.axis is None:
         flat, axis = data.reshape(b, -1), 1
@@ -465,7 +476,7 @@ def scan_apply(op, inputs: tuple):
     x = inputs[0]
     shape = list(x.type.shape)
     axis = (op.axis if op.axis >= 0 else op.axis + len(shape)) + 1
-    data = x.handle.data
+    data = _sitting_out_as_running(x.handle.data)
     if op.reverse:
         data = np.flip(data, axis=axis)
     v = np.stack([fn(data[p], axis=axis - 1) for p in range(data.shape[0])]) \

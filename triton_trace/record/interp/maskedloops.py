@@ -112,12 +112,14 @@ class MaskedRange:
         if self.outer is not None:
             self.trips = np.where(self.outer, self.trips, 0)
         self.active: Optional[np.ndarray] = None        # this trip's programs, when some sit out
+        self.trip = 0
 
     def __iter__(self):
         most = int(self.trips.max(initial=0))
         everyone = self.outer if self.outer is not None else np.ones(self.chunk.size, dtype=bool)
         try:
             for t in range(most):
+                self.trip = t
                 act = self.trips > t
                 self.active = None if (act == everyone).all() else act
                 self.chunk.set_active(act if self.active is not None else self.outer)
@@ -137,22 +139,26 @@ class MaskedRange:
     def save(self, names: dict) -> Optional[dict]:
         return None if self.active is None else dict(names)
 
-    def merge(self, old: Optional[dict], new: dict) -> dict:
-        """The body's names after a trip: programs that sat it out keep their values from before it."""
+    def merge(self, old: Optional[dict], new: dict, skip: tuple = ()) -> dict:
+        """The body's names after a trip: programs that sat it out keep their values from before it.
+        ``skip``: loop variables (never read after their loops)."""
         if old is None:
             return {}
         out = {}
         for name, value in new.items():
-            if name.startswith(_PREFIX):
+            if name.startswith(_PREFIX) or name in skip:
                 continue
             before = old.get(name, _UNBOUND)
             if before is value:
                 continue
             if before is _UNBOUND:
-                raise ChunkDiverged(f"'{name}' is first set inside a loop that some programs do not enter",
-                                    (self.trips > 0).astype(np.int64))
+                self._split(f"'{name}' is first set on a trip some programs do not make")
             out[name] = self._merge_value(name, before, value)
         return out
+
+    def _split(self, why: str):
+        """Programs that make this trip and those that do not run apart (as chunks of their own)."""
+        raise ChunkDiverged(why, (self.trips > self.trip).astype(np.int64))
 
     def _merge_value(self, name, before, value):
         if isinstance(value, tl.tensor) and isinstance(before, tl.tensor) and \
@@ -179,24 +185,29 @@ class MaskedRange:
                 if ran.any() or sat.any():
                     setattr(h, overflow_ops.TAG, (c_new if ran.any() else c_old, ran | sat))
             return tl.tensor(h, value.type)
-        try:
-            same = type(before) is type(value) and bool(before == value)
-        except Exception:   # noqa: a value that cannot be compared cannot be merged either
-            same = False
-        if not same:
-            raise BatchFallback(f"'{name}' holds a Python value that differs after a loop whose trip count "
-                                f"differs between programs")
+        if isinstance(value, tuple) and type(before) is type(value) and len(before) == len(value) and \
+                not hasattr(value, "_fields"):
+            return type(value)(self._merge_value(name, b, v) for b, v in zip(before, value))
+        if isinstance(value, tl.constexpr) and isinstance(before, tl.constexpr):
+            b, v = before.value, value.value
+        else:
+            b, v = before, value
+        # only plain values are compared: == on anything else may run Triton ops (tensors inside)
+        if not (type(b) is type(v) and isinstance(v, _PLAIN) and b == v):
+            self._split(f"'{name}' holds a value that differs between trips, which programs that sit one out "
+                        f"would keep")
         return value
 
 
 _UNBOUND = object()
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
 
 
 # --------------------------------------------------------------------------------------------------------
 # the source rewrite
 # --------------------------------------------------------------------------------------------------------
 _NOT_IN_BODY = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
-                ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Try)
+                ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)
 
 
 class _Loops(ast.NodeTransformer):
@@ -227,10 +238,14 @@ class _Loops(ast.NodeTransformer):
                            and not n.id.startswith(_PREFIX)})
         head = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
                           value=ast.Call(func=ast.Name(id=LOOP, ctx=ast.Load()), args=it.args, keywords=[]))
+        # loop variables (this loop's and rewritten inner loops'): never read after their loops
+        skip = tuple(sorted({node.target.id} | {
+            n.target.id for stmt in node.body for n in ast.walk(stmt)
+            if isinstance(n, ast.For) and isinstance(n.iter, ast.Name) and n.iter.id.startswith(_PREFIX)}))
         # only a trip that some programs sit out pays for the snapshot and the merge
         text = (f"{saved} = {name}.save(locals()) if {name}.masked else None\n"
                 f"if {saved} is not None:\n"
-                f"    {merged} = {name}.merge({saved}, locals())\n" +
+                f"    {merged} = {name}.merge({saved}, locals(), {skip!r})\n" +
                 "".join(f"    if {v!r} in {merged}:\n        {v} = {merged}[{v!r}]\n" for v in assigned))
         save, merge = ast.parse(text).body
         for sub in (n for stmt in (save, merge) for n in ast.walk(stmt)):
