@@ -1,7 +1,6 @@
 """Loops whose trip count differs between programs run batched, masked (record/interp/maskedloops.py): the
 outputs and the whole trace (ops, seq numbers, lanes, values, flops, findings) must be those of one
 program at a time, and the chunk must not split."""
-import numpy as np
 import pytest
 import torch
 import triton
