@@ -105,7 +105,7 @@ def test_runs_cover_exactly_the_elements_of_an_affine_access(shape, strides):
 
 
 def test_value_blob_packs_blocks_back_to_back_and_grows():
-    from triton_trace.record.collector import ValueBlob
+    from triton_trace.record.valueblob import ValueBlob
     blob = ValueBlob(4)                       # room for 32 bytes: the blocks below outgrow it
     blocks = [np.arange(3, dtype=np.int8), np.full((2, 3), 1.5, dtype=np.float64),
               np.broadcast_to(np.float16(2.0), (5,)), np.arange(7, dtype=np.int32).reshape(7, 1)]

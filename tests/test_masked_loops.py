@@ -81,14 +81,19 @@ def _ints(w):
     return out
 
 
-def _ragged(w):
+def _ragged(w, lens=None):
     x = torch.randn(24, 100)
-    lens = torch.tensor([(7 * i) % 100 + 1 for i in range(24)], dtype=torch.int32)
+    lens = torch.tensor(lens or [(7 * i) % 100 + 1 for i in range(24)], dtype=torch.int32)
     out = torch.empty(24)
     w(ragged_rows)[(24,)](x, lens, out, x.stride(0), BLOCK=16)
     want = torch.stack([(x[i, :int(lens[i])].exp() * 2).sum() for i in range(24)])
     torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
     return out
+
+
+def _ragged_runs(w):
+    """Neighbours agree (runs of 6 programs): a loop whose values cannot be cut runs as those runs."""
+    return _ragged(w, [40] * 6 + [90] * 6 + [10] * 6 + [70] * 6)
 
 
 def _causal(w):
@@ -113,8 +118,67 @@ def _first_set(w):
     return out
 
 
-@pytest.mark.parametrize("run", [_ragged, _causal, _inf, _first_set, _ints], ids=lambda f: f.__name__[1:])
-def test_masked_loops_record_what_one_program_at_a_time_records(run):
+@triton.jit
+def heads_causal(q_ptr, k_ptr, out_ptr, S: tl.constexpr, D: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """Causal attention's shape: query blocks on grid axis 0, heads on axis 1, so neighbours in launch
+    order run different trip counts and every head repeats the pattern (runs of one program)."""
+    m, h = tl.program_id(0), tl.program_id(1)
+    rows = m * BM + tl.arange(0, BM)
+    d = tl.arange(0, D)
+    q = tl.load(q_ptr + h * S * D + rows[:, None] * D + d[None, :])
+    acc = tl.zeros([BM, D], tl.float32)
+    top = tl.full([BM], float("-inf"), tl.float32)
+    for start in range(0, (m + 1) * BM, BN):
+        cols = start + tl.arange(0, BN)
+        k = tl.load(k_ptr + h * S * D + cols[None, :] * D + d[:, None])
+        s = tl.dot(q, k)
+        s = tl.where(rows[:, None] >= cols[None, :], s, float("-inf"))
+        top = tl.maximum(top, tl.max(s, 1))
+        acc += tl.dot(tl.exp(s - top[:, None]), tl.trans(k))
+    tl.store(out_ptr + h * S * D + rows[:, None] * D + d[None, :], acc + top[:, None])
+
+
+def _heads(w):
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(3, 64, 16, generator=g), torch.randn(3, 64, 16, generator=g)
+    out = torch.empty(3, 64, 16)
+    w(heads_causal)[(4, 3)](q, k, out, S=64, D=16, BM=16, BN=16)
+    return out
+
+
+@triton.jit
+def counts_trips(x_ptr, n_ptr, out_ptr, B: tl.constexpr):
+    """A counter carried through the loop (the interpreter makes ``trips + 1`` a scalar tensor): programs
+    leaving at different trips keep their own counts."""
+    pid = tl.program_id(0)
+    n = tl.load(n_ptr + pid)
+    acc = tl.zeros([B], tl.float32)
+    trips = 0
+    for i in range(0, n):
+        acc += tl.load(x_ptr + i * B + tl.arange(0, B))
+        trips = trips + 1
+    tl.store(out_ptr + pid * B + tl.arange(0, B), acc * trips)
+
+
+def _counter(w):
+    x = torch.randn(8 * 4, generator=torch.Generator().manual_seed(3))
+    n = torch.tensor([2, 2, 2, 2, 5, 5, 5, 5], dtype=torch.int32)
+    out = torch.empty(8 * 4)
+    w(counts_trips)[(8,)](x, n, out, B=4)
+    return out
+
+
+@pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0, None], ids=["masked", "default", "always-cut", "uncuttable"])
+@pytest.mark.parametrize("run", [_ragged, _ragged_runs, _causal, _inf, _first_set, _ints, _heads, _counter],
+                         ids=lambda f: f.__name__[1:])
+def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
+    # COMPACT_AT 0: trips only ever run masked; 1: cut to the running programs whenever one leaves;
+    # None: as if some value could not be cut (masked, or runs of agreeing programs where those are long)
+    from triton_trace.record.interp import compact, maskedloops
+    if compact_at is None:
+        monkeypatch.setattr(compact, "can_take", lambda value: False)
+    else:
+        monkeypatch.setattr(maskedloops, "COMPACT_AT", compact_at)
     traces, outs = [], []
     for batch in (False, True):
         triton_trace.reset()
@@ -133,6 +197,8 @@ def test_masked_loops_record_what_one_program_at_a_time_records(run):
     programs = traces[1].launches[0].recorded_programs
     if run is _ints:          # one overflow tag holds one cause: different wraps per program run one by one
         assert "integers wrapped differently" in ex["fallbacks"][0]["reason"], ex
+    elif run in (_ragged_runs, _counter) and compact_at is None:     # cannot be cut, neighbours agree: runs
+        assert ex["diverged_chunks"] == 1 and ex["batched_programs"] == programs, ex
     elif run is not _first_set:
         assert ex["diverged_chunks"] == 0 and not ex["fallbacks"], ex     # masked, not split
         assert ex["batched_programs"] == programs
@@ -154,7 +220,7 @@ def test_a_loop_variable_read_after_the_loop_is_left_alone():
            "    for j in range(n):\n        z = j\n")
     tree = maskedloops.transform(ast.parse(src))
     text = ast.unparse(tree)
-    assert "for i in range(0, n)" in text and maskedloops.LOOP + "(n)" in text
+    assert "for i in range(0, n)" in text and maskedloops.LOOP + "(n, " in text
 
 
 @triton.jit

@@ -20,19 +20,23 @@ class ChunkConflicts:
         self.memory = memory
         self.programs = programs
         self._scratch = scratch          # storage -> shadow array, reused by every chunk of a launch
-        self._by_storage: dict = {}      # storage -> list of (offsets or None, safe, is_write, elem_bytes, lo, hi, affine)
+        # storage -> list of (offsets or None, safe, is_write, elem_bytes, lo, hi, affine, programs)
+        self._by_storage: dict = {}
 
     def add(self, tensor: int, offsets: np.ndarray, safe: np.ndarray, is_write: bool, elem_bytes: int,
-            affine=None) -> None:
+            affine=None, programs=None) -> None:
         """``affine``: (first offset per program, element strides) when every program's offsets are its
         first one plus one pattern (record/affine.py): its ranges follow without a scan when every lane
-        is safe."""
+        is safe. ``programs``: the chunk's programs the rows of ``offsets`` belong to (a masked loop's
+        sub-chunk), None: all of them; ``lo``/``hi`` below are per row."""
         sid = self.memory.storage_of(tensor)
+        if programs is None:
+            programs = np.arange(self.programs)
         lo = hi = None
         if affine is not None:
             # per program: all its lanes safe (the ranges follow from the strides) or none (a program sitting
             # out a masked loop's trip: an empty range); anything else is scanned
-            rows = np.broadcast_to(safe, offsets.shape).reshape(self.programs, -1)
+            rows = np.broadcast_to(safe, offsets.shape).reshape(len(programs), -1)
             full, empty = rows.all(axis=1), ~rows.any(axis=1)
             if (full | empty).all():
                 first, strides = affine
@@ -43,34 +47,34 @@ class ChunkConflicts:
                     lo = np.where(empty, np.iinfo(np.int64).max, lo)
                     hi = np.where(empty, np.iinfo(np.int64).min, hi)
         if is_write or self.memory.storages[sid].written:
-            entry = (offsets, safe, is_write, elem_bytes, lo, hi, affine)
+            entry = (offsets, safe, is_write, elem_bytes, lo, hi, affine, programs)
         else:
             # Nothing has written this storage yet (a read-only input, usually): keep each program's range
             # of elements, not its lanes. Should the chunk write the storage after all and the ranges
             # overlap, check() asks for the chunk to run again; the storage is marked written by then.
             if lo is None:
                 lo, hi = self._span(offsets, safe)
-            entry = (None, None, False, elem_bytes, lo, hi, None)
+            entry = (None, None, False, elem_bytes, lo, hi, None, programs)
         self._by_storage.setdefault(sid, []).append(entry)
 
     def _span(self, offsets: np.ndarray, safe: np.ndarray) -> tuple:
         """Per program: the smallest and largest offset of its safe lanes (lo > hi when it has none)."""
-        o = offsets.reshape(self.programs, -1)
+        o = offsets.reshape(offsets.shape[0], -1)
         big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
         if o.shape[1] == 0:
-            return np.full(self.programs, big), np.full(self.programs, small)
+            return np.full(len(o), big), np.full(len(o), small)
         if safe.all():
             return o.min(axis=1), o.max(axis=1)
-        s = np.broadcast_to(safe, offsets.shape).reshape(self.programs, -1)
+        s = np.broadcast_to(safe, offsets.shape).reshape(len(o), -1)
         return np.where(s, o, big).min(axis=1), np.where(s, o, small).max(axis=1)
 
     def _ranges(self, accesses) -> tuple:
         lo = np.full(self.programs, np.iinfo(np.int64).max)
         hi = np.full(self.programs, np.iinfo(np.int64).min)
-        for offsets, safe, _, _, a_lo, a_hi, _ in accesses:
+        for offsets, safe, _, _, a_lo, a_hi, _, programs in accesses:
             if a_lo is None:
                 a_lo, a_hi = self._span(offsets, safe)
-            lo, hi = np.minimum(lo, a_lo), np.maximum(hi, a_hi)
+            lo[programs], hi[programs] = np.minimum(lo[programs], a_lo), np.maximum(hi[programs], a_hi)
         return lo, hi
 
     def _runs_disjoint(self, accesses) -> bool:
@@ -78,23 +82,23 @@ class ChunkConflicts:
         affine accesses (tiles, rows) are made of, without their lanes: False when some access is not
         affine or has no unit stride, or when runs of two programs meet (then the lanes decide)."""
         starts, ends, progs = [], [], []
-        for offsets, _, _, _, _, _, affine in accesses:
+        for offsets, _, _, _, _, _, affine, programs in accesses:
             runs = None if affine is None else affine_runs(affine[0], affine[1], offsets.shape[1:])
             if runs is None:
                 return False
             starts.append(runs[0].reshape(-1))
             ends.append(runs[1].reshape(-1))
-            progs.append(np.repeat(np.arange(self.programs), runs[0].shape[1]))
+            progs.append(np.repeat(programs, runs[0].shape[1]))
         return not programs_meet(np.concatenate(starts), np.concatenate(ends), np.concatenate(progs))
 
     def _any_shared(self, accesses, owner: np.ndarray) -> bool:
         """Whether any element is touched by two programs of the chunk (one scatter, one gather per access;
         no lane arrays are built when every lane is safe, the usual case)."""
-        col = np.arange(self.programs, dtype=owner.dtype).reshape(-1, 1)
         blocks = []
-        for offsets, safe, _, _, _, _, _ in accesses:
-            o = offsets.reshape(self.programs, -1)
-            s = np.broadcast_to(safe, offsets.shape).reshape(self.programs, -1)
+        for offsets, safe, _, _, _, _, _, programs in accesses:
+            col = programs.astype(owner.dtype).reshape(-1, 1)
+            o = offsets.reshape(len(programs), -1)
+            s = np.broadcast_to(safe, offsets.shape).reshape(len(programs), -1)
             full = bool(s.all())
             if full:
                 owner[o] = col
@@ -126,9 +130,8 @@ class ChunkConflicts:
             if not self._any_shared(accesses, scratch):
                 continue
             els, progs, writes = [], [], []
-            for offsets, safe, is_write, _, _, _, _ in accesses:
-                prog = np.broadcast_to(np.arange(self.programs).reshape((-1,) + (1,) * (offsets.ndim - 1)),
-                                       offsets.shape)
+            for offsets, safe, is_write, _, _, _, _, programs in accesses:
+                prog = np.broadcast_to(programs.reshape((-1,) + (1,) * (offsets.ndim - 1)), offsets.shape)
                 els.append(offsets[safe])
                 progs.append(prog[safe])
                 if is_write:

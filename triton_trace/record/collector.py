@@ -19,9 +19,9 @@ from .memory import HostMemory
 from .chunkcheck import ChunkConflicts
 from .nonfinite import NonFinite
 from .overflow import Overflow
+from .valueblob import ValueBlob
 
 DEFAULT_VALUE_CAP = 1 << 22     # elements of values kept per launch (about 32 MB of float64)
-
 
 
 class MemoryAccess(NamedTuple):
@@ -43,31 +43,6 @@ class _Event:
         self.tensor, self.elem_bytes, self.shape, self.lane_start, self.lanes = tensor, elem_bytes, shape, lane_start, lanes
         self.value_start, self.value_dtype, self.value_size, self.aux = -1, -1, 0, aux
         self.rows = None          # which of the chunk's kept programs ran it (bool), None: all of them
-
-
-class ValueBlob:
-    """The recorded values, one growing byte buffer: each block is written once, straight from the
-    (broadcast) values, right after the previous one (as a concatenation would place it). Sized for the value cap up front (pages are
-    only touched when written), so a launch within the cap never copies what it recorded."""
-
-    def __init__(self, cap_elems: int):
-        self.buf = np.empty(min(max(int(cap_elems), 0), 1 << 27) * 8, dtype=np.uint8)
-        self.used = 0
-
-    def append(self, v: np.ndarray) -> int:
-        start = self.used
-        end = start + v.size * v.dtype.itemsize
-        if end > len(self.buf):
-            grown = np.empty(max(end, 2 * len(self.buf)), dtype=np.uint8)
-            grown[:self.used] = self.buf[:self.used]
-            self.buf = grown
-        np.copyto(self.buf[start:end].view(v.dtype).reshape(v.shape), v)
-        self.used = end
-        return start
-
-    def array(self) -> np.ndarray:
-        out = self.buf[:self.used]
-        return out if 2 * self.used >= len(self.buf) else out.copy()     # do not pin a mostly empty buffer
 
 
 class Collector:
@@ -96,6 +71,9 @@ class Collector:
         self.batched = False
         self._keep: Optional[np.ndarray] = None
         self._active: Optional[np.ndarray] = None   # programs of the chunk running the current ops (masked loops)
+        self._data_rows: Optional[np.ndarray] = None  # the chunk's programs the ops' rows belong to (a sub-chunk)
+        self._data_active: Optional[np.ndarray] = None  # of those rows, the ones running (None: all)
+        self._sel: Optional[np.ndarray] = None      # of those rows, the ones recorded (kept and running)
         self._size = 1
         self._seq = 0
         self._open = False
@@ -133,23 +111,39 @@ class Collector:
             keep = np.fromiter((bool(self.program_filter(tuple(int(v) for v in p))) for p in pids), bool, len(pids))
             kept = pids[keep]
         self._keep = keep
-        self._active = None
+        self._reset_active()
         self.nonfinite.begin(pids, keep, batched)
         self.overflow.begin(pids, keep, batched)
         self.recording = len(kept) > 0
         self._kept = kept
         self._conflicts = ChunkConflicts(self.memory, len(pids), self._scratch) if batched else None
 
-    def set_active(self, active: Optional[np.ndarray]) -> None:
-        """Only the programs ``active`` ((P,) bool over the chunk) run the ops from now on (a loop whose
-        trip count differs between programs, past some programs' last trip); None: all of them."""
-        self._active = active
-        self.nonfinite.set_active(active)
-        self.overflow.set_active(active)
+    def set_active(self, active: Optional[np.ndarray], rows: Optional[np.ndarray] = None) -> None:
+        """From now on the ops' values have one row per program ``rows`` of the chunk (indexes, in order;
+        None: every program), and of these only ``active`` (bool over the rows; None: all) run the ops: a
+        loop whose trip count differs between programs, past some programs' last trip."""
+        self._data_rows, self._data_active = rows, active
+        if rows is None and active is None:
+            self._active, self._sel = None, self._keep
+        else:
+            if rows is None:
+                self._active = active
+            else:
+                self._active = np.zeros(self._size, dtype=bool)
+                self._active[rows if active is None else rows[active]] = True
+            keep = self._keep if rows is None or self._keep is None else self._keep[rows]
+            self._sel = active if keep is None else (keep if active is None else keep & active)
+        self.nonfinite.set_active(active, rows)
+        self.overflow.set_active(active, rows)
+
+    def _reset_active(self) -> None:
+        self._active = self._data_rows = self._data_active = None
+        self._sel = self._keep
 
     def active_programs(self) -> Optional[np.ndarray]:
-        """The chunk's programs running the current ops, None when all do (or one program runs)."""
-        return self._active if self.batched else None
+        """Of the rows the ops' values have, the programs running the current ops; None when all do (or one
+        program runs)."""
+        return self._data_active if self.batched else None
 
     def _event_rows(self):
         """The kept programs running the current op: None for all of them, else a bool mask over them."""
@@ -166,7 +160,7 @@ class Collector:
             return
         if self._conflicts is not None:
             self._conflicts.check()           # raises BatchFallback before anything is committed
-        self._active = None
+        self._reset_active()
         for (f, line), flops in sorted(self._flops.items()):
             if np.ndim(flops) == 0:
                 self._event("math", f, line, -1, 0, (), 0, 0, (int(flops), 0, 0))
@@ -194,7 +188,7 @@ class Collector:
         """The running chunk stopped (it raised or will be undone): no longer batched or open."""
         self.batched = False
         self._open = False
-        self._active = None
+        self._reset_active()
 
     def note_fallback(self, first: int, programs: int, why: str) -> None:
         """Programs ``first .. first + programs`` ran one by one instead of batched, and why."""
@@ -251,7 +245,7 @@ class Collector:
             affine = self.memory.affine
             shape = addrs.shape[1:]
             if tensor >= 0:
-                self._conflicts.add(tensor, offsets, safe, kind != "load", elem_bytes, affine)
+                self._conflicts.add(tensor, offsets, safe, kind != "load", elem_bytes, affine, self._data_rows)
         else:
             tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, origin=self.origin)
             shape, affine = addrs.shape, None
@@ -260,10 +254,8 @@ class Collector:
         if self.recording and (rows is None or rows.any()):
             n = int(np.prod(shape, dtype=np.int64))
             o, m = offsets.reshape(-1, n), mask.reshape(-1, n)
-            if self._keep is not None:
-                o, m = o[self._keep], m[self._keep]
-            if rows is not None:
-                o, m = o[rows], m[rows]
+            if self._sel is not None:
+                o, m = o[self._sel], m[self._sel]
             start = self._lanes.add(o, m, shape=tuple(shape), affine=affine is not None)
             row = self._event(kind, self._file_id(file), int(line or 0), tensor, elem_bytes, shape, start, n,
                               (0, 0, 0), rows=rows)
@@ -296,11 +288,9 @@ class Collector:
             return
         v = np.asarray(values)
         if self.batched:
-            v = np.broadcast_to(v, (self._size,) + ev.shape)
-            if self._keep is not None:
-                v = v[self._keep]
-            if ev.rows is not None:
-                v = v[ev.rows]
+            v = np.broadcast_to(v, (self._size if self._data_rows is None else len(self._data_rows),) + ev.shape)
+            if self._sel is not None:
+                v = v[self._sel]
             shape = (rows,) + ev.shape
         else:
             shape = ev.shape

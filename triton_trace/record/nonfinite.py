@@ -53,6 +53,7 @@ class NonFinite:
         self._pids = np.zeros((1, 3), np.int32)
         self._keep: Optional[np.ndarray] = None
         self._active: Optional[np.ndarray] = None
+        self._chunk = (self._pids, None)     # the chunk's programs and which are kept, as begin() gave them
         self.batched = False
         self.births: dict = {}           # program -> its births, the first of each source line, in order
         self.inputs: dict = {}           # program -> its first non-finite load of an unwritten argument
@@ -61,10 +62,15 @@ class NonFinite:
 
     def begin(self, pids: np.ndarray, keep: Optional[np.ndarray], batched: bool) -> None:
         self._pids, self._keep, self.batched = pids, keep, batched
+        self._chunk = (pids, keep)
         self._active = None
 
-    def set_active(self, active: Optional[np.ndarray]) -> None:
-        """Programs of the chunk that run the current ops (a masked loop's trips); None: all."""
+    def set_active(self, active: Optional[np.ndarray], rows: Optional[np.ndarray] = None) -> None:
+        """The ops' rows are the chunk's programs ``rows`` (None: all), of which ``active`` run the current
+        ops (a masked loop's trips; None: all)."""
+        pids, keep = self._chunk
+        self._pids = pids if rows is None else pids[rows]
+        self._keep = keep if rows is None or keep is None else keep[rows]
         self._active = active
 
     def mark(self) -> tuple:

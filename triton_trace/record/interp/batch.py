@@ -32,8 +32,9 @@ TensorHandle = _ti.TensorHandle
 class Chunk:
     """The programs of a running chunk. It lives on the builder instance while the chunk runs (``start``
     puts it there, ``running`` reads it), so the builder's methods and the patches find it without a
-    module global."""
-    __slots__ = ("size", "pid_data", "base", "active", "on_active")
+    module global. A masked loop may run some trips on a sub-chunk (``sub``): only the programs still
+    running, their values' rows compacted; ``rows`` maps its rows to the programs of the chunk it came from."""
+    __slots__ = ("size", "pid_data", "base", "active", "on_active", "rows", "root")
 
     def __init__(self, pids: np.ndarray, base: type):
         cols = []
@@ -45,11 +46,22 @@ class Chunk:
         self.base = base                  # the builder's own class, whose methods do the per-program work
         self.active = None                # (P,) bool: the programs running the current ops (masked loops)
         self.on_active = None             # told of every change of ``active`` (the recorder)
+        self.rows = None                  # a sub-chunk's programs, as indexes into the root chunk's
+        self.root = self
+
+    def sub(self, keep: np.ndarray) -> "Chunk":
+        """The programs ``keep`` ((size,) bool) of this chunk, as a chunk of their own."""
+        idx = np.flatnonzero(keep)
+        c = Chunk.__new__(Chunk)
+        c.size, c.base, c.active, c.on_active, c.root = len(idx), self.base, None, None, self.root
+        c.pid_data = tuple(col if col.shape[0] == 1 else col[idx] for col in self.pid_data)
+        c.rows = idx if self.rows is None else self.rows[idx]
+        return c
 
     def set_active(self, active) -> None:
         self.active = active
-        if self.on_active is not None:
-            self.on_active(active)
+        if self.root.on_active is not None:
+            self.root.on_active(active, self.rows)
 
     def masked(self, mask):
         """A memory op's mask (widened to every program) with the programs sitting out switched off."""
@@ -78,6 +90,23 @@ def stop(builder, chunk: Chunk) -> None:
 def running(builder) -> Optional[Chunk]:
     """The chunk ``builder`` is running, or None (one program at a time)."""
     return builder.__dict__.get(_ATTR)
+
+
+def switch(builder, chunk: Chunk) -> None:
+    """Run the following ops on ``chunk`` (a sub-chunk of the running one, or the one it came from)."""
+    setattr(builder, _ATTR, chunk)
+
+
+def widen(builder, diverged: ChunkDiverged) -> ChunkDiverged:
+    """``diverged`` raised on a sub-chunk, its labels over the root chunk's programs: those outside the
+    sub-chunk (done with a masked loop earlier) form a group of their own."""
+    chunk = running(builder)
+    labels = np.asarray(diverged.labels)
+    if chunk is None or chunk.rows is None or len(labels) != chunk.size:
+        return diverged
+    root = np.full(chunk.root.size, int(labels.max(initial=0)) + 1, dtype=np.int64)
+    root[chunk.rows] = labels
+    return ChunkDiverged(str(diverged), root)
 
 
 def program_shape(data, chunk: Optional[Chunk]) -> tuple:

@@ -156,7 +156,7 @@ def _run_chunk(kernel, batched_args, pids, builder, rec, proxy):
     except ChunkRetry:
         why = RETRY
     except ChunkDiverged as e:
-        why = e
+        why = batch.widen(builder, e)         # raised on a masked loop's sub-chunk: labels for the whole chunk
     except BatchFallback as e:
         why = str(e)
     except Exception as e:  # the programs re-run one by one, where the failing one reports itself

@@ -35,28 +35,26 @@ import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback, ChunkDiverged
-from . import batch, overflow_ops, provenance
+from . import batch, compact, overflow_ops, provenance
 
 LOOP = "_triton_trace_loop"
 _PREFIX = "_triton_trace_"
 
 
-def loop(*args):
-    """``range(*args)``, masked per program where the bound differs in the running chunk."""
+def loop(*args, names: tuple = (), assigned: tuple = ()):
+    """``range(*args)``, masked per program where the bound differs in the running chunk. ``names``: the
+    kernel's local names the loop's body uses; ``assigned``: those it assigns (without loop variables)."""
     chunk = batch.running(_ti.interpreter_builder)
     stop = args[0] if len(args) == 1 else args[1]
     if chunk is None or not _varies(stop, chunk):
-        return _Plain(range(*args))
-    if _long_runs(stop, chunk):
-        # neighbours mostly agree (causal attention's query blocks, one per head): running the runs of
-        # programs that agree as chunks of their own does no wasted work; range() raises ChunkDiverged
         return _Plain(range(*args))
     start = int(args[0]) if len(args) > 1 else 0          # must agree: __index__ splits the chunk otherwise
     step = int(args[2]) if len(args) > 2 else 1
     if step == 0:
         raise ValueError("range() arg 3 must not be zero")
     stops = np.asarray(stop.handle.data).reshape(chunk.size if stop.handle.data.shape[0] > 1 else 1, -1)[:, 0]
-    return MaskedRange(chunk, start, np.broadcast_to(stops.astype(np.int64), (chunk.size,)), step)
+    return MaskedRange(chunk, start, np.broadcast_to(stops.astype(np.int64), (chunk.size,)), step,
+                       names, assigned, _long_runs(stop, chunk))
 
 
 def _varies(stop, chunk) -> bool:
@@ -72,6 +70,7 @@ def _varies(stop, chunk) -> bool:
 
 
 MIN_MASKED_RUN = 4     # programs that agree with their neighbours, on average: fewer, and the loop is masked
+COMPACT_AT = 0.75      # a trip that this share of the running programs makes, or less, runs on them alone
 
 
 def _long_runs(stop, chunk) -> bool:
@@ -86,7 +85,7 @@ def _long_runs(stop, chunk) -> bool:
 class _Plain:
     """``range(*args)`` with the rewritten loop's hooks doing nothing."""
     __slots__ = ("r",)
-    masked = False
+    masked = compact = compacted = False
 
     def __init__(self, r):
         self.r = r
@@ -104,25 +103,41 @@ class _Plain:
 
 
 class MaskedRange:
-    def __init__(self, chunk, start: int, stops: np.ndarray, step: int):
+    """The trips of a loop whose trip count differs between the programs of ``chunk``. A trip some programs
+    sit out runs either masked (their rows computed, then dropped by ``merge``) or, once at most COMPACT_AT
+    of the programs still make the trips, on a sub-chunk of those programs alone (``enter``; ``leave``
+    puts the names back together after the loop): compact.py."""
+
+    def __init__(self, chunk, start: int, stops: np.ndarray, step: int, names=(), assigned=(), long_runs=False):
         self.chunk, self.start, self.stops, self.step = chunk, start, stops, step
+        self.names, self.assigned, self.long_runs = names, assigned, long_runs
         self.outer = chunk.active                       # an enclosing masked loop's programs
         self.trips = np.maximum(0, -(-(stops - start) // step)) if step > 0 else \
             np.maximum(0, -(-(start - stops) // -step))
         if self.outer is not None:
             self.trips = np.where(self.outer, self.trips, 0)
-        self.active: Optional[np.ndarray] = None        # this trip's programs, when some sit out
+        self.active: Optional[np.ndarray] = None        # this trip's programs, when some sit out (over cur)
         self.trip = 0
+        self.cur, self.cur_rows = chunk, None           # the chunk running the trips; its rows in ``chunk``
+        self.compact = False                            # the trip starts with ``enter``
+        self.compacted = False                          # trips ran on a sub-chunk: ``leave`` after the loop
+        self._can_compact = bool(names)
+        self._fixed = None                              # the names the body only reads, over ``chunk``
+        self._left: list = []                           # (rows in ``chunk``, {name: value}) as programs leave
+
+    def _running(self) -> np.ndarray:
+        act = self.trips > self.trip
+        return act if self.cur_rows is None else act[self.cur_rows]
 
     def __iter__(self):
         most = int(self.trips.max(initial=0))
-        everyone = self.outer if self.outer is not None else np.ones(self.chunk.size, dtype=bool)
         try:
             for t in range(most):
                 self.trip = t
-                act = self.trips > t
-                self.active = None if (act == everyone).all() else act
-                self.chunk.set_active(act if self.active is not None else self.outer)
+                act = self._running()
+                self.compact = t == 0 and self._can_compact or self._shrinks(act)
+                if not self.compact:
+                    self._mask(act)
                 yield self.start + t * self.step
         finally:
             self.active = None
@@ -130,6 +145,67 @@ class MaskedRange:
             # run, and only the chunk this loop belongs to, still running, may be told
             if batch.running(_ti.interpreter_builder) is self.chunk:
                 self.chunk.set_active(self.outer)
+
+    def _shrinks(self, act) -> bool:
+        return self._can_compact and self._fixed is not None and int(act.sum()) <= COMPACT_AT * len(act)
+
+    def _mask(self, act) -> None:
+        """Run this trip on ``cur`` with the programs ``act`` (bool over its rows) alone active."""
+        if self.cur is self.chunk:
+            everyone = self.outer if self.outer is not None else np.ones(self.chunk.size, dtype=bool)
+            self.active = None if (act == everyone).all() else act
+            self.chunk.set_active(act if self.active is not None else self.outer)
+        else:
+            self.active = None if act.all() else act
+            self.cur.set_active(self.active)
+
+    def enter(self, names: dict) -> dict:
+        """At the start of a trip: the body's names cut to the programs that make it, which run it as a
+        sub-chunk of their own (empty when the trip runs masked)."""
+        act = self._running()
+        if self._fixed is None:
+            # the first trip: can every name be cut? the names the body only reads keep these values
+            if not all(compact.can_take(names[n]) for n in self.names if n in names):
+                self._can_compact = False
+                if self.long_runs:
+                    # neighbours mostly agree (causal attention's query blocks with a block pointer): running
+                    # the runs of programs that agree as chunks of their own wastes no work
+                    raise ChunkDiverged("a loop's trip count differs between programs",
+                                        self.stops.astype(np.int64) if self.outer is None else
+                                        np.where(self.outer, self.stops, np.iinfo(np.int64).min))
+            else:
+                reads = set(self.names) - set(self.assigned)
+                self._fixed = {n: names[n] for n in reads if n in names}
+        if not self._shrinks(act) or act.all():
+            self._mask(act)
+            return {}
+        rows = np.arange(self.chunk.size) if self.cur_rows is None else self.cur_rows
+        gone = ~act
+        self._left.append((rows[gone], {n: compact.take(names[n], gone) if n in names else compact.UNBOUND
+                                        for n in self.assigned}))
+        out = {n: compact.take(names[n], act) for n in self.names if n in names}
+        self.cur, self.cur_rows = self.cur.sub(act), rows[act]
+        batch.switch(_ti.interpreter_builder, self.cur)
+        self.active = None
+        self.cur.set_active(None)
+        self.compacted = True
+        return out
+
+    def leave(self, names: dict) -> dict:
+        """After the loop: every name over all the programs again, each program's as it left the loop."""
+        self._left.append((self.cur_rows, {n: names.get(n, compact.UNBOUND) for n in self.assigned}))
+        batch.switch(_ti.interpreter_builder, self.chunk)
+        self.cur, self.cur_rows = self.chunk, None
+        self.chunk.set_active(self.outer)
+        out = dict(self._fixed)
+        try:
+            for n in self.assigned:
+                v = compact.assemble(n, [(rows, left[n]) for rows, left in self._left], self.chunk.size)
+                if v is not compact.UNBOUND:
+                    out[n] = v
+        except compact.Disagree as e:
+            raise ChunkDiverged(str(e), e.labels) from None
+        return out
 
     @property
     def masked(self) -> bool:
@@ -158,7 +234,7 @@ class MaskedRange:
 
     def _split(self, why: str):
         """Programs that make this trip and those that do not run apart (as chunks of their own)."""
-        raise ChunkDiverged(why, (self.trips > self.trip).astype(np.int64))
+        raise ChunkDiverged(why, self._running().astype(np.int64))
 
     def _merge_value(self, name, before, value):
         if isinstance(value, tl.tensor) and isinstance(before, tl.tensor) and \
@@ -217,6 +293,11 @@ class _Loops(ast.NodeTransformer):
         for node in ast.walk(fn):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.loads.setdefault(node.id, []).append(node)
+        # the function's local names: only these may be cut to a sub-chunk's programs and put back
+        a = fn.args
+        self.local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | \
+            {x.arg for x in (a.vararg, a.kwarg) if x is not None} | \
+            {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
     def visit_For(self, node: ast.For):
         node = self.generic_visit(node)
@@ -232,33 +313,41 @@ class _Loops(ast.NodeTransformer):
             return node                     # the loop variable is read after the loop
         self.count += 1
         name = f"{_PREFIX}L{self.count}"
-        saved, merged = f"{_PREFIX}S{self.count}", f"{_PREFIX}M{self.count}"
+        saved, merged, cut = f"{_PREFIX}S{self.count}", f"{_PREFIX}M{self.count}", f"{_PREFIX}C{self.count}"
+        used = {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
         assigned = sorted({n.id for stmt in node.body for n in ast.walk(stmt)
                            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
                            and not n.id.startswith(_PREFIX)})
-        head = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
-                          value=ast.Call(func=ast.Name(id=LOOP, ctx=ast.Load()), args=it.args, keywords=[]))
         # loop variables (this loop's and rewritten inner loops'): never read after their loops
         skip = tuple(sorted({node.target.id} | {
             n.target.id for stmt in node.body for n in ast.walk(stmt)
             if isinstance(n, ast.For) and isinstance(n.iter, ast.Name) and n.iter.id.startswith(_PREFIX)}))
-        # only a trip that some programs sit out pays for the snapshot and the merge
+        names = tuple(sorted(v for v in used & self.local if not v.startswith(_PREFIX) and v not in skip))
+        kept = tuple(v for v in assigned if v not in skip)
+        head = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                          value=ast.Call(func=ast.Name(id=LOOP, ctx=ast.Load()), args=it.args, keywords=[
+                              ast.keyword(arg="names", value=ast.Constant(names)),
+                              ast.keyword(arg="assigned", value=ast.Constant(kept))]))
+
+        def cut_to(what: str) -> ast.stmt:
+            return ast.parse(f"if {name}.{what}:\n    {cut} = {name}.{'enter' if what == 'compact' else 'leave'}"
+                             f"(locals())\n" + "".join(f"    if {v!r} in {cut}:\n        {v} = {cut}[{v!r}]\n"
+                                                      for v in names)).body[0]
+        # only a trip that some programs sit out pays for the cut, or for the snapshot and the merge
+        enter, leave = cut_to("compact"), cut_to("compacted")
         text = (f"{saved} = {name}.save(locals()) if {name}.masked else None\n"
                 f"if {saved} is not None:\n"
                 f"    {merged} = {name}.merge({saved}, locals(), {skip!r})\n" +
                 "".join(f"    if {v!r} in {merged}:\n        {v} = {merged}[{v!r}]\n" for v in assigned))
         save, merge = ast.parse(text).body
-        for sub in (n for stmt in (save, merge) for n in ast.walk(stmt)):
-            if hasattr(sub, "lineno"):
-                ast.copy_location(sub, node)            # at the loop's line, not the snippet's
         loop_node = ast.For(target=node.target, iter=ast.Name(id=name, ctx=ast.Load()),
-                            body=[save] + node.body + [merge], orelse=[])
-        out = [ast.copy_location(head, node), ast.copy_location(loop_node, node)]
-        for n in out:
-            for sub in ast.walk(n):
-                if not hasattr(sub, "lineno"):
-                    ast.copy_location(sub, node)
-        return out
+                            body=[enter, save] + node.body + [merge], orelse=[])
+        for stmt in (head, enter, save, merge, leave):
+            for sub in ast.walk(stmt):
+                ast.copy_location(sub, node)            # at the loop's line, not the snippet's
+        for sub in (loop_node, loop_node.iter):
+            ast.copy_location(sub, node)
+        return [head, loop_node, leave]
 
 
 def transform(tree: ast.AST) -> ast.AST:

@@ -1,0 +1,29 @@
+"""The recorded values of a launch, back to back in one byte buffer."""
+from __future__ import annotations
+
+import numpy as np
+
+
+class ValueBlob:
+    """The recorded values, one growing byte buffer: each block is written once, straight from the
+    (broadcast) values, right after the previous one (as a concatenation would place it). Sized for the value cap up front (pages are
+    only touched when written), so a launch within the cap never copies what it recorded."""
+
+    def __init__(self, cap_elems: int):
+        self.buf = np.empty(min(max(int(cap_elems), 0), 1 << 27) * 8, dtype=np.uint8)
+        self.used = 0
+
+    def append(self, v: np.ndarray) -> int:
+        start = self.used
+        end = start + v.size * v.dtype.itemsize
+        if end > len(self.buf):
+            grown = np.empty(max(end, 2 * len(self.buf)), dtype=np.uint8)
+            grown[:self.used] = self.buf[:self.used]
+            self.buf = grown
+        np.copyto(self.buf[start:end].view(v.dtype).reshape(v.shape), v)
+        self.used = end
+        return start
+
+    def array(self) -> np.ndarray:
+        out = self.buf[:self.used]
+        return out if 2 * self.used >= len(self.buf) else out.copy()     # do not pin a mostly empty buffer
