@@ -16,7 +16,7 @@ import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _ti
 
-from ...errors import BatchFallback
+from ...errors import BatchFallback, ChunkDiverged
 from . import overflow_ops, provenance
 
 UNBOUND = object()           # a name not bound (yet) when its programs left the loop
@@ -53,24 +53,17 @@ def take(value, keep: np.ndarray):
     return tl.tensor(out, value.type)
 
 
-class Disagree(Exception):
-    """Programs that left the loop at different trips hold a name differently (unbound in some, or a plain
-    value that changed between trips): ``labels`` groups the programs that agree."""
-
-    def __init__(self, why: str, labels: np.ndarray):
-        super().__init__(why)
-        self.labels = labels
-
-
 def assemble(name: str, parts: list, size: int):
     """One value over all ``size`` programs from ``parts``: (program indexes, value) for every group of
-    programs that left the loop together (together they hold every program once)."""
+    programs that left the loop together (together they hold every program once). Programs that hold the
+    name differently (unbound in some, or a plain value that changed between trips) cannot share one value:
+    ChunkDiverged, labelling the groups that agree."""
     values = [v for _, v in parts]
     first = values[0]
     if all(v is first for v in values):
         return first
     if any(v is UNBOUND for v in values):
-        raise Disagree(f"'{name}' is first set on a trip some programs do not make",
+        raise ChunkDiverged(f"'{name}' is first set on a trip some programs do not make",
                        _labels(parts, size, lambda v: v is not UNBOUND))
     if isinstance(first, tuple) and not hasattr(first, "_fields") and \
             all(type(v) is type(first) and len(v) == len(first) for v in values):
@@ -81,7 +74,7 @@ def assemble(name: str, parts: list, size: int):
     plain = [v.value if isinstance(v, tl.constexpr) else v for v in values]
     if all(type(p) is type(plain[0]) and isinstance(p, _SAME) and p == plain[0] for p in plain):
         return first
-    raise Disagree(f"'{name}' holds a value that differs between trips, which programs that leave the loop "
+    raise ChunkDiverged(f"'{name}' holds a value that differs between trips, which programs that leave the loop "
                    f"earlier keep", _labels(parts, size, lambda v: repr(v)))
 
 

@@ -26,7 +26,7 @@ from ...errors import UnsupportedTritonVersion
 from .. import frames
 from ..frames import where
 from ..patching import Scope, Snapshot
-from . import batch, debugops, maskedloops, nonfinite_ops, overflow_ops, provenance, pylogic, semantics
+from . import batch, batchtensor, debugops, maskedloops, nonfinite_ops, overflow_ops, provenance, pylogic, semantics
 from .proxy import MemoryProxy, install_pointer_casts
 
 SUPPORTED = ((3, 5), (3, 9))     # inclusive major.minor range
@@ -211,7 +211,8 @@ def _install_compute_hooks(scope, rec) -> None:
         if hasattr(cls, name):
             scope.set_attr(b, name, counted(name, per).__get__(b))
 
-    for cls_name, kind, batched in (("ReduceOps", "reduce", batch.reduce_apply), ("ScanOps", "scan", batch.scan_apply)):
+    for cls_name, kind, batched in (("ReduceOps", "reduce", batchtensor.reduce_apply),
+                                    ("ScanOps", "scan", batchtensor.scan_apply)):
         ops_cls = getattr(_ti, cls_name)
         orig_apply = ops_cls.apply
 
@@ -245,10 +246,10 @@ def _fix_index(scope: Scope) -> None:
 def _batch_tensor_patches(scope: Scope) -> None:
     # Python control flow on a tensor inside a batched chunk must see one value for all its programs
     t, b = tl.tensor, _ti.interpreter_builder
-    scope.set_attr(t, "__bool__", batch.tensor_bool(t.__dict__.get("__bool__", t.__bool__), b))
-    scope.set_attr(t, "__index__", batch.tensor_index(t.__dict__.get("__index__", t.__index__), b))
+    scope.set_attr(t, "__bool__", batchtensor.tensor_bool(t.__dict__.get("__bool__", t.__bool__), b))
+    scope.set_attr(t, "__index__", batchtensor.tensor_index(t.__dict__.get("__index__", t.__index__), b))
     if "T" in t.__dict__:
-        scope.set_attr(t, "T", batch.tensor_transpose(t.__dict__["T"], b))
+        scope.set_attr(t, "T", batchtensor.tensor_transpose(t.__dict__["T"], b))
 
 
 class _LangPatches:
