@@ -147,6 +147,32 @@ def _heads(w):
 
 
 @triton.jit
+def _sum_blocks(acc, x_ptr, offs, lo, hi, B: tl.constexpr):
+    for start in tl.range(lo, hi, B, num_stages=2):
+        acc += tl.load(x_ptr + start + offs) * (start + 1)
+    return acc
+
+
+@triton.jit
+def helper_tl_range(x_ptr, out_ptr, B: tl.constexpr):
+    """The fused-attention tutorial's shape: the loop sits in a @triton.jit helper and uses tl.range."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, B)
+    acc = tl.zeros([B], tl.float32)
+    acc = _sum_blocks(acc, x_ptr, offs, 0, (pid % 5 + 1) * B, B)
+    tl.store(out_ptr + pid * B + offs, acc)
+
+
+def _helper(w):
+    x = torch.randn(5 * 8, generator=torch.Generator().manual_seed(4))
+    out = torch.empty(13 * 8)
+    w(helper_tl_range)[(13,)](x, out, B=8)
+    want = torch.stack([sum(x[s:s + 8] * (s + 1) for s in range(0, (p % 5 + 1) * 8, 8)) for p in range(13)])
+    torch.testing.assert_close(out.view(13, 8), want)
+    return out
+
+
+@triton.jit
 def counts_trips(x_ptr, n_ptr, out_ptr, B: tl.constexpr):
     """A counter carried through the loop (the interpreter makes ``trips + 1`` a scalar tensor): programs
     leaving at different trips keep their own counts."""
@@ -169,7 +195,8 @@ def _counter(w):
 
 
 @pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0, None], ids=["masked", "default", "always-cut", "uncuttable"])
-@pytest.mark.parametrize("run", [_ragged, _ragged_runs, _causal, _inf, _first_set, _ints, _heads, _counter],
+@pytest.mark.parametrize("run", [_ragged, _ragged_runs, _causal, _inf, _first_set, _ints, _heads, _counter,
+                                 _helper],
                          ids=lambda f: f.__name__[1:])
 def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
     # COMPACT_AT 0: trips only ever run masked; 1: cut to the running programs whenever one leaves;

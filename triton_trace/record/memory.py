@@ -19,6 +19,7 @@ import torch
 from ..errors import BatchFallback, TraceUsageError
 from ..model import TensorInfo
 from .affine import affine_rows
+from .livestorages import LiveStorages, torch_dtype
 
 GUARD_MIN = 1 << 16          # bytes of guard zone on each side of a storage, at least
 ALIGN = 256                  # storages start on this alignment, like cudaMalloc's
@@ -63,43 +64,6 @@ def _strides_of(obj, shape: tuple) -> tuple:
         out.append(step)
         step *= max(int(n), 1)
     return tuple(reversed(out))
-
-
-_TL_TO_TORCH = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64", "int1": "bool",
-                "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
-                "uint16": "uint16", "uint32": "uint32", "uint64": "uint64"}
-
-
-def _torch_dtype(pointee) -> torch.dtype:
-    name = _TL_TO_TORCH.get(getattr(pointee, "name", ""), "uint8")
-    return getattr(torch, name, torch.uint8)
-
-
-class LiveStorages:
-    """Every storage a live torch tensor holds, by address: how a pointer value that is not an argument
-    (read from a table of ``data_ptr()``s) or a tensor-like object finds the memory it names. Built at
-    most once per launch, and only when needed (it walks the garbage collector's objects)."""
-
-    def __init__(self):
-        import gc
-        seen = {}
-        for obj in gc.get_objects():
-            # type(), not isinstance(): isinstance reads __class__, which some module proxies warn about
-            if issubclass(type(obj), torch.Tensor) and obj.layout == torch.strided and obj.device.type != "meta":
-                try:
-                    st = obj.untyped_storage()
-                except (RuntimeError, NotImplementedError):
-                    continue
-                if st.nbytes():
-                    seen.setdefault((st.data_ptr(), str(st.device)), st)
-        self._items = sorted(((p, st) for (p, _), st in seen.items()), key=lambda item: item[0])
-
-    def find(self, ptr: int, device=None):
-        """(storage, its start address) holding byte ``ptr``, or None."""
-        for start, st in self._items:
-            if start <= ptr < start + st.nbytes() and (device is None or str(st.device) == str(device)):
-                return st, start
-        return None
 
 
 class HostMemory:
@@ -231,7 +195,7 @@ class HostMemory:
         return out.reshape(a.shape)
 
     def _adopt(self, storage: torch.UntypedStorage, pointee) -> None:
-        dtype = _torch_dtype(pointee)
+        dtype = torch_dtype(pointee)
         itemsize = torch.empty(0, dtype=dtype).element_size()
         if storage.nbytes() % itemsize:
             dtype, itemsize = torch.uint8, 1

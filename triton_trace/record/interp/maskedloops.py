@@ -1,24 +1,32 @@
 """Loops whose trip count differs between the programs of a batched chunk, run as a GPU runs divergent
-warps: to the largest trip count, each trip with the programs that are past their own last trip masked off.
+warps: to the largest trip count, each program doing its own trips only.
 
-``for i in range(lo, hi, step)`` in a kernel, where ``hi`` is a value of each program (a variable sequence
-length, a split-K tail, causal attention's ``(start_m + 1) * BLOCK_M``) would otherwise make the chunk
-split into runs of consecutive programs that agree on it. Where those runs are long (at least
-MIN_MASKED_RUN programs on average: causal attention with the heads on the second grid axis) splitting wastes
-no work and is kept; where they are short (each sequence its own length) the loop is masked. The kernel's source is rewritten (``transform``) so such a loop
-becomes::
+``for i in range(lo, hi, step)`` (or ``tl.range``) in a kernel or a @triton.jit helper, where ``hi`` is a
+value of each program (a variable sequence length, a split-K tail, causal attention's
+``(start_m + 1) * BLOCK_M``), would otherwise make the chunk split into runs of consecutive programs that
+agree on it. The function's source is rewritten (``transform``) so such a loop becomes::
 
-    L = _triton_trace_loop(lo, hi, step)        # range(lo, hi, step) unless hi differs in the chunk
+    L = _triton_trace_loop(lo, hi, step, names=(...), assigned=(...))   # range() unless hi differs
     for i in L:
+        if L.compact:                           # programs left: run on those still running
+            C = L.enter(locals())
+            if 'x' in C: x = C['x']             # ... for each local name the body uses
         S = L.save(locals()) if L.masked else None
         <body>
         if S is not None:
             M = L.merge(S, locals())            # names the body assigns: where(active, new, old)
             if 'x' in M: x = M['x']             # ... for each of them
+    if L.compacted:
+        C = L.leave(locals())                   # every program's values again, as it left the loop
+        if 'x' in C: x = C['x']
 
-While a trip runs with some programs masked off (``Chunk.active``), their memory ops have no active lanes,
-the recorder leaves them out of the trip's events, their non-finite or overflowing values are not reported,
-and after the trip every name the body assigned keeps its old value for them. The result is what each
+A trip that some programs sit out runs in one of two ways. Masked (``Chunk.active``): their memory ops have
+no active lanes, the recorder leaves them out of the trip's events, their non-finite or overflowing values
+are not reported, and after the trip every name the body assigned keeps its old value for them. Cut
+(``enter``), once at most COMPACT_AT of the programs still make the trips: the names are cut to the running
+programs' rows (compact.py) and the trips run on a sub-chunk of them alone (``batch.Chunk.sub``), so work
+shrinks with the programs left (causal attention: half the work of the non-causal loop); the values each
+program held when it left are put back together after the loop. Either way the result is what each
 program computes alone: ``lo`` and ``step`` must agree (else the chunk splits as before), the body may not
 ``break``, ``continue`` or ``return``, and the loop variable may not be read after the loop (its last value
 differs per program); such loops are left as they are. A name first bound inside the loop, where some
@@ -283,6 +291,16 @@ _NOT_IN_BODY = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, a
                 ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)
 
 
+def _is_range(func) -> bool:
+    """``range`` or ``tl.range`` (the interpreter runs it as ``range``; its pipelining keywords mean nothing
+    there), not ``tl.static_range`` (its bounds are constants)."""
+    if isinstance(func, ast.Name):
+        return func.id == "range"
+    return isinstance(func, ast.Attribute) and func.attr == "range" and (
+        isinstance(func.value, ast.Name) and func.value.id in ("tl", "language") or
+        isinstance(func.value, ast.Attribute) and func.value.attr == "language")
+
+
 class _Loops(ast.NodeTransformer):
     def __init__(self, fn: ast.FunctionDef):
         self.count = 0
@@ -299,9 +317,10 @@ class _Loops(ast.NodeTransformer):
     def visit_For(self, node: ast.For):
         node = self.generic_visit(node)
         it = node.iter
-        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and
-                1 <= len(it.args) <= 3 and not it.keywords and isinstance(node.target, ast.Name) and
-                not node.orelse):
+        if not (isinstance(it, ast.Call) and _is_range(it.func) and 1 <= len(it.args) <= 3 and
+                isinstance(node.target, ast.Name) and not node.orelse and
+                not any(isinstance(it.func, ast.Name) or k.arg in (None, "arg1", "arg2", "step")
+                        for k in it.keywords)):
             return node
         inside = {id(n) for n in ast.walk(node)}
         if any(isinstance(n, _NOT_IN_BODY) for stmt in node.body for n in ast.walk(stmt)):
