@@ -173,6 +173,39 @@ def _helper(w):
 
 
 @triton.jit
+def persistent_matmul(a_ptr, b_ptr, c_ptr, M, N, K, NUM_SMS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                      BK: tl.constexpr, GROUP_M: tl.constexpr):
+    """Triton's persistent matmul tutorial's shape: each program walks tiles pid, pid + NUM_SMS, ... (its
+    own start, and one trip fewer for the programs past the last full round), with grouped tile order."""
+    start_pid = tl.program_id(0)
+    num_pid_m, num_pid_n = tl.cdiv(M, BM), tl.cdiv(N, BN)
+    num_tiles = num_pid_m * num_pid_n
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+        group = tile_id // (GROUP_M * num_pid_n)
+        first_m = group * GROUP_M
+        size_m = min(num_pid_m - first_m, GROUP_M)
+        pid_m = first_m + (tile_id % size_m)
+        pid_n = (tile_id % (GROUP_M * num_pid_n)) // size_m
+        rm, rn = pid_m * BM + tl.arange(0, BM), pid_n * BN + tl.arange(0, BN)
+        acc = tl.zeros([BM, BN], tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            rk = k * BK + tl.arange(0, BK)
+            a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + rk[:, None] * N + rn[None, :], mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def _persistent(w):
+    g = torch.Generator().manual_seed(5)
+    a, b = torch.randn(72, 40, generator=g), torch.randn(40, 56, generator=g)
+    c = torch.empty(72, 56)
+    w(persistent_matmul)[(5,)](a, b, c, 72, 56, 40, NUM_SMS=5, BM=16, BN=16, BK=16, GROUP_M=2)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+    return c
+
+
+@triton.jit
 def counts_trips(x_ptr, n_ptr, out_ptr, B: tl.constexpr):
     """A counter carried through the loop (the interpreter makes ``trips + 1`` a scalar tensor): programs
     leaving at different trips keep their own counts."""
@@ -196,7 +229,7 @@ def _counter(w):
 
 @pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0, None], ids=["masked", "default", "always-cut", "uncuttable"])
 @pytest.mark.parametrize("run", [_ragged, _ragged_runs, _causal, _inf, _first_set, _ints, _heads, _counter,
-                                 _helper],
+                                 _helper, _persistent],
                          ids=lambda f: f.__name__[1:])
 def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
     # COMPACT_AT 0: trips only ever run masked; 1: cut to the running programs whenever one leaves;

@@ -3,8 +3,9 @@ warps: to the largest trip count, each program doing its own trips only.
 
 ``for i in range(lo, hi, step)`` (or ``tl.range``) in a kernel or a @triton.jit helper, where ``hi`` is a
 value of each program (a variable sequence length, a split-K tail, causal attention's
-``(start_m + 1) * BLOCK_M``), would otherwise make the chunk split into runs of consecutive programs that
-agree on it. The function's source is rewritten (``transform``) so such a loop becomes::
+``(start_m + 1) * BLOCK_M``) or ``lo`` is (a persistent kernel's ``tl.range(pid, n_tiles, NUM_SMS)``: the
+loop variable is then a scalar tensor, one value per program), would otherwise make the chunk split into
+runs of consecutive programs that agree on it. The function's source is rewritten (``transform``) so such a loop becomes::
 
     L = _triton_trace_loop(lo, hi, step, names=(...), assigned=(...))   # range() unless hi differs
     for i in L:
@@ -27,7 +28,7 @@ are not reported, and after the trip every name the body assigned keeps its old 
 programs' rows (compact.py) and the trips run on a sub-chunk of them alone (``batch.Chunk.sub``), so work
 shrinks with the programs left (causal attention: half the work of the non-causal loop); the values each
 program held when it left are put back together after the loop. Either way the result is what each
-program computes alone: ``lo`` and ``step`` must agree (else the chunk splits as before), the body may not
+program computes alone: ``step`` must agree (else the chunk splits as before), the body may not
 ``break``, ``continue`` or ``return``, and the loop variable may not be read after the loop (its last value
 differs per program); such loops are left as they are. A name first bound inside the loop, where some
 program runs no trip at all, also splits the chunk (alone, that program would not have the name).
@@ -49,26 +50,33 @@ LOOP = "_triton_trace_loop"
 _PREFIX = "_triton_trace_"
 
 
-def loop(*args, names: tuple = (), assigned: tuple = ()):
-    """``range(*args)``, masked per program where the bound differs in the running chunk. ``names``: the
-    kernel's local names the loop's body uses; ``assigned``: those it assigns (without loop variables)."""
+def loop(*args, names: tuple = (), assigned: tuple = (), var: Optional[str] = None):
+    """``range(*args)``, masked per program where a bound differs in the running chunk. ``names``: the
+    function's local names the loop's body uses; ``assigned``: those it assigns (without loop variables);
+    ``var``: the loop variable."""
     chunk = batch.running(_ti.interpreter_builder)
-    stop = args[0] if len(args) == 1 else args[1]
-    if chunk is None or not _varies(stop, chunk):
+    if chunk is None:
         return _Plain(range(*args))
-    start = int(args[0]) if len(args) > 1 else 0          # must agree: __index__ splits the chunk otherwise
-    step = int(args[2]) if len(args) > 2 else 1
+    lo, hi = (0, args[0]) if len(args) == 1 else args[:2]
+    vary_lo, vary_hi = _varies(lo, chunk), _varies(hi, chunk)
+    if not (vary_lo or vary_hi):
+        return _Plain(range(*args))
+    step = int(args[2]) if len(args) > 2 else 1            # must agree: __index__ splits the chunk otherwise
     if step == 0:
         raise ValueError("range() arg 3 must not be zero")
-    stops = np.asarray(stop.handle.data).reshape(chunk.size if stop.handle.data.shape[0] > 1 else 1, -1)[:, 0]
-    return MaskedRange(chunk, start, np.broadcast_to(stops.astype(np.int64), (chunk.size,)), step,
-                       names, assigned, _long_runs(stop, chunk))
+    starts, stops = (_per_program(x, chunk) if v else np.full(chunk.size, int(x), dtype=np.int64)
+                     for x, v in ((lo, vary_lo), (hi, vary_hi)))
+    # a persistent kernel's ``for tile in tl.range(pid, n_tiles, NUM_SMS)``: the loop variable differs per
+    # program too, and is a scalar tensor of the start's type (a GPU's induction variable) instead of an int
+    dtype = lo.dtype if vary_lo else None
+    return MaskedRange(chunk, starts, stops, step, names, assigned, _long_runs(starts, stops, chunk), var, dtype)
 
 
-def _varies(stop, chunk) -> bool:
-    if not isinstance(stop, tl.tensor) or stop.type.is_block():
+def _varies(x, chunk) -> bool:
+    """Whether ``x`` is an integer scalar tensor whose value differs between the chunk's running programs."""
+    if not isinstance(x, tl.tensor) or x.type.is_block():
         return False
-    d = np.asarray(stop.handle.data)
+    d = np.asarray(x.handle.data)
     if d.ndim == 0 or d.shape[0] <= 1 or not np.issubdtype(d.dtype, np.integer):
         return False
     d = d.reshape(d.shape[0], -1)[:, 0]
@@ -77,17 +85,20 @@ def _varies(stop, chunk) -> bool:
     return len(d) > 1 and bool((d != d[0]).any())
 
 
+def _per_program(x, chunk) -> np.ndarray:
+    return np.asarray(x.handle.data).reshape(chunk.size, -1)[:, 0].astype(np.int64)
+
+
 MIN_MASKED_RUN = 4     # programs that agree with their neighbours, on average: fewer, and the loop is masked
 COMPACT_AT = 0.75      # a trip that this share of the running programs makes, or less, runs on them alone
 
 
-def _long_runs(stop, chunk) -> bool:
-    """Whether consecutive programs agree on the bound in runs of MIN_MASKED_RUN or more, on average."""
-    d = np.asarray(stop.handle.data).reshape(chunk.size, -1)[:, 0]
+def _long_runs(starts: np.ndarray, stops: np.ndarray, chunk) -> bool:
+    """Whether consecutive programs agree on the bounds in runs of MIN_MASKED_RUN or more, on average."""
     if chunk.active is not None:
-        d = d[chunk.active]
-    runs = 1 + int(np.count_nonzero(d[1:] != d[:-1]))
-    return len(d) >= MIN_MASKED_RUN * runs
+        starts, stops = starts[chunk.active], stops[chunk.active]
+    runs = 1 + int(np.count_nonzero((starts[1:] != starts[:-1]) | (stops[1:] != stops[:-1])))
+    return len(stops) >= MIN_MASKED_RUN * runs
 
 
 class _Plain:
@@ -116,12 +127,14 @@ class MaskedRange:
     of the programs still make the trips, on a sub-chunk of those programs alone (``enter``; ``leave``
     puts the names back together after the loop): compact.py."""
 
-    def __init__(self, chunk, start: int, stops: np.ndarray, step: int, names=(), assigned=(), long_runs=False):
-        self.chunk, self.start, self.stops, self.step = chunk, start, stops, step
+    def __init__(self, chunk, starts: np.ndarray, stops: np.ndarray, step: int, names=(), assigned=(),
+                 long_runs=False, var=None, var_dtype=None):
+        self.chunk, self.starts, self.stops, self.step = chunk, starts, stops, step
         self.names, self.assigned, self.long_runs = names, assigned, long_runs
+        self.var, self.var_dtype = var, var_dtype       # var_dtype: the loop variable is a tensor (starts differ)
         self.outer = chunk.active                       # an enclosing masked loop's programs
-        self.trips = np.maximum(0, -(-(stops - start) // step)) if step > 0 else \
-            np.maximum(0, -(-(start - stops) // -step))
+        self.trips = np.maximum(0, -(-(stops - starts) // step)) if step > 0 else \
+            np.maximum(0, -(-(starts - stops) // -step))
         if self.outer is not None:
             self.trips = np.where(self.outer, self.trips, 0)
         self.active: Optional[np.ndarray] = None        # this trip's programs, when some sit out (over cur)
@@ -146,13 +159,21 @@ class MaskedRange:
                 self.compact = t == 0 and self._can_compact or self._shrinks(act)
                 if not self.compact:
                     self._mask(act)
-                yield self.start + t * self.step
+                yield self._value(t)
         finally:
             self.active = None
             # a body that raised leaves this generator to the garbage collector: by then another chunk may
             # run, and only the chunk this loop belongs to, still running, may be told
             if batch.running(_ti.interpreter_builder) is self.chunk:
                 self.chunk.set_active(self.outer)
+
+    def _value(self, t: int):
+        """The loop variable on trip ``t``, for the programs of ``cur``."""
+        if self.var_dtype is None:
+            return int(self.starts[0]) + t * self.step     # every program starts alike
+        starts = self.starts if self.cur_rows is None else self.starts[self.cur_rows]
+        data = (starts + t * self.step).astype(_ti._get_np_dtype(self.var_dtype)).reshape(-1, 1)
+        return tl.tensor(_ti.TensorHandle(data, self.var_dtype), self.var_dtype)
 
     def _shrinks(self, act) -> bool:
         return self._can_compact and self._fixed is not None and int(act.sum()) <= COMPACT_AT * len(act)
@@ -191,7 +212,7 @@ class MaskedRange:
         gone = ~act
         self._left.append((rows[gone], {n: compact.take(names[n], gone) if n in names else compact.UNBOUND
                                         for n in self.assigned}))
-        out = {n: compact.take(names[n], act) for n in self.names if n in names}
+        out = {n: compact.take(names[n], act) for n in self.names + ((self.var,) if self.var else ()) if n in names}
         self.cur, self.cur_rows = self.cur.sub(act), rows[act]
         batch.switch(_ti.interpreter_builder, self.cur)
         self.active = None
@@ -343,14 +364,15 @@ class _Loops(ast.NodeTransformer):
         head = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
                           value=ast.Call(func=ast.Name(id=LOOP, ctx=ast.Load()), args=it.args, keywords=[
                               ast.keyword(arg="names", value=ast.Constant(names)),
-                              ast.keyword(arg="assigned", value=ast.Constant(kept))]))
+                              ast.keyword(arg="assigned", value=ast.Constant(kept)),
+                              ast.keyword(arg="var", value=ast.Constant(node.target.id))]))
 
-        def cut_to(what: str) -> ast.stmt:
-            return ast.parse(f"if {name}.{what}:\n    {cut} = {name}.{'enter' if what == 'compact' else 'leave'}"
-                             f"(locals())\n" + "".join(f"    if {v!r} in {cut}:\n        {v} = {cut}[{v!r}]\n"
-                                                      for v in names)).body[0]
+        def cut_to(what: str, call: str, put: tuple) -> ast.stmt:
+            return ast.parse(f"if {name}.{what}:\n    {cut} = {name}.{call}(locals())\n" +
+                             "".join(f"    if {v!r} in {cut}:\n        {v} = {cut}[{v!r}]\n" for v in put)).body[0]
         # only a trip that some programs sit out pays for the cut, or for the snapshot and the merge
-        enter, leave = cut_to("compact"), cut_to("compacted")
+        enter = cut_to("compact", "enter", names + (node.target.id,))
+        leave = cut_to("compacted", "leave", names)
         text = (f"{saved} = {name}.save(locals()) if {name}.masked else None\n"
                 f"if {saved} is not None:\n"
                 f"    {merged} = {name}.merge({saved}, locals(), {skip!r})\n" +
