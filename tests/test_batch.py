@@ -148,8 +148,9 @@ def _repeat_add(x_ptr, n_ptr, out_ptr, N: tl.constexpr):
     offs = pid * N + tl.arange(0, N)
     acc = tl.zeros([N], dtype=tl.float32)
     i = 0
-    while i < tl.load(n_ptr + pid):        # a while loop: its condition splits a chunk (range loops are masked)
-        acc += tl.load(x_ptr + offs) * (i + 1.0)
+    while i < 3:
+        if i < tl.load(n_ptr + pid):       # a branch that differs between programs splits a chunk (loops whose
+            acc += tl.load(x_ptr + offs) * (i + 1.0)    # trip counts differ are masked instead)
         i += 1
     tl.store(out_ptr + offs, acc)
 
@@ -199,9 +200,10 @@ def _chain(x_ptr, n_ptr):
     pid = tl.program_id(0)
     n = tl.load(n_ptr + pid)
     i = 0
-    while i < n:                 # a while loop's condition splits a chunk (a range loop would be masked)
-        v = tl.load(x_ptr + pid)
-        tl.store(x_ptr + pid + 1, v + 1.0)
+    while i < 2:
+        if i < n:                # a branch that differs between programs splits a chunk (a loop would be masked)
+            v = tl.load(x_ptr + pid)
+            tl.store(x_ptr + pid + 1, v + 1.0)
         i += 1
 
 

@@ -206,6 +206,55 @@ def _persistent(w):
 
 
 @triton.jit
+def bisect(sorted_ptr, keys_ptr, out_ptr, n, B: tl.constexpr):
+    """A binary search per key in a ``while`` loop: each program's trip count depends on its key."""
+    pid = tl.program_id(0)
+    key = tl.load(keys_ptr + pid)
+    lo = pid * 0
+    hi = lo + n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        v = tl.load(sorted_ptr + mid)
+        lo = tl.where(v < key, mid + 1, lo)
+        hi = tl.where(v < key, hi, mid)
+    tl.store(out_ptr + pid, lo)
+
+
+def _bisect(w):
+    g = torch.Generator().manual_seed(6)
+    table = torch.sort(torch.randn(37, generator=g)).values
+    keys = torch.cat([torch.randn(20, generator=g), table[:5], torch.tensor([-9.0, 9.0])])
+    out = torch.empty(len(keys), dtype=torch.int32)
+    w(bisect)[(len(keys),)](table, keys, out, 37, B=1)
+    assert out.tolist() == torch.searchsorted(table, keys).tolist()
+    return out
+
+
+@triton.jit
+def while_blocks(x_ptr, lens_ptr, out_ptr, stride, B: tl.constexpr):
+    """The ragged row sum with a ``while`` loop and a counter: rows end at different trips."""
+    row = tl.program_id(0)
+    n = tl.load(lens_ptr + row)
+    acc = tl.zeros([B], tl.float32)
+    start = row * 0
+    while start < n:
+        cols = start + tl.arange(0, B)
+        acc += tl.load(x_ptr + row * stride + cols, mask=cols < n, other=0.0)
+        start += B
+    tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+
+def _while_rows(w):
+    x = torch.randn(24, 100, generator=torch.Generator().manual_seed(7))
+    lens = torch.tensor([(11 * i) % 100 + 1 for i in range(24)], dtype=torch.int32)
+    out = torch.empty(24)
+    w(while_blocks)[(24,)](x, lens, out, x.stride(0), B=16)
+    torch.testing.assert_close(out, torch.stack([x[i, :int(lens[i])].sum() for i in range(24)]),
+                               rtol=1e-5, atol=1e-5)
+    return out
+
+
+@triton.jit
 def counts_trips(x_ptr, n_ptr, out_ptr, B: tl.constexpr):
     """A counter carried through the loop (the interpreter makes ``trips + 1`` a scalar tensor): programs
     leaving at different trips keep their own counts."""
@@ -229,7 +278,7 @@ def _counter(w):
 
 @pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0, None], ids=["masked", "default", "always-cut", "uncuttable"])
 @pytest.mark.parametrize("run", [_ragged, _ragged_runs, _causal, _inf, _first_set, _ints, _heads, _counter,
-                                 _helper, _persistent],
+                                 _helper, _persistent, _bisect, _while_rows],
                          ids=lambda f: f.__name__[1:])
 def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
     # COMPACT_AT 0: trips only ever run masked; 1: cut to the running programs whenever one leaves;

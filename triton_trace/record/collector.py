@@ -122,6 +122,8 @@ class Collector:
         """From now on the ops' values have one row per program ``rows`` of the chunk (indexes, in order;
         None: every program), and of these only ``active`` (bool over the rows; None: all) run the ops: a
         loop whose trip count differs between programs, past some programs' last trip."""
+        if active is not None:
+            active = active.copy()               # kept by this trip's events: the caller may reuse its array
         self._data_rows, self._data_active = rows, active
         if rows is None and active is None:
             self._active, self._sel = None, self._keep

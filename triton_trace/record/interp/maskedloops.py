@@ -47,6 +47,7 @@ from ...errors import BatchFallback, ChunkDiverged
 from . import batch, compact, overflow_ops, provenance
 
 LOOP = "_triton_trace_loop"
+WHILE = "_triton_trace_while"
 _PREFIX = "_triton_trace_"
 
 
@@ -72,12 +73,13 @@ def loop(*args, names: tuple = (), assigned: tuple = (), var: Optional[str] = No
     return MaskedRange(chunk, starts, stops, step, names, assigned, _long_runs(starts, stops, chunk), var, dtype)
 
 
-def _varies(x, chunk) -> bool:
-    """Whether ``x`` is an integer scalar tensor whose value differs between the chunk's running programs."""
+def _varies(x, chunk, kinds: str = "iu") -> bool:
+    """Whether ``x`` is a scalar tensor (of numpy kind ``kinds``: integers) whose value differs between the
+    chunk's running programs."""
     if not isinstance(x, tl.tensor) or x.type.is_block():
         return False
     d = np.asarray(x.handle.data)
-    if d.ndim == 0 or d.shape[0] <= 1 or not np.issubdtype(d.dtype, np.integer):
+    if d.ndim == 0 or d.shape[0] <= 1 or d.dtype.kind not in kinds:
         return False
     d = d.reshape(d.shape[0], -1)[:, 0]
     if chunk.active is not None:
@@ -121,22 +123,16 @@ class _Plain:
         return {}
 
 
-class MaskedRange:
-    """The trips of a loop whose trip count differs between the programs of ``chunk``. A trip some programs
-    sit out runs either masked (their rows computed, then dropped by ``merge``) or, once at most COMPACT_AT
-    of the programs still make the trips, on a sub-chunk of those programs alone (``enter``; ``leave``
-    puts the names back together after the loop): compact.py."""
+class _Divergent:
+    """A loop whose programs make different numbers of trips. A trip some programs sit out runs either
+    masked (their rows computed, then dropped by ``merge``) or, once at most COMPACT_AT of the programs
+    still make the trips, on a sub-chunk of those programs alone (``enter``; ``leave`` puts the names back
+    together after the loop): compact.py. Subclasses say which programs make trip ``self.trip``."""
+    var = None
 
-    def __init__(self, chunk, starts: np.ndarray, stops: np.ndarray, step: int, names=(), assigned=(),
-                 long_runs=False, var=None, var_dtype=None):
-        self.chunk, self.starts, self.stops, self.step = chunk, starts, stops, step
-        self.names, self.assigned, self.long_runs = names, assigned, long_runs
-        self.var, self.var_dtype = var, var_dtype       # var_dtype: the loop variable is a tensor (starts differ)
+    def __init__(self, chunk, names=(), assigned=(), long_runs=False):
+        self.chunk, self.names, self.assigned, self.long_runs = chunk, names, assigned, long_runs
         self.outer = chunk.active                       # an enclosing masked loop's programs
-        self.trips = np.maximum(0, -(-(stops - starts) // step)) if step > 0 else \
-            np.maximum(0, -(-(starts - stops) // -step))
-        if self.outer is not None:
-            self.trips = np.where(self.outer, self.trips, 0)
         self.active: Optional[np.ndarray] = None        # this trip's programs, when some sit out (over cur)
         self.trip = 0
         self.cur, self.cur_rows = chunk, None           # the chunk running the trips; its rows in ``chunk``
@@ -146,34 +142,25 @@ class MaskedRange:
         self._fixed = None                              # the names the body only reads, over ``chunk``
         self._left: list = []                           # (rows in ``chunk``, {name: value}) as programs leave
 
+    def _labels(self) -> np.ndarray:
+        """Groups of programs that agree on the loop's trips (where the loop cannot be cut)."""
+        raise NotImplementedError
+
     def _running(self) -> np.ndarray:
-        act = self.trips > self.trip
-        return act if self.cur_rows is None else act[self.cur_rows]
+        """The programs of ``cur`` that make this trip."""
+        raise NotImplementedError
 
-    def __iter__(self):
-        most = int(self.trips.max(initial=0))
-        try:
-            for t in range(most):
-                self.trip = t
-                act = self._running()
-                self.compact = t == 0 and self._can_compact or self._shrinks(act)
-                if not self.compact:
-                    self._mask(act)
-                yield self._value(t)
-        finally:
-            self.active = None
-            # a body that raised leaves this generator to the garbage collector: by then another chunk may
-            # run, and only the chunk this loop belongs to, still running, may be told
-            if batch.running(_ti.interpreter_builder) is self.chunk:
-                self.chunk.set_active(self.outer)
+    def _begin_trip(self, act) -> None:
+        self.compact = self._fixed is None and self._can_compact or self._shrinks(act)
+        if not self.compact:
+            self._mask(act)
 
-    def _value(self, t: int):
-        """The loop variable on trip ``t``, for the programs of ``cur``."""
-        if self.var_dtype is None:
-            return int(self.starts[0]) + t * self.step     # every program starts alike
-        starts = self.starts if self.cur_rows is None else self.starts[self.cur_rows]
-        data = (starts + t * self.step).astype(_ti._get_np_dtype(self.var_dtype)).reshape(-1, 1)
-        return tl.tensor(_ti.TensorHandle(data, self.var_dtype), self.var_dtype)
+    def _end(self) -> None:
+        self.active = None
+        # a body that raised leaves a for loop's generator to the garbage collector: by then another chunk
+        # may run, and only the chunk this loop belongs to, still running, may be told
+        if batch.running(_ti.interpreter_builder) is self.chunk:
+            self.chunk.set_active(self.outer)
 
     def _shrinks(self, act) -> bool:
         return self._can_compact and self._fixed is not None and int(act.sum()) <= COMPACT_AT * len(act)
@@ -199,9 +186,7 @@ class MaskedRange:
                 if self.long_runs:
                     # neighbours mostly agree (causal attention's query blocks with a block pointer): running
                     # the runs of programs that agree as chunks of their own wastes no work
-                    raise ChunkDiverged("a loop's trip count differs between programs",
-                                        self.stops.astype(np.int64) if self.outer is None else
-                                        np.where(self.outer, self.stops, np.iinfo(np.int64).min))
+                    raise ChunkDiverged("a loop's trip count differs between programs", self._labels())
             else:
                 reads = set(self.names) - set(self.assigned)
                 self._fixed = {n: names[n] for n in reads if n in names}
@@ -301,6 +286,109 @@ class MaskedRange:
         return value
 
 
+class MaskedRange(_Divergent):
+    """``range(start, stop, step)`` per program: ``starts``/``stops`` over the chunk's programs."""
+
+    def __init__(self, chunk, starts: np.ndarray, stops: np.ndarray, step: int, names=(), assigned=(),
+                 long_runs=False, var=None, var_dtype=None):
+        super().__init__(chunk, names, assigned, long_runs)
+        self.starts, self.stops, self.step = starts, stops, step
+        self.var, self.var_dtype = var, var_dtype       # var_dtype: the loop variable is a tensor (starts differ)
+        self.trips = np.maximum(0, -(-(stops - starts) // step)) if step > 0 else \
+            np.maximum(0, -(-(starts - stops) // -step))
+        if self.outer is not None:
+            self.trips = np.where(self.outer, self.trips, 0)
+
+    def _running(self) -> np.ndarray:
+        act = self.trips > self.trip
+        return act if self.cur_rows is None else act[self.cur_rows]
+
+    def _labels(self) -> np.ndarray:
+        return np.unique(np.stack([self.starts, self.stops, self.trips], axis=1), axis=0,
+                         return_inverse=True)[1].reshape(-1)
+
+    def __iter__(self):
+        most = int(self.trips.max(initial=0))
+        try:
+            for t in range(most):
+                self.trip = t
+                self._begin_trip(self._running())
+                yield self._value(t)
+        finally:
+            self._end()
+
+    def _value(self, t: int):
+        """The loop variable on trip ``t``, for the programs of ``cur``."""
+        if self.var_dtype is None:
+            return int(self.starts[0]) + t * self.step     # every program starts alike
+        starts = self.starts if self.cur_rows is None else self.starts[self.cur_rows]
+        data = (starts + t * self.step).astype(_ti._get_np_dtype(self.var_dtype)).reshape(-1, 1)
+        return tl.tensor(_ti.TensorHandle(data, self.var_dtype), self.var_dtype)
+
+
+class MaskedWhile(_Divergent):
+    """``while cond:`` per program, once the programs' conditions differ: a program whose condition is
+    false has left the loop for good (its later conditions are evaluated masked off, like the body)."""
+
+    def __init__(self, chunk, names=(), assigned=()):
+        super().__init__(chunk, names, assigned)
+        self.live: Optional[np.ndarray] = None          # over ``chunk``: still looping, once conditions differed
+        self.trip = -1
+
+    def _running(self) -> np.ndarray:
+        return self.live if self.cur_rows is None else self.live[self.cur_rows]
+
+    def _labels(self) -> np.ndarray:
+        return self.live.astype(np.int64)
+
+    def test(self, cond) -> bool:
+        self.trip += 1
+        if self.live is None:
+            if not (isinstance(cond, tl.tensor) and _varies(cond, self.cur, "biuf")):
+                return bool(cond)                      # one value for every program (else the chunk splits)
+            self.live = np.ones(self.chunk.size, dtype=bool) if self.outer is None else self.outer.copy()
+        if isinstance(cond, tl.tensor):
+            if cond.type.is_block():
+                raise BatchFallback("a while condition that is a block, in a loop whose programs differ")
+            c = np.asarray(cond.handle.data).reshape(-1)
+            c = np.broadcast_to(c != 0, (self.cur.size,))
+        else:
+            c = np.full(self.cur.size, bool(cond))
+        rows = np.arange(self.chunk.size) if self.cur_rows is None else self.cur_rows
+        live = self.live.copy()                 # the last trip's programs stay as its events recorded them
+        live[rows] &= c
+        self.live = live
+        act = self._running()
+        if not act.any():
+            self._end()
+            return False
+        self._begin_trip(act)
+        return True
+
+
+class _PlainWhile:
+    """A ``while`` outside a batched chunk: the condition as Python evaluates it."""
+    masked = compact = compacted = False
+
+    @staticmethod
+    def test(cond):
+        return cond
+
+    @staticmethod
+    def save(names):
+        return None
+
+    @staticmethod
+    def merge(old, new, skip=()):
+        return {}
+
+
+def while_loop(names: tuple = (), assigned: tuple = ()):
+    """A ``while`` loop's state: masked per program once the programs' conditions differ."""
+    chunk = batch.running(_ti.interpreter_builder)
+    return _PlainWhile() if chunk is None else MaskedWhile(chunk, names, assigned)
+
+
 _UNBOUND = object()
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))
 
@@ -343,49 +431,91 @@ class _Loops(ast.NodeTransformer):
                 not any(isinstance(it.func, ast.Name) or k.arg in (None, "arg1", "arg2", "step")
                         for k in it.keywords)):
             return node
-        inside = {id(n) for n in ast.walk(node)}
-        if any(isinstance(n, _NOT_IN_BODY) for stmt in node.body for n in ast.walk(stmt)):
+        if not self._body_allowed(node):
             return node
+        inside = {id(n) for n in ast.walk(node)}
         if any(id(n) not in inside for n in self.loads.get(node.target.id, ())):
             return node                     # the loop variable is read after the loop
         self.count += 1
-        name = f"{_PREFIX}L{self.count}"
-        saved, merged, cut = f"{_PREFIX}S{self.count}", f"{_PREFIX}M{self.count}", f"{_PREFIX}C{self.count}"
-        used = {n.id for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
-        assigned = sorted({n.id for stmt in node.body for n in ast.walk(stmt)
+        names, kept, skip = self._names(node.body, (), {node.target.id})
+        head = self._head(LOOP, it.args, names, kept, node.target.id)
+        enter, save, merge, leave = self._hooks(names, kept, skip, node.body, node.target.id)
+        loop_node = ast.For(target=node.target, iter=ast.Name(id=self._name("L"), ctx=ast.Load()),
+                            body=[enter, save] + node.body + [merge], orelse=[])
+        return self._placed(node, [head, loop_node, leave])
+
+    def visit_While(self, node: ast.While):
+        node = self.generic_visit(node)
+        if node.orelse or not self._body_allowed(node) or any(
+                isinstance(n, (ast.Name, ast.Attribute)) and getattr(n, "id", getattr(n, "attr", "")).startswith("atomic_")
+                for n in ast.walk(node)):
+            return node             # a spin lock's condition has effects: its programs split into runs instead
+        self.count += 1
+        names, kept, skip = self._names(node.body, (node.test,), set())
+        head = self._head(WHILE, [], names, kept, None)
+        enter, save, merge, leave = self._hooks(names, kept, skip, node.body, None)
+        test = ast.Call(func=ast.Attribute(value=ast.Name(id=self._name("L"), ctx=ast.Load()), attr="test",
+                                           ctx=ast.Load()), args=[node.test], keywords=[])
+        loop_node = ast.While(test=test, body=[enter, save] + node.body + [merge], orelse=[])
+        return self._placed(node, [head, loop_node, leave])
+
+    # -- pieces of the rewrite ------------------------------------------------------------------------------
+    @staticmethod
+    def _body_allowed(node) -> bool:
+        return not any(isinstance(n, _NOT_IN_BODY) for stmt in node.body for n in ast.walk(stmt))
+
+    def _name(self, kind: str) -> str:
+        return f"{_PREFIX}{kind}{self.count}"
+
+    def _names(self, body: list, extra: tuple, own: set) -> tuple:
+        """(local names the body and ``extra`` use, those the body assigns, loop variables to skip)."""
+        used = {n.id for stmt in list(body) + list(extra) for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+        assigned = sorted({n.id for stmt in body for n in ast.walk(stmt)
                            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
                            and not n.id.startswith(_PREFIX)})
         # loop variables (this loop's and rewritten inner loops'): never read after their loops
-        skip = tuple(sorted({node.target.id} | {
-            n.target.id for stmt in node.body for n in ast.walk(stmt)
+        skip = tuple(sorted(own | {
+            n.target.id for stmt in body for n in ast.walk(stmt)
             if isinstance(n, ast.For) and isinstance(n.iter, ast.Name) and n.iter.id.startswith(_PREFIX)}))
         names = tuple(sorted(v for v in used & self.local if not v.startswith(_PREFIX) and v not in skip))
-        kept = tuple(v for v in assigned if v not in skip)
-        head = ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
-                          value=ast.Call(func=ast.Name(id=LOOP, ctx=ast.Load()), args=it.args, keywords=[
-                              ast.keyword(arg="names", value=ast.Constant(names)),
-                              ast.keyword(arg="assigned", value=ast.Constant(kept)),
-                              ast.keyword(arg="var", value=ast.Constant(node.target.id))]))
+        return names, tuple(v for v in assigned if v not in skip), skip
+
+    def _head(self, factory: str, args: list, names: tuple, kept: tuple, var) -> ast.stmt:
+        keywords = [ast.keyword(arg="names", value=ast.Constant(names)),
+                    ast.keyword(arg="assigned", value=ast.Constant(kept))]
+        if var is not None:
+            keywords.append(ast.keyword(arg="var", value=ast.Constant(var)))
+        return ast.Assign(targets=[ast.Name(id=self._name("L"), ctx=ast.Store())],
+                          value=ast.Call(func=ast.Name(id=factory, ctx=ast.Load()), args=args, keywords=keywords))
+
+    def _hooks(self, names: tuple, kept: tuple, skip: tuple, body: list, var) -> tuple:
+        name, saved, merged, cut = self._name("L"), self._name("S"), self._name("M"), self._name("C")
+        assigned = sorted({n.id for stmt in body for n in ast.walk(stmt)
+                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                           and not n.id.startswith(_PREFIX)})
 
         def cut_to(what: str, call: str, put: tuple) -> ast.stmt:
             return ast.parse(f"if {name}.{what}:\n    {cut} = {name}.{call}(locals())\n" +
                              "".join(f"    if {v!r} in {cut}:\n        {v} = {cut}[{v!r}]\n" for v in put)).body[0]
         # only a trip that some programs sit out pays for the cut, or for the snapshot and the merge
-        enter = cut_to("compact", "enter", names + (node.target.id,))
+        enter = cut_to("compact", "enter", names + ((var,) if var else ()))
         leave = cut_to("compacted", "leave", names)
         text = (f"{saved} = {name}.save(locals()) if {name}.masked else None\n"
                 f"if {saved} is not None:\n"
                 f"    {merged} = {name}.merge({saved}, locals(), {skip!r})\n" +
                 "".join(f"    if {v!r} in {merged}:\n        {v} = {merged}[{v!r}]\n" for v in assigned))
         save, merge = ast.parse(text).body
-        loop_node = ast.For(target=node.target, iter=ast.Name(id=name, ctx=ast.Load()),
-                            body=[enter, save] + node.body + [merge], orelse=[])
-        for stmt in (head, enter, save, merge, leave):
+        return enter, save, merge, leave
+
+    @staticmethod
+    def _placed(node, out: list) -> list:
+        """The new statements at the loop's line (not the snippets'); the body keeps its own lines."""
+        body = {id(n) for stmt in node.body for n in ast.walk(stmt)}
+        for stmt in out:
             for sub in ast.walk(stmt):
-                ast.copy_location(sub, node)            # at the loop's line, not the snippet's
-        for sub in (loop_node, loop_node.iter):
-            ast.copy_location(sub, node)
-        return [head, loop_node, leave]
+                if id(sub) not in body:
+                    ast.copy_location(sub, node)
+        return out
 
 
 def transform(tree: ast.AST) -> ast.AST:
@@ -404,3 +534,4 @@ def _as_list(x) -> list:
 
 def provide(namespace: dict) -> None:
     namespace.setdefault(LOOP, loop)
+    namespace.setdefault(WHILE, while_loop)
