@@ -1,10 +1,12 @@
 """Divergent programs: a flash-attention forward (Triton's fused-attention tutorial, written with pointers),
-causal and not, traced batched (the default) and one program at a time, beside torch's
-scaled_dot_product_attention on the same inputs, in one process (ratios, not absolute times, are the result).
+causal, not causal and with every head its own key count (varlen), and a persistent matmul (Triton's
+persistent-matmul tutorial: each program its own start tile), traced batched (the default), beside torch on
+the same inputs, in one process (ratios, not absolute times, are the result).
 
-Causal attention gives each program a loop count that depends on its id (hi = (start_m + 1) * BLOCK_M):
-a chunk of programs diverges there, and runs as the groups that agree (the same query block across heads)
-instead of one program at a time. Outputs are compared bit for bit with ``batch=False``.
+Causal attention gives each program a loop count that depends on its id (hi = (start_m + 1) * BLOCK_M), a
+persistent kernel a loop start (tl.range(pid, num_tiles, NUM_SMS)): every program stays in one chunk, the
+loop masked per program and its later trips run on the programs still running. Outputs are compared bit
+for bit with ``batch=False``.
 
     python tests/benchmarks/bench_divergent.py [--seq 2048] [--heads 8] [--repeat 1]
 """
@@ -93,6 +95,41 @@ def run_varlen(q, k, v, lens, **opts):
     return out
 
 
+@triton.jit
+def matmul_persistent(a_ptr, b_ptr, c_ptr, M, N, K, NUM_SMS: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Triton's persistent matmul tutorial (pointers): NUM_SMS programs walk the tiles pid, pid + NUM_SMS, ..."""
+    start_pid = tl.program_id(0)
+    num_pid_m, num_pid_n = tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    offs_k = tl.arange(0, BLOCK_K)
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+        group_id = tile_id // (GROUP_M * num_pid_n)
+        first_m = group_id * GROUP_M
+        group_size_m = min(num_pid_m - first_m, GROUP_M)
+        pid_m = first_m + (tile_id % group_size_m)
+        pid_n = (tile_id % (GROUP_M * num_pid_n)) // group_size_m
+        offs_am = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_bn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(0, tl.cdiv(K, BLOCK_K)):
+            kk = ki * BLOCK_K + offs_k
+            a = tl.load(a_ptr + offs_am[:, None] * K + kk[None, :], mask=kk[None, :] < K, other=0.0)
+            b = tl.load(b_ptr + kk[:, None] * N + offs_bn[None, :], mask=kk[:, None] < K, other=0.0)
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + offs_am[:, None] * N + offs_bn[None, :], acc,
+                 mask=(offs_am[:, None] < M) & (offs_bn[None, :] < N))
+
+
+def run_persistent(a, b, **opts):
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty(M, N)
+    triton_trace.trace(matmul_persistent, values=False, **opts)[(132,)](
+        a, b, c, M, N, K, NUM_SMS=132, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8)
+    return c
+
+
 def run(q, k, v, causal: bool, **opts):
     out = torch.empty_like(q)
     H, S, D = q.shape
@@ -138,6 +175,24 @@ def main(argv=None) -> None:
         print(f"{case:>12} {t_torch:9.3f} {t_trace:9.2f} {t_an:10.2f} "
               f"{t_trace / t_torch:8.0f}x {(t_trace + t_an) / t_torch:12.0f}x {ex['batched_programs']:>9} "
               f"{ex.get('diverged_chunks', 0):>8} {len(ex['fallbacks']):>9}")
+    # a persistent matmul (1024^3 fp32, 256 tiles over 132 programs: 124 run two tiles, 8 run one)
+    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+    t0 = time.perf_counter()
+    for _ in range(max(args.repeat, 3)):
+        a @ b
+    t_torch = (time.perf_counter() - t0) / max(args.repeat, 3)
+    triton_trace.reset()
+    t0 = time.perf_counter()
+    run_persistent(a, b)
+    t_trace = time.perf_counter() - t0
+    lc = triton_trace.current_trace().launches[-1]
+    t0 = time.perf_counter()
+    triton_trace.analyze(lc)
+    t_an = time.perf_counter() - t0
+    ex = lc.meta["execution"]
+    print(f"{'persistent':>12} {t_torch:9.3f} {t_trace:9.2f} {t_an:10.2f} {t_trace / t_torch:8.0f}x "
+          f"{(t_trace + t_an) / t_torch:12.0f}x {ex['batched_programs']:>9} {ex.get('diverged_chunks', 0):>8} "
+          f"{len(ex['fallbacks']):>9}")
     qs, ks, vs = (x[:2, :args.check_seq].contiguous() for x in (q, k, v))
     for causal in (False, True):
         same = torch.equal(run(qs, ks, vs, causal), run(qs, ks, vs, causal, batch=False))
@@ -145,6 +200,9 @@ def main(argv=None) -> None:
     ls = torch.tensor([args.check_seq // 2, args.check_seq], dtype=torch.int32)
     same = torch.equal(run_varlen(qs, ks, vs, ls), run_varlen(qs, ks, vs, ls, batch=False))
     print(f"bit-identical to batch=False (varlen, 2 heads, S={args.check_seq}): {same}")
+    a, b = a[:320, :96].contiguous(), b[:96, :448].contiguous()
+    same = torch.equal(run_persistent(a, b), run_persistent(a, b, batch=False))
+    print(f"bit-identical to batch=False (persistent matmul 320x96x448): {same}")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,9 @@ def check_races(ctx: LaunchContext) -> list:
         unit = min(t.elem_bytes for t in infos)
         size = max(t.storage_size * t.elem_bytes for t in infos) // unit
         rows = mem[np.isin(ctx.tensor[mem], group)]
+        t = typ[rows]
+        if context.SHORTCUTS and not (t == W).any() and not ((t == A).any() and (t == R).any()):
+            continue                  # only atomics, or atomics and no plain loads: nothing can race
         if context.SHORTCUTS and (_owners_disjoint(ctx, rows, lock, unit) or _touched_once(ctx, rows, unit)):
             continue
         lr, off = ctx.row_lanes(rows)
