@@ -323,13 +323,13 @@ def test_nonfinite_from_a_masked_trip_names_a_program_that_ran_it():
 
 
 def test_a_loop_variable_read_after_the_loop_is_left_alone():
-    from triton_trace.record.interp import maskedloops
+    from triton_trace.record.interp import looprewrite
     import ast
     src = ("def k(n):\n    for i in range(0, n):\n        x = i\n    y = i\n"
            "    for j in range(n):\n        z = j\n")
-    tree = maskedloops.transform(ast.parse(src))
+    tree = looprewrite.transform(ast.parse(src))
     text = ast.unparse(tree)
-    assert "for i in range(0, n)" in text and maskedloops.LOOP + "(n, " in text
+    assert "for i in range(0, n)" in text and looprewrite.LOOP + "(n, " in text
 
 
 @triton.jit

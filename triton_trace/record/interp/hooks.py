@@ -26,7 +26,7 @@ from ...errors import UnsupportedTritonVersion
 from .. import frames
 from ..frames import where
 from ..patching import Scope, Snapshot
-from . import batch, batchtensor, debugops, maskedloops, nonfinite_ops, overflow_ops, provenance, pylogic, semantics
+from . import batch, batchtensor, debugops, looprewrite, nonfinite_ops, overflow_ops, provenance, pylogic, semantics
 from .proxy import MemoryProxy, install_pointer_casts
 
 SUPPORTED = ((3, 5), (3, 9))     # inclusive major.minor range
@@ -127,7 +127,7 @@ def _rewriter_class():
     if not _REWRITER:
         class Rewriter(_ti.FunctionRewriter):
             def _transform_ast(self, src):
-                return maskedloops.transform(pylogic.transform(super()._transform_ast(src)))
+                return looprewrite.transform(pylogic.transform(super()._transform_ast(src)))
 
             def _prepare_source(self, lines):
                 frames.remember_source(self.fn, "".join(lines), self.filename, self.def_file_lineno)
@@ -135,7 +135,7 @@ def _rewriter_class():
 
             def _compile_and_exec(self, transformed_ast):
                 pylogic.provide(self.fn.__globals__)
-                maskedloops.provide(self.fn.__globals__)
+                looprewrite.provide(self.fn.__globals__)
                 return super()._compile_and_exec(transformed_ast)
         _REWRITER.append(Rewriter)
     return _REWRITER[0]

@@ -1,0 +1,155 @@
+"""The source rewrite behind masked loops (maskedloops.py): a kernel's or helper's ``for ... in range()``
+/ ``tl.range()`` and ``while`` loops get the hooks that let their trips run per program (the shape of the
+rewritten loop is in maskedloops.py). Loops the hooks cannot keep exact are left as they are: a body with
+``break``, ``continue``, ``return`` or ``try``, an ``else`` clause, a loop variable read after the loop, a
+``while`` with an atomic in it (a spin lock's condition has effects)."""
+from __future__ import annotations
+
+import ast
+
+from . import maskedloops
+from .maskedloops import PREFIX
+
+LOOP = maskedloops.LOOP
+WHILE = maskedloops.WHILE
+
+
+_NOT_IN_BODY = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
+                ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)
+
+
+def _is_range(func) -> bool:
+    """``range`` or ``tl.range`` (the interpreter runs it as ``range``; its pipelining keywords mean nothing
+    there), not ``tl.static_range`` (its bounds are constants)."""
+    if isinstance(func, ast.Name):
+        return func.id == "range"
+    return isinstance(func, ast.Attribute) and func.attr == "range" and (
+        isinstance(func.value, ast.Name) and func.value.id in ("tl", "language") or
+        isinstance(func.value, ast.Attribute) and func.value.attr == "language")
+
+
+class _Loops(ast.NodeTransformer):
+    def __init__(self, fn: ast.FunctionDef):
+        self.count = 0
+        self.loads: dict = {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.loads.setdefault(node.id, []).append(node)
+        # the function's local names: only these may be cut to a sub-chunk's programs and put back
+        a = fn.args
+        self.local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | \
+            {x.arg for x in (a.vararg, a.kwarg) if x is not None} | \
+            {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+    def visit_For(self, node: ast.For):
+        node = self.generic_visit(node)
+        it = node.iter
+        if not (isinstance(it, ast.Call) and _is_range(it.func) and 1 <= len(it.args) <= 3 and
+                isinstance(node.target, ast.Name) and not node.orelse and
+                not any(isinstance(it.func, ast.Name) or k.arg in (None, "arg1", "arg2", "step")
+                        for k in it.keywords)):
+            return node
+        if not self._body_allowed(node):
+            return node
+        inside = {id(n) for n in ast.walk(node)}
+        if any(id(n) not in inside for n in self.loads.get(node.target.id, ())):
+            return node                     # the loop variable is read after the loop
+        self.count += 1
+        names, kept, skip = self._names(node.body, (), {node.target.id})
+        head = self._head(LOOP, it.args, names, kept, node.target.id)
+        enter, save, merge, leave = self._hooks(names, kept, skip, node.body, node.target.id)
+        loop_node = ast.For(target=node.target, iter=ast.Name(id=self._name("L"), ctx=ast.Load()),
+                            body=[enter, save] + node.body + [merge], orelse=[])
+        return self._placed(node, [head, loop_node, leave])
+
+    def visit_While(self, node: ast.While):
+        node = self.generic_visit(node)
+        if node.orelse or not self._body_allowed(node) or any(
+                isinstance(n, (ast.Name, ast.Attribute)) and getattr(n, "id", getattr(n, "attr", "")).startswith("atomic_")
+                for n in ast.walk(node)):
+            return node             # a spin lock's condition has effects: its programs split into runs instead
+        self.count += 1
+        names, kept, skip = self._names(node.body, (node.test,), set())
+        head = self._head(WHILE, [], names, kept, None)
+        enter, save, merge, leave = self._hooks(names, kept, skip, node.body, None)
+        test = ast.Call(func=ast.Attribute(value=ast.Name(id=self._name("L"), ctx=ast.Load()), attr="test",
+                                           ctx=ast.Load()), args=[node.test], keywords=[])
+        loop_node = ast.While(test=test, body=[enter, save] + node.body + [merge], orelse=[])
+        return self._placed(node, [head, loop_node, leave])
+
+    # -- pieces of the rewrite ------------------------------------------------------------------------------
+    @staticmethod
+    def _body_allowed(node) -> bool:
+        return not any(isinstance(n, _NOT_IN_BODY) for stmt in node.body for n in ast.walk(stmt))
+
+    def _name(self, kind: str) -> str:
+        return f"{PREFIX}{kind}{self.count}"
+
+    def _names(self, body: list, extra: tuple, own: set) -> tuple:
+        """(local names the body and ``extra`` use, those the body assigns, loop variables to skip)."""
+        used = {n.id for stmt in list(body) + list(extra) for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+        assigned = sorted({n.id for stmt in body for n in ast.walk(stmt)
+                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                           and not n.id.startswith(PREFIX)})
+        # loop variables (this loop's and rewritten inner loops'): never read after their loops
+        skip = tuple(sorted(own | {
+            n.target.id for stmt in body for n in ast.walk(stmt)
+            if isinstance(n, ast.For) and isinstance(n.iter, ast.Name) and n.iter.id.startswith(PREFIX)}))
+        names = tuple(sorted(v for v in used & self.local if not v.startswith(PREFIX) and v not in skip))
+        return names, tuple(v for v in assigned if v not in skip), skip
+
+    def _head(self, factory: str, args: list, names: tuple, kept: tuple, var) -> ast.stmt:
+        keywords = [ast.keyword(arg="names", value=ast.Constant(names)),
+                    ast.keyword(arg="assigned", value=ast.Constant(kept))]
+        if var is not None:
+            keywords.append(ast.keyword(arg="var", value=ast.Constant(var)))
+        return ast.Assign(targets=[ast.Name(id=self._name("L"), ctx=ast.Store())],
+                          value=ast.Call(func=ast.Name(id=factory, ctx=ast.Load()), args=args, keywords=keywords))
+
+    def _hooks(self, names: tuple, kept: tuple, skip: tuple, body: list, var) -> tuple:
+        name, saved, merged, cut = self._name("L"), self._name("S"), self._name("M"), self._name("C")
+        assigned = sorted({n.id for stmt in body for n in ast.walk(stmt)
+                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                           and not n.id.startswith(PREFIX)})
+
+        def cut_to(what: str, call: str, put: tuple) -> ast.stmt:
+            return ast.parse(f"if {name}.{what}:\n    {cut} = {name}.{call}(locals())\n" +
+                             "".join(f"    if {v!r} in {cut}:\n        {v} = {cut}[{v!r}]\n" for v in put)).body[0]
+        # only a trip that some programs sit out pays for the cut, or for the snapshot and the merge
+        enter = cut_to("compact", "enter", names + ((var,) if var else ()))
+        leave = cut_to("compacted", "leave", names)
+        text = (f"{saved} = {name}.save(locals()) if {name}.masked else None\n"
+                f"if {saved} is not None:\n"
+                f"    {merged} = {name}.merge({saved}, locals(), {skip!r})\n" +
+                "".join(f"    if {v!r} in {merged}:\n        {v} = {merged}[{v!r}]\n" for v in assigned))
+        save, merge = ast.parse(text).body
+        return enter, save, merge, leave
+
+    @staticmethod
+    def _placed(node, out: list) -> list:
+        """The new statements at the loop's line (not the snippets'); the body keeps its own lines."""
+        body = {id(n) for stmt in node.body for n in ast.walk(stmt)}
+        for stmt in out:
+            for sub in ast.walk(stmt):
+                if id(sub) not in body:
+                    ast.copy_location(sub, node)
+        return out
+
+
+def transform(tree: ast.AST) -> ast.AST:
+    """Rewrite the kernel function's own loops (not those of functions it defines or calls)."""
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
+    if fn is None:
+        return tree
+    fn.body = [s for stmt in fn.body for s in _as_list(_Loops(fn).visit(stmt))]
+    ast.fix_missing_locations(tree)
+    return tree
+
+
+def _as_list(x) -> list:
+    return x if isinstance(x, list) else [x]
+
+
+def provide(namespace: dict) -> None:
+    namespace.setdefault(LOOP, maskedloops.loop)
+    namespace.setdefault(WHILE, maskedloops.while_loop)
