@@ -2,6 +2,9 @@
 intervals.py): the helpers against brute force, and every broken kernel's findings with and without them."""
 import numpy as np
 import pytest
+import torch
+import triton
+import triton.language as tl
 
 import triton_trace
 from triton_trace.analysis import intervals
@@ -39,6 +42,42 @@ def test_findings_are_the_same_from_intervals_and_from_lanes(case, fixed, monkey
     case.run(case.fixed if fixed else case.broken, fixed)
     trace = triton_trace.current_trace()
     fast = triton_trace.analyze(trace, layouts="model", what_if=False).to_dict()["findings"]
+    monkeypatch.setattr(intervals, "row_intervals", lambda *a, **k: None)
+    slow = triton_trace.analyze(trace, layouts="model", what_if=False).to_dict()["findings"]
+    assert fast == slow
+
+
+@triton_trace.trace(outputs=("out",))
+@triton.jit
+def _reread(out, x, shift, n_programs, B: tl.constexpr):
+    """Each program stores its tile of ``out``, then reads the tile of program pid + shift (clamped to the
+    grid): written before when that program ran earlier, else read before any program wrote it. An atomic after the store reads
+    the program's own tile."""
+    pid = tl.program_id(0)
+    offs = pid * B + tl.arange(0, B)
+    tl.store(out + offs, tl.load(x + offs))
+    other = tl.minimum(tl.maximum(pid + shift, 0), n_programs - 1)
+    v = tl.load(out + other * B + tl.arange(0, B))
+    tl.atomic_add(out + offs, v)
+
+
+@pytest.mark.parametrize("shift", [-1, 0, 1, 3])
+def test_uninitialized_reads_from_intervals_equal_the_lanes(shift, monkeypatch):
+    """shift -1 and 0 read tiles written earlier (no finding, decided from intervals); 1 and 3 read tiles
+    the later programs write (findings, from the lanes); the findings are those of the lane path."""
+    triton_trace.reset()
+    x = torch.randn(8 * 16)
+    _reread[(8,)](torch.empty(8 * 16), x, shift, 8, B=16)
+    trace = triton_trace.current_trace()
+    decided = []
+    real = intervals.reads_after_writes
+    monkeypatch.setattr(intervals, "reads_after_writes", lambda *a: decided.append(real(*a)) or decided[-1])
+    fast = triton_trace.analyze(trace, layouts="model", what_if=False).to_dict()["findings"]
+    uninit = [f for f in fast if f["kind"] == "uninitialized_read"]
+    if shift <= 0:
+        assert decided == [True] and not uninit
+    else:
+        assert decided == [False] and uninit and uninit[0]["program"] == [0, 0, 0]
     monkeypatch.setattr(intervals, "row_intervals", lambda *a, **k: None)
     slow = triton_trace.analyze(trace, layouts="model", what_if=False).to_dict()["findings"]
     assert fast == slow

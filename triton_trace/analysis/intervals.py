@@ -11,17 +11,17 @@ from typing import Optional
 
 import numpy as np
 
-from .context import LaunchContext, pattern_intervals, sorted_unique
+from .context import LaunchContext, pattern_intervals, sorted_unique, unique_rows
 
 
 def row_intervals(ctx: LaunchContext, rows: np.ndarray, distinct: bool = False) -> Optional[tuple]:
-    """(starts, ends, programs): half-open intervals of the elements the active lanes of ``rows`` touch,
-    in the rows' element size; None when some row is irregular. ``distinct``: also None when a pattern
-    touches an element twice (a broadcast), which intervals would hide."""
+    """(starts, ends, programs, rows): half-open intervals of the elements the active lanes of ``rows``
+    touch, in the rows' element size, with the row of each; None when some row is irregular. ``distinct``:
+    also None when a pattern touches an element twice (a broadcast), which intervals would hide."""
     ok, groups = ctx.regular_groups(rows)
     if not ok.all():
         return None
-    starts, ends, progs = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    starts, ends, progs, of = ([np.zeros(0, np.int64)] for _ in range(4))
     for pat, members in groups:
         if not len(pat):
             continue
@@ -33,7 +33,44 @@ def row_intervals(ctx: LaunchContext, rows: np.ndarray, distinct: bool = False) 
         starts.append(iv[0])
         ends.append(iv[1])
         progs.append(np.repeat(ctx.row_prog[members], len(iv[0]) // len(members)))
-    return np.concatenate(starts), np.concatenate(ends), np.concatenate(progs)
+        of.append(np.repeat(members, len(iv[0]) // len(members)))
+    return np.concatenate(starts), np.concatenate(ends), np.concatenate(progs), np.concatenate(of)
+
+
+def reads_after_writes(ctx: LaunchContext, rows: np.ndarray, time: np.ndarray) -> bool:
+    """Whether every element the reading ``rows`` (loads, atomics) read was written earlier (``time``,
+    per row) by one of the writing ``rows``, shown from intervals without lanes. False when that is not
+    shown (some row irregular, two writes of one element, or a read of an element not written before):
+    then the lanes decide."""
+    iv = row_intervals(ctx, rows)
+    if iv is None:
+        return False
+    s, e, _, r = iv
+    keep = e > s
+    s, e, r = s[keep], e[keep], r[keep]
+    w, rd = ctx.is_write[r], ctx.is_read[r]
+    if not rd.any():
+        return True
+    # writes of the same elements (a store, then an atomic on it) count from the first of them
+    key, cls = unique_rows(np.column_stack([s[w], e[w]]))
+    wt = np.full(len(key), np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(wt, cls, time[r[w]])
+    o = np.argsort(key[:, 0], kind="stable")
+    ws, we, wt = key[o, 0], key[o, 1], wt[o]
+    if not len(ws) or (ws[1:] < we[:-1]).any():
+        return False                    # nothing written, or writes that partly overlap: lanes
+    # the first write time along the storage, piecewise: write k on [ws[k], we[k]), nothing between writes
+    points = np.column_stack([ws, we]).reshape(-1)
+    never = np.iinfo(np.int64).max
+    gap = np.where(we[:-1] < ws[1:], never, np.iinfo(np.int64).min)     # an empty gap holds no element
+    value = np.column_stack([wt, np.r_[gap, never]]).reshape(-1)[:-1]
+    a, b = s[rd], e[rd] - 1
+    ia = np.searchsorted(points, a, side="right") - 1
+    ib = np.searchsorted(points, b, side="right") - 1
+    if (ia < 0).any() or (ib >= len(points) - 1).any():
+        return False                    # a read reaches outside every write
+    latest = np.maximum.reduceat(np.r_[value, never], np.column_stack([ia, ib + 1]).reshape(-1))[::2]
+    return bool((latest < time[r[rd]]).all())
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple:

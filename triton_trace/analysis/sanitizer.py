@@ -248,8 +248,11 @@ def check_uninitialized(ctx: LaunchContext) -> list:
     time = ctx.time()
     bad_parts = []
     for ti in _outputs(ctx):
-        if not ctx.is_read[_output_rows(ctx, ti)].any():
+        rows = _output_rows(ctx, ti)
+        if not ctx.is_read[rows].any():
             continue                  # never read: nothing can be read before it is written
+        if intervals.reads_after_writes(ctx, rows, time):
+            continue                  # every read element written before, shown from intervals
         lanes, off = _output_lanes(ctx, ti)
         rows = ctx.lane_row[lanes]
         t = time[rows]
@@ -273,7 +276,7 @@ def check_double_writes(ctx: LaunchContext) -> list:
         rows = _output_rows(ctx, ti)
         rows = rows[ctx.kind[rows] == STORE]
         iv = intervals.row_intervals(ctx, rows, distinct=True)
-        if iv is not None and not intervals.same_program_overlap(*iv):
+        if iv is not None and not intervals.same_program_overlap(*iv[:3]):
             continue                  # the stores' elements, as intervals: no program stores one twice
         lanes, off = _output_lanes(ctx, ti)
         store = ctx.kind[ctx.lane_row[lanes]] == STORE
