@@ -374,3 +374,17 @@ def test_review_cases_stay_exact_and_terminate(recwarn):
     ex = traces[1].launches[0].meta["execution"]
     assert ex["diverged_chunks"] == 0 and ex["batched_programs"] == 8, ex        # all masked, none split
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize("run", [_ragged, _persistent, _bisect], ids=lambda f: f.__name__[1:])
+def test_masked_loops_with_a_program_filter_record_what_one_program_at_a_time_records(run):
+    """``programs=`` keeps some programs: a sub-chunk's rows map to the kept ones (collector._sel)."""
+    traces = []
+    for batch in (False, True):
+        triton_trace.reset()
+        torch.manual_seed(0)
+        run(lambda k: triton_trace.trace(k, batch=batch, programs=lambda p: p[0] % 3 != 1))
+        traces.append(triton_trace.current_trace())
+    assert_same_traces(traces[0], traces[1])
+    launch = traces[1].launches[0]
+    assert 0 < launch.recorded_programs < launch.meta["execution"]["batched_programs"]
