@@ -138,6 +138,26 @@ def run(q, k, v, causal: bool, **opts):
     return out
 
 
+def row(case: str, torch_fn, traced_fn, repeat: int) -> None:
+    """Time the torch reference, the traced launch and its analysis; print one table row."""
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        torch_fn()
+    t_torch = (time.perf_counter() - t0) / repeat
+    triton_trace.reset()
+    t0 = time.perf_counter()
+    traced_fn()
+    t_trace = time.perf_counter() - t0
+    lc = triton_trace.current_trace().launches[-1]
+    t0 = time.perf_counter()
+    triton_trace.analyze(lc)
+    t_an = time.perf_counter() - t0
+    ex = lc.meta["execution"]
+    print(f"{case:>12} {t_torch:9.3f} {t_trace:9.2f} {t_an:10.2f} {t_trace / t_torch:8.0f}x "
+          f"{(t_trace + t_an) / t_torch:12.0f}x {ex['batched_programs']:>9} {ex.get('diverged_chunks', 0):>8} "
+          f"{len(ex['fallbacks']):>9}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seq", type=int, default=2048)
@@ -158,41 +178,13 @@ def main(argv=None) -> None:
     key_mask = (torch.arange(args.seq)[None, None, :] < lens[:, None, None]).expand(args.heads, args.seq, args.seq)
     for case in ("non-causal", "causal", "varlen"):
         causal = case == "causal"
-        t0 = time.perf_counter()
-        for _ in range(args.repeat):
-            torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal,
-                                                             attn_mask=key_mask if case == "varlen" else None)
-        t_torch = (time.perf_counter() - t0) / args.repeat
-        triton_trace.reset()
-        t0 = time.perf_counter()
-        run_varlen(q, k, v, lens) if case == "varlen" else run(q, k, v, causal)
-        t_trace = time.perf_counter() - t0
-        lc = triton_trace.current_trace().launches[-1]
-        t0 = time.perf_counter()
-        triton_trace.analyze(lc)
-        t_an = time.perf_counter() - t0
-        ex = lc.meta["execution"]
-        print(f"{case:>12} {t_torch:9.3f} {t_trace:9.2f} {t_an:10.2f} "
-              f"{t_trace / t_torch:8.0f}x {(t_trace + t_an) / t_torch:12.0f}x {ex['batched_programs']:>9} "
-              f"{ex.get('diverged_chunks', 0):>8} {len(ex['fallbacks']):>9}")
+        mask = key_mask if case == "varlen" else None
+        row(case, lambda: torch.nn.functional.scaled_dot_product_attention(
+                q.float(), k.float(), v.float(), is_causal=causal, attn_mask=mask),
+            lambda: run_varlen(q, k, v, lens) if case == "varlen" else run(q, k, v, causal), args.repeat)
     # a persistent matmul (1024^3 fp32, 256 tiles over 132 programs: 124 run two tiles, 8 run one)
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
-    t0 = time.perf_counter()
-    for _ in range(max(args.repeat, 3)):
-        a @ b
-    t_torch = (time.perf_counter() - t0) / max(args.repeat, 3)
-    triton_trace.reset()
-    t0 = time.perf_counter()
-    run_persistent(a, b)
-    t_trace = time.perf_counter() - t0
-    lc = triton_trace.current_trace().launches[-1]
-    t0 = time.perf_counter()
-    triton_trace.analyze(lc)
-    t_an = time.perf_counter() - t0
-    ex = lc.meta["execution"]
-    print(f"{'persistent':>12} {t_torch:9.3f} {t_trace:9.2f} {t_an:10.2f} {t_trace / t_torch:8.0f}x "
-          f"{(t_trace + t_an) / t_torch:12.0f}x {ex['batched_programs']:>9} {ex.get('diverged_chunks', 0):>8} "
-          f"{len(ex['fallbacks']):>9}")
+    row("persistent", lambda: a @ b, lambda: run_persistent(a, b), max(args.repeat, 3))
     qs, ks, vs = (x[:2, :args.check_seq].contiguous() for x in (q, k, v))
     for causal in (False, True):
         same = torch.equal(run(qs, ks, vs, causal), run(qs, ks, vs, causal, batch=False))

@@ -57,7 +57,7 @@ class _Loops(ast.NodeTransformer):
         self.count += 1
         names, kept, skip = self._names(node.body, (), {node.target.id})
         head = self._head(LOOP, it.args, names, kept, node.target.id)
-        enter, save, merge, leave = self._hooks(names, kept, skip, node.body, node.target.id)
+        enter, save, merge, leave = self._hooks(names, kept, skip, node.target.id)
         loop_node = ast.For(target=node.target, iter=ast.Name(id=self._name("L"), ctx=ast.Load()),
                             body=[enter, save] + node.body + [merge], orelse=[])
         return self._placed(node, [head, loop_node, leave])
@@ -71,7 +71,7 @@ class _Loops(ast.NodeTransformer):
         self.count += 1
         names, kept, skip = self._names(node.body, (node.test,), set())
         head = self._head(WHILE, [], names, kept, None)
-        enter, save, merge, leave = self._hooks(names, kept, skip, node.body, None)
+        enter, save, merge, leave = self._hooks(names, kept, skip, None)
         test = ast.Call(func=ast.Attribute(value=ast.Name(id=self._name("L"), ctx=ast.Load()), attr="test",
                                            ctx=ast.Load()), args=[node.test], keywords=[])
         loop_node = ast.While(test=test, body=[enter, save] + node.body + [merge], orelse=[])
@@ -106,11 +106,8 @@ class _Loops(ast.NodeTransformer):
         return ast.Assign(targets=[ast.Name(id=self._name("L"), ctx=ast.Store())],
                           value=ast.Call(func=ast.Name(id=factory, ctx=ast.Load()), args=args, keywords=keywords))
 
-    def _hooks(self, names: tuple, kept: tuple, skip: tuple, body: list, var) -> tuple:
+    def _hooks(self, names: tuple, kept: tuple, skip: tuple, var) -> tuple:
         name, saved, merged, cut = self._name("L"), self._name("S"), self._name("M"), self._name("C")
-        assigned = sorted({n.id for stmt in body for n in ast.walk(stmt)
-                           if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-                           and not n.id.startswith(PREFIX)})
 
         def cut_to(what: str, call: str, put: tuple) -> ast.stmt:
             return ast.parse(f"if {name}.{what}:\n    {cut} = {name}.{call}(locals())\n" +
@@ -121,7 +118,7 @@ class _Loops(ast.NodeTransformer):
         text = (f"{saved} = {name}.save(locals()) if {name}.masked else None\n"
                 f"if {saved} is not None:\n"
                 f"    {merged} = {name}.merge({saved}, locals(), {skip!r})\n" +
-                "".join(f"    if {v!r} in {merged}:\n        {v} = {merged}[{v!r}]\n" for v in assigned))
+                "".join(f"    if {v!r} in {merged}:\n        {v} = {merged}[{v!r}]\n" for v in kept))
         save, merge = ast.parse(text).body
         return enter, save, merge, leave
 

@@ -102,24 +102,28 @@ def _long_runs(starts: np.ndarray, stops: np.ndarray, chunk) -> bool:
     return len(stops) >= MIN_MASKED_RUN * runs
 
 
-class _Plain:
-    """``range(*args)`` with the rewritten loop's hooks doing nothing."""
-    __slots__ = ("r",)
+class _NoHooks:
+    """The rewritten loop's hooks doing nothing: every program makes the same trips."""
     masked = compact = compacted = False
-
-    def __init__(self, r):
-        self.r = r
-
-    def __iter__(self):
-        return iter(self.r)
 
     @staticmethod
     def save(names):
         return None
 
     @staticmethod
-    def merge(old, new):
+    def merge(old, new, skip=()):
         return {}
+
+
+class _Plain(_NoHooks):
+    """``range(*args)``, as Python runs it."""
+    __slots__ = ("r",)
+
+    def __init__(self, r):
+        self.r = r
+
+    def __iter__(self):
+        return iter(self.r)
 
 
 class _Divergent:
@@ -365,21 +369,12 @@ class MaskedWhile(_Divergent):
         return True
 
 
-class _PlainWhile:
+class _PlainWhile(_NoHooks):
     """A ``while`` outside a batched chunk: the condition as Python evaluates it."""
-    masked = compact = compacted = False
 
     @staticmethod
     def test(cond):
         return cond
-
-    @staticmethod
-    def save(names):
-        return None
-
-    @staticmethod
-    def merge(old, new, skip=()):
-        return {}
 
 
 def while_loop(names: tuple = (), assigned: tuple = ()):
