@@ -24,7 +24,7 @@ import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback, ChunkDiverged
-from . import provenance
+from . import batchdot, provenance
 
 TensorHandle = _ti.TensorHandle
 
@@ -144,44 +144,6 @@ def _slice(h, p: int) -> TensorHandle:
 
 def _stack(outs: list) -> TensorHandle:
     return TensorHandle(np.stack([o.data for o in outs]), outs[0].dtype)
-
-
-_ALIGN = 64      # lowp._aligned's boundary
-
-
-def _aligned_buffer(shape: tuple, dtype) -> np.ndarray:
-    """An array of ``shape`` whose blocks along the first axis are each C-contiguous at a 64-byte boundary."""
-    dtype = np.dtype(dtype)
-    item = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
-    step = max(-(-item // _ALIGN) * _ALIGN, _ALIGN)
-    raw = np.empty(step * shape[0] + _ALIGN, dtype=np.uint8)
-    start = (-raw.ctypes.data) % _ALIGN
-    inner = [dtype.itemsize]
-    for size in reversed(shape[2:]):
-        inner.append(inner[-1] * size)
-    strides = (step,) + tuple(reversed(inner))[: len(shape) - 1]
-    return np.lib.stride_tricks.as_strided(raw[start:start + step * shape[0]].view(dtype), shape=shape,
-                                           strides=strides, writeable=True)
-
-
-def _aligned_items(h) -> TensorHandle:
-    x = h.data
-    if x.ndim < 2 or x.size == 0:
-        return h
-    item = x[0].nbytes
-    if x.flags.c_contiguous and x.ctypes.data % _ALIGN == 0 and (item % _ALIGN == 0 or len(x) == 1):
-        return h
-    out = _aligned_buffer(x.shape, x.dtype)
-    out[...] = x
-    return TensorHandle(out, h.dtype)
-
-
-def _stack_aligned(outs: list) -> TensorHandle:
-    first = outs[0].data
-    out = _aligned_buffer((len(outs),) + first.shape, first.dtype)
-    for p, o in enumerate(outs):
-        out[p] = o.data
-    return TensorHandle(out, outs[0].dtype)
 
 
 def agree(data, active=None) -> np.ndarray:
@@ -310,23 +272,8 @@ class _Overrides:
         return TensorHandle(np.take_along_axis(s, i, axis=axis + 1), src.dtype.scalar)
 
     def create_dot(self, a, b, d, *args):
-        base = self._tt_chunk.base.create_dot
-        n = max(_b(a), _b(b), _b(d))
-        # one product per program, exactly as a program alone computes it (a batched matmul could sum
-        # in another order); every operand block already sits where the product wants it (C-contiguous,
-        # 64-byte aligned: lowp._aligned), so nothing is copied per program
-        a, b, d = _aligned_items(a), _aligned_items(b), _aligned_items(d)
-        act = self._tt_chunk.active
-        if act is None or n == 1 or act.all():
-            return _stack_aligned([base(self, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in range(n)])
-        # a masked loop's trip: programs sitting it out keep their old values (maskedloops.py), so their
-        # product is never used; they get zeros instead of a matmul
-        outs = {p: base(self, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in np.flatnonzero(act)}
-        if not outs:
-            outs = {0: base(self, _slice(a, 0), _slice(b, 0), _slice(d, 0), *args)}
-        some = next(iter(outs.values()))
-        zero = TensorHandle(np.zeros_like(some.data), some.dtype)
-        return _stack_aligned([outs.get(p, zero) for p in range(n)])
+        chunk = self._tt_chunk
+        return batchdot.chunk_dot(self, chunk.base.create_dot, a, b, d, args, chunk.active)
 
     # memory: every program gets its own lanes, so uniform operands are widened to the whole chunk
     def create_masked_load(self, ptrs, mask, other, *args):

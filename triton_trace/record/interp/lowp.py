@@ -19,6 +19,7 @@ import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 from ...numerics import rounding
+from . import batchdot
 
 _TH = _ti.TensorHandle
 _NARROW = {"fp16": np.float16, "bf16": np.uint16}
@@ -106,16 +107,16 @@ def install(scope, builder) -> None:
     _install_reductions(scope)
 
 
-_ALIGN = 64
+_ALIGN = batchdot.ALIGN
 
 
 def _aligned(h):
-    """The handle with its data C-contiguous at a 64-byte boundary. numpy's matmul (OpenBLAS) sums in an
-    order that depends on where the operands sit in memory: the same tile gave results differing in the
-    last bits when run alone and when sliced out of a batched chunk. Fixed placement makes a dot a
-    function of its values only."""
+    """The handle with its data C-contiguous at a 64-byte boundary (a chunk's stacked blocks: each block so,
+    batchdot.py). numpy's matmul (OpenBLAS) may sum in an order that depends on where the operands sit in
+    memory: the same tile gave results differing in the last bits when run alone and when sliced out of a
+    batched chunk. Fixed placement makes a dot a function of its values only."""
     x = h.data
-    if x.flags.c_contiguous and x.ctypes.data % _ALIGN == 0:
+    if batchdot.items_placed(x):
         return h
     raw = np.empty(x.nbytes + _ALIGN, dtype=np.uint8)
     start = (-raw.ctypes.data) % _ALIGN

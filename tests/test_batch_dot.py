@@ -1,0 +1,136 @@
+"""A chunk's ``tl.dot``: one stacked matmul gives every program's product bit for bit, compared with the
+product of each block alone (numpy on a lone block, as Triton's interpreter computes it) and with tracing one
+program at a time; a kind of operands whose stacked product differs falls back to one product per program."""
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import interpreter as ti
+
+import triton_trace
+from triton_trace.record.interp import batchdot
+
+from test_batch import assert_same_traces
+
+
+def _lone(x: np.ndarray) -> np.ndarray:
+    """``x`` copied to a C-contiguous block at a 64-byte boundary, as a program alone holds it."""
+    raw = np.empty(x.nbytes + 64, dtype=np.uint8)
+    start = (-raw.ctypes.data) % 64
+    out = raw[start:start + x.nbytes].view(x.dtype).reshape(x.shape)
+    out[...] = x
+    return out
+
+
+def _triton_dot(builder, a, b, d, *args):
+    return ti.InterpreterBuilder.create_dot(builder, a, b, d, *args)
+
+
+def _handles(rng, programs, m, k, n, dtype):
+    if dtype == "int8":
+        a = rng.integers(-100, 100, (programs, m, k)).astype(np.int8)
+        b = rng.integers(-100, 100, (programs, k, n)).astype(np.int8)
+        return ti.TensorHandle(a, tl.int8), ti.TensorHandle(b, tl.int8), ti.TensorHandle(
+            np.zeros((programs, m, n), np.int32), tl.int32)
+    np_t, tl_t = {"fp16": (np.float16, tl.float16), "fp32": (np.float32, tl.float32),
+                  "fp64": (np.float64, tl.float64)}[dtype]
+    scale = rng.choice([1e-3, 1.0, 1e3])
+    a = (rng.standard_normal((programs, m, k)) * scale).astype(np_t)
+    b = rng.standard_normal((programs, k, n)).astype(np_t)
+    acc_np, acc_tl = (np.float64, tl.float64) if dtype == "fp64" else (np.float32, tl.float32)
+    d = rng.standard_normal((programs, m, n)).astype(acc_np)
+    return ti.TensorHandle(a, tl_t), ti.TensorHandle(b, tl_t), ti.TensorHandle(d, acc_tl)
+
+
+SHAPES = [(m, k, n) for m in (1, 16, 17, 64, 128) for k in (8, 16, 31, 64) for n in (1, 16, 33, 64, 128)]
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32", "fp64", "int8"])
+def test_stacked_products_equal_each_block_alone(dtype):
+    rng = np.random.default_rng(7)
+    builder = ti.InterpreterBuilder()
+    for m, k, n in SHAPES:
+        programs = int(rng.integers(2, 24))
+        a, b, d = _handles(rng, programs, m, k, n, dtype)
+        if rng.random() < 0.3:        # an operand every program shares (its program axis is 1)
+            b = ti.TensorHandle(b.data[:1].copy(), b.dtype)
+        kind = batchdot._kind(batchdot.aligned_items(a), batchdot.aligned_items(b), batchdot.aligned_items(d))
+        batchdot._stacked_ok.pop(kind, None)
+        checked = batchdot.chunk_dot(builder, _triton_dot, a, b, d, ("ieee", 0), None).data
+        assert batchdot._stacked_ok[kind], f"{dtype} {m}x{k}x{n}: the stacked product differs from the blocks'"
+        stacked = batchdot.chunk_dot(builder, _triton_dot, a, b, d, ("ieee", 0), None).data
+        for p in range(programs):
+            bp = b.data[p if len(b.data) > 1 else 0]
+            want = np.matmul(_lone(a.data[p]), _lone(bp), dtype=d.data.dtype) + d.data[p]
+            assert stacked[p].tobytes() == want.tobytes(), f"{dtype} {m}x{k}x{n} program {p}"
+            assert checked[p].tobytes() == want.tobytes()
+
+
+def test_programs_sitting_out_a_trip_get_zeros_and_the_others_their_products():
+    rng = np.random.default_rng(3)
+    builder = ti.InterpreterBuilder()
+    a, b, d = _handles(rng, 9, 32, 16, 32, "fp32")
+    active = np.array([True, False, True, True, False, False, True, False, True])
+    for _ in range(2):                # the first call checks the kind, the second uses the stacked product
+        out = batchdot.chunk_dot(builder, _triton_dot, a, b, d, ("ieee", 0), active).data
+        for p in range(9):
+            want = np.matmul(_lone(a.data[p]), _lone(b.data[p])) + d.data[p] if active[p] else np.zeros((32, 32))
+            assert out[p].tobytes() == want.astype(np.float32).tobytes()
+
+
+def test_a_kind_whose_stacked_product_differs_is_done_per_program():
+    """A matmul that sums differently when stacked (here: simulated) is caught by the first comparison."""
+    rng = np.random.default_rng(5)
+    builder = ti.InterpreterBuilder()
+    a, b, d = _handles(rng, 4, 16, 16, 16, "fp32")
+
+    def drifting(builder, a, b, d, *args):
+        out = _triton_dot(builder, a, b, d, *args)
+        if out.data.ndim == 3:
+            out = ti.TensorHandle(np.nextafter(out.data, np.float32(np.inf)), out.dtype)
+        return out
+    kind = batchdot._kind(batchdot.aligned_items(a), batchdot.aligned_items(b), batchdot.aligned_items(d))
+    batchdot._stacked_ok.pop(kind, None)
+    try:
+        for _ in range(2):
+            out = batchdot.chunk_dot(builder, drifting, a, b, d, ("ieee", 0), None).data
+            assert batchdot._stacked_ok[kind] is False
+            for p in range(4):
+                assert out[p].tobytes() == (np.matmul(a.data[p], b.data[p]) + d.data[p]).tobytes()
+    finally:
+        batchdot._stacked_ok.pop(kind, None)
+
+
+@triton.jit
+def _chained_dots(a_ptr, b_ptr, c_ptr, out_ptr, M: tl.constexpr, K: tl.constexpr, N: tl.constexpr):
+    pid = tl.program_id(0)
+    rm, rk, rn = tl.arange(0, M), tl.arange(0, K), tl.arange(0, N)
+    a = tl.load(a_ptr + pid * M * K + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + pid * K * N + rk[:, None] * N + rn[None, :])
+    c = tl.load(c_ptr + rn[:, None] * N + rn[None, :])              # the same block in every program
+    acc = tl.dot(a, b)
+    acc = tl.dot(acc.to(a.dtype), c.to(a.dtype), acc)               # a product accumulated into another
+    acc += tl.dot(tl.trans(b).to(tl.float32), tl.trans(a).to(tl.float32), allow_tf32=False).T
+    tl.store(out_ptr + pid * M * N + rm[:, None] * N + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_kernels_with_dots_trace_batched_as_one_program_at_a_time(dtype):
+    P, M, K, N = 12, 16, 32, 16
+    results = []
+    batchdot._stacked_ok.clear()      # the first batched launch compares each kind, the second stacks them
+    for batch in (False, True, True):
+        triton_trace.reset()
+        torch.manual_seed(0)
+        a, b = torch.randn(P, M, K).to(dtype), torch.randn(P, K, N).to(dtype)
+        c, out = torch.randn(N, N).to(dtype), torch.empty(P, M, N)
+        triton_trace.trace(batch=batch)(_chained_dots)[(P,)](a, b, c, out, M, K, N)
+        results.append((out, triton_trace.current_trace()))
+    (o1, t1), *batched = results
+    assert len(batchdot._stacked_ok) >= 2 and all(batchdot._stacked_ok.values()), batchdot._stacked_ok
+    for o2, t2 in batched:
+        assert torch.equal(o1.view(torch.uint8), o2.view(torch.uint8))
+        assert_same_traces(t1, t2)
+        ex = t2.launches[0].meta["execution"]
+        assert ex["fallbacks"] == [] and ex["batched_programs"] == P, ex

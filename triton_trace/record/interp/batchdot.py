@@ -1,0 +1,114 @@
+"""``tl.dot`` for a chunk of programs: one stacked matmul where it gives every program's product bit for bit.
+
+A program alone computes its tile's product with one ``np.matmul`` of two 2-D blocks (Triton's interpreter,
+``create_dot``). numpy runs a stacked matmul as the same BLAS call on each 2-D slice in turn, so stacking
+the chunk's blocks changes no product, provided every slice looks to BLAS as the block alone does:
+C-contiguous at a 64-byte boundary (``aligned_items``; lowp.py places a lone block the same way). That is
+how numpy is written, not a promise it makes, so the first product of each kind of operands (block shapes,
+element types, which operands differ between programs) in a process is computed both ways and compared
+byte for byte; a kind whose stacked product differs anywhere is done one program at a time from then on.
+``tests/test_batch_dot.py`` compares the stacked product with per-block products over many shapes and types.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from triton.runtime import interpreter as _ti
+
+TensorHandle = _ti.TensorHandle
+
+ALIGN = 64                       # lowp._aligned's boundary
+_stacked_ok: dict = {}           # kind of operands -> the stacked product equalled the per-program ones
+
+
+def aligned_buffer(shape: tuple, dtype) -> np.ndarray:
+    """An array of ``shape`` whose blocks along the first axis are each C-contiguous at a 64-byte boundary."""
+    dtype = np.dtype(dtype)
+    item = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+    step = max(-(-item // ALIGN) * ALIGN, ALIGN)
+    raw = np.empty(step * shape[0] + ALIGN, dtype=np.uint8)
+    start = (-raw.ctypes.data) % ALIGN
+    inner = [dtype.itemsize]
+    for size in reversed(shape[2:]):
+        inner.append(inner[-1] * size)
+    strides = (step,) + tuple(reversed(inner))[: len(shape) - 1]
+    return np.lib.stride_tricks.as_strided(raw[start:start + step * shape[0]].view(dtype), shape=shape,
+                                           strides=strides, writeable=True)
+
+
+def items_placed(x: np.ndarray) -> bool:
+    """Whether every block along the first axis is C-contiguous at a 64-byte boundary."""
+    if x.ctypes.data % ALIGN:
+        return False
+    if x.ndim < 3 or len(x) == 1:
+        return x.flags.c_contiguous
+    return x.strides[0] % ALIGN == 0 and x[0].flags.c_contiguous
+
+
+def aligned_items(h) -> TensorHandle:
+    x = h.data
+    if x.ndim < 3 or x.size == 0 or items_placed(x):
+        return h
+    out = aligned_buffer(x.shape, x.dtype)
+    out[...] = x
+    return TensorHandle(out, h.dtype)
+
+
+def _stack_aligned(outs: list) -> TensorHandle:
+    first = outs[0].data
+    out = aligned_buffer((len(outs),) + first.shape, first.dtype)
+    for p, o in enumerate(outs):
+        out[p] = o.data
+    return TensorHandle(out, outs[0].dtype)
+
+
+def _slice(h, p: int) -> TensorHandle:
+    return TensorHandle(h.data[p if h.data.shape[0] > 1 else 0], h.dtype)
+
+
+def _rows(h, rows: np.ndarray) -> TensorHandle:
+    if h.data.shape[0] == 1:
+        return h
+    return aligned_items(TensorHandle(h.data[rows], h.dtype))
+
+
+def _kind(a, b, d) -> tuple:
+    return tuple((h.data.shape[0] == 1, h.data.shape[1:], h.data.dtype.str, str(h.dtype)) for h in (a, b, d))
+
+
+def _product(builder, base, a, b, d, args) -> TensorHandle:
+    n = max(h.data.shape[0] for h in (a, b, d))
+    if n == 1:
+        return _stack_aligned([base(builder, _slice(a, 0), _slice(b, 0), _slice(d, 0), *args)])
+    kind = _kind(a, b, d)
+    ok = _stacked_ok.get(kind)
+    if ok:
+        return aligned_items(base(builder, a, b, d, *args))
+    one_by_one = _stack_aligned([base(builder, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in range(n)])
+    if ok is None:
+        stacked = base(builder, a, b, d, *args).data
+        same = stacked.shape == one_by_one.data.shape and stacked.dtype == one_by_one.data.dtype and \
+            np.array_equal(np.ascontiguousarray(stacked).view(np.uint8),
+                           np.ascontiguousarray(one_by_one.data).view(np.uint8))
+        _stacked_ok[kind] = bool(same)
+    return one_by_one
+
+
+def chunk_dot(builder, base, a, b, d, args, active: Optional[np.ndarray]) -> TensorHandle:
+    """The chunk's products ``a @ b + d``, each as its program alone computes it (``base`` is the builder's
+    own ``create_dot``). Programs sitting out a masked loop's trip (``active`` false) keep their old values
+    (maskedloops.py), so their product is never used: they get zeros instead of a matmul."""
+    n = max(h.data.shape[0] for h in (a, b, d))
+    a, b, d = aligned_items(a), aligned_items(b), aligned_items(d)
+    if active is None or n == 1 or active.all():
+        return _product(builder, base, a, b, d, args)
+    rows = np.flatnonzero(active)
+    if not len(rows):
+        rows = np.zeros(1, dtype=np.int64)
+    some = _product(builder, base, _rows(a, rows), _rows(b, rows), _rows(d, rows), args)
+    out = aligned_buffer((n,) + some.data.shape[1:], some.data.dtype)
+    out[...] = 0
+    out[rows] = some.data
+    return TensorHandle(out, some.dtype)
