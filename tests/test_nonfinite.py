@@ -120,3 +120,20 @@ def test_all_finite_agrees_with_numpy(dtype):
         assert not all_finite(y) and not all_finite(y.T) and all_finite(y[18:])
     if dtype == np.float16:           # the largest finite half and the smallest subnormal are finite
         assert all_finite(np.array([65504, -65504, 6e-8], dtype=np.float16))
+
+
+@triton.jit
+def scale_huge(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * 1.0e30)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_finite_values_whose_sum_overflows_are_not_findings(batch):
+    """Every product is finite (3e38 < float32's max) but any sum of two overflows: the finiteness check,
+    which sums first, must settle such blocks lane by lane; one lane made 10x larger overflows for real."""
+    x = torch.full((64,), 3.0e8)
+    assert not findings(scale_huge, (2,), x, torch.empty(64), BLOCK=32, batch=batch)
+    x[40] = 3.0e9
+    (f,) = findings(scale_huge, (2,), x, torch.empty(64), BLOCK=32, batch=batch)
+    assert f.kind == "nonfinite" and f.program == (1, 0, 0) and f.offsets == (40,)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-
+import torch
+import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 TensorHandle = _ti.TensorHandle
@@ -78,6 +79,28 @@ def _kind(a, b, d) -> tuple:
     return tuple((h.data.shape[0] == 1, h.data.shape[1:], h.data.dtype.str, str(h.dtype)) for h in (a, b, d))
 
 
+def _as_f32(h) -> TensorHandle:
+    """A float16 operand as the float32 values numpy's matmul casts it to (exact). numpy's own cast is the
+    larger part of a stacked fp16 product here; torch's (vectorised) gives the same bits except that it
+    quiets signalling NaNs, so an operand holding any NaN takes numpy's."""
+    x = h.data
+    out = aligned_buffer(x.shape, np.float32)
+    if x.size and int((x.view(np.uint16) & 0x7FFF).max()) > 0x7C00:      # a NaN's bits
+        out[...] = x
+    else:
+        torch.from_numpy(out).copy_(torch.from_numpy(x))
+    return TensorHandle(out, tl.float32)
+
+
+def _widened(a, b, d) -> tuple:
+    """The operands of a stacked product, float16 ones widened up front where the product is float32
+    (``np.matmul(a, b, dtype=float32)`` casts them to float32 and multiplies those)."""
+    if d.data.dtype == np.float32 and a.data.dtype == np.float16 and b.data.dtype == np.float16 and \
+            str(a.dtype) == str(b.dtype) == "fp16":
+        return _as_f32(a), _as_f32(b), d
+    return a, b, d
+
+
 def _product(builder, base, a, b, d, args) -> TensorHandle:
     n = max(h.data.shape[0] for h in (a, b, d))
     if n == 1:
@@ -85,10 +108,10 @@ def _product(builder, base, a, b, d, args) -> TensorHandle:
     kind = _kind(a, b, d)
     ok = _stacked_ok.get(kind)
     if ok:
-        return aligned_items(base(builder, a, b, d, *args))
+        return aligned_items(base(builder, *_widened(a, b, d), *args))
     one_by_one = _stack_aligned([base(builder, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in range(n)])
     if ok is None:
-        stacked = base(builder, a, b, d, *args).data
+        stacked = base(builder, *_widened(a, b, d), *args).data
         same = stacked.shape == one_by_one.data.shape and stacked.dtype == one_by_one.data.dtype and \
             np.array_equal(np.ascontiguousarray(stacked).view(np.uint8),
                            np.ascontiguousarray(one_by_one.data).view(np.uint8))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..frames import where
+from ..nonfinite import all_finite
 from .lowp import inner_method
 
 # builder entry points that compute float values, and the name a finding gives each
@@ -33,12 +34,12 @@ def _checked(inner, name, rec):
         data = getattr(out, "data", None)
         if data is None or not rec.recording or data.dtype.kind != "f" or not data.size:
             return out
+        if all_finite(data):
+            return out
         active = rec.active_programs()
         if active is not None and data.ndim and data.shape[0] == len(active):
             if np.isfinite(data[active]).all():       # what programs sitting out a trip compute is unused
                 return out
-        elif np.isfinite(data).all():
-            return out
         operands = [a.data for a in args if hasattr(a, "data") and hasattr(a, "dtype")]
         born = ~np.isfinite(data)          # and, below, every float operand of the lane finite
         for o in operands:
