@@ -1,5 +1,6 @@
-"""The L2 simulation runs the stream in windows of whole waves, carrying the cache from one to the next:
-every count must equal simulating the stream at once, whatever the window size."""
+"""The L2 simulation runs the stream in windows of whole waves, carrying the cache from one to the next
+(the next window's L1 filter computed beside, on a second core): every count must equal simulating the
+stream at once, whatever the window size."""
 import dataclasses
 
 import numpy as np
@@ -31,7 +32,9 @@ def _add():
 
 @pytest.mark.parametrize("run", [_matmul, _histogram, _add])
 @pytest.mark.parametrize("params", [{}, {"l2_bytes": 1 << 15, "programs_in_flight": 8}])
-def test_windows_of_waves_count_exactly_what_one_pass_counts(run, params, monkeypatch):
+@pytest.mark.parametrize("threads", ["1", "2"])     # the next window's L1 filter in the caller's thread / beside
+def test_windows_of_waves_count_exactly_what_one_pass_counts(run, params, threads, monkeypatch):
+    monkeypatch.setenv("TRITON_TRACE_THREADS", threads)
     triton_trace.reset()
     run()
     ctx = LaunchContext(triton_trace.current_trace().launches[0], 0, Params(**params).resolved())

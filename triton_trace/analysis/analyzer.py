@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import TraceUsageError
 from ..model import Launch, Trace
-from . import layouts as L, metrics
+from . import layouts as L, metrics, parallel
 from .cache import issue_order, simulate
 from .coalescing import coalesce
 from .context import LOAD, LaunchContext, Params
@@ -132,16 +132,20 @@ def _compiled_layouts(ctx: LaunchContext) -> tuple:
         "triton": compiled.triton}
 
 
+def _elements_and_findings(ctx: LaunchContext) -> tuple:
+    return metrics.unique_elements(ctx), [f for check_fn in CHECKS for f in check_fn(ctx)]
+
+
 def _analyze_launch(ctx: LaunchContext) -> tuple:
     lc = ctx.launch
     order = issue_order(ctx)
     layouts, matched, compiled_entry = _compiled_layouts(ctx)
-    co = coalesce(ctx, order, layouts)
-    cache = simulate(ctx, co, order)
-    dot, math = flops(ctx)
-    rows = metrics.row_table(ctx, co, cache, dot, math)
-    unique = metrics.unique_elements(ctx)
-    findings = [f for check_fn in CHECKS for f in check_fn(ctx)]
+    with parallel.beside(_elements_and_findings, ctx) as side:
+        co = coalesce(ctx, order, layouts)
+        cache = simulate(ctx, co, order)
+        dot, math = flops(ctx)
+        rows = metrics.row_table(ctx, co, cache, dot, math)
+    unique, findings = side.result()
     attributed = np.concatenate([np.array([f.op_row for f in findings if isinstance(f, Finding) and f.op_row >= 0],
                                           dtype=np.int64)] +
                                 [f.op_rows for f in findings if isinstance(f, Suppressed)])

@@ -44,6 +44,7 @@ import numpy as np
 from .coalescing import LINE_BYTES, SECTOR_BYTES, Coalescing
 from .context import LOAD, LaunchContext
 from .gpus import GPUS
+from . import parallel
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(16)], dtype=np.int64)
 _PAIRS = np.array([m | (m & 5) << 1 | (m & 10) >> 1 for m in range(16)], dtype=np.uint8)   # sector pairs
@@ -183,19 +184,39 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     l2 = _L2(n_sets, p.l2_ways, np.int64 if wide else np.int32, fetch_sectors=FETCH_SECTORS,
              dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))))
     totals = np.zeros(5, dtype=np.int64)      # read lookups, read hits, write lookups, write hits, L1 hits
-    for lo, hi in _windows(wave_of_row[co.stream_row[t]], window):
-        _simulate_window(co, t[lo:hi], rows, l2, read_s, write_s, totals)
+    # A window's L1 filter needs no cache state: the next window's runs on the second core while this
+    # one's entries go through the L2 (parallel.py; the results do not depend on it).
+    cuts = _windows(wave_of_row[co.stream_row[t]], window)
+    threaded = len(cuts) > 1 and parallel.cores() > 1
+    pending = None
+    try:
+        for i, (lo, hi) in enumerate(cuts):
+            stage = pending.result() if pending is not None else _l1_stage(co, t[lo:hi], rows)
+            pending = None
+            if i + 1 < len(cuts):
+                nlo, nhi = cuts[i + 1]
+                pending = parallel.Beside(_l1_stage, (co, t[nlo:nhi], rows), threaded)
+            _l2_stage(stage, rows, l2, read_s, write_s, totals)
+    finally:
+        if pending is not None:
+            pending.join()
     return CacheResult(read_s, write_s, n_sets, l2.evicted, read_lookups=int(totals[0]), read_hits=int(totals[1]),
                        write_lookups=int(totals[2]), write_hits=int(totals[3]), l1_hit_sectors=int(totals[4]))
 
 
-def _simulate_window(co, t, rows: _Rows, l2, read_s, write_s, totals) -> None:
+def _l1_stage(co, t, rows: _Rows) -> tuple:
+    """A window's entries (``t``: stream indices, whole waves) through the L1s: (rows, lines, the sectors
+    that go on to L2, load sectors served by L1)."""
     row = co.stream_row[t]
     line = co.stream_line[t] + rows.base[row]
     mask = co.stream_mask[t].astype(np.uint8, copy=False)
     sent = _l1_filter(rows.owner[row], line, mask, rows.write[row], rows.load[row])
-    totals[4] += int(_POPCOUNT[(mask & ~sent) & 15].sum())
-    del mask
+    return row, line, sent, int(_POPCOUNT[(mask & ~sent) & 15].sum())
+
+
+def _l2_stage(stage: tuple, rows: _Rows, l2, read_s, write_s, totals) -> None:
+    row, line, sent, l1_hits = stage
+    totals[4] += l1_hits
     keep = np.flatnonzero(sent)
     for a in range(0, len(keep), L2_SLICE):
         k = keep[a:a + L2_SLICE]
