@@ -66,3 +66,17 @@ def affine_runs(first: np.ndarray, strides: tuple, shape: tuple) -> Optional[tup
     starts = first.reshape(-1, 1) + _pattern(others, tuple(0 if d == run else s for d, s in enumerate(strides)))
     starts = starts + min(0, strides[run] * (n - 1))
     return starts, starts + (n - 1)
+
+
+def gather(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple) -> Optional[np.ndarray]:
+    """``view[first[p] + pattern]`` for every program ``p`` (element ``first`` offsets and ``strides``, every
+    lane inside ``view``), copied a run of consecutive elements at a time along the last dimension when its
+    stride is 1: one row copy per run instead of one gather per lane. None when the last dimension is not
+    such a run (the caller gathers lane by lane)."""
+    if not shape or strides[-1] != 1 or shape[-1] < 8 or view.ndim != 1 or not view.flags.c_contiguous:
+        return None
+    n = shape[-1]
+    starts = first.reshape(-1, 1) + _pattern(shape[:-1], strides[:-1]).reshape(1, -1)
+    item = view.itemsize
+    runs = np.lib.stride_tricks.as_strided(view, shape=(len(view) - n + 1, n), strides=(item, item), writeable=False)
+    return runs[starts.reshape(-1)].reshape((len(first),) + tuple(shape))

@@ -70,9 +70,7 @@ def _slice(h, p: int) -> TensorHandle:
 
 
 def _rows(h, rows: np.ndarray) -> TensorHandle:
-    if h.data.shape[0] == 1:
-        return h
-    return aligned_items(TensorHandle(h.data[rows], h.dtype))
+    return h if h.data.shape[0] == 1 else TensorHandle(h.data[rows], h.dtype)
 
 
 def _kind(a, b, d) -> tuple:
@@ -92,26 +90,28 @@ def _as_f32(h) -> TensorHandle:
     return TensorHandle(out, tl.float32)
 
 
-def _widened(a, b, d) -> tuple:
-    """The operands of a stacked product, float16 ones widened up front where the product is float32
+def _stacked_operands(a, b, d) -> tuple:
+    """The operands of a stacked product: ``a`` and ``b`` placed as a lone program's blocks are (``d`` is
+    only added, element by element); float16 ones widened up front where the product is float32
     (``np.matmul(a, b, dtype=float32)`` casts them to float32 and multiplies those)."""
     if d.data.dtype == np.float32 and a.data.dtype == np.float16 and b.data.dtype == np.float16 and \
             str(a.dtype) == str(b.dtype) == "fp16":
         return _as_f32(a), _as_f32(b), d
-    return a, b, d
+    return aligned_items(a), aligned_items(b), d
 
 
 def _product(builder, base, a, b, d, args) -> TensorHandle:
     n = max(h.data.shape[0] for h in (a, b, d))
-    if n == 1:
+    if n == 1:        # a lone program's blocks: lowp.py places them
         return _stack_aligned([base(builder, _slice(a, 0), _slice(b, 0), _slice(d, 0), *args)])
     kind = _kind(a, b, d)
     ok = _stacked_ok.get(kind)
     if ok:
-        return aligned_items(base(builder, *_widened(a, b, d), *args))
+        return base(builder, *_stacked_operands(a, b, d), *args)
+    a, b, d = aligned_items(a), aligned_items(b), aligned_items(d)
     one_by_one = _stack_aligned([base(builder, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in range(n)])
     if ok is None:
-        stacked = base(builder, *_widened(a, b, d), *args).data
+        stacked = base(builder, *_stacked_operands(a, b, d), *args).data
         same = stacked.shape == one_by_one.data.shape and stacked.dtype == one_by_one.data.dtype and \
             np.array_equal(np.ascontiguousarray(stacked).view(np.uint8),
                            np.ascontiguousarray(one_by_one.data).view(np.uint8))
@@ -124,7 +124,6 @@ def chunk_dot(builder, base, a, b, d, args, active: Optional[np.ndarray]) -> Ten
     own ``create_dot``). Programs sitting out a masked loop's trip (``active`` false) keep their old values
     (maskedloops.py), so their product is never used: they get zeros instead of a matmul."""
     n = max(h.data.shape[0] for h in (a, b, d))
-    a, b, d = aligned_items(a), aligned_items(b), aligned_items(d)
     if active is None or n == 1 or active.all():
         return _product(builder, base, a, b, d, args)
     rows = np.flatnonzero(active)

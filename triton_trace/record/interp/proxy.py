@@ -11,6 +11,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import affine
 from ..frames import where
 
 def install_pointer_casts(scope, builder, memory) -> None:
@@ -102,7 +103,10 @@ class MemoryProxy:
         if vo is None:
             out = self._real.load(ptrs, safe, other, dtype)
         elif safe.all():
-            out = vo[0][vo[1]]
+            aff = self._rec.memory.affine
+            out = None if aff is None else affine.gather(vo[0], aff[0], aff[1], ptrs.shape[1:])
+            if out is None:
+                out = vo[0][vo[1]]
         else:
             out = np.where(safe, vo[0][np.where(safe, vo[1], 0)], other).astype(dtype, copy=False)
         self._rec.record_values(row, out)
