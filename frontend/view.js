@@ -1,7 +1,7 @@
 // The viewer: the launch list, and a launch's panels (grid, program, source, findings, tensor, charts, compiled),
 // mounted in one root element. The host decides where payloads come from and how a place is remembered:
 // app.js (the browser page: the JSON API and the URL's hash) and embed.js (a notebook output: payloads
-// inlined in the output, no URL). Every payload is documented in triton_trace/view/payload.py.
+// inlined in the output, no URL). Every payload is documented in triton_trace/view/contract.py.
 import { BlockView } from "./block.js";
 import { Charts } from "./charts.js";
 import { CompiledPanel, compiledKey, parseCompiled } from "./compiled.js";

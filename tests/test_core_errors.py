@@ -14,7 +14,7 @@ from triton.runtime import interpreter as _ti
 import kernels as K
 import triton_trace
 from triton_trace import ProgramError, UnsupportedOp, UnsupportedTritonVersion, trace
-from triton_trace.record.interp import hooks
+from triton_trace.record.interp import seams
 
 
 def line_of(fn, text):
@@ -79,10 +79,10 @@ def test_unsupported_op_names_the_op_and_the_line():
 def test_check_version(monkeypatch, version, ok):
     monkeypatch.setattr(triton, "__version__", version)
     if ok:
-        hooks.check_version()
+        seams.check_version()
     else:
         with pytest.raises(UnsupportedTritonVersion, match=rf"supports Triton 3\.5\.x to 3\.9\.x; .*{version}") as ei:
-            hooks.check_version()
+            seams.check_version()
         assert "pip install" in str(ei.value)
         assert isinstance(ei.value, ImportError)
 
@@ -96,15 +96,15 @@ def test_unsupported_version_is_refused_at_import():
 
 
 def test_seams_are_present():
-    assert hooks.check_seams() == []
+    assert seams.check_seams() == []
 
 
 def test_a_moved_seam_is_named(monkeypatch):
     monkeypatch.delattr(_ti, "ScanOps")
     monkeypatch.delattr(_ti.InterpreterBuilder, "create_dot")
-    assert set(hooks.check_seams()) == {"triton.runtime.interpreter.ScanOps", "InterpreterBuilder.create_dot"}
+    assert set(seams.check_seams()) == {"triton.runtime.interpreter.ScanOps", "InterpreterBuilder.create_dot"}
     with pytest.raises(UnsupportedTritonVersion, match="ScanOps"):
-        hooks.require_seams()
+        seams.require_seams()
 
 
 def test_keyboard_interrupt_from_progress_keeps_completed_programs():

@@ -4,10 +4,10 @@ The recording core imports without Flask or plotly; the web and notebook views l
 """
 from __future__ import annotations
 
-from .record.interp import hooks as _hooks
+from .record.interp import seams as _seams
 
-_hooks.check_version()
-_hooks.require_seams()
+_seams.check_version()
+_seams.require_seams()
 
 from .errors import (FindingsError, FuzzFailure, OutOfBoundsAccess, ProgramError, TraceFileError,  # noqa: E402
                      TraceUsageError, TritonTraceError, UnsupportedOp, UnsupportedTritonVersion)

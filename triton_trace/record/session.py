@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import inspect
-import numbers
 import signal
 import threading
 from contextlib import contextmanager
@@ -12,8 +11,9 @@ from ..errors import TraceUsageError, TritonTraceError, program_error
 from ..model import Launch, Trace
 from . import frames, kernelmodule
 from .interp import executor as _grid, hooks
-from .collector import DEFAULT_VALUE_CAP, Collector
+from .collector import Collector
 from .memory import HostMemory
+from .options import TraceOptions, untraced_options
 
 
 class _Session:
@@ -48,115 +48,6 @@ def reset() -> None:
 def set_progress(callback: Optional[Callable]) -> None:
     """Install ``callback(done, total, kernel_name)``, called after every program of a traced launch."""
     _SESSION.progress = callback
-
-
-# --------------------------------------------------------------------------------------------------------
-# options
-# --------------------------------------------------------------------------------------------------------
-def _pid(p) -> tuple:
-    if isinstance(p, numbers.Integral):
-        return (int(p), 0, 0)
-    if isinstance(p, (tuple, list)) and 1 <= len(p) <= 3 and all(isinstance(v, numbers.Integral) for v in p):
-        return tuple(int(v) for v in p) + (0,) * (3 - len(p))
-    raise TraceUsageError(f"trace(programs=...): {p!r} is not a program id; use an int or an (x, y, z) tuple")
-
-
-def program_filter(programs) -> Optional[Callable]:
-    """None records every program; a callable gets the (x, y, z) id; an iterable lists the ids to keep."""
-    if programs is None:
-        return None
-    if callable(programs):
-        return lambda pid: programs(pid)
-    if isinstance(programs, (numbers.Integral, tuple)) and not (
-            isinstance(programs, tuple) and programs and isinstance(programs[0], (tuple, list))):
-        keep = {_pid(programs)}
-    else:
-        try:
-            keep = {_pid(p) for p in programs}
-        except TypeError:
-            raise TraceUsageError(f"trace(programs=...) takes program ids, a list of them or a callable; "
-                                  f"got {programs!r}") from None
-    return lambda pid: pid in keep
-
-
-def value_cap(values) -> int:
-    if values is True:
-        return DEFAULT_VALUE_CAP
-    if values is False or values is None:
-        return 0
-    if isinstance(values, int) and values >= 0:
-        return values
-    raise TraceUsageError(f"trace(values=...) takes True, False or a number of elements to keep; got {values!r}")
-
-
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
-
-
-INPUTS_LIMIT = 1 << 30     # trace(inputs=True): bytes of storages kept per launch (before and after)
-
-
-def inputs_bytes(inputs) -> int:
-    """``trace(inputs=...)``: False (0), True (INPUTS_LIMIT), or a size as for ``memory_limit``."""
-    if inputs is False or inputs is None:
-        return 0
-    if inputs is True:
-        return INPUTS_LIMIT
-    return memory_bytes(inputs, "inputs")
-
-
-def memory_bytes(limit, option: str = "memory_limit") -> Optional[int]:
-    """``trace(memory_limit=...)``: None, a number of bytes, or a string such as "512MB" or "2GiB"."""
-    if limit is None:
-        return None
-    if isinstance(limit, numbers.Integral) and not isinstance(limit, bool) and limit > 0:
-        return int(limit)
-    if isinstance(limit, str):
-        text = limit.strip().lower().replace(" ", "")
-        num = text.rstrip("kmgib")
-        unit = text[len(num):]
-        try:
-            if unit in _UNITS and float(num) > 0:
-                return int(float(num) * _UNITS[unit])
-        except ValueError:
-            pass
-    raise TraceUsageError(f"trace({option}=...) takes a number of bytes or a size such as '512MB' or '2GiB'; "
-                          f"got {limit!r}")
-
-
-def batch_chunk(batch) -> int:
-    """Programs per batched chunk: ``True`` the default size, ``False`` one program at a time."""
-    if batch is True:
-        return _grid.DEFAULT_CHUNK
-    if batch is False or batch is None:
-        return 1
-    if isinstance(batch, numbers.Integral) and batch >= 1:
-        return int(batch)
-    raise TraceUsageError(f"trace(batch=...) takes True, False or a number of programs per chunk; got {batch!r}")
-
-
-class TraceOptions:
-    def __init__(self, programs=None, values=True, outputs: Iterable[str] = (), on_oob: str = "skip",
-                 config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False):
-        if on_oob not in ("skip", "raise"):
-            raise TraceUsageError(f"trace(on_oob=...) is 'skip' or 'raise', not {on_oob!r}")
-        if isinstance(outputs, str):
-            outputs = (outputs,)
-        self.programs = programs
-        self.filter = program_filter(programs)
-        self.values_cap = value_cap(values)
-        self.outputs = tuple(outputs)
-        self.on_oob = on_oob
-        self.config = config
-        self.chunk = batch_chunk(batch)
-        self.memory_limit = memory_bytes(memory_limit)
-        self.inputs = inputs_bytes(inputs)
-        self.keep = True       # False: run through the interpreter without keeping a launch
-
-
-def _untraced_options() -> "TraceOptions":
-    opts = TraceOptions(programs=lambda pid: False, values=False)
-    opts.keep = False
-    return opts
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -448,7 +339,7 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
     opts = TraceOptions(programs, values, inputs=inputs)
     names = None if kernels is None else ({kernels} if isinstance(kernels, str) else set(kernels))
 
-    untraced = _untraced_options()
+    untraced = untraced_options()
 
     def handler(kernel_obj, original_run, *args, grid, warmup=False, **kwargs):
         if names is not None and hooks.python_fn(kernel_obj).__name__ not in names:

@@ -80,7 +80,7 @@ def _once(ti: TraceIndex, key, build) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------
-# one function per endpoint (the paths are in payload.py's docstring)
+# one function per endpoint (the paths are in contract.py)
 # --------------------------------------------------------------------------------------------------------
 def trace(ti: TraceIndex) -> str:
     return _once(ti, ("trace",), lambda: P.trace_payload(ti))

@@ -1,6 +1,6 @@
 """The web app: a Flask app factory over a frozen Trace (server.py serves it).
 
-The routes only parse and check request parameters and hand them to payload.py, which documents every
+The routes only parse and check request parameters and hand them to payload.py; contract.py documents every
 endpoint. Bad parameters get a 4xx JSON error, never a 500. Pages carry a Content-Security-Policy that
 allows no outside origin, no inline script and no inline style; all data reaches the page through the
 JSON API and is written into the page with ``textContent``. The app keeps its state (the trace and what
@@ -257,7 +257,7 @@ def get_charts(i: int):
 
 @api.route("/<path:rest>")
 def api_unknown(rest: str):
-    raise P.ApiError(f"no API endpoint /api/{rest[:80]}; see triton_trace/view/payload.py", 404)
+    raise P.ApiError(f"no API endpoint /api/{rest[:80]}; see triton_trace/view/contract.py", 404)
 
 
 @pages.get("/")

@@ -124,7 +124,7 @@ def plane_cells(plane: Plane, table: Elements, pos: np.ndarray, entry: np.ndarra
 
 def tensor_payload(ti: TraceIndex, launch: int, tensor: int, rows: np.ndarray, cache_key, selection: dict,
                    row_dim=None, col_dim=None, index=None, wrap=None, window=None) -> str:
-    """The JSON text of ``GET /api/launch/<i>/tensor/<t>`` (see payload.py). ``window`` is None (the whole plane), "auto"
+    """The JSON text of ``GET /api/launch/<i>/tensor/<t>`` (see contract.py). ``window`` is None (the whole plane), "auto"
     (zoom to the selection when the whole plane would be downsampled) or (r0, r1, c0, c1)."""
     ix = ti.launch(launch)
     info = ix.launch.tensors[tensor]

@@ -4,8 +4,8 @@ The seam is narrow: every load, store and atomic the interpreter executes (plain
 pointers, tensor descriptors, atomics) ends in one of four functions of the C++ interpreter module that
 ``triton.runtime.interpreter`` imports as ``_interpreter``. We swap that module attribute for a proxy for
 the duration of one launch, plus a few builder methods for compute ops (dot, reductions, elementwise
-math), and restore everything in ``finally``. ``check_seams`` fails loudly when a Triton release moves any
-of them; the version range below is what the test suite runs against.
+math), and restore everything in ``finally``. seams.py fails loudly at import when a Triton release moves
+any of them.
 """
 from __future__ import annotations
 
@@ -22,67 +22,11 @@ from triton.runtime import interpreter as _ti
 from triton.runtime.autotuner import Autotuner, Heuristics
 from triton.runtime.jit import JITFunction
 
-from ...errors import UnsupportedTritonVersion
 from .. import frames
 from ..frames import where
 from ..patching import Scope, Snapshot
 from . import batch, batchtensor, debugops, looprewrite, nonfinite_ops, overflow_ops, provenance, pylogic, semantics
 from .proxy import MemoryProxy, install_pointer_casts
-
-SUPPORTED = ((3, 5), (3, 9))     # inclusive major.minor range
-
-
-def _version() -> tuple:
-    parts = triton.__version__.split("+")[0].split(".")
-    return tuple(int("".join(c for c in p if c.isdigit()) or 0) for p in parts[:2])
-
-
-def check_version() -> None:
-    v = _version()
-    if not SUPPORTED[0] <= v <= SUPPORTED[1]:
-        lo, hi = (".".join(map(str, s)) for s in SUPPORTED)
-        raise UnsupportedTritonVersion(
-            f"triton_trace supports Triton {lo}.x to {hi}.x; this environment has Triton {triton.__version__}. "
-            f"Install a supported release, e.g. pip install 'triton>={lo},<{SUPPORTED[1][0]}.{SUPPORTED[1][1] + 1}'")
-
-
-SEAMS = (
-    (_ti, "_interpreter"), (_ti, "interpreter_builder"), (_ti, "_patch_lang"), (_ti, "_implicit_cvt"),
-    (_ti, "GridExecutor"), (_ti, "InterpretedFunction"), (_ti, "ReduceOps"), (_ti, "ScanOps"),
-    (_ti, "InterpreterBuilder"), (_ti, "FunctionRewriter"), (tl.core, "tensor_descriptor_base"),
-    (JITFunction, "run"), (Autotuner, "run"), (Heuristics, "run"),
-)
-
-
-def check_seams() -> list:
-    """Names of hooked interpreter attributes that are missing in the installed Triton (empty when fine)."""
-    missing = [f"{getattr(owner, '__qualname__', None) or owner.__name__}.{name}" for owner, name in SEAMS
-               if not hasattr(owner, name)]
-    if hasattr(_ti, "_interpreter"):
-        missing += [f"_interpreter.{n}" for n in ("load", "store", "atomic_rmw", "atomic_cas")
-                    if not hasattr(_ti._interpreter, n)]
-    rw = getattr(_ti, "FunctionRewriter", None)
-    if rw is not None:
-        missing += [f"FunctionRewriter.{n}" for n in ("_transform_ast", "_compile_and_exec", "_prepare_source",
-                                                       "rewrite_ast")
-                    if not hasattr(rw, n)]
-    b = getattr(_ti, "InterpreterBuilder", None)
-    if b is not None:
-        missing += [f"InterpreterBuilder.{n}" for n in ("create_dot", "binary_op", "unary_op", "ternary_op",
-                                                        "set_grid_idx", "set_grid_dim") if not hasattr(b, n)]
-    for cls in ("ReduceOps", "ScanOps"):
-        if hasattr(_ti, cls) and not hasattr(getattr(_ti, cls), "apply"):
-            missing.append(f"{cls}.apply")
-    return missing
-
-
-def require_seams() -> None:
-    missing = check_seams()
-    if missing:
-        raise UnsupportedTritonVersion(
-            f"Triton {triton.__version__} moved interpreter internals that triton_trace hooks: {', '.join(missing)}. "
-            f"Use a Triton release in the supported range {SUPPORTED[0]} to {SUPPORTED[1]}.")
-
 
 # --------------------------------------------------------------------------------------------------------
 # kernels: unwrapping autotune / heuristics chains down to the Python function

@@ -1,0 +1,195 @@
+"""The browser contract: every JSON endpoint of the web app and the payload it returns.
+
+All payloads are columnar (parallel lists, strings sent once) and bounded, whatever the trace's size.
+Every request may fail with a 4xx ``ErrorPayload``; the server never answers a bad request with a 500.
+A shared server (``launch(share=True)``) also wants its access token on every request: ``?token=`` once,
+after which the ``tt_token`` cookie it sets carries it; without it every route answers 403.
+
+``GET /api/trace`` -> ``TracePayload``
+    The launches, columnar: kernel name, grid, programs recorded / left out, op count, findings count,
+    completed flag and error; the op-kind names, the grid metrics offered (``METRICS``) and whether the
+    analysis ran.
+``GET /api/launch/<i>`` -> ``LaunchPayload``
+    One launch: arguments, config, the tensor table (with bytes loaded / stored and predicted DRAM bytes
+    per tensor), the kernel source (at most ``MAX_SOURCE_LINES`` of ``MAX_LINE_CHARS``) with per-line
+    numbers over all programs for its margin, and the analysis metrics of the launch.
+``GET /api/launch/<i>/grid?z=<k>`` -> ``GridPayload``
+    Every ``METRICS`` value per program of the z-slice ``k`` (default 0), as flat row-major (y, x)
+    columns; ``null`` for programs that recorded nothing. Slices of more than ``MAX_GRID_CELLS`` programs
+    are reduced to blocks of ``block = [bx, by]`` programs (sums for counts, means for shares).
+    ``ranges`` spans the whole launch, so colours agree across slices.
+``GET /api/launch/<i>/program/<x>,<y>,<z>?offset=&limit=`` -> ``ProgramPayload``
+    One program's ops in execution order (memory and compute), at most ``MAX_OPS`` per page: seq, kind,
+    tensor, file, line, block shape, lanes active / total, bytes, 32-byte sectors and sector efficiency
+    (the analysis' warp model), out-of-bounds lanes; the program's metrics and its findings.
+``GET /api/launch/<i>/tensor/<t>?mode=&program=&op=&rows=&cols=&index=&wrap=&window=`` -> ``TensorPayload``
+    The elements of tensor ``t`` touched by ``mode=op`` (op ``op`` of ``program``), ``mode=program`` (every
+    op of ``program``) or ``mode=all`` (every program; the default), on a 2-D plane of the view: view dims
+    ``rows`` and ``cols`` (default the last two), the other dims fixed by ``index`` (comma separated, one
+    entry per dim; default: the slice of the selection's first element), a 1-D view wrapped every
+    ``wrap`` elements (default: the kernel's block size, else about square). ``window=r0,r1,c0,c1``
+    draws a rectangle of the plane; ``window=auto`` zooms to the selection when the whole plane would be
+    downsampled.
+    Storage offsets are mapped to view indices through the recorded shape, strides and storage offset.
+    Sparse cells, at most ``tensormap.MAX_CELLS`` of them, each ``cell = [fr, fc]`` elements; the whole
+    answer stays under ``tensorview.MAX_TENSOR_BYTES`` (about 1 MB), dropping the columns it names in
+    ``dropped`` if it must.
+``GET /api/launch/<i>/block/<x>,<y>,<z>/<seq>`` -> ``BlockPayload`` (blockview.py)
+    One op's block in its own shape: every lane's offset, active flag, out-of-bounds flag, view index
+    and value (at most ``MAX_BLOCK_LANES`` lanes).
+``GET /api/launch/<i>/compiled?target=sm_90`` -> ``CompiledPayload`` (compiledview.py)
+    The kernel compiled for a GPU target on the server (no GPU needed): TTIR, TTGIR and PTX with the source
+    line of each IR line, the memory ops' layouts, instructions and vector widths, and the resources.
+``GET /api/launch/<i>/diff/<t>`` -> ``DiffPayload`` (with a compared trace: ``launch(compare=)``)
+    The elements of tensor ``t`` whose final values differ from the compared trace's launch ``i`` (or
+    that only one side wrote), at most ``MAX_DIFF_ELEMENTS``, each with both values and both writers.
+``GET /api/launch/<i>/touches/<t>?index=<i0,i1,...>`` -> ``TouchesPayload``
+    Every recorded access to one element of tensor ``t`` (aliasing arguments included), in execution
+    order: program, op, line, kind, the lane and the value (at most ``MAX_TOUCHES``).
+``GET /api/launch/<i>/findings`` -> ``FindingsPayload``
+    The analysis findings of the launch (at most ``MAX_FINDINGS``), most severe first, each with the
+    program, op (its seq in the program) and source line to jump to.
+``GET /api/launch/<i>/charts`` -> ``ChartsPayload``
+    ``HIST_BINS``-bin histograms of every grid metric over the programs, the launch's roofline point on
+    the analysis' GPU, and bytes per tensor.
+
+Static routes: ``/`` the page, ``/static/<file>`` the frontend's files, ``/favicon.svg``,
+``/vendor/plotly.min.js`` from the installed plotly package, and ``/vendor/plotly-guards.json`` ({"ids": [...]}: the element ids plotly.js
+checks before injecting bundled styles, which the page's CSP forbids; see app.py).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, TypedDict
+
+
+class ErrorPayload(TypedDict):
+    error: str
+    status: int
+
+
+class TracePayload(TypedDict):
+    kinds: list           # op kind names; the "kind" columns below index into it
+    launches: dict        # kernel, grid, programs, skipped, ops, findings, completed, error: parallel lists
+                          # (the first MAX_LAUNCHES launches)
+    total_launches: int
+    analysis: dict        # {"available": bool, "error": str | None}
+    metrics: dict         # the grid metrics, in display order: {"key": [...], "label": [...]}
+    compare: dict         # {"available": bool, "launches": int}: a second trace served for the diff view
+    limits: dict          # {"ops_per_page": MAX_OPS, "findings": MAX_FINDINGS}
+
+
+class LaunchPayload(TypedDict):
+    index: int
+    kernel: str
+    grid: list
+    args: dict
+    config: Any
+    completed: bool
+    error: Optional[str]
+    values_truncated: bool
+    recorded_programs: int
+    skipped_programs: int
+    tensors: dict         # name, dtype, shape, strides, storage_offset, storage_size, elem_bytes, load_bytes,
+                          # store_bytes (+ atomic_bytes, unique_load_bytes, dram_read_bytes, dram_write_bytes
+                          # with analysis): parallel lists
+    files: list           # the "file" column of ProgramPayload.ops indexes into it
+    source: dict          # file, first_line, lines, truncated,
+                          # margin: {line, ops, bytes, sectors, sector_efficiency, findings} lists
+    metrics: dict         # the analysis metrics of the launch ({} without analysis)
+    checks_skipped: list  # sanitizer checks the analysis could not run, with the reason
+    findings: int
+    analysis_error: Optional[str]
+    hints: list           # advice from the analysis (analysis/hints.py): {kind, line, message, effect}
+
+
+class GridPayload(TypedDict):
+    grid: list
+    z: int
+    block: list           # [bx, by] programs per cell
+    cols: int
+    rows: int
+    metrics: dict         # metric key -> list (row-major over rows x cols), None where unknown
+    recorded: list        # 1 where the cell holds a recorded program
+    ranges: dict          # metric key -> [min, max] over the launch
+
+
+class ProgramPayload(TypedDict):
+    program: list
+    linear: int           # x + gx * (y + gy * z): the id TensorPayload's "program" column uses
+    recorded: bool
+    metrics: dict         # metric key -> value
+    ops: dict             # seq, kind, tensor, file, line, shape, active, lanes, bytes, sectors,
+                          # sector_efficiency, oob, values (1: values recorded), aux (dot: M, N, K),
+                          # vmin, vmax, vmean (finite values of the active lanes; None without), nan, inf
+                          # (counts; -1 where no values were recorded)
+    total_ops: int
+    offset: int           # this page: ops offset .. offset + limit - 1
+    limit: int
+    findings: list        # indices into the launch's FindingsPayload
+
+
+class TensorPayload(TypedDict):
+    launch: int
+    tensor: int
+    name: str
+    dtype: str
+    shape: list
+    strides: list
+    storage_offset: int
+    storage_size: int
+    plane: dict           # see tensormap.Plane.to_dict: dims, index, wrap, window origin and size, cell size
+    selection: dict       # {"mode", "program", "op"}
+    elements: int         # distinct elements touched by the selection, in the whole tensor
+    elements_hidden: int  # of those, not drawn: in another slice or outside the window
+    oob_lanes: int        # active lanes outside the tensor's storage
+    oob_examples: list
+    cells: dict           # cell (row-major index), kinds (1 read | 2 written), lanes, program (the smallest
+                          # linear id that touched it), programs (how many), value and writer (the linear id
+                          # of the last program that wrote it, -1: none), element by element, or fill
+                          # (downsampled: share of the cell touched)
+    dropped: list
+
+
+class TouchesPayload(TypedDict):
+    tensor: int
+    name: str
+    index: list           # the element's view index
+    offset: int           # its storage offset
+    touches: dict         # order, program ([x, y, z]), seq, kind, tensor (the argument used), line, lane,
+                          # value: every access to the element in execution order (model.touches)
+    total: int
+    truncated: bool       # more than MAX_TOUCHES: the first ones are listed
+
+
+class FindingsPayload(TypedDict):
+    kind: list
+    severity: list
+    message: list
+    program: list         # [x, y, z] or None
+    op: list              # seq within the program, or None
+    line: list
+    tensor: list
+    count: list
+    total: int
+    truncated: bool
+    suppressed: int       # findings the analysis left out over its cap (whole trace)
+
+
+class ChartsPayload(TypedDict):
+    histograms: dict      # metric -> {"edges": [...], "counts": [...]}
+    roofline: dict        # flops, dram_bytes_predicted, arithmetic_intensity, machine, peak_flops,
+                          # peak_bandwidth, bound, time_s
+    tensors: dict         # name, load_bytes, store_bytes (+ dram_read_bytes, dram_write_bytes)
+
+
+class DiffPayload(TypedDict):
+    tensor: int
+    name: str
+    compared: int         # elements written on both sides
+    differing: int
+    only_a: int           # written only in this trace
+    only_b: int           # written only in the compared one
+    values_recorded: bool
+    elements: dict        # index (view index or None), offset, a, b (values; None: not written there),
+                          # a_program, b_program ([x, y, z] or None), a_line, b_line
+    truncated: bool
