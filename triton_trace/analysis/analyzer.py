@@ -23,7 +23,7 @@ from .report import FindingsError, LaunchReport, Report
 from .roofline import dot_precision, flops, roofline
 from .gpus import GPUS
 from .hints import hints, resource_hints
-from .whatif import warps_hints, what_if
+from .whatif import hints_from, replays, warps_hints
 from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage, check_double_writes, check_uninitialized
 
 CHECKS = (check_asserts, check_nonfinite, check_overflow, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
@@ -142,9 +142,10 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
     layouts, matched, compiled_entry = _compiled_layouts(ctx)
     with parallel.beside(_elements_and_findings, ctx) as side:
         co = coalesce(ctx, order, layouts)
-        cache = simulate(ctx, co, order)
-        dot, math = flops(ctx)
-        rows = metrics.row_table(ctx, co, cache, dot, math)
+        with parallel.beside(replays, ctx, co, ctx.params.what_if) as replay:
+            cache = simulate(ctx, co, order)
+            dot, math = flops(ctx)
+            rows = metrics.row_table(ctx, co, cache, dot, math)
     unique, findings = side.result()
     attributed = np.concatenate([np.array([f.op_row for f in findings if isinstance(f, Finding) and f.op_row >= 0],
                                           dtype=np.int64)] +
@@ -175,7 +176,9 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
         "hints": hints(ctx, ops),
         "compiled": compiled_entry,
     }
-    extra, note = what_if(ctx, co, m["dram_read_bytes"], ctx.params.what_if)
+    replayed, note = replay.result()
+    extra = hints_from(replayed, m["dram_read_bytes"])
+    note = note if m["dram_read_bytes"] else None
     extra += resource_hints(ctx, compiled_entry, GPUS[ctx.params.gpu].sms)
     if ctx.params.what_if is True:
         extra += warps_hints(ctx, compiled_entry, lambda w: _compile(ctx, w))

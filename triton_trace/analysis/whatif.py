@@ -111,20 +111,36 @@ def what_if(ctx: LaunchContext, co, dram_read: int, enabled=None) -> tuple:
     """(hints, note): the replays above for one launch, and why any were skipped. ``enabled``: None replays
     the group sizes DEFAULT_GROUP_SIZES for launches of at most AUTO_STREAM stream entries; True every size
     of GROUP_SIZES, other GPUs, up to MAX_STREAM; False none."""
-    if enabled is False or not dram_read or not len(co.stream_row):
+    if not dram_read:
+        return [], None
+    replayed, note = replays(ctx, co, enabled)
+    return hints_from(replayed, dram_read), note
+
+
+def replays(ctx: LaunchContext, co, enabled=None) -> tuple:
+    """(replayed, note): every replay's DRAM read bytes, each with the hint it makes (``hints_from``), and why
+    any were skipped. Needs no result of the launch's own cache simulation, so it can run beside it."""
+    if enabled is False or not len(co.stream_row):
         return [], None
     limit = MAX_STREAM if enabled else AUTO_STREAM
     if len(co.stream_row) > limit:
         more = "" if enabled else "; analyze(what_if=True) replays up to " + f"{MAX_STREAM:,}"
         return [], (f"what-if replays: skipped, {len(co.stream_row):,} cache-stream entries (each replay costs "
                     f"a cache simulation; limit {limit:,}{more})")
-    out = _group_hints(ctx, co, dram_read, GROUP_SIZES if enabled else DEFAULT_GROUP_SIZES)
+    out = _group_replays(ctx, co, GROUP_SIZES if enabled else DEFAULT_GROUP_SIZES)
     if enabled:                 # a replay per other GPU: only when asked (each costs a cache simulation)
-        out += _gpu_hints(ctx, co, dram_read)
+        out += _gpu_replays(ctx, co)
     return out, None
 
 
-def _group_hints(ctx: LaunchContext, co, dram_read: int, sizes: tuple = GROUP_SIZES) -> list:
+def hints_from(replayed: list, dram_read: int) -> list:
+    """The hints of the replays that move the launch's DRAM reads (``dram_read`` bytes) by MIN_CHANGE or more."""
+    if not dram_read:
+        return []
+    return [hint(new, dram_read) for new, hint in replayed if abs(new - dram_read) >= MIN_CHANGE * dram_read]
+
+
+def _group_replays(ctx: LaunchContext, co, sizes: tuple = GROUP_SIZES) -> list:
     lc = ctx.launch
     names = [k for k, v in lc.args.items() if GROUP_NAMES.match(k) and isinstance(v, int) and v >= 1]
     if len(names) != 1 or lc.grid[1] != 1 or lc.grid[2] != 1 or ctx.n_programs != lc.num_programs:
@@ -139,6 +155,13 @@ def _group_hints(ctx: LaunchContext, co, dram_read: int, sizes: tuple = GROUP_SI
     program_of = np.empty(n_m * n_n, dtype=np.int64)
     program_of[tiles[:, 0] * n_n + tiles[:, 1]] = np.arange(ctx.n_programs)
     line = _line_of(ctx, name)
+
+    def hint(g):
+        return lambda new, dram_read: {
+            "kind": "program_order", "file": lc.source_file, "line": line, "op": None, "tensor": None,
+            "saving": (dram_read - new) / dram_read,
+            "message": f"line {line}: {name}={g} instead of {traced} would {_change(new, dram_read)}",
+            "effect": f"the same tiles, dispatched {g} tile rows at a time ({n_m} x {n_n} tiles)"}
     out = []
     for g in sizes:
         if g == traced or g > n_m:
@@ -146,33 +169,30 @@ def _group_hints(ctx: LaunchContext, co, dram_read: int, sizes: tuple = GROUP_SI
         t = grouped_tiles(n_m, n_n, g)
         rank = np.empty(ctx.n_programs, dtype=np.int64)
         rank[program_of[t[:, 0] * n_n + t[:, 1]]] = np.arange(ctx.n_programs)
-        new = _replay(ctx, co, gpu_rank=rank)
-        if abs(new - dram_read) >= MIN_CHANGE * dram_read:
-            out.append({"kind": "program_order", "file": lc.source_file, "line": line, "op": None, "tensor": None,
-                        "saving": (dram_read - new) / dram_read,
-                        "message": f"line {line}: {name}={g} instead of {traced} would {_change(new, dram_read)}",
-                        "effect": f"the same tiles, dispatched {g} tile rows at a time ({n_m} x {n_n} tiles)"})
+        out.append((_replay(ctx, co, gpu_rank=rank), hint(g)))
     return out
 
 
-def _gpu_hints(ctx: LaunchContext, co, dram_read: int) -> list:
+def _gpu_replays(ctx: LaunchContext, co) -> list:
     p = ctx.params
-    out = []
     first = ctx.mem_rows[0] if len(ctx.mem_rows) else None
     line = int(ctx.line[first]) if first is not None else ctx.launch.source_line
+
+    def hint(name, gpu):
+        return lambda new, dram_read: {
+            "kind": "other_gpu", "file": ctx.launch.source_file, "line": line, "op": None, "tensor": None,
+            "saving": 0.0,
+            "message": f"on an {name} ({gpu.l2_bytes / 2**20:.0f} MiB L2, {gpu.default_programs_in_flight} "
+                       f"programs resident) this launch would {_change(new, dram_read)}",
+            "effect": "the same accesses through that GPU's L2 model"}
+    out = []
     seen = {p.l2_bytes}
     for name, gpu in GPUS.items():
         if name == p.gpu or gpu.l2_bytes in seen:
             continue
         seen.add(gpu.l2_bytes)
         alt = replace(p, gpu=name, l2_bytes=gpu.l2_bytes, programs_in_flight=gpu.default_programs_in_flight)
-        new = _replay(ctx, co, params=alt)
-        if abs(new - dram_read) >= MIN_CHANGE * dram_read:
-            out.append({"kind": "other_gpu", "file": ctx.launch.source_file, "line": line, "op": None, "tensor": None,
-                        "saving": 0.0,
-                        "message": f"on an {name} ({gpu.l2_bytes / 2**20:.0f} MiB L2, {gpu.default_programs_in_flight} "
-                                   f"programs resident) this launch would {_change(new, dram_read)}",
-                        "effect": "the same accesses through that GPU's L2 model"})
+        out.append((_replay(ctx, co, params=alt), hint(name, gpu)))
     return out
 
 

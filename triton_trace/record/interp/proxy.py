@@ -14,6 +14,7 @@ import numpy as np
 from .. import affine
 from ..frames import where
 
+
 def install_pointer_casts(scope, builder, memory) -> None:
     """Integers cast to pointers (a table of ``data_ptr()`` values loaded by the kernel) name the caller's
     memory; ``memory.translate`` moves them into the padded copies the traced launch runs on."""
