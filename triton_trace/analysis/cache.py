@@ -37,7 +37,7 @@ has ~30,000 sets), and consecutive repeats of one line in a set collapse into on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -149,6 +149,8 @@ class _Rows(NamedTuple):
 
 STREAM_WINDOW = 1 << 21      # stream entries through L1 at once (whole waves): bounds the temporaries
 L2_SLICE = 1 << 20           # entries through the L2 at once (its state carries over: any cut is exact)
+PIPELINE_WINDOWS = 4         # on two cores a stream is cut into about this many windows, so that the L1
+MIN_WINDOW = 1 << 18         # filters of later ones run beside the L2 (windows of at least MIN_WINDOW entries)
 
 
 def _windows(waves: np.ndarray, size: int) -> list:
@@ -167,8 +169,14 @@ def _windows(waves: np.ndarray, size: int) -> list:
     return cuts
 
 
-def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: int = STREAM_WINDOW) -> CacheResult:
+def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: Optional[int] = None) -> CacheResult:
+    """The launch's stream through the L1s and the L2, ``window`` entries (whole waves) at a time (None: at most
+    STREAM_WINDOW, smaller on two cores; the counts are the same for any window)."""
     p = ctx.params
+    if window is None:
+        window = STREAM_WINDOW
+        if parallel.cores() > 1:
+            window = min(window, max(MIN_WINDOW, -(-len(co.stream_row) // PIPELINE_WINDOWS)))
     n_sets = max(PARTITIONS, p.l2_bytes // (LINE_BYTES * p.l2_ways)) // PARTITIONS * PARTITIONS
     read_s = np.zeros(ctx.n_rows, dtype=np.int64)
     write_s = np.zeros(ctx.n_rows, dtype=np.int64)
