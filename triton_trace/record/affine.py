@@ -23,6 +23,7 @@ class AffineRows(NamedTuple):
     lo: int                # the smallest and largest address of any lane
     hi: int
     bits: int              # the bitwise or of every program's first address and the strides
+    first: np.ndarray      # every program's first address
 
 
 def affine_rows(a: np.ndarray) -> Optional[AffineRows]:
@@ -45,7 +46,20 @@ def affine_rows(a: np.ndarray) -> Optional[AffineRows]:
         return None
     p_lo, p_hi = int(pat.min()), int(pat.max())
     bits = int(np.bitwise_or.reduce(first)) | functools.reduce(operator.or_, (abs(v) for v in strides), 0)
-    return AffineRows(built, strides, int(first.min()) + p_lo, int(first.max()) + p_hi, bits)
+    return AffineRows(built, strides, int(first.min()) + p_lo, int(first.max()) + p_hi, bits, first.copy())
+
+
+def described(first: np.ndarray, strides: tuple, shape: tuple) -> Optional[AffineRows]:
+    """What ``affine_rows`` finds for addresses already known to be ``first`` plus the pattern of ``strides``
+    over ``shape`` (interp/pointers.py passes it on through pointer arithmetic), without reading a lane;
+    ``addrs`` is None: the caller has the addresses."""
+    if len(strides) != len(shape) or not len(first) or math.prod(shape) < AFFINE_MIN_LANES:
+        return None
+    strides = tuple(0 if n == 1 else int(s) for s, n in zip(strides, shape))
+    p_lo = sum(min(0, s * (n - 1)) for s, n in zip(strides, shape))
+    p_hi = sum(max(0, s * (n - 1)) for s, n in zip(strides, shape))
+    bits = int(np.bitwise_or.reduce(first)) | functools.reduce(operator.or_, (abs(v) for v in strides), 0)
+    return AffineRows(None, strides, int(first.min()) + p_lo, int(first.max()) + p_hi, bits, first)
 
 
 @functools.lru_cache(maxsize=64)

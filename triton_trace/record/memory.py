@@ -18,7 +18,7 @@ import torch
 
 from ..errors import BatchFallback, TraceUsageError
 from ..model import TensorInfo
-from .affine import affine_rows
+from .affine import affine_rows, described
 from .livestorages import LiveStorages, torch_dtype
 
 GUARD_MIN = 1 << 16          # bytes of guard zone on each side of a storage, at least
@@ -79,6 +79,8 @@ class HostMemory:
         self._views: dict = {}
         self.aligned = False
         self.affine = None                # (first offset per program, element strides) of the last chunk op
+        self.known_affine = None          # (first address per program, byte strides) of the next op's pointers
+        self.found_affine = None          # the same, found by the last chunk op (interp/pointers.py keeps it)
         self._live_index = None           # LiveStorages, built when a pointer leads outside the arguments
         self._host_ids: dict = {}         # id(host tensor) -> its index in self.tensors
         self._hosts: list = []
@@ -243,7 +245,13 @@ class HostMemory:
             return -1, np.zeros(a.shape, np.int64), np.zeros(a.shape, bool)
         lo = hi = None
         sid = -1
-        aff = affine_rows(a) if chunk and elem_bytes & (elem_bytes - 1) == 0 else None
+        aff = None
+        if chunk and elem_bytes & (elem_bytes - 1) == 0:
+            k = self.known_affine
+            aff = described(np.broadcast_to(k[0], a.shape[:1]), k[1], a.shape[1:]) if k is not None else None
+            if aff is None:
+                aff = affine_rows(a)
+                self.found_affine = None if aff is None else (aff.first, aff.strides)
         if aff is not None:
             lo, hi = aff.lo, aff.hi
         if origin is not None and 0 <= origin < len(self.tensors):
@@ -270,7 +278,7 @@ class HostMemory:
         st = self.storages[sid]
         itemsize = elem_bytes       # offsets count in the access's element size (a cast pointer's too)
         pow2 = itemsize & (itemsize - 1) == 0
-        if aff is not None:
+        if aff is not None and aff.addrs is not None:
             rel = aff.addrs                                   # a fresh array equal to ``a``: reused in place
             np.subtract(rel, st.base, out=rel)
         else:
@@ -286,7 +294,7 @@ class HostMemory:
             self.aligned = itemsize == 1 or not a.size or not int(np.bitwise_or.reduce(a, axis=None)) & (itemsize - 1)
         if pow2:
             shift = itemsize.bit_length() - 1                 # a floor division, for negative lanes too
-            offsets = np.right_shift(rel, shift, out=rel) if aff is not None else rel >> shift
+            offsets = np.right_shift(rel, shift, out=rel)    # ``rel`` is always a fresh array
         else:
             offsets = np.floor_divide(rel, itemsize)
         if aff is not None and self.aligned:

@@ -24,7 +24,7 @@ import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback, ChunkDiverged
-from . import batchdot, provenance
+from . import batchdot, pointers, provenance
 
 TensorHandle = _ti.TensorHandle
 
@@ -270,6 +270,9 @@ class _Overrides:
         s = np.broadcast_to(src.data, (b,) + src.data.shape[1:])
         i = np.broadcast_to(indices.data, (b,) + indices.data.shape[1:])
         return TensorHandle(np.take_along_axis(s, i, axis=axis + 1), src.dtype.scalar)
+
+    def create_addptr(self, ptr, offset):
+        return pointers.addptr(TensorHandle, ptr, offset)
 
     def create_dot(self, a, b, d, *args):
         chunk = self._tt_chunk

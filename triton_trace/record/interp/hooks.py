@@ -25,7 +25,7 @@ from triton.runtime.jit import JITFunction
 from .. import frames
 from ..frames import where
 from ..patching import Scope, Snapshot
-from . import batch, batchtensor, debugops, looprewrite, nonfinite_ops, overflow_ops, provenance, pylogic, semantics
+from . import batch, batchtensor, debugops, looprewrite, nonfinite_ops, overflow_ops, pointers, provenance, pylogic, semantics
 from .proxy import MemoryProxy, install_pointer_casts
 
 # --------------------------------------------------------------------------------------------------------
@@ -296,6 +296,7 @@ def interpreter_scope(fn, rec, debug: bool = False):
         overflow_ops.install(scope, _ti.interpreter_builder, rec)     # before provenance: it reads rec.origin
         install_pointer_casts(scope, _ti.interpreter_builder, rec.memory)
         provenance.install(scope, _ti.interpreter_builder, rec)
+        pointers.install(scope, _ti.interpreter_builder, rec)
         debugops.install(scope, _ti.interpreter_builder, debug)
         yield proxy
     finally:

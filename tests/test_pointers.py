@@ -1,0 +1,134 @@
+"""Pointer arithmetic in a batched chunk (record/interp/pointers.py): ``p + offs`` computed on the operands'
+unbroadcast cores must give the interpreter's bits, and the affine description a pointer block carries
+through ``p += step`` must describe its lanes exactly, so loads in a loop skip the affine probe and still
+record what one program at a time records."""
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.interpreter import TensorHandle
+
+import triton_trace
+from test_batch import assert_same_traces, run_both
+from triton_trace import trace
+from triton_trace.record import memory as memory_mod
+from triton_trace.record.affine import affine_rows
+from triton_trace.record.interp import pointers
+
+
+def _interpreter_addptr(ptr, offset):
+    """Triton's own create_addptr, written out independently (full-size operands)."""
+    eb = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
+    return ptr.data + eb * offset.data.astype(np.uint64)
+
+
+def _ptr(data, elem=tl.float32):
+    return TensorHandle(np.ascontiguousarray(data, dtype=np.uint64), tl.pointer_type(elem))
+
+
+@pytest.mark.parametrize("elem", [tl.int1, tl.float16, tl.float32, tl.float64])
+@pytest.mark.parametrize("case", ["splat_ptr_full_offs", "full_ptr_splat_offs", "row_col_broadcast",
+                                  "uniform_ptr_per_program_offs", "negative_int64", "uint32_offs"])
+def test_addptr_gives_the_interpreters_bits(elem, case):
+    rng = np.random.default_rng(7)
+    R, M, N = 5, 16, 8
+    base = np.uint64(1 << 40)
+    if case == "splat_ptr_full_offs":
+        p = np.broadcast_to(np.full((R, 1, 1), base, np.uint64), (R, M, N))
+        o = rng.integers(-1000, 1000, (R, M, N)).astype(np.int32)
+    elif case == "full_ptr_splat_offs":
+        p = base + rng.integers(0, 1 << 20, (R, M, N)).astype(np.uint64)
+        o = np.broadcast_to(rng.integers(-9, 9, (R, 1, 1)).astype(np.int32), (R, M, N))
+    elif case == "row_col_broadcast":
+        p = np.broadcast_to(base + rng.integers(0, 99, (R, M, 1)).astype(np.uint64), (R, M, N))
+        o = np.broadcast_to(rng.integers(-50, 50, (1, 1, N)).astype(np.int32), (1, M, N))
+    elif case == "uniform_ptr_per_program_offs":
+        p = np.broadcast_to(np.full((1, 1, 1), base, np.uint64), (1, M, N))
+        o = rng.integers(-50, 50, (R, M, N)).astype(np.int64)
+    elif case == "negative_int64":
+        p = np.broadcast_to(np.full((R, 1, 1), base, np.uint64), (R, M, N))
+        o = np.broadcast_to(np.array([[[-(1 << 35)]]], np.int64), (R, M, N))
+    else:
+        p = base + np.arange(R * M * N, dtype=np.uint64).reshape(R, M, N)
+        o = np.broadcast_to(np.array([[[4000000000]]], np.uint32), (R, M, N))
+    ptr = TensorHandle(p, tl.pointer_type(elem))
+    off = TensorHandle(o, tl.int64 if o.dtype == np.int64 else tl.int32)
+    got = pointers.addptr(TensorHandle, ptr, off)
+    want = _interpreter_addptr(ptr, off)
+    assert got.data.dtype == want.dtype == np.uint64
+    np.testing.assert_array_equal(got.data, want)
+
+
+def _described_block(R=6, M=16, N=32, row_stride=4096, col_stride=4):
+    first = ((1 << 30) + np.arange(R, dtype=np.int64) * 7 * 4096)
+    data = (first[:, None, None] + np.arange(M)[None, :, None] * row_stride
+            + np.arange(N)[None, None, :] * col_stride).astype(np.int64).view(np.uint64)
+    h = _ptr(data)
+    pointers.describe(h, first, (row_stride, col_stride))
+    return h, first
+
+
+def test_a_step_the_same_over_each_program_keeps_an_exact_description():
+    h, first = _described_block()
+    step = np.broadcast_to(np.array([3, -2, 0, 9, 1, 5], np.int32).reshape(6, 1, 1), (6, 16, 32))
+    out = pointers.addptr(TensorHandle, h, TensorHandle(step, tl.int32))
+    k = pointers.known(out)
+    assert k is not None
+    probed = affine_rows(out.data.view(np.int64))            # what a scan of the lanes finds
+    np.testing.assert_array_equal(k[0], probed.first)
+    assert k[1] == probed.strides
+    uniform = pointers.addptr(TensorHandle, h, TensorHandle(np.full((1, 1, 1), 64, np.int32), tl.int32))
+    np.testing.assert_array_equal(pointers.known(uniform)[0], first + 256)
+
+
+def test_steps_that_differ_inside_a_program_or_replaced_data_drop_the_description():
+    h, _ = _described_block()
+    lanes = np.broadcast_to((np.arange(32) % 3).astype(np.int32), (6, 16, 32))
+    assert pointers.known(pointers.addptr(TensorHandle, h, TensorHandle(lanes, tl.int32))) is None
+    h.data = h.data.copy()          # another array: the description named the old one
+    assert pointers.known(h) is None
+
+
+# ------------------------------------------------------------------------------------------------------
+# kernels: the description passes through loops and the trace stays that of one program at a time
+# ------------------------------------------------------------------------------------------------------
+@triton.jit
+def _strided_walk(x_ptr, out_ptr, n, STEPS: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
+    pid = tl.program_id(0)
+    rows = tl.arange(0, R)
+    cols = tl.arange(0, C)
+    ptrs = x_ptr + pid * 3 + rows[:, None] * 40 + cols[None, :]
+    acc = tl.zeros((R, C), dtype=tl.float32)
+    for i in range(STEPS):
+        # each program steps by its own amount; late steps run past the end (masked, then not)
+        offs = pid * 3 + rows[:, None] * 40 + cols[None, :] + i * (pid + 2) * 41
+        acc += tl.load(ptrs, mask=offs < n, other=0.)
+        ptrs += (pid + 2) * 41
+    tl.store(out_ptr + pid * R * C + rows[:, None] * C + cols[None, :], acc)
+
+
+def test_a_pointer_walk_with_a_step_per_program_traces_as_one_program_at_a_time():
+    x = torch.randn(1500)
+    (o1, t1), (o2, t2) = run_both(lambda o: (lambda out: (trace(_strided_walk, **o)[(7,)](
+        x, out, x.numel(), STEPS=6, R=8, C=16), out)[1])(torch.empty(7 * 8 * 16)), 7)
+    assert torch.equal(o1, o2)
+    assert_same_traces(t1, t2)
+    ex = t2.launches[0].meta["execution"]
+    assert ex["batched_programs"] == 7 and not ex["fallbacks"], ex
+
+
+def test_loads_in_a_k_loop_probe_their_pointers_once(monkeypatch):
+    """The grouped matmul's two pointer chains are probed on the first trip only; later trips (and the
+    store) use the description, and the trace equals one program at a time."""
+    import kernels as K
+    calls = []
+    real = memory_mod.affine_rows
+    monkeypatch.setattr(memory_mod, "affine_rows", lambda a: calls.append(a.shape) or real(a))
+    a, b = torch.randn(64, 256), torch.randn(256, 48)
+    (c1, t1), (c2, t2) = run_both(lambda o: K.matmul(a, b, kernel=trace(**o)(K.make_matmul()), block_m=16,
+                                                     block_n=16, block_k=32, group_m=2), True)
+    torch.testing.assert_close(c2, a @ b, rtol=1e-4, atol=1e-4)
+    assert torch.equal(c1, c2)
+    assert_same_traces(t1, t2)
+    assert len(calls) == 3, calls          # a_ptrs, b_ptrs (8 trips each), c_ptrs
