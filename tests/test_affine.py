@@ -119,3 +119,14 @@ def test_value_blob_packs_blocks_back_to_back_and_grows():
     blob.append(np.ones(100, dtype=np.int64))
     blob.used = mark                           # a rolled-back chunk
     assert len(blob.array()) == mark
+
+
+def test_value_blob_hands_out_its_buffer_unless_most_of_what_it_wrote_was_rolled_back():
+    from triton_trace.record.valueblob import ValueBlob
+    blob = ValueBlob(1 << 16)                  # 512 KB reserved, a few KB written: no copy at the end
+    blob.append(np.arange(1000, dtype=np.float32))
+    assert np.shares_memory(blob.array(), blob.buf)
+    blob.append(np.arange(10000, dtype=np.float64))
+    blob.used = 4000                           # most of the written bytes rolled back: they stay resident
+    out = blob.array()
+    assert not np.shares_memory(out, blob.buf) and np.array_equal(out.view(np.float32), np.arange(1000))

@@ -69,6 +69,11 @@ def _pattern(shape: tuple, strides: tuple) -> np.ndarray:
     return out
 
 
+def affine_offsets(first: np.ndarray, strides: tuple, shape: tuple) -> np.ndarray:
+    """Every program's offsets, (programs, *shape): its first offset plus the pattern of ``strides``."""
+    return first.reshape((-1,) + (1,) * len(shape)) + _pattern(shape, strides).reshape(shape)
+
+
 def affine_runs(first: np.ndarray, strides: tuple, shape: tuple) -> Optional[tuple]:
     """The elements of an affine access as runs of consecutive elements: (starts, ends), inclusive, each
     (programs, runs per program), along a dimension of stride +-1; None when no dimension has one."""

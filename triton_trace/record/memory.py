@@ -18,7 +18,7 @@ import torch
 
 from ..errors import BatchFallback, TraceUsageError
 from ..model import TensorInfo
-from .affine import affine_rows, described
+from .affine import affine_offsets, affine_rows, described
 from .livestorages import LiveStorages, torch_dtype
 
 GUARD_MIN = 1 << 16          # bytes of guard zone on each side of a storage, at least
@@ -278,12 +278,19 @@ class HostMemory:
         st = self.storages[sid]
         itemsize = elem_bytes       # offsets count in the access's element size (a cast pointer's too)
         pow2 = itemsize & (itemsize - 1) == 0
+        inside = lo is not None and lo - st.base >= 0 and hi - st.base + elem_bytes <= st.nbytes
+        if aff is not None and aff.addrs is None and inside and pow2 and not aff.bits & (itemsize - 1):
+            # described pointers, every lane inside and aligned: the offsets are built from the description
+            # (one pass) instead of derived from the addresses
+            shift = itemsize.bit_length() - 1
+            self.aligned = True
+            self.affine = (aff.first - st.base) >> shift, tuple(v >> shift for v in aff.strides)
+            return tid, affine_offsets(*self.affine, a.shape[1:]), active
         if aff is not None and aff.addrs is not None:
             rel = aff.addrs                                   # a fresh array equal to ``a``: reused in place
             np.subtract(rel, st.base, out=rel)
         else:
             rel = a - st.base
-        inside = lo is not None and lo - st.base >= 0 and hi - st.base + elem_bytes <= st.nbytes
         # the usual case: no lane outside the storage
         safe = active if inside else active & (rel >= 0) & (rel + elem_bytes <= st.nbytes)
         # element-aligned lanes can be served from typed_view (all of them, for plain pointer arithmetic);

@@ -12,6 +12,7 @@ class ValueBlob:
     def __init__(self, cap_elems: int):
         self.buf = np.empty(min(max(int(cap_elems), 0), 1 << 27) * 8, dtype=np.uint8)
         self.used = 0
+        self.touched = 0       # bytes written at some point (a rolled back chunk's stay resident)
 
     def append(self, v: np.ndarray) -> int:
         start = self.used
@@ -19,11 +20,14 @@ class ValueBlob:
         if end > len(self.buf):
             grown = np.empty(max(end, 2 * len(self.buf)), dtype=np.uint8)
             grown[:self.used] = self.buf[:self.used]
-            self.buf = grown
+            self.buf, self.touched = grown, self.used
         np.copyto(self.buf[start:end].view(v.dtype).reshape(v.shape), v)
         self.used = end
+        self.touched = max(self.touched, end)
         return start
 
     def array(self) -> np.ndarray:
+        # Pages never written take no memory, so the buffer's unused tail costs nothing; copy only when
+        # most of what was written (and stays resident) was rolled back
         out = self.buf[:self.used]
-        return out if 2 * self.used >= len(self.buf) else out.copy()     # do not pin a mostly empty buffer
+        return out if 2 * self.used >= self.touched else out.copy()

@@ -271,6 +271,18 @@ class _Overrides:
         i = np.broadcast_to(indices.data, (b,) + indices.data.shape[1:])
         return TensorHandle(np.take_along_axis(s, i, axis=axis + 1), src.dtype.scalar)
 
+    def binary_op(self, lhs, rhs, op):
+        # elementwise, so computed on the operands' unbroadcast cores (same bits); the result is a broadcast
+        # view, as the semantic layer's own broadcasts are
+        ld, rd = np.asarray(lhs.data), np.asarray(rhs.data)
+        lc, rc = pointers.core(ld), pointers.core(rd)
+        base = self._tt_chunk.base.binary_op
+        if lc is ld and rc is rd:
+            return base(self, lhs, rhs, op)
+        out = base(self, TensorHandle(lc, lhs.dtype), TensorHandle(rc, rhs.dtype), op)
+        shape = np.broadcast_shapes(ld.shape, rd.shape)
+        return out if out.data.shape == shape else TensorHandle(np.broadcast_to(out.data, shape), out.dtype)
+
     def create_addptr(self, ptr, offset):
         return pointers.addptr(TensorHandle, ptr, offset)
 

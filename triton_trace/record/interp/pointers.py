@@ -36,7 +36,7 @@ def describe(handle, first: np.ndarray, strides: tuple) -> None:
     setattr(handle, TAG, (handle.data, first, tuple(strides)))
 
 
-def _core(d: np.ndarray) -> np.ndarray:
+def core(d: np.ndarray) -> np.ndarray:
     """``d`` without the dimensions it only broadcasts along (stride 0): those become size 1."""
     if not d.ndim or all(st or n == 1 for st, n in zip(d.strides, d.shape)):
         return d
@@ -50,8 +50,8 @@ def addptr(handle_cls, ptr, offset):
     element_bytewidth = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
     p, o = np.asarray(ptr.data), np.asarray(offset.data)
     shape = np.broadcast_shapes(p.shape, o.shape)
-    oc = _core(o)
-    data = _core(p) + element_bytewidth * oc.astype(np.uint64)
+    oc = core(o)
+    data = core(p) + element_bytewidth * oc.astype(np.uint64)
     if data.shape != shape:
         data = np.ascontiguousarray(np.broadcast_to(data, shape))
     out = handle_cls(data, ptr.dtype)
