@@ -61,10 +61,10 @@ def test_the_lane_encoding_is_the_same_with_and_without_the_shortcut(masked):
 def test_traced_tiles_take_the_shortcut_and_record_what_one_program_at_a_time_records(monkeypatch):
     import torch
     import triton_trace
-    from triton_trace.record import memory
+    from triton_trace.record import attribution
     import kernels as K
     found = []
-    monkeypatch.setattr(memory, "affine_rows", lambda a: found.append(affine_rows(a)) or found[-1])
+    monkeypatch.setattr(attribution, "affine_rows", lambda a: found.append(affine_rows(a)) or found[-1])
     a, b = torch.randn(96, 64), torch.randn(64, 80)
     traces = []
     for batch in (True, False):

@@ -12,7 +12,7 @@ from triton.runtime.interpreter import TensorHandle
 import triton_trace
 from test_batch import assert_same_traces, run_both
 from triton_trace import trace
-from triton_trace.record import memory as memory_mod
+from triton_trace.record import attribution as attribution_mod
 from triton_trace.record.affine import affine_rows
 from triton_trace.record.interp import pointers
 
@@ -123,8 +123,8 @@ def test_loads_in_a_k_loop_probe_their_pointers_once(monkeypatch):
     store) use the description, and the trace equals one program at a time."""
     import kernels as K
     calls = []
-    real = memory_mod.affine_rows
-    monkeypatch.setattr(memory_mod, "affine_rows", lambda a: calls.append(a.shape) or real(a))
+    real = attribution_mod.affine_rows
+    monkeypatch.setattr(attribution_mod, "affine_rows", lambda a: calls.append(a.shape) or real(a))
     a, b = torch.randn(64, 256), torch.randn(256, 48)
     (c1, t1), (c2, t2) = run_both(lambda o: K.matmul(a, b, kernel=trace(**o)(K.make_matmul()), block_m=16,
                                                      block_n=16, block_k=32, group_m=2), True)

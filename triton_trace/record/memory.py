@@ -1,11 +1,15 @@
 """The address space a traced kernel runs in: padded host copies of its tensor arguments.
 
-Every distinct storage behind the tensor arguments is copied into its own CPU buffer with a guard zone on
-each side. The interpreter dereferences raw addresses, so this gives two things the original memory
-cannot: an address just past one tensor can never land inside another argument (so every lane is
-attributed to the tensor it was meant for), and a lane outside its tensor's storage is known before the
-access executes and is skipped instead of reading or corrupting foreign memory. After the launch the
-copies are written back to the caller's tensors, whatever device they live on.
+Every distinct storage behind the tensor arguments gets its own CPU buffer with a guard zone on each
+side. The interpreter dereferences raw addresses, so this gives two things the original memory cannot: an
+address just past one tensor can never land inside another argument (so every lane is attributed to the
+tensor it was meant for), and a lane outside its tensor's storage is known before the access executes and
+is skipped instead of reading or corrupting foreign memory. After the launch the copies the kernel wrote
+are written back to the caller's tensors, whatever device they live on.
+
+A CPU storage is copied into its buffer only when the kernel first writes it (or an access needs raw
+addresses): until then loads read the caller's memory, which holds the same bytes, through a read-only
+view. Inputs that no program writes are never copied.
 """
 from __future__ import annotations
 
@@ -16,9 +20,9 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..errors import BatchFallback, TraceUsageError
+from ..errors import TraceUsageError
 from ..model import TensorInfo
-from .affine import affine_offsets, affine_rows, described
+from .attribution import Attribution
 from .livestorages import LiveStorages, torch_dtype
 
 GUARD_MIN = 1 << 16          # bytes of guard zone on each side of a storage, at least
@@ -34,6 +38,7 @@ class _Storage:
     nbytes: int
     guard: int
     written: bool = False
+    copied: bool = True       # the buffer holds the storage's bytes (else loads read ``original``)
 
 
 def _unwrap(arg):
@@ -52,6 +57,10 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
         dst.copy_(src.to(dst.device))
 
 
+def _bytes_of(storage: torch.UntypedStorage) -> torch.Tensor:
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
 def _strides_of(obj, shape: tuple) -> tuple:
     stride = getattr(obj, "stride", None)
     if callable(stride):
@@ -66,7 +75,7 @@ def _strides_of(obj, shape: tuple) -> tuple:
     return tuple(reversed(out))
 
 
-class HostMemory:
+class HostMemory(Attribution):
     """Owns the padded copies; maps raw addresses back to (tensor, element offset)."""
 
     def __init__(self):
@@ -77,10 +86,6 @@ class HostMemory:
         self._starts = np.zeros(0, dtype=np.int64)
         self._order = np.zeros(0, dtype=np.int64)
         self._views: dict = {}
-        self.aligned = False
-        self.affine = None                # (first offset per program, element strides) of the last chunk op
-        self.known_affine = None          # (first address per program, byte strides) of the next op's pointers
-        self.found_affine = None          # the same, found by the last chunk op (interp/pointers.py keeps it)
         self._live_index = None           # LiveStorages, built when a pointer leads outside the arguments
         self._host_ids: dict = {}         # id(host tensor) -> its index in self.tensors
         self._hosts: list = []
@@ -101,10 +106,10 @@ class HostMemory:
             buf = torch.empty(guard + nbytes + guard + ALIGN, dtype=torch.uint8)
             shift = (-buf.data_ptr()) % ALIGN
             data = buf[shift + guard: shift + guard + nbytes]
-            if nbytes:
-                src = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
-                _copy(data, src)
-            st = _Storage(key, storage, buf, buf.data_ptr() + shift + guard, nbytes, guard)
+            lazy = t.device.type == "cpu"
+            if nbytes and not lazy:
+                _copy(data, _bytes_of(storage))
+            st = _Storage(key, storage, buf, buf.data_ptr() + shift + guard, nbytes, guard, copied=not (nbytes and lazy))
             self._by_key[key] = st
             self.storages.append(st)
         itemsize = t.element_size()
@@ -226,121 +231,6 @@ class HostMemory:
         self._order = np.argsort(starts, kind="stable")
         self._starts = starts[self._order]
 
-    # -- attribution --------------------------------------------------------------------------------------
-    def attribute(self, addrs: np.ndarray, active: np.ndarray, elem_bytes: int, chunk: bool = False,
-                  origin: Optional[int] = None):
-        """Attribute one op's lanes to a tensor argument.
-
-        Returns (tensor index or -1, element offsets relative to that tensor's storage (int64, same
-        shape as addrs), lanes that are safe to execute). A lane is safe when it is active and inside the
-        attributed tensor's storage; every other active lane is out of bounds and must be skipped.
-        ``origin``, the argument the pointers were derived from (interp/provenance.py), decides when
-        known; else the addresses do. With ``chunk``, ``addrs`` has a leading axis over the programs of
-        a batched chunk, and BatchFallback is raised unless every program's lanes go to one tensor (as
-        they would alone).
-        """
-        a = addrs.view(np.int64) if addrs.dtype == np.uint64 else addrs.astype(np.int64, copy=False)
-        self.affine = None
-        if not self.storages:
-            return -1, np.zeros(a.shape, np.int64), np.zeros(a.shape, bool)
-        lo = hi = None
-        sid = -1
-        aff = None
-        if chunk and elem_bytes & (elem_bytes - 1) == 0:
-            k = self.known_affine
-            aff = described(np.broadcast_to(k[0], a.shape[:1]), k[1], a.shape[1:]) if k is not None else None
-            if aff is None:
-                aff = affine_rows(a)
-                self.found_affine = None if aff is None else (aff.first, aff.strides)
-        if aff is not None:
-            lo, hi = aff.lo, aff.hi
-        if origin is not None and 0 <= origin < len(self.tensors):
-            sid = self._tensor_storage[origin]
-            if a.size and lo is None:
-                lo, hi = int(a.min()), int(a.max())
-        elif a.size:
-            # nearly always every lane sits in one storage's padded region: two reductions tell
-            if lo is None:
-                lo, hi = int(a.min()), int(a.max())
-            k = max(int(np.searchsorted(self._starts, lo, side="right")) - 1, 0)
-            if k + 1 == len(self._starts) or hi < self._starts[k + 1]:
-                sid = int(self._order[k])
-        if sid < 0:
-            sid = self._vote(a, active, chunk)
-        if origin is not None and 0 <= origin < len(self.tensors):
-            tid = origin
-        elif chunk:
-            if sum(1 for s in self._tensor_storage if s == sid) > 1:
-                raise BatchFallback("arguments that alias one storage")
-            tid = self._tensor_storage.index(sid) if sid in self._tensor_storage else -1
-        else:
-            tid = self._choose_tensor(sid, a, active, self.storages[sid])
-        st = self.storages[sid]
-        itemsize = elem_bytes       # offsets count in the access's element size (a cast pointer's too)
-        pow2 = itemsize & (itemsize - 1) == 0
-        inside = lo is not None and lo - st.base >= 0 and hi - st.base + elem_bytes <= st.nbytes
-        if aff is not None and aff.addrs is None and inside and pow2 and not aff.bits & (itemsize - 1):
-            # described pointers, every lane inside and aligned: the offsets are built from the description
-            # (one pass) instead of derived from the addresses
-            shift = itemsize.bit_length() - 1
-            self.aligned = True
-            self.affine = (aff.first - st.base) >> shift, tuple(v >> shift for v in aff.strides)
-            return tid, affine_offsets(*self.affine, a.shape[1:]), active
-        if aff is not None and aff.addrs is not None:
-            rel = aff.addrs                                   # a fresh array equal to ``a``: reused in place
-            np.subtract(rel, st.base, out=rel)
-        else:
-            rel = a - st.base
-        # the usual case: no lane outside the storage
-        safe = active if inside else active & (rel >= 0) & (rel + elem_bytes <= st.nbytes)
-        # element-aligned lanes can be served from typed_view (all of them, for plain pointer arithmetic);
-        # storages start 256-byte aligned, so an address's alignment is its offset's
-        if aff is not None:
-            self.aligned = itemsize == 1 or not aff.bits & (itemsize - 1)
-        else:
-            self.aligned = itemsize == 1 or not a.size or not int(np.bitwise_or.reduce(a, axis=None)) & (itemsize - 1)
-        if pow2:
-            shift = itemsize.bit_length() - 1                 # a floor division, for negative lanes too
-            offsets = np.right_shift(rel, shift, out=rel)    # ``rel`` is always a fresh array
-        else:
-            offsets = np.floor_divide(rel, itemsize)
-        if aff is not None and self.aligned:
-            # every program's offsets are its first one plus one pattern: the recorder and the chunk
-            # check take them as that instead of scanning the lanes again
-            self.affine = offsets.reshape(len(offsets), -1)[:, 0].copy(), tuple(v // itemsize for v in aff.strides)
-        return tid, offsets, safe
-
-    def _vote(self, a: np.ndarray, active: np.ndarray, chunk: bool) -> int:
-        """The storage of an op whose lanes span several padded regions: the one most active lanes hit
-        (lanes below every region go to the first). A chunk must agree program by program."""
-        pos = np.clip(np.searchsorted(self._starts, a, side="right") - 1, 0, len(self._starts) - 1)
-        lane_storage = self._order[pos]
-        if not chunk:
-            pick = lane_storage[active] if active.any() else lane_storage.reshape(-1)[:1]
-            return int(np.bincount(pick, minlength=len(self.storages)).argmax())
-        p = a.shape[0]
-        ls, act = lane_storage.reshape(p, -1), active.reshape(p, -1)
-        has = act.any(axis=1)
-        # a program without active lanes is attributed by its first lane, as a program alone is
-        picks = np.concatenate([ls[act], ls[~has, :1].reshape(-1)])
-        if picks.size == 0 or (picks != picks[0]).any():
-            raise BatchFallback("the programs of a chunk access different tensors at one op")
-        return int(picks[0])
-
-    def tensor_at(self, addrs: np.ndarray) -> Optional[int]:
-        """The argument whose storage holds every one of these addresses (null and small values aside),
-        or None: the origin of pointers a kernel made from integers."""
-        a = np.asarray(addrs).reshape(-1).view(np.int64) if np.asarray(addrs).dtype == np.uint64 else \
-            np.asarray(addrs, dtype=np.int64).reshape(-1)
-        a = a[a >= 4096]
-        if not a.size:
-            return None
-        lo, hi = int(a.min()), int(a.max())
-        for sid, st in enumerate(self.storages):
-            if st.base <= lo and hi < st.base + max(st.nbytes, 1):
-                return self._tensor_storage.index(sid) if sid in self._tensor_storage else None
-        return None
-
     def storage_of(self, tensor: int) -> int:
         return self._tensor_storage[tensor]
 
@@ -357,34 +247,40 @@ class HostMemory:
         view = self._views.get(key)
         if view is None:
             st = self.storages[sid]
-            shift = st.base - st.buffer.data_ptr()
             n = st.nbytes // dtype.itemsize
-            view = self._views[key] = st.buffer.numpy()[shift: shift + n * dtype.itemsize].view(dtype)
+            if st.copied:
+                shift = st.base - st.buffer.data_ptr()
+                view = st.buffer.numpy()[shift: shift + n * dtype.itemsize].view(dtype)
+            else:       # the caller's bytes, never written through this view
+                view = _bytes_of(st.original).numpy()[: n * dtype.itemsize].view(dtype)
+                view.flags.writeable = False
+            self._views[key] = view
         return view
 
-    def _choose_tensor(self, sid: int, a, active, st) -> int:
-        cands = [i for i, s in enumerate(self._tensor_storage) if s == sid]
-        if len(cands) <= 1:
-            return cands[0] if cands else -1
-        # Several arguments view one storage (aliasing): pick the view that covers most active lanes.
-        best, best_hits = cands[0], -1
-        lanes = a[active] - st.base if active.any() else a.reshape(-1)[:1] - st.base
-        for i in cands:
-            t = self.tensors[i]
-            span = t.storage_offset + sum((s - 1) * abs(d) for s, d in zip(t.shape, t.strides) if s > 0)
-            lo, hi = t.storage_offset * t.elem_bytes, (span + 1) * t.elem_bytes
-            hits = int(((lanes >= lo) & (lanes < hi)).sum())
-            if hits > best_hits:
-                best, best_hits = i, hits
-        return best
+    def _ensure_copied(self, sid: int) -> None:
+        st = self.storages[sid]
+        if not st.copied:
+            shift = st.base - st.buffer.data_ptr()
+            _copy(st.buffer[shift: shift + st.nbytes], _bytes_of(st.original))
+            st.copied = True
+            self._views = {k: v for k, v in self._views.items() if k[0] != sid}
+
+    def copy_all(self) -> None:
+        """Copy every storage into its buffer: before an access through raw addresses (the interpreter's
+        own C++ loads, stores and atomics read the buffers)."""
+        for sid in range(len(self.storages)):
+            self._ensure_copied(sid)
 
     def is_written(self, tensor: int) -> bool:
         """Whether the launch has stored to this argument's storage yet."""
         return tensor >= 0 and self.storages[self._tensor_storage[tensor]].written
 
     def mark_written(self, tensor: int) -> None:
+        """Called before the first write executes: the storage's bytes move into its buffer now."""
         if tensor >= 0:
-            self.storages[self._tensor_storage[tensor]].written = True
+            sid = self._tensor_storage[tensor]
+            self._ensure_copied(sid)
+            self.storages[sid].written = True
 
     def snapshot(self, limit: int, finished: bool) -> tuple:
         """(inputs, finals, description) for a reproducer: every storage's bytes as the launch found them
@@ -402,7 +298,7 @@ class HostMemory:
         for st, w in zip(self.storages, written):
             if not st.nbytes:
                 continue
-            src = torch.empty(0, dtype=torch.uint8, device=st.original.device).set_(st.original)
+            src = _bytes_of(st.original)
             before.append(src.cpu().numpy().copy())
             if w:
                 shift = st.base - st.buffer.data_ptr()
@@ -418,5 +314,5 @@ class HostMemory:
                 continue
             shift = st.base - st.buffer.data_ptr()
             data = st.buffer[shift: shift + st.nbytes]
-            dst = torch.empty(0, dtype=torch.uint8, device=st.original.device).set_(st.original)
+            dst = _bytes_of(st.original)
             _copy(dst, data)

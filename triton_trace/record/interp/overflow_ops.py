@@ -7,9 +7,11 @@ import numpy as np
 
 from ..frames import where
 from .lowp import inner_method
+from .pointers import core
 
 TAG = "_tt_overflow"          # (cause dict, bool lanes of the handle's data that hold a bad value)
 _ARITH = {np.add: "+", np.subtract: "-", np.multiply: "*"}
+_I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 # operations whose integer or pointer result carries its operands' bad lanes
 _CARRY = ("create_addptr", "create_splat", "create_broadcast", "create_expand_dims", "create_reshape",
           "create_trans", "create_cat", "create_join", "ternary_op", "create_bitcast")
@@ -96,7 +98,7 @@ def _binary(inner, rec):
         if data is None or not rec.recording:
             return out
         data = np.asarray(data)
-        if data.dtype == np.int32 and op in _ARITH:
+        if data.dtype == np.int32 and op in _ARITH and _may_wrap(lhs.data, rhs.data, op):
             exact = op(np.asarray(lhs.data, np.int64), np.asarray(rhs.data, np.int64))
             bad = (exact != data) if exact.shape == data.shape else None
             if bad is not None and bad.any():
@@ -108,6 +110,14 @@ def _binary(inner, rec):
             _carried(out, (lhs, rhs))
         return out
     return run
+
+
+def _may_wrap(lhs, rhs, op) -> bool:
+    """Whether the exact (int64) result leaves int32 anywhere: computed on the operands' unbroadcast cores,
+    so a row plus a column costs a row and a column, not the tile. The int32 result wraps exactly where
+    it does; only then are the lanes compared one by one."""
+    exact = op(core(np.asarray(lhs)).astype(np.int64), core(np.asarray(rhs)).astype(np.int64))
+    return bool(exact.size) and (int(exact.min()) < _I32_MIN or int(exact.max()) > _I32_MAX)
 
 
 def _cast(inner, rec):

@@ -50,6 +50,12 @@ class MemoryProxy:
     def __getattr__(self, name):
         return getattr(self._real, name)
 
+    def _raw(self):
+        """The interpreter's C++ functions, which dereference raw addresses in the padded buffers: every
+        storage is copied into its buffer first (record/memory.py copies lazily)."""
+        self._rec.memory.copy_all()
+        return self._real
+
     # -- undoing a batched chunk -------------------------------------------------------------------------
     def begin_log(self) -> None:
         """Keep what every write overwrites from now on, so ``rollback`` can put it back."""
@@ -68,7 +74,7 @@ class MemoryProxy:
             if is_view:           # (typed view, element offsets, old values)
                 a[b] = c
             else:                 # (raw pointers, old values, lanes)
-                self._real.store(a, b, c)
+                self._raw().store(a, b, c)
 
     # -- the accesses --------------------------------------------------------------------------------------
     def _check(self, kind, file, line, ptrs, mask, elem_bytes):
@@ -95,14 +101,14 @@ class MemoryProxy:
             log.append((True, vo[0], idx, vo[0][idx]))
         else:
             dtype = np.dtype(dtype)
-            log.append((False, ptrs, self._real.load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
+            log.append((False, ptrs, self._raw().load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
 
     def load(self, ptrs, mask, other, dtype):
         file, line = where()
         safe, row = self._check("load", file, line, ptrs, mask, np.dtype(dtype).itemsize)
         vo = self._view(dtype)
         if vo is None:
-            out = self._real.load(ptrs, safe, other, dtype)
+            out = self._raw().load(ptrs, safe, other, dtype)
         elif safe.all():
             aff = self._rec.memory.affine
             out = None if aff is None else affine.gather(vo[0], aff[0], aff[1], ptrs.shape[1:])
@@ -125,7 +131,9 @@ class MemoryProxy:
         self._save(ptrs, safe, value.dtype)
         vo = self._view(value.dtype)
         if vo is None:
-            return self._real.store(ptrs, value, safe)
+            return self._raw().store(ptrs, value, safe)
+        if not safe.any():
+            return None       # nothing to write (an input's view may be read-only)
         value = np.broadcast_to(value, ptrs.shape)
         if safe.all():
             vo[0][vo[1].reshape(-1)] = value.reshape(-1)
@@ -138,7 +146,7 @@ class MemoryProxy:
         safe, row = self._check(kind, file, line, ptrs, mask, val.dtype.itemsize)
         self._rec.record_values(row, val)
         self._save(ptrs, safe, val.dtype)
-        return self._real.atomic_rmw(op, ptrs, val, safe, sem)
+        return self._raw().atomic_rmw(op, ptrs, val, safe, sem)
 
     def atomic_cas(self, ptrs, cmp, val, sem):
         file, line = where()
@@ -147,11 +155,11 @@ class MemoryProxy:
         self._rec.record_values(row, val)
         self._save(ptrs, safe, val.dtype)
         if safe.all():
-            return self._real.atomic_cas(ptrs, cmp, val, sem)
+            return self._raw().atomic_cas(ptrs, cmp, val, sem)
         # CAS has no mask: run it on the safe lanes only; skipped lanes read back the compare value.
         out = np.array(np.broadcast_to(cmp, ptrs.shape), copy=True)
         if safe.any():
-            out[safe] = self._real.atomic_cas(np.ascontiguousarray(ptrs[safe]),
+            out[safe] = self._raw().atomic_cas(np.ascontiguousarray(ptrs[safe]),
                                               np.ascontiguousarray(np.broadcast_to(cmp, ptrs.shape)[safe]),
                                               np.ascontiguousarray(np.broadcast_to(val, ptrs.shape)[safe]), sem)
         return out

@@ -1,0 +1,108 @@
+"""CPU storages are copied into the launch's padded buffers only when first written (record/memory.py):
+loads before that read the caller's bytes through a read-only view. What a kernel computes, what the trace
+records and what the caller's tensors hold afterwards must not depend on when the copy happens."""
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_trace
+from test_batch import assert_same_traces, run_both
+from triton_trace import trace
+from triton_trace.record.memory import HostMemory
+
+
+def test_an_input_is_read_in_place_until_written():
+    mem = HostMemory()
+    x = torch.arange(1000, dtype=torch.float32)
+    host = mem.host_tensor("x", x)
+    st = mem.storages[0]
+    assert not st.copied
+    view = mem.typed_view(0, np.float32)
+    assert np.shares_memory(view, x.numpy()) and not view.flags.writeable
+    np.testing.assert_array_equal(view, x.numpy())
+    mem.mark_written(0)                      # the first store: the bytes move into the padded buffer
+    assert st.copied and st.written
+    view = mem.typed_view(0, np.float32)
+    assert view.flags.writeable and not np.shares_memory(view, x.numpy())
+    np.testing.assert_array_equal(view, x.numpy())
+    assert view.ctypes.data == host.data_ptr()            # the addresses the kernel holds
+    view[:] = -1
+    assert torch.equal(x, torch.arange(1000, dtype=torch.float32))     # the caller's copy, until copy_back
+    mem.copy_back()
+    assert torch.equal(x, torch.full((1000,), -1.0))
+
+
+def test_copy_all_moves_every_storage_for_raw_accesses():
+    mem = HostMemory()
+    a, b = torch.randn(300), torch.randint(0, 9, (77,), dtype=torch.int16)
+    mem.host_tensor("a", a)
+    mem.host_tensor("b", b)
+    mem.copy_all()
+    assert all(st.copied and not st.written for st in mem.storages)
+    for i, t in enumerate((a, b)):
+        np.testing.assert_array_equal(mem.typed_view(i, t.numpy().dtype), t.numpy())
+
+
+@triton.jit
+def _shift_in_place(x_ptr, n, BLOCK: tl.constexpr):
+    # program p reads block p + 1 and writes block p: a program that runs later reads what an earlier one
+    # left, in launch order (the chunk check re-runs a chunk whose programs depend on each other)
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x_ptr + offs + BLOCK, mask=offs + BLOCK < n, other=0.)
+    tl.store(x_ptr + offs, v * 2 + 1, mask=offs < n)
+
+
+def test_a_kernel_that_reads_what_it_later_writes_matches_launch_order():
+    x0 = torch.randn(8 * 32)
+    want = x0.clone()
+    for p in range(8):                      # one program at a time, in order, independently of the tool
+        nxt = want[(p + 1) * 32:(p + 2) * 32] if p < 7 else torch.zeros(32)
+        want[p * 32:(p + 1) * 32] = nxt * 2 + 1
+    (o1, t1), (o2, t2) = run_both(lambda o: (lambda x: (trace(_shift_in_place, **o)[(8,)](x, x.numel(), BLOCK=32), x)[1])(
+        x0.clone()), 8)
+    torch.testing.assert_close(o1, want)
+    assert torch.equal(o1, o2)
+    assert_same_traces(t1, t2)
+
+
+@triton.jit
+def _half_store_and_count(x_ptr, out_ptr, count_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, v + 1, mask=(offs < n) & (offs % 2 == 0))       # odd elements keep their bytes
+    tl.atomic_add(count_ptr, tl.sum((v > 0).to(tl.int32), axis=0))
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_unwritten_elements_keep_their_values_and_atomics_see_the_inputs(batch):
+    x = torch.randn(1000)
+    out = torch.full((1000,), 7.0)
+    count = torch.zeros(1, dtype=torch.int32)
+    x_before = x.clone()
+    trace(_half_store_and_count, batch=batch)[(triton.cdiv(1000, 128),)](x, out, count, 1000, BLOCK=128)
+    want = torch.full((1000,), 7.0)
+    want[0::2] = x[0::2] + 1
+    assert torch.equal(out, want) and torch.equal(x, x_before)
+    assert int(count) == int((x > 0).sum())
+
+
+@triton.jit
+def _unaligned_words(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    # int32 words read one byte past an aligned address: the interpreter's own per-lane loads serve them
+    i = tl.arange(0, BLOCK)
+    p = (x_ptr.to(tl.pointer_type(tl.int8)) + 1 + 4 * i).to(tl.pointer_type(tl.int32))
+    tl.store(out_ptr + i, tl.load(p))
+
+
+def test_unaligned_loads_of_an_unwritten_input_read_its_bytes():
+    raw = torch.randint(-128, 127, (4 * 64 + 8,), dtype=torch.int8)
+    out = torch.zeros(64, dtype=torch.int32)
+    trace(_unaligned_words)[(1,)](raw, out, BLOCK=64)
+    want = np.frombuffer(raw.numpy().tobytes()[1:1 + 4 * 64], dtype=np.int32)
+    np.testing.assert_array_equal(out.numpy(), want)
+    lc = triton_trace.current_trace().launches[-1]
+    assert lc.completed
