@@ -14,7 +14,7 @@ from test_batch import assert_same_traces, run_both
 from triton_trace import trace
 from triton_trace.record import attribution as attribution_mod
 from triton_trace.record.affine import affine_rows
-from triton_trace.record.interp import pointers
+from triton_trace.record.interp import described, pointers
 
 
 def _interpreter_addptr(ptr, offset):
@@ -118,17 +118,126 @@ def test_a_pointer_walk_with_a_step_per_program_traces_as_one_program_at_a_time(
     assert ex["batched_programs"] == 7 and not ex["fallbacks"], ex
 
 
-def test_loads_in_a_k_loop_probe_their_pointers_once(monkeypatch):
-    """The grouped matmul's two pointer chains are probed on the first trip only; later trips (and the
-    store) use the description, and the trace equals one program at a time."""
+@triton.jit
+def _walk_probed(x_ptr, out_ptr, STEPS: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
+    pid = tl.program_id(0)
+    rows = tl.arange(0, R)
+    cols = tl.where(tl.arange(0, C) >= 0, tl.arange(0, C), 0)    # affine, but no rule says so: probed
+    ptrs = x_ptr + pid * R * C + rows[:, None] * C + cols[None, :]
+    acc = tl.zeros((R, C), dtype=tl.float32)
+    for i in range(STEPS):
+        acc += tl.load(ptrs)
+        ptrs += 8 * R * C
+    tl.store(out_ptr + pid * R * C + rows[:, None] * C + cols[None, :], acc)
+
+
+def test_pointers_found_affine_are_probed_once_then_described_through_a_loop(monkeypatch):
+    """Pointers no rule describes are probed at their first load; the loop's later trips use what the probe
+    found, passed on through ``ptrs += step``; the trace equals one program at a time."""
+    calls = []
+    real = attribution_mod.affine_rows
+    monkeypatch.setattr(attribution_mod, "affine_rows", lambda a: calls.append(a.shape) or real(a))
+    x = torch.randn(8 * 6 * 8 * 16)
+    (o1, t1), (o2, t2) = run_both(lambda o: (lambda out: (trace(_walk_probed, **o)[(8,)](
+        x, out, STEPS=6, R=8, C=16), out)[1])(torch.empty(8 * 8 * 16)), True)
+    want = x.reshape(6, 8, 8 * 16).sum(0).reshape(-1)
+    torch.testing.assert_close(o2, want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(o1, o2)
+    assert_same_traces(t1, t2)
+    assert len(calls) == 2, calls          # the loop's pointers (6 trips), the store's
+
+
+# ------------------------------------------------------------------------------------------------------
+# integer blocks: described from tl.arange through +, -, * by a constant, % that changes nothing
+# ------------------------------------------------------------------------------------------------------
+def _h(data, dtype=tl.int32):
+    return TensorHandle(data, dtype)
+
+
+def test_rules_describe_exactly_what_the_lanes_hold():
+    R = 4
+    pid = _h(np.array([0, 3, 1, 7], np.int32))
+    ar = _h(np.arange(16, dtype=np.int32)[None])
+    described.make_range(ar, 0)
+    sp = _h(np.broadcast_to((pid.data * 16).reshape(R, 1), (R, 16)))
+    described.splat(sp, _h(pid.data * 16))
+    offs = _h(sp.data + ar.data)
+    described.binary(offs, sp, ar, np.add)
+    col = _h(np.expand_dims(offs.data, 2))
+    described.expand_dims(col, offs, 1)
+    tile = _h(np.broadcast_to(col.data, (R, 16, 8)))
+    described.broadcast(tile, col)
+    c = _h(np.broadcast_to(np.array([5], np.int32).reshape(1, 1, 1), (1, 16, 8)))    # a splat constant
+    scaled = _h(tile.data * 5)
+    described.binary(scaled, tile, c, np.multiply)
+    for h in (ar, sp, offs, col, tile, scaled):
+        k = described.known(h)
+        assert k is not None
+        got = affine_rows(h.data.astype(np.int64)) if h.data.size // h.data.shape[0] >= 64 else None
+        want = np.broadcast_to(k[0], h.data.shape[:1]).reshape((-1,) + (1,) * (h.data.ndim - 1)) + \
+            sum(np.arange(n).reshape([-1 if i == d else 1 for i in range(h.data.ndim - 1)]) * s
+                for d, (n, s) in enumerate(zip(h.data.shape[1:], k[1])))
+        np.testing.assert_array_equal(np.broadcast_to(want, h.data.shape), h.data)
+        if got is not None:
+            assert got.strides == k[1]
+
+
+def _splat(values, shape):
+    """A per-program value splat over the block, as the semantic layer hands it to the builder."""
+    v = np.asarray(values, np.int32)
+    return _h(np.broadcast_to(v.reshape((len(v),) + (1,) * len(shape)), (len(v),) + shape))
+
+
+def test_results_that_wrap_or_change_under_modulo_are_not_described():
+    ar = _h(np.arange(16, dtype=np.int32)[None])
+    described.make_range(ar, 0)
+    big = _splat([2**30, 2**30], (16,))
+    two = _splat([2], (16,))
+    doubled = _h((big.data.astype(np.int64) * 2).astype(np.int32))          # wraps in int32
+    described.binary(doubled, big, two, np.multiply)
+    assert described.known(doubled) is None
+    ten, sixteen = _splat([10], (16,)), _splat([16], (16,))
+    wrapped = _h(np.fmod(ar.data, ten.data))                                # 10..15 change
+    described.binary(wrapped, ar, ten, np.fmod)
+    assert described.known(wrapped) is None
+    same = _h(np.fmod(ar.data, sixteen.data))
+    described.binary(same, ar, sixteen, np.fmod)
+    assert described.known(same) is not None
+    per_program = _splat([2, 3], (16,))                                     # a multiplier that differs
+    prod = _h(ar.data * per_program.data)
+    described.binary(prod, ar, per_program, np.multiply)
+    assert described.known(prod) is None
+    summed = _h(ar.data + per_program.data)                                 # ... but a sum is fine
+    described.binary(summed, ar, per_program, np.add)
+    np.testing.assert_array_equal(described.known(summed)[0], [2, 3])
+
+
+@pytest.mark.parametrize("name", ["add", "scale_bias", "softmax", "layer_norm_fwd_bwd", "matmul", "matmul_fp16",
+                                  "transpose_view", "cumsum", "histogram"])
+def test_every_description_made_while_tracing_matches_the_lanes(name, monkeypatch):
+    """With the check on, every description is compared with the lanes it describes as it is made."""
+    from test_batch import CASES
+    monkeypatch.setattr(described, "_CHECK", True)
+    made = []
+    real = described.describe
+    monkeypatch.setattr(described, "describe", lambda h, f, s: made.append(s) or real(h, f, s))
+    (o1, t1), (o2, t2) = run_both(CASES[name], 3)
+    assert made
+    assert_same_traces(t1, t2)
+
+
+@pytest.mark.parametrize("case", ["add", "matmul"])
+def test_pointers_built_from_arange_need_no_probe(case, monkeypatch):
     import kernels as K
     calls = []
     real = attribution_mod.affine_rows
     monkeypatch.setattr(attribution_mod, "affine_rows", lambda a: calls.append(a.shape) or real(a))
-    a, b = torch.randn(64, 256), torch.randn(256, 48)
-    (c1, t1), (c2, t2) = run_both(lambda o: K.matmul(a, b, kernel=trace(**o)(K.make_matmul()), block_m=16,
-                                                     block_n=16, block_k=32, group_m=2), True)
-    torch.testing.assert_close(c2, a @ b, rtol=1e-4, atol=1e-4)
-    assert torch.equal(c1, c2)
-    assert_same_traces(t1, t2)
-    assert len(calls) == 3, calls          # a_ptrs, b_ptrs (8 trips each), c_ptrs
+    if case == "add":
+        x, y = torch.randn(4096), torch.randn(4096)
+        out = K.add(x, y, kernel=trace(K.make_add()), block=256)
+        assert torch.equal(out, x + y)
+    else:
+        a, b = torch.randn(64, 128), torch.randn(128, 64)          # offs % M changes nothing here
+        c = K.matmul(a, b, kernel=trace(K.make_matmul()), block_m=16, block_n=16, block_k=32, group_m=2)
+        torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+    assert calls == []

@@ -24,7 +24,7 @@ import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback, ChunkDiverged
-from . import batchdot, pointers, provenance
+from . import batchdot, described, pointers, provenance
 
 TensorHandle = _ti.TensorHandle
 
@@ -231,30 +231,43 @@ class _Overrides:
     def create_get_program_id(self, axis):
         return TensorHandle(self._tt_chunk.pid_data[axis], tl.int32)
 
+    def create_make_range(self, ret_ty, start, stop):
+        out = _uniform(self._tt_chunk.base.create_make_range(self, ret_ty, start, stop))
+        described.make_range(out, start)
+        return out
+
     def create_splat(self, ret_ty, arg):
         d = arg.data
         b = d.shape[0]
         first = d.reshape(b, -1)[:, :1]
         shape = tuple(ret_ty.shape)
         np_dtype = _ti._get_np_dtype(arg.dtype)
-        return TensorHandle(np.broadcast_to(first.astype(np_dtype, copy=False).reshape((b,) + (1,) * len(shape)),
-                                            (b,) + shape), arg.dtype.scalar)
+        out = TensorHandle(np.broadcast_to(first.astype(np_dtype, copy=False).reshape((b,) + (1,) * len(shape)),
+                                           (b,) + shape), arg.dtype.scalar)
+        described.splat(out, arg)
+        return out
 
     def create_unsplat(self, arg):
         d = arg.data
         return TensorHandle(d.reshape(d.shape[0], -1)[:, :1].copy(), arg.dtype.scalar)
 
     def create_broadcast(self, arg, shape):
-        return TensorHandle(np.broadcast_to(arg.data, (_b(arg),) + tuple(shape)), arg.dtype.scalar)
+        out = TensorHandle(np.broadcast_to(arg.data, (_b(arg),) + tuple(shape)), arg.dtype.scalar)
+        described.broadcast(out, arg)
+        return out
 
     def create_expand_dims(self, arg, axis):
-        return TensorHandle(np.expand_dims(arg.data, axis + 1 if axis >= 0 else axis), arg.dtype.scalar)
+        out = TensorHandle(np.expand_dims(arg.data, axis + 1 if axis >= 0 else axis), arg.dtype.scalar)
+        described.expand_dims(out, arg, axis)
+        return out
 
     def create_reshape(self, arg, shape, allow_reorder):
         return TensorHandle(arg.data.reshape((_b(arg),) + tuple(shape)), arg.dtype.scalar)
 
     def create_trans(self, arg, perm):
-        return TensorHandle(np.transpose(arg.data, (0,) + tuple(p + 1 for p in perm)), arg.dtype.scalar)
+        out = TensorHandle(np.transpose(arg.data, (0,) + tuple(p + 1 for p in perm)), arg.dtype.scalar)
+        described.trans(out, arg, perm)
+        return out
 
     def create_cat(self, lhs, rhs):
         b = max(_b(lhs), _b(rhs))
@@ -275,13 +288,17 @@ class _Overrides:
         # elementwise, so computed on the operands' unbroadcast cores (same bits); the result is a broadcast
         # view, as the semantic layer's own broadcasts are
         ld, rd = np.asarray(lhs.data), np.asarray(rhs.data)
-        lc, rc = pointers.core(ld), pointers.core(rd)
+        lc, rc = described.core(ld), described.core(rd)
         base = self._tt_chunk.base.binary_op
         if lc is ld and rc is rd:
-            return base(self, lhs, rhs, op)
-        out = base(self, TensorHandle(lc, lhs.dtype), TensorHandle(rc, rhs.dtype), op)
-        shape = np.broadcast_shapes(ld.shape, rd.shape)
-        return out if out.data.shape == shape else TensorHandle(np.broadcast_to(out.data, shape), out.dtype)
+            out = base(self, lhs, rhs, op)
+        else:
+            out = base(self, TensorHandle(lc, lhs.dtype), TensorHandle(rc, rhs.dtype), op)
+            shape = np.broadcast_shapes(ld.shape, rd.shape)
+            if out.data.shape != shape:
+                out = TensorHandle(np.broadcast_to(out.data, shape), out.dtype)
+        described.binary(out, lhs, rhs, op)
+        return out
 
     def create_addptr(self, ptr, offset):
         return pointers.addptr(TensorHandle, ptr, offset)

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..frames import where
 from .lowp import inner_method
-from .pointers import core
+from .described import core
 
 TAG = "_tt_overflow"          # (cause dict, bool lanes of the handle's data that hold a bad value)
 _ARITH = {np.add: "+", np.subtract: "-", np.multiply: "*"}
