@@ -63,8 +63,10 @@ def test_traced_tiles_take_the_shortcut_and_record_what_one_program_at_a_time_re
     import triton_trace
     from triton_trace.record import attribution
     import kernels as K
-    found = []
+    found, given = [], []
     monkeypatch.setattr(attribution, "affine_rows", lambda a: found.append(affine_rows(a)) or found[-1])
+    real_described = attribution.described
+    monkeypatch.setattr(attribution, "described", lambda *a: given.append(real_described(*a)) or given[-1])
     a, b = torch.randn(96, 64), torch.randn(64, 80)
     traces = []
     for batch in (True, False):
@@ -72,7 +74,8 @@ def test_traced_tiles_take_the_shortcut_and_record_what_one_program_at_a_time_re
         c = K.matmul(a, b, kernel=triton_trace.trace(K.make_matmul(), batch=batch), block_m=16, block_n=16, block_k=16)
         torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
         traces.append(triton_trace.current_trace())
-    assert found and all(f is not None for f in found)       # every load and store of the tiles
+    # every load and store of the tiles: described by the pointer arithmetic that made them (or probed)
+    assert given and all(g is not None for g in given) and all(f is not None for f in found)
     from test_batch import assert_same_traces
     assert_same_traces(traces[1], traces[0])
 

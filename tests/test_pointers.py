@@ -9,7 +9,6 @@ import triton
 import triton.language as tl
 from triton.runtime.interpreter import TensorHandle
 
-import triton_trace
 from test_batch import assert_same_traces, run_both
 from triton_trace import trace
 from triton_trace.record import attribution as attribution_mod
