@@ -34,7 +34,7 @@ class Chunk:
     puts it there, ``running`` reads it), so the builder's methods and the patches find it without a
     module global. A masked loop may run some trips on a sub-chunk (``sub``): only the programs still
     running, their values' rows compacted; ``rows`` maps its rows to the programs of the chunk it came from."""
-    __slots__ = ("size", "pid_data", "base", "active", "on_active", "rows", "root")
+    __slots__ = ("size", "pid_data", "base", "active", "on_active", "rows", "root", "scratch")
 
     def __init__(self, pids: np.ndarray, base: type):
         cols = []
@@ -48,12 +48,14 @@ class Chunk:
         self.on_active = None             # told of every change of ``active`` (the recorder)
         self.rows = None                  # a sub-chunk's programs, as indexes into the root chunk's
         self.root = self
+        self.scratch = {}                 # reusable buffers of the chunk's products (batchdot.py)
 
     def sub(self, keep: np.ndarray) -> "Chunk":
         """The programs ``keep`` ((size,) bool) of this chunk, as a chunk of their own."""
         idx = np.flatnonzero(keep)
         c = Chunk.__new__(Chunk)
         c.size, c.base, c.active, c.on_active, c.root = len(idx), self.base, None, None, self.root
+        c.scratch = self.root.scratch
         c.pid_data = tuple(col if col.shape[0] == 1 else col[idx] for col in self.pid_data)
         c.rows = idx if self.rows is None else self.rows[idx]
         return c
@@ -305,7 +307,7 @@ class _Overrides:
 
     def create_dot(self, a, b, d, *args):
         chunk = self._tt_chunk
-        return batchdot.chunk_dot(self, chunk.base.create_dot, a, b, d, args, chunk.active)
+        return batchdot.chunk_dot(self, chunk.base.create_dot, a, b, d, args, chunk.active, chunk.scratch)
 
     # memory: every program gets its own lanes, so uniform operands are widened to the whole chunk
     def create_masked_load(self, ptrs, mask, other, *args):

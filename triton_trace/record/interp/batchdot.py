@@ -77,12 +77,26 @@ def _kind(a, b, d) -> tuple:
     return tuple((h.data.shape[0] == 1, h.data.shape[1:], h.data.dtype.str, str(h.dtype)) for h in (a, b, d))
 
 
-def _as_f32(h) -> TensorHandle:
+def _scratch_buffer(scratch: Optional[dict], role: str, shape: tuple) -> np.ndarray:
+    """A placed float32 buffer for a widened operand, reused by the chunk's next products (each product
+    only reads it while it runs): memory the process already touched, not fresh pages every trip."""
+    if scratch is None:
+        return aligned_buffer(shape, np.float32)
+    key = (role, shape)
+    out = scratch.get(key)
+    if out is None:
+        if len(scratch) >= 8:        # masked loops cut the active rows differently on each trip
+            scratch.clear()
+        out = scratch[key] = aligned_buffer(shape, np.float32)
+    return out
+
+
+def _as_f32(h, scratch: Optional[dict] = None, role: str = "") -> TensorHandle:
     """A float16 operand as the float32 values numpy's matmul casts it to (exact). numpy's own cast is the
     larger part of a stacked fp16 product here; torch's (vectorised) gives the same bits except that it
     quiets signalling NaNs, so an operand holding any NaN takes numpy's."""
     x = h.data
-    out = aligned_buffer(x.shape, np.float32)
+    out = _scratch_buffer(scratch, role, x.shape)
     if x.size and int((x.view(np.uint16) & 0x7FFF).max()) > 0x7C00:      # a NaN's bits
         out[...] = x
     else:
@@ -90,24 +104,24 @@ def _as_f32(h) -> TensorHandle:
     return TensorHandle(out, tl.float32)
 
 
-def _stacked_operands(a, b, d) -> tuple:
+def _stacked_operands(a, b, d, scratch: Optional[dict] = None) -> tuple:
     """The operands of a stacked product: ``a`` and ``b`` placed as a lone program's blocks are (``d`` is
     only added, element by element); float16 ones widened up front where the product is float32
     (``np.matmul(a, b, dtype=float32)`` casts them to float32 and multiplies those)."""
     if d.data.dtype == np.float32 and a.data.dtype == np.float16 and b.data.dtype == np.float16 and \
             str(a.dtype) == str(b.dtype) == "fp16":
-        return _as_f32(a), _as_f32(b), d
+        return _as_f32(a, scratch, "a"), _as_f32(b, scratch, "b"), d
     return aligned_items(a), aligned_items(b), d
 
 
-def _product(builder, base, a, b, d, args) -> TensorHandle:
+def _product(builder, base, a, b, d, args, scratch: Optional[dict] = None) -> TensorHandle:
     n = max(h.data.shape[0] for h in (a, b, d))
     if n == 1:        # a lone program's blocks: lowp.py places them
         return _stack_aligned([base(builder, _slice(a, 0), _slice(b, 0), _slice(d, 0), *args)])
     kind = _kind(a, b, d)
     ok = _stacked_ok.get(kind)
     if ok:
-        return base(builder, *_stacked_operands(a, b, d), *args)
+        return base(builder, *_stacked_operands(a, b, d, scratch), *args)
     a, b, d = aligned_items(a), aligned_items(b), aligned_items(d)
     one_by_one = _stack_aligned([base(builder, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in range(n)])
     if ok is None:
@@ -119,17 +133,17 @@ def _product(builder, base, a, b, d, args) -> TensorHandle:
     return one_by_one
 
 
-def chunk_dot(builder, base, a, b, d, args, active: Optional[np.ndarray]) -> TensorHandle:
+def chunk_dot(builder, base, a, b, d, args, active: Optional[np.ndarray], scratch: Optional[dict] = None) -> TensorHandle:
     """The chunk's products ``a @ b + d``, each as its program alone computes it (``base`` is the builder's
     own ``create_dot``). Programs sitting out a masked loop's trip (``active`` false) keep their old values
     (maskedloops.py), so their product is never used: they get zeros instead of a matmul."""
     n = max(h.data.shape[0] for h in (a, b, d))
     if active is None or n == 1 or active.all():
-        return _product(builder, base, a, b, d, args)
+        return _product(builder, base, a, b, d, args, scratch)
     rows = np.flatnonzero(active)
     if not len(rows):
         rows = np.zeros(1, dtype=np.int64)
-    some = _product(builder, base, _rows(a, rows), _rows(b, rows), _rows(d, rows), args)
+    some = _product(builder, base, _rows(a, rows), _rows(b, rows), _rows(d, rows), args, scratch)
     out = aligned_buffer((n,) + some.data.shape[1:], some.data.dtype)
     out[...] = 0
     out[rows] = some.data

@@ -98,7 +98,7 @@ def install(scope, builder) -> None:
     orig_dot = cls.create_dot
 
     def create_dot(self, a, b, d, *args, **kwargs):
-        a, b, d = _aligned(a), _aligned(b), _aligned(d)
+        a, b = _aligned(a), _aligned(b)        # the accumulator is only added, element by element
         if not (_is_bf16(a) or _is_bf16(b) or _is_bf16(d)):
             return orig_dot(self, a, b, d, *args, **kwargs)
         out = orig_dot(self, decode(a), decode(b), decode(d), *args, **kwargs)
