@@ -5,6 +5,7 @@ argument; otherwise the addresses decide. Affine blocks (record/affine.py) skip 
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -21,7 +22,7 @@ class Attribution:
     aligned = False
 
     # -- attribution --------------------------------------------------------------------------------------
-    def attribute(self, addrs: np.ndarray, active: np.ndarray, elem_bytes: int, chunk: bool = False,
+    def attribute(self, addrs, active: np.ndarray, elem_bytes: int, chunk: bool = False,
                   origin: Optional[int] = None):
         """Attribute one op's lanes to a tensor argument.
 
@@ -31,36 +32,49 @@ class Attribution:
         ``origin``, the argument the pointers were derived from (interp/provenance.py), decides when
         known; else the addresses do. With ``chunk``, ``addrs`` has a leading axis over the programs of
         a batched chunk, and BatchFallback is raised unless every program's lanes go to one tensor (as
-        they would alone).
+        they would alone). ``addrs`` may be a lazy block's ``Addresses`` (interp/described.py): its lanes are
+        computed only where the description does not decide.
         """
-        a = addrs.view(np.int64) if addrs.dtype == np.uint64 else addrs.astype(np.int64, copy=False)
+        shape = addrs.shape
+        k = self.known_affine
+        materialise = getattr(addrs, "materialise", None)      # a lazy block's addresses (interp/described.py)
+        if materialise is not None:
+            a, k = None, (addrs.first, addrs.strides)
+        else:
+            a = addrs.view(np.int64) if addrs.dtype == np.uint64 else addrs.astype(np.int64, copy=False)
+
+        def lanes() -> np.ndarray:
+            nonlocal a
+            if a is None:
+                a = materialise().view(np.int64)
+            return a
         self.affine = None
         if not self.storages:
-            return -1, np.zeros(a.shape, np.int64), np.zeros(a.shape, bool)
+            return -1, np.zeros(shape, np.int64), np.zeros(shape, bool)
+        size = math.prod(shape)
         lo = hi = None
         sid = -1
         aff = None
         if chunk and elem_bytes & (elem_bytes - 1) == 0:
-            k = self.known_affine
-            aff = described(np.broadcast_to(k[0], a.shape[:1]), k[1], a.shape[1:]) if k is not None else None
+            aff = described(np.broadcast_to(k[0], shape[:1]), k[1], shape[1:]) if k is not None else None
             if aff is None:
-                aff = affine_rows(a)
+                aff = affine_rows(lanes())
                 self.found_affine = None if aff is None else (aff.first, aff.strides)
         if aff is not None:
             lo, hi = aff.lo, aff.hi
         if origin is not None and 0 <= origin < len(self.tensors):
             sid = self._tensor_storage[origin]
-            if a.size and lo is None:
-                lo, hi = int(a.min()), int(a.max())
-        elif a.size:
+            if size and lo is None:
+                lo, hi = int(lanes().min()), int(lanes().max())
+        elif size:
             # nearly always every lane sits in one storage's padded region: two reductions tell
             if lo is None:
-                lo, hi = int(a.min()), int(a.max())
+                lo, hi = int(lanes().min()), int(lanes().max())
             k = max(int(np.searchsorted(self._starts, lo, side="right")) - 1, 0)
             if k + 1 == len(self._starts) or hi < self._starts[k + 1]:
                 sid = int(self._order[k])
         if sid < 0:
-            sid = self._vote(a, active, chunk)
+            sid = self._vote(lanes(), active, chunk)
         if origin is not None and 0 <= origin < len(self.tensors):
             tid = origin
         elif chunk:
@@ -68,7 +82,7 @@ class Attribution:
                 raise BatchFallback("arguments that alias one storage")
             tid = self._tensor_storage.index(sid) if sid in self._tensor_storage else -1
         else:
-            tid = self._choose_tensor(sid, a, active, self.storages[sid])
+            tid = self._choose_tensor(sid, lanes(), active, self.storages[sid])
         st = self.storages[sid]
         itemsize = elem_bytes       # offsets count in the access's element size (a cast pointer's too)
         pow2 = itemsize & (itemsize - 1) == 0
@@ -79,12 +93,12 @@ class Attribution:
             shift = itemsize.bit_length() - 1
             self.aligned = True
             self.affine = (aff.first - st.base) >> shift, tuple(v >> shift for v in aff.strides)
-            return tid, affine_offsets(*self.affine, a.shape[1:]), active
+            return tid, affine_offsets(*self.affine, shape[1:]), active
         if aff is not None and aff.addrs is not None:
             rel = aff.addrs                                   # a fresh array equal to ``a``: reused in place
             np.subtract(rel, st.base, out=rel)
         else:
-            rel = a - st.base
+            rel = lanes() - st.base
         # the usual case: no lane outside the storage
         safe = active if inside else active & (rel >= 0) & (rel + elem_bytes <= st.nbytes)
         # element-aligned lanes can be served from typed_view (all of them, for plain pointer arithmetic);
@@ -92,7 +106,7 @@ class Attribution:
         if aff is not None:
             self.aligned = itemsize == 1 or not aff.bits & (itemsize - 1)
         else:
-            self.aligned = itemsize == 1 or not a.size or not int(np.bitwise_or.reduce(a, axis=None)) & (itemsize - 1)
+            self.aligned = itemsize == 1 or not size or not int(np.bitwise_or.reduce(lanes(), axis=None)) & (itemsize - 1)
         if pow2:
             shift = itemsize.bit_length() - 1                 # a floor division, for negative lanes too
             offsets = np.right_shift(rel, shift, out=rel)    # ``rel`` is always a fresh array

@@ -314,6 +314,15 @@ class _Overrides:
         chunk = self._tt_chunk
         n = chunk.size
         other = None if other is None else _full(other, n)
+        if described.lazy(ptrs) and ptrs.shape[0] in (1, n):
+            # the interpreter's create_masked_load, handing the memory seam the description, not the lanes
+            dtype_tt = ptrs.get_element_ty()
+            dtype_np = _ti._get_np_dtype(dtype_tt)
+            if ptrs.shape[0] != n:
+                ptrs = described.LazyPointers(ptrs.dtype, (n,) + ptrs.shape[1:], ptrs._first, ptrs._strides)
+            other = np.zeros(ptrs.shape, dtype=dtype_np) if other is None else other.data
+            mask = chunk.masked(_full(mask, n)).data
+            return TensorHandle(_ti._interpreter.load(ptrs.addresses(), mask, other, dtype_np), dtype_tt)
         return chunk.base.create_masked_load(self, _full(ptrs, n), chunk.masked(_full(mask, n)), other, *args)
 
     def create_masked_store(self, ptrs, value, mask, *args):

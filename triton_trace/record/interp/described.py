@@ -21,6 +21,8 @@ from typing import Optional
 
 import numpy as np
 
+from triton.runtime.interpreter import TensorHandle
+
 from ..affine import affine_offsets
 
 TAG = "_tt_affine"        # (the data array described, first value per row (int64), strides)
@@ -42,9 +44,57 @@ def _is_pointer(handle) -> bool:
     return bool(is_ptr and is_ptr())
 
 
+class LazyPointers(TensorHandle):
+    """A described pointer block whose lanes are computed only when something reads ``data``. A loop's
+    ``ptrs += step`` makes one per trip, and a load of it (batch.py) is served from the description."""
+
+    def __init__(self, dtype, shape: tuple, first: np.ndarray, strides: tuple):
+        self.dtype, self.attr = dtype, {}
+        self.shape, self._first, self._strides, self._data = tuple(shape), first, tuple(strides), None
+
+    @property
+    def data(self):
+        if self._data is None:
+            first = np.broadcast_to(self._first, self.shape[:1])
+            self._data = affine_offsets(first, self._strides, self.shape[1:]).view(np.uint64)
+        return self._data
+
+    @data.setter
+    def data(self, value):
+        self._data, self._first = value, None
+
+    def addresses(self) -> "Addresses":
+        return Addresses(self)
+
+
+class Addresses:
+    """What the memory seam gets for a lazy pointer block instead of its addresses: the shape, the
+    description, and ``materialise()`` for the paths that need every lane."""
+    dtype = np.dtype(np.uint64)
+
+    def __init__(self, handle: LazyPointers):
+        self._handle = handle
+        self.shape, self.ndim = handle.shape, len(handle.shape)
+        self.first, self.strides = np.broadcast_to(handle._first, handle.shape[:1]), handle._strides
+
+    def materialise(self) -> np.ndarray:
+        return self._handle.data
+
+
+def lazy(handle) -> bool:
+    """A lazy pointer block whose lanes nothing has read yet."""
+    return isinstance(handle, LazyPointers) and handle._data is None and handle._first is not None
+
+
+def shape_of(handle) -> tuple:
+    return handle.shape if lazy(handle) else np.shape(handle.data)
+
+
 def known(handle) -> Optional[tuple]:
     """(first value of each row as int64 (a pointer's address bits), strides), or None. A per-program
     scalar, or a block that only broadcasts one (a splat), describes itself."""
+    if isinstance(handle, LazyPointers) and handle._first is not None:
+        return handle._first, handle._strides
     data = getattr(handle, "data", None)
     tag = getattr(handle, TAG, None)
     if tag is not None and tag[0] is data:
@@ -169,14 +219,15 @@ def binary(out, lhs, rhs, op) -> None:
         describe(out, first, strides)
 
 
-def addptr(out, ptr, offset, element_bytes: int) -> None:
+def addptr(ptr, offset, element_bytes: int, shape: tuple) -> Optional[tuple]:
+    """The description of ``ptr + offset`` (result ``shape``), or None."""
     kp, ko = known(ptr), known(offset)
-    shape = out.data.shape[1:]
-    if kp is None or ko is None or len(kp[1]) != len(shape) or len(ko[1]) != len(shape):
-        return
-    if _magnitude(ko, shape) * element_bytes >= _SAFE:
-        return
+    block = shape[1:]
+    if kp is None or ko is None or len(kp[1]) != len(block) or len(ko[1]) != len(block):
+        return None
+    if _magnitude(ko, block) * element_bytes >= _SAFE:
+        return None
     step = (element_bytes * ko[0].astype(np.uint64)).view(np.int64)
     first = (kp[0].view(np.uint64) + step.view(np.uint64)).view(np.int64)     # wraps as the addresses do
-    describe(out, np.broadcast_to(first, out.data.shape[:1]),
-             tuple(a + element_bytes * b for a, b in zip(kp[1], ko[1])))
+    strides = tuple(0 if n == 1 else a + element_bytes * b for a, b, n in zip(kp[1], ko[1], block))
+    return np.broadcast_to(first, shape[:1]), strides

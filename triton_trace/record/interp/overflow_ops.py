@@ -55,6 +55,8 @@ def _lanes_of(handle, shape):
 
 def _carried(out, args) -> None:
     """Give ``out`` the union of its operands' bad lanes (the first operand's cause)."""
+    if all(getattr(a, TAG, None) is None for a in args):
+        return                  # (and a lazy pointer block's lanes stay unread)
     shape = np.shape(out.data)
     cause, lanes = None, None
     for a in args:
@@ -146,7 +148,7 @@ def _cast(inner, rec):
 def _carry(inner):
     def run(*args, **kwargs):
         out = inner(*args, **kwargs)
-        if hasattr(out, "data") and _is_int_or_ptr(out):
+        if any(getattr(a, TAG, None) is not None for a in args) and hasattr(out, "data") and _is_int_or_ptr(out):
             _carried(out, args)
         return out
     return run

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from triton.runtime.interpreter import TensorHandle
+
 from .described import core, describe, known
 from . import described
 from .lowp import inner_method
@@ -23,16 +25,24 @@ MEMORY = ("create_load", "create_store", "create_masked_load", "create_masked_st
 
 
 def addptr(handle_cls, ptr, offset):
-    """The interpreter's ``create_addptr`` (``ptr + bytes * offset.astype(uint64)``), bit for bit, computed on
-    the operands' cores."""
+    """The interpreter's ``create_addptr`` (``ptr + bytes * offset.astype(uint64)``), bit for bit: a lazy
+    block when the result is described (its lanes computed from the description if anything reads them),
+    else computed on the operands' cores."""
     element_bytewidth = max(1, ptr.get_element_ty().primitive_bitwidth // 8)
+    shape = np.broadcast_shapes(described.shape_of(ptr), described.shape_of(offset))
+    k = described.addptr(ptr, offset, element_bytewidth, shape)
+    if k is not None and len(shape) > 1:
+        out = described.LazyPointers(ptr.dtype, shape, *k)
+        if described._CHECK:
+            describe(handle_cls(out.data, ptr.dtype), *k)     # compares the lanes with the description
+        return out
     p, o = np.asarray(ptr.data), np.asarray(offset.data)
-    shape = np.broadcast_shapes(p.shape, o.shape)
     data = core(p) + element_bytewidth * core(o).astype(np.uint64)
     if data.shape != shape:
         data = np.ascontiguousarray(np.broadcast_to(data, shape))
     out = handle_cls(data, ptr.dtype)
-    described.addptr(out, ptr, offset, element_bytewidth)
+    if k is not None:
+        describe(out, *k)
     return out
 
 
@@ -45,7 +55,7 @@ def install(scope, builder, rec) -> None:
 
 def _memory(inner, rec):
     def run(*args, **kwargs):
-        ptrs = next((a for a in args if hasattr(a, "data") and _is_pointer(a)), None)
+        ptrs = next((a for a in args if isinstance(a, TensorHandle) and _is_pointer(a)), None)
         memory = rec.memory
         memory.known_affine = k = known(ptrs) if ptrs is not None else None
         memory.found_affine = None
@@ -56,7 +66,7 @@ def _memory(inner, rec):
         found = memory.found_affine
         if found is not None and ptrs is not None and k is None:
             first, strides = found
-            rows = np.shape(ptrs.data)[:1]
+            rows = described.shape_of(ptrs)[:1]
             if rows and rows[0] in (1, len(first)):
                 describe(ptrs, first[:rows[0]].copy(), strides)
         return out

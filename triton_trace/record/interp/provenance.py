@@ -9,6 +9,8 @@ the far lanes out of its bounds), falling back to addresses where no tag is know
 """
 from __future__ import annotations
 
+from triton.runtime.interpreter import TensorHandle
+
 from .lowp import inner_method
 
 ORIGIN = "_tt_origin"
@@ -24,7 +26,7 @@ def origin(handle):
 
 
 def tag(handle, tensor_index) -> None:
-    if tensor_index is not None and hasattr(handle, "data"):
+    if tensor_index is not None and isinstance(handle, TensorHandle):
         setattr(handle, ORIGIN, tensor_index)
 
 
@@ -35,7 +37,7 @@ def _is_pointer(handle) -> bool:
 
 
 def _single_origin(args):
-    found = {origin(a) for a in args if hasattr(a, "data")} - {None}
+    found = {origin(a) for a in args if isinstance(a, TensorHandle)} - {None}
     return found.pop() if len(found) == 1 else None
 
 

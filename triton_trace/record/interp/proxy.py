@@ -37,6 +37,11 @@ _RMW_KIND = {"ADD": "atomic_add", "FADD": "atomic_add", "MIN": "atomic_min", "UM
              "XOR": "atomic_xor", "XCHG": "atomic_xchg"}
 
 
+def _lanes(ptrs) -> np.ndarray:
+    materialise = getattr(ptrs, "materialise", None)
+    return ptrs if materialise is None else materialise()
+
+
 class MemoryProxy:
     """Stands in for the C++ interpreter module: checks and records each access, then forwards the
     safe lanes to the real implementation."""
@@ -104,11 +109,13 @@ class MemoryProxy:
             log.append((False, ptrs, self._raw().load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
 
     def load(self, ptrs, mask, other, dtype):
+        """``ptrs``: the addresses, or (a batched load of a lazy pointer block) described.Addresses, whose
+        lanes are computed only on the paths that need every address."""
         file, line = where()
         safe, row = self._check("load", file, line, ptrs, mask, np.dtype(dtype).itemsize)
         vo = self._view(dtype)
         if vo is None:
-            out = self._raw().load(ptrs, safe, other, dtype)
+            out = self._raw().load(_lanes(ptrs), safe, other, dtype)
         elif safe.all():
             aff = self._rec.memory.affine
             out = None if aff is None else affine.gather(vo[0], aff[0], aff[1], ptrs.shape[1:])
