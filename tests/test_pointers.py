@@ -240,3 +240,70 @@ def test_pointers_built_from_arange_need_no_probe(case, monkeypatch):
         c = K.matmul(a, b, kernel=trace(K.make_matmul()), block_m=16, block_n=16, block_k=32, group_m=2)
         torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
     assert calls == []
+
+
+# ------------------------------------------------------------------------------------------------------
+# lazy pointer blocks: p + step is described, not computed, until something reads its lanes
+# ------------------------------------------------------------------------------------------------------
+def _count_materialised(monkeypatch) -> list:
+    made = []
+    prop = described.LazyPointers.data
+
+    def get(self):
+        if self._data is None:
+            made.append(self.shape)
+        return prop.fget(self)
+    monkeypatch.setattr(described.LazyPointers, "data", property(get, prop.fset))
+    return made
+
+
+def test_a_k_loop_never_computes_the_pointer_lanes_it_loads(monkeypatch):
+    import kernels as K
+    made = _count_materialised(monkeypatch)
+    a, b = torch.randn(64, 256), torch.randn(256, 48)
+    (c1, t1), (c2, t2) = run_both(lambda o: K.matmul(a, b, kernel=trace(**o)(K.make_matmul()), block_m=16,
+                                                     block_n=16, block_k=32, group_m=2), True)
+    torch.testing.assert_close(c2, a @ b, rtol=1e-4, atol=1e-4)
+    assert torch.equal(c1, c2)
+    assert_same_traces(t1, t2)
+    # the tiles the loop loads (16x32 of A, 32x16 of B) are never computed; the setup's small blocks and the
+    # store's pointers are
+    assert not any(shape[1:] in ((16, 32), (32, 16)) for shape in made), made
+
+
+@triton.jit
+def _walk_compare(x_ptr, out_ptr, n, STEPS: tl.constexpr, C: tl.constexpr):
+    # the pointers are compared with an end pointer (their lanes are read) and loaded one byte off
+    # (unaligned: the interpreter's own per-lane load), both after lazy steps
+    pid = tl.program_id(0)
+    cols = tl.arange(0, C)
+    ptrs = x_ptr + pid * C + cols
+    end = x_ptr + n
+    acc = tl.zeros((C,), dtype=tl.int32)
+    for i in range(STEPS):
+        acc += tl.load(ptrs, mask=ptrs.to(tl.int64) < end.to(tl.int64), other=0)
+        ptrs += 4 * C
+    words = (ptrs.to(tl.pointer_type(tl.int8)) - 4 * C * 4 + 1).to(tl.pointer_type(tl.int32))
+    acc += tl.load(words, mask=cols < C - 1, other=0)
+    tl.store(out_ptr + pid * C + cols, acc)
+
+
+def test_lazy_blocks_whose_lanes_are_read_give_the_same_trace(monkeypatch):
+    made = _count_materialised(monkeypatch)
+    x = torch.randint(-1000, 1000, (4 * 16 * 5 + 7,), dtype=torch.int32)
+    (o1, t1), (o2, t2) = run_both(lambda o: (lambda out: (trace(_walk_compare, **o)[(4,)](
+        x, out, x.numel(), STEPS=5, C=16), out)[1])(torch.empty(4 * 16, dtype=torch.int32)), True)
+    want = torch.zeros(4 * 16, dtype=torch.int64)
+    for p in range(4):                       # independently: the loads as the kernel states them
+        for i in range(5):
+            idx = torch.arange(16) + p * 16 + i * 64
+            want[p * 16:(p + 1) * 16] += torch.where(idx < x.numel(), x[idx.clamp(max=x.numel() - 1)], 0)
+        raw = x.numpy().tobytes()
+        base = (p * 16 + 5 * 64) * 4 - 4 * 16 * 4 + 1
+        words = np.frombuffer(raw[base:base + 4 * 15], dtype=np.int32)
+        want[p * 16:p * 16 + 15] += torch.from_numpy(words.astype(np.int64))
+    want = (want + 2**31) % 2**32 - 2**31           # int32 sums wrap
+    assert torch.equal(o1.to(torch.int64), want)
+    assert torch.equal(o1, o2)
+    assert_same_traces(t1, t2)
+    assert made                              # the comparison and the byte offset read the lanes

@@ -310,6 +310,11 @@ class _Overrides:
         return batchdot.chunk_dot(self, chunk.base.create_dot, a, b, d, args, chunk.active, chunk.scratch)
 
     # memory: every program gets its own lanes, so uniform operands are widened to the whole chunk
+    def create_load(self, ptr, *args):
+        # the interpreter's, without reading a lazy block's lanes for the shape of its all-true mask
+        mask = TensorHandle(np.ones(described.shape_of(ptr), dtype=bool), tl.int1)
+        return self.create_masked_load(ptr, mask, None, *args)
+
     def create_masked_load(self, ptrs, mask, other, *args):
         chunk = self._tt_chunk
         n = chunk.size
