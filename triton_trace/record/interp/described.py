@@ -12,7 +12,8 @@ Exactness: a description is attached to the data array it describes (a handle wh
 loses it); integer results are described only when every lane's exact value fits the result's dtype
 (so the lanes hold it unwrapped); pointer arithmetic wraps modulo 2**64 in the interpreter and in the
 description alike. ``TRITON_TRACE_CHECK_DESCRIPTIONS=1`` compares every description with the lanes as it
-is made (the test suite runs with it in one job).
+is made (tests/test_pointers.py turns it on for the batch suite's kernels; Triton's language suite passes
+traced with it on, tests/triton_suite/results/gpu_machine_3.6.md).
 """
 from __future__ import annotations
 
