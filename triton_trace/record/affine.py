@@ -56,8 +56,7 @@ def described(first: np.ndarray, strides: tuple, shape: tuple) -> Optional[Affin
     if len(strides) != len(shape) or not len(first) or math.prod(shape) < AFFINE_MIN_LANES:
         return None
     strides = tuple(0 if n == 1 else int(s) for s, n in zip(strides, shape))
-    p_lo = sum(min(0, s * (n - 1)) for s, n in zip(strides, shape))
-    p_hi = sum(max(0, s * (n - 1)) for s, n in zip(strides, shape))
+    p_lo, p_hi = extent(strides, shape)
     bits = int(np.bitwise_or.reduce(first)) | functools.reduce(operator.or_, (abs(v) for v in strides), 0)
     return AffineRows(None, strides, int(first.min()) + p_lo, int(first.max()) + p_hi, bits, first)
 
@@ -67,6 +66,12 @@ def _pattern(shape: tuple, strides: tuple) -> np.ndarray:
     out = pattern(shape, strides)
     out.setflags(write=False)
     return out
+
+
+def extent(strides: tuple, shape: tuple) -> tuple:
+    """The smallest and largest value of the pattern of ``strides`` over ``shape`` (Python ints)."""
+    return (sum(min(0, s * (n - 1)) for s, n in zip(strides, shape)),
+            sum(max(0, s * (n - 1)) for s, n in zip(strides, shape)))
 
 
 def affine_offsets(first: np.ndarray, strides: tuple, shape: tuple) -> np.ndarray:

@@ -24,7 +24,7 @@ import numpy as np
 
 from triton.runtime.interpreter import TensorHandle
 
-from ..affine import affine_offsets
+from ..affine import affine_offsets, extent
 
 TAG = "_tt_affine"        # (the data array described, first value per row (int64), strides)
 _RANGES = {np.dtype(np.int32): (-(1 << 31), (1 << 31) - 1), np.dtype(np.int64): (-(1 << 63), (1 << 63) - 1),
@@ -40,7 +40,7 @@ def core(d: np.ndarray) -> np.ndarray:
     return d[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for st, n in zip(d.strides, d.shape))]
 
 
-def _is_pointer(handle) -> bool:
+def is_pointer(handle) -> bool:
     is_ptr = getattr(getattr(handle, "dtype", None), "is_ptr", None)
     return bool(is_ptr and is_ptr())
 
@@ -107,7 +107,7 @@ def known(handle) -> Optional[tuple]:
         return None
     # a per-program scalar, or one broadcast over the block (every stride 0)
     c = c.reshape(len(c))
-    if data.dtype == np.uint64 and _is_pointer(handle):
+    if data.dtype == np.uint64 and is_pointer(handle):
         return c.view(np.int64), (0,) * (data.ndim - 1)
     if data.dtype in _RANGES:
         return c.astype(np.int64), (0,) * (data.ndim - 1)
@@ -128,8 +128,7 @@ def describe(handle, first: np.ndarray, strides: tuple) -> None:
 
 def _bounds(first: np.ndarray, strides: tuple, shape: tuple) -> tuple:
     """Per row: the smallest and largest value of the described block (int64 arrays)."""
-    lo = sum(min(0, s * (n - 1)) for s, n in zip(strides, shape))
-    hi = sum(max(0, s * (n - 1)) for s, n in zip(strides, shape))
+    lo, hi = extent(strides, shape)
     return first + lo, first + hi
 
 
@@ -155,7 +154,7 @@ def make_range(out, start: int) -> None:
 
 def splat(out, arg) -> None:
     """A value repeated over the block: its description is the value (every stride 0)."""
-    if out.data.dtype in _RANGES or (out.data.dtype == np.uint64 and _is_pointer(out)):
+    if out.data.dtype in _RANGES or (out.data.dtype == np.uint64 and is_pointer(out)):
         d = arg.data
         first = d.reshape(d.shape[0], -1)[:, 0]
         describe(out, first.view(np.int64) if first.dtype == np.uint64 else first, (0,) * (out.data.ndim - 1))

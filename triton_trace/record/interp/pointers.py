@@ -55,7 +55,7 @@ def install(scope, builder, rec) -> None:
 
 def _memory(inner, rec):
     def run(*args, **kwargs):
-        ptrs = next((a for a in args if isinstance(a, TensorHandle) and _is_pointer(a)), None)
+        ptrs = next((a for a in args if isinstance(a, TensorHandle) and described.is_pointer(a)), None)
         memory = rec.memory
         memory.known_affine = k = known(ptrs) if ptrs is not None else None
         memory.found_affine = None
@@ -71,8 +71,3 @@ def _memory(inner, rec):
                 describe(ptrs, first[:rows[0]].copy(), strides)
         return out
     return run
-
-
-def _is_pointer(handle) -> bool:
-    is_ptr = getattr(getattr(handle, "dtype", None), "is_ptr", None)
-    return bool(is_ptr and is_ptr())
