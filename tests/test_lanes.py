@@ -98,6 +98,36 @@ def test_random_affine_tiles(seed):
     assert kinds(lanes) == {AFFINE}
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_rows_given_by_first_offsets_and_strides_encode_as_their_lanes_would(seed):
+    """add_affine (the recorder's path for described pointers: no offsets built) decodes to the lanes that
+    first + pattern stand for, and to the same arrays as add() of those lanes with affine=True."""
+    rng = np.random.default_rng(seed)
+    lazy, eager = LaneWriter(), LaneWriter()
+    o_all, m_all = [], []
+    for _ in range(25):
+        nd = int(rng.integers(1, 4))
+        shape = tuple(int(v) for v in rng.integers(1, 7, nd))
+        strides = tuple(0 if n == 1 else int(v) for n, v in zip(shape, rng.integers(-40, 40, nd)))
+        R = int(rng.integers(1, 6))
+        first = rng.integers(-10_000, 10_000, R)
+        idx = np.indices(shape).reshape(nd, -1)
+        off = first[:, None] + (np.array(strides)[:, None] * idx).sum(axis=0)[None, :]
+        n = off.shape[1]
+        mask = rng.random((R, n)) < [0.0, 0.6, 1.0][int(rng.integers(0, 3))] if rng.random() < 0.5 else \
+            np.arange(n)[None, :] < rng.integers(0, n + 1, (R, 1))           # prefixes, full and empty rows
+        mask = np.broadcast_to(mask, (R, n))
+        s1 = lazy.add_affine(first, strides, mask, shape)
+        s2 = eager.add(off, mask, shape=shape, affine=True)
+        assert s1 == s2
+        o_all.append(off.reshape(-1))
+        m_all.append(mask.reshape(-1))
+    a, b = lazy.finish(), eager.finish()
+    check(a, np.concatenate(o_all), np.concatenate(m_all))
+    for name, arr in b.to_arrays().items():
+        np.testing.assert_array_equal(a.to_arrays()[name], arr, err_msg=name)
+
+
 def test_transposed_tile_is_affine_in_its_block_shape():
     M, N = 16, 32
     rm, rn = np.arange(M)[:, None], np.arange(N)[None, :]

@@ -80,6 +80,27 @@ def test_nan_already_in_an_input_is_reported_once_as_such():
     assert f.kind == "nonfinite_input" and f.severity == "warning" and "came from 'x_ptr'" in f.message
 
 
+@triton.jit
+def sum_window(x_ptr, out_ptr, lo, n, BLOCK: tl.constexpr):
+    # reads x[lo:lo + n], masked lanes padded with -inf; sums it per program
+    offs = lo + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < lo + n, other=float("-inf"))
+    tl.store(out_ptr + tl.program_id(0), tl.sum(tl.where(x == float("-inf"), 0.0, x), axis=0))
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_an_input_nan_is_reported_only_where_a_program_loads_it(batch):
+    """An input is scanned once, not at every load; a NaN it holds outside what any program reads, and
+    -inf padding in masked lanes, are not findings; one inside what a program reads is, once."""
+    x = torch.ones(300)
+    x[3] = float("nan")                   # before the window
+    x[250] = float("inf")                 # after it
+    assert findings(sum_window, (4,), x, torch.empty(4), 10, 100, BLOCK=32, batch=batch) == ()
+    x[77] = float("nan")                  # inside: program 2 loads element 10 + 2 * 32 + 3
+    (f,) = findings(sum_window, (4,), x, torch.empty(4), 10, 100, BLOCK=32, batch=batch)
+    assert f.kind == "nonfinite_input" and "came from 'x_ptr'" in f.message and f.program == (2, 0, 0)
+
+
 def test_a_non_finite_constant_written_on_purpose_is_not_a_finding():
     out = torch.zeros(16)
     assert findings(pad_with_inf, (1,), out, 10, BLOCK=16) == ()

@@ -79,6 +79,48 @@ def affine_offsets(first: np.ndarray, strides: tuple, shape: tuple) -> np.ndarra
     return first.reshape((-1,) + (1,) * len(shape)) + _pattern(shape, strides).reshape(shape)
 
 
+class LazyOffsets:
+    """Every program's element offsets of an affine access, (programs, *shape), built only when something
+    reads them as an array (a store's scatter, a lane check): loads of described pointers are recorded,
+    checked and gathered from ``first`` and ``strides`` alone."""
+    __slots__ = ("first", "strides", "shape", "_data")
+    dtype = np.dtype(np.int64)
+
+    def __init__(self, first: np.ndarray, strides: tuple, block: tuple):
+        self.first, self.strides = first, tuple(strides)
+        self.shape = (len(first),) + tuple(block)
+        self._data = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def materialise(self) -> np.ndarray:
+        if self._data is None:
+            self._data = affine_offsets(self.first, self.strides, self.shape[1:])
+        return self._data
+
+    def rows(self, sel) -> "LazyOffsets":
+        """The rows of the programs ``sel`` picks, still lazy."""
+        return LazyOffsets(self.first[sel], self.strides, self.shape[1:])
+
+    def __array__(self, dtype=None, copy=None):
+        return self.materialise() if dtype is None else self.materialise().astype(dtype, copy=False)
+
+    def reshape(self, *shape):
+        return self.materialise().reshape(*shape)
+
+    def __getitem__(self, key):
+        return self.materialise()[key]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+
 def affine_runs(first: np.ndarray, strides: tuple, shape: tuple) -> Optional[tuple]:
     """The elements of an affine access as runs of consecutive elements: (starts, ends), inclusive, each
     (programs, runs per program), along a dimension of stride +-1; None when no dimension has one."""

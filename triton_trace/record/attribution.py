@@ -11,7 +11,7 @@ from typing import Optional
 import numpy as np
 
 from ..errors import BatchFallback
-from .affine import affine_offsets, affine_rows, described
+from .affine import LazyOffsets, affine_rows, described
 
 
 class Attribution:
@@ -88,12 +88,12 @@ class Attribution:
         pow2 = itemsize & (itemsize - 1) == 0
         inside = lo is not None and lo - st.base >= 0 and hi - st.base + elem_bytes <= st.nbytes
         if aff is not None and aff.addrs is None and inside and pow2 and not aff.bits & (itemsize - 1):
-            # described pointers, every lane inside and aligned: the offsets are built from the description
-            # (one pass) instead of derived from the addresses
+            # described pointers, every lane inside and aligned: the offsets follow from the description,
+            # built only if something reads them lane by lane
             shift = itemsize.bit_length() - 1
             self.aligned = True
             self.affine = (aff.first - st.base) >> shift, tuple(v >> shift for v in aff.strides)
-            return tid, affine_offsets(*self.affine, shape[1:]), active
+            return tid, LazyOffsets(*self.affine, shape[1:]), active
         if aff is not None and aff.addrs is not None:
             rel = aff.addrs                                   # a fresh array equal to ``a``: reused in place
             np.subtract(rel, st.base, out=rel)

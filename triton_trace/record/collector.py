@@ -16,6 +16,7 @@ from ..errors import BatchFallback, OutOfBoundsAccess
 from ..model.lanes import LaneWriter
 from ..model import KIND_CODE, MAX_RANK, OP_COLUMNS, Launch, empty_ops
 from .memory import HostMemory
+from .affine import LazyOffsets
 from .chunkcheck import ChunkConflicts
 from .nonfinite import NonFinite
 from .overflow import Overflow
@@ -255,10 +256,16 @@ class Collector:
         rows = self._event_rows() if self.batched else None
         if self.recording and (rows is None or rows.any()):
             n = int(np.prod(shape, dtype=np.int64))
-            o, m = offsets.reshape(-1, n), mask.reshape(-1, n)
-            if self._sel is not None:
-                o, m = o[self._sel], m[self._sel]
-            start = self._lanes.add(o, m, shape=tuple(shape), affine=affine is not None)
+            m = mask.reshape(-1, n)
+            if isinstance(offsets, LazyOffsets):         # described pointers: recorded without their lanes
+                o = offsets if self._sel is None else offsets.rows(self._sel)
+                m = m if self._sel is None else m[self._sel]
+                start = self._lanes.add_affine(o.first, o.strides, m, tuple(shape))
+            else:
+                o = offsets.reshape(-1, n)
+                if self._sel is not None:
+                    o, m = o[self._sel], m[self._sel]
+                start = self._lanes.add(o, m, shape=tuple(shape), affine=affine is not None)
             row = self._event(kind, self._file_id(file), int(line or 0), tensor, elem_bytes, shape, start, n,
                               (0, 0, 0), rows=rows)
         if kind != "load" and tensor >= 0 and safe.any():

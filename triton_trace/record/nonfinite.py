@@ -58,6 +58,8 @@ class NonFinite:
         self._keep: Optional[np.ndarray] = None
         self._active: Optional[np.ndarray] = None
         self._chunk = (self._pids, None)     # the chunk's programs and which are kept, as begin() gave them
+        # (argument, dtype) -> its storage holds only finite values (asked only while nothing wrote it)
+        self._finite_storage: dict = {}
         self.batched = False
         self.births: dict = {}           # program -> its births, the first of each source line, in order
         self.inputs: dict = {}           # program -> its first non-finite load of an unwritten argument
@@ -119,9 +121,18 @@ class NonFinite:
                          "lanes": int(lanes.sum()), "_mask": np.array(lanes, dtype=bool)})
 
     def load(self, tensor: int, written: bool, file, line, values: np.ndarray, safe: np.ndarray,
-             offsets: np.ndarray) -> None:
+             offsets: np.ndarray, storage: Optional[np.ndarray] = None) -> None:
+        """``storage``: the typed view of the argument's storage the values were read from, when they were:
+        an argument no program wrote is scanned once, not at every load from it."""
         if tensor < 0 or written or values.dtype.kind != "f" or self._tensors[tensor].name in self._undefined:
             return
+        if storage is not None and storage.dtype == values.dtype:
+            key = (tensor, values.dtype.str)
+            finite = self._finite_storage.get(key)
+            if finite is None:
+                finite = self._finite_storage[key] = all_finite(storage)
+            if finite:          # every safe lane holds one of its values (masked lanes do not count)
+                return
         if all_finite(values):
             return
         bad = safe & ~np.isfinite(values)

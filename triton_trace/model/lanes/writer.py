@@ -124,10 +124,29 @@ class LaneWriter:
             code = c if not mrow[c:].any() else -1
         self._append(1, key, b, None, d32, raw, code, mrow[None] if code == -1 else None)
 
+    def add_affine(self, first: np.ndarray, strides: tuple, mask: np.ndarray, shape: tuple) -> int:
+        """``add`` for rows given as every row's first offset plus one pattern of ``strides`` over ``shape``
+        (``affine=True`` without the offsets themselves: nothing per lane is built). Returns the lane index
+        of the block's first lane."""
+        n = math.prod(shape)
+        if not n or len(first) < 2 or len(shape) > MAX_RANK or len(strides) != len(shape):
+            offsets = first.reshape((-1,) + (1,) * len(shape)) + pattern(tuple(shape), tuple(strides))
+            return self.add(offsets.reshape(len(first), -1), mask, shape, affine=True)
+        self._check_open()
+        m = mask if mask.dtype == np.bool_ else mask.astype(bool)
+        m = np.broadcast_to(m.reshape(len(first), n) if m.size == len(first) * n else m, (len(first), n))
+        start = self._lanes
+        s0 = tuple(_wrap(int(s)) if size > 1 else 0 for s, size in zip(strides, shape))
+        self._add_affine(np.array(first, dtype=np.int64), s0, m, tuple(shape), n)
+        return start
+
     def _add_affine_rows(self, o, m, shape, n) -> None:
         """``_add_rows`` for rows known to share one pattern: the one segment it would make."""
         base = o[:, 0].copy()
-        s0 = tuple(_wrap(int(o[0, k]) - int(base[0])) if k else 0 for k in _probe(shape))
+        self._add_affine(base, tuple(_wrap(int(o[0, k]) - int(base[0])) if k else 0 for k in _probe(shape)), m,
+                         shape, n)
+
+    def _add_affine(self, base, s0, m, shape, n) -> None:
         code = self._mask_codes(m, n)
         self._append(len(base), (AFFINE, n, shape, s0), base, None, None, None, code, m if code is not None else None)
 

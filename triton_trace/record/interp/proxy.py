@@ -93,7 +93,7 @@ class MemoryProxy:
         if a.tensor < 0 or not a.aligned:
             return None
         view = self._rec.memory.typed_view(a.tensor, dtype)
-        return (view, a.offsets) if view.size else None
+        return (view, np.asarray(a.offsets)) if view.size else None
 
     def _save(self, ptrs, safe, dtype) -> None:
         # In a batched chunk, keep what a write overwrites so the chunk can be undone and re-run
@@ -113,20 +113,22 @@ class MemoryProxy:
         lanes are computed only on the paths that need every address."""
         file, line = where()
         safe, row = self._check("load", file, line, ptrs, mask, np.dtype(dtype).itemsize)
-        vo = self._view(dtype)
-        if vo is None:
+        a = self._access
+        view = self._rec.memory.typed_view(a.tensor, dtype) if a.tensor >= 0 and a.aligned else None
+        if view is None or not view.size:
             out = self._raw().load(_lanes(ptrs), safe, other, dtype)
         elif safe.all():
             aff = self._rec.memory.affine
-            out = None if aff is None else affine.gather(vo[0], aff[0], aff[1], ptrs.shape[1:])
+            out = None if aff is None else affine.gather(view, aff[0], aff[1], ptrs.shape[1:])
             if out is None:
-                out = vo[0][vo[1]]
+                out = view[np.asarray(a.offsets)]
         else:
-            out = np.where(safe, vo[0][np.where(safe, vo[1], 0)], other).astype(dtype, copy=False)
+            off = np.asarray(a.offsets)
+            out = np.where(safe, view[np.where(safe, off, 0)], other).astype(dtype, copy=False)
         self._rec.record_values(row, out)
-        a = self._access
         if out.dtype.kind == "f" and a.tensor >= 0:
-            self._rec.nonfinite.load(a.tensor, self._rec.memory.is_written(a.tensor), file, line, out, safe, a.offsets)
+            self._rec.nonfinite.load(a.tensor, self._rec.memory.is_written(a.tensor), file, line, out, safe, a.offsets,
+                                     view)
         return out
 
     def store(self, ptrs, value, mask):
