@@ -100,7 +100,16 @@ def _as_f32(h, scratch: Optional[dict] = None, role: str = "") -> TensorHandle:
     if x.size and int((x.view(np.uint16) & 0x7FFF).max()) > 0x7C00:      # a NaN's bits
         out[...] = x
     else:
-        torch.from_numpy(out).copy_(torch.from_numpy(x))
+        # on one thread: torch's OpenMP workers spin after a parallel copy and take the core numpy's BLAS
+        # needs for the product that follows (on two cores: the copy 5x and the matmul 2x slower)
+        threads = torch.get_num_threads()
+        if threads > 1:
+            torch.set_num_threads(1)
+        try:
+            torch.from_numpy(out).copy_(torch.from_numpy(x))
+        finally:
+            if threads > 1:
+                torch.set_num_threads(threads)
     return TensorHandle(out, tl.float32)
 
 
