@@ -133,3 +133,36 @@ def test_value_blob_hands_out_its_buffer_unless_most_of_what_it_wrote_was_rolled
     blob.used = 4000                           # most of the written bytes rolled back: they stay resident
     out = blob.array()
     assert not np.shares_memory(out, blob.buf) and np.array_equal(out.view(np.float32), np.arange(1000))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_run_scatter_writes_what_a_lane_by_lane_assignment_writes(seed):
+    """affine.scatter (stores of described pointers, a run at a time) against ``view[offsets] = values``
+    computed lane by lane here: rows that overlap inside a program (the last write wins), negative strides
+    on the leading dimensions; gather reads back the same elements; a last dimension that is not a unit run,
+    or a read-only view, is refused and nothing is written."""
+    from triton_trace.record.affine import gather, scatter
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        nd = int(rng.integers(2, 4))
+        shape = tuple(int(v) for v in rng.integers(1, 5, nd - 1)) + (int(rng.integers(8, 20)),)
+        strides = tuple(int(v) for v in rng.integers(-30, 30, nd - 1)) + (1,)
+        programs = int(rng.integers(1, 4))
+        idx = np.indices(shape).reshape(nd, -1)
+        pat = (np.array(strides)[:, None] * idx).sum(axis=0)
+        first = rng.integers(-pat.min(), -pat.min() + 200, programs)
+        size = int(first.max() + pat.max()) + 1
+        values = rng.standard_normal((programs,) + shape).astype(np.float32)
+        want = np.zeros(size, np.float32)
+        for p in range(programs):                 # lane by lane, in C order: the last write wins
+            for lane, off in enumerate(first[p] + pat):
+                want[off] = values.reshape(programs, -1)[p, lane]
+        got = np.zeros(size, np.float32)
+        assert scatter(got, first, strides, shape, values)
+        np.testing.assert_array_equal(got, want)
+        back = gather(got, first, strides, shape)
+        np.testing.assert_array_equal(back.reshape(programs, -1), got[(first[:, None] + pat[None, :])])
+    view = np.zeros(64, np.float32)
+    assert not scatter(view, np.array([0]), (1, 2), (8, 8), np.ones((1, 8, 8), np.float32))      # stride 2
+    view.setflags(write=False)
+    assert not scatter(view, np.array([0]), (8, 1), (8, 8), np.ones((1, 8, 8), np.float32))

@@ -42,7 +42,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from .coalescing import LINE_BYTES, SECTOR_BYTES, Coalescing
-from .context import LOAD, LaunchContext
+from .context import LOAD, LaunchContext, stable_argsort
 from .gpus import GPUS
 from . import parallel
 
@@ -110,7 +110,7 @@ def _l1_filter(owner, line, mask, wr, load) -> np.ndarray:
     """The sectors of each stream entry that go on to L2 (see L1 in the module docstring); ``owner`` is
     each entry's L1, ``mask`` uint8."""
     key = owner * (int(line.max()) + 1) + line
-    o = np.argsort(key, kind="stable")                        # by (owner, line), in time order
+    o = stable_argsort(key)                                   # by (owner, line), in time order
     k = key[o]
     del key
     first = np.r_[True, k[1:] != k[:-1]]
@@ -118,7 +118,8 @@ def _l1_filter(owner, line, mask, wr, load) -> np.ndarray:
     m, w, ld = mask[o], wr[o], load[o]
     start = first | np.r_[False, w[:-1]]                      # a write by the program starts afresh
     del w
-    seg = np.cumsum(start, dtype=np.int64) - 1                # segment ids, ascending along o
+    seg = np.cumsum(start, dtype=np.int32 if len(start) < 1 << 31 else np.int64)
+    seg -= 1                                                  # segment ids, ascending along o
     del start
     out = m.copy()
     for b in range(4):

@@ -134,15 +134,41 @@ def affine_runs(first: np.ndarray, strides: tuple, shape: tuple) -> Optional[tup
     return starts, starts + (n - 1)
 
 
-def gather(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple) -> Optional[np.ndarray]:
-    """``view[first[p] + pattern]`` for every program ``p`` (element ``first`` offsets and ``strides``, every
-    lane inside ``view``), copied a run of consecutive elements at a time along the last dimension when its
-    stride is 1: one row copy per run instead of one gather per lane. None when the last dimension is not
-    such a run (the caller gathers lane by lane)."""
+def _runs(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple, writeable: bool) -> Optional[tuple]:
+    """(every window of ``shape[-1]`` consecutive elements of ``view``, the window each run starts at) when the
+    last dimension is a run of stride 1 that is worth moving whole, else None."""
     if not shape or strides[-1] != 1 or shape[-1] < 8 or view.ndim != 1 or not view.flags.c_contiguous:
         return None
     n = shape[-1]
     starts = first.reshape(-1, 1) + _pattern(shape[:-1], strides[:-1]).reshape(1, -1)
     item = view.itemsize
-    runs = np.lib.stride_tricks.as_strided(view, shape=(len(view) - n + 1, n), strides=(item, item), writeable=False)
-    return runs[starts.reshape(-1)].reshape((len(first),) + tuple(shape))
+    runs = np.lib.stride_tricks.as_strided(view, shape=(len(view) - n + 1, n), strides=(item, item),
+                                           writeable=writeable)
+    return runs, starts.reshape(-1)
+
+
+def gather(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple) -> Optional[np.ndarray]:
+    """``view[first[p] + pattern]`` for every program ``p`` (element ``first`` offsets and ``strides``, every
+    lane inside ``view``), copied a run of consecutive elements at a time along the last dimension when its
+    stride is 1: one row copy per run instead of one gather per lane. None when the last dimension is not
+    such a run (the caller gathers lane by lane)."""
+    found = _runs(view, first, strides, shape, False)
+    if found is None:
+        return None
+    runs, starts = found
+    return runs[starts].reshape((len(first),) + tuple(shape))
+
+
+def scatter(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple, values: np.ndarray) -> bool:
+    """``view[first[p] + pattern] = values[p]`` for every program ``p`` (every lane inside ``view``), a run at
+    a time as ``gather`` reads; lanes that meet are written in the same order as lane by lane (runs in C
+    order, each left to right: the last write wins). False, writing nothing, when ``gather`` would give None
+    or ``view`` is read-only."""
+    if not view.flags.writeable:
+        return False
+    found = _runs(view, first, strides, shape, True)
+    if found is None:
+        return False
+    runs, starts = found
+    runs[starts] = np.broadcast_to(values, (len(first),) + tuple(shape)).reshape(len(starts), shape[-1])
+    return True

@@ -75,10 +75,12 @@ class MemoryProxy:
         # Entries are tagged: a typed view of uint64 storage is itself a uint64 array, so the array's
         # dtype cannot tell a view apart from raw pointers (taking values for addresses crashed the process).
         while log:
-            is_view, a, b, c = log.pop()
-            if is_view:           # (typed view, element offsets, old values)
+            how, a, b, c = log.pop()
+            if how == "view":       # (typed view, element offsets, old values)
                 a[b] = c
-            else:                 # (raw pointers, old values, lanes)
+            elif how == "runs":     # (typed view, (first offsets, strides, block shape), old values)
+                affine.scatter(a, *b, c)
+            else:                   # (raw pointers, old values, lanes)
                 self._raw().store(a, b, c)
 
     # -- the accesses --------------------------------------------------------------------------------------
@@ -100,13 +102,21 @@ class MemoryProxy:
         log = self._log
         if log is None or not safe.any():
             return
+        a = self._access
+        aff = self._rec.memory.affine
+        if aff is not None and a.tensor >= 0 and a.aligned and safe.all():
+            view = self._rec.memory.typed_view(a.tensor, dtype)
+            old = affine.gather(view, aff[0], aff[1], ptrs.shape[1:]) if view.flags.writeable else None
+            if old is not None:
+                log.append(("runs", view, (aff[0], aff[1], ptrs.shape[1:]), old))
+                return
         vo = self._view(dtype)
         if vo is not None:
             idx = vo[1].reshape(-1) if safe.all() else vo[1][safe]
-            log.append((True, vo[0], idx, vo[0][idx]))
+            log.append(("view", vo[0], idx, vo[0][idx]))
         else:
             dtype = np.dtype(dtype)
-            log.append((False, ptrs, self._raw().load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
+            log.append(("raw", ptrs, self._raw().load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
 
     def load(self, ptrs, mask, other, dtype):
         """``ptrs``: the addresses, or (a batched load of a lazy pointer block) described.Addresses, whose
@@ -138,6 +148,12 @@ class MemoryProxy:
         if value.dtype.kind == "f":
             self._rec.nonfinite.store(self._access.tensor, file, line, value, safe, self._access.offsets)
         self._save(ptrs, safe, value.dtype)
+        a = self._access
+        aff = self._rec.memory.affine
+        if aff is not None and a.tensor >= 0 and a.aligned and safe.all() and \
+                affine.scatter(self._rec.memory.typed_view(a.tensor, value.dtype), aff[0], aff[1], ptrs.shape[1:],
+                               value):
+            return None       # written a run at a time (described or probed pointers: no offsets built)
         vo = self._view(value.dtype)
         if vo is None:
             return self._raw().store(ptrs, value, safe)
