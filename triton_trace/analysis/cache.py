@@ -146,6 +146,7 @@ class _Rows(NamedTuple):
     load: np.ndarray
     read: np.ndarray
     write: np.ndarray
+    rw: np.ndarray          # read << 2 | write << 1 (uint8): the access-kind bits of an L2 lookup
 
 
 STREAM_WINDOW = 1 << 21      # stream entries through L1 at once (whole waves): bounds the temporaries
@@ -189,9 +190,11 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     base_lines = _tensor_base_lines(ctx)
     wide = int(co.stream_line.max()) + int(base_lines.max()) >= 1 << 31
     rows = _Rows(_l1_owner(ctx), ctx.gpu_rank[ctx.row_prog] % PARTITIONS, base_lines[ctx.tensor],
-                 ctx.kind == LOAD, ctx.is_read, ctx.is_write)
+                 ctx.kind == LOAD, ctx.is_read, ctx.is_write,
+                 (ctx.is_read.astype(np.uint8) << 2) | (ctx.is_write.astype(np.uint8) << 1))
     l2 = _L2(n_sets, p.l2_ways, np.int64 if wide else np.int32, fetch_sectors=FETCH_SECTORS,
-             dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))))
+             dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))),
+             lines=int(base_lines.max()) if len(co.stream_row) * 4 >= int(base_lines.max()) else None)
     totals = np.zeros(5, dtype=np.int64)      # read lookups, read hits, write lookups, write hits, L1 hits
     # A window's L1 filter needs no cache state: the next window's runs on the second core while this
     # one's entries go through the L2 (parallel.py; the results do not depend on it).
@@ -233,35 +236,41 @@ def _l2_stage(stage: tuple, rows: _Rows, l2, read_s, write_s, totals) -> None:
 
 
 def _l2_slice(row, line, mask, rows: _Rows, l2, read_s, write_s, totals) -> None:
-    rd = rows.read[row]
-    wr = rows.write[row]
     # The home partition holds every line; a far access also goes to the near partition (a copy): each
     # entry becomes its home access, then (far ones) its copy.
     per_part = l2.n_sets // PARTITIONS
-    slot = (((line.astype(np.uint64) * _HASH) >> np.uint64(40)) % np.uint64(per_part)).astype(np.int64)
-    home = ((line.astype(np.uint64) * _HOME) >> np.uint64(63)).astype(np.int64) % PARTITIONS
+    home_set = l2.home_sets(line)                       # home * per_part + slot
+    home = home_set // per_part
     near = rows.near[row]
     is_far = near != home
-    width = 1 + is_far
-    rep = (lambda a: np.repeat(a, width)) if is_far.any() else (lambda a: a)
-    at = np.cumsum(width) - width                       # each entry's home access
-    sets = rep(home * per_part + slot)
-    sets[at[is_far] + 1] = (near * per_part + slot)[is_far]
-    copy = np.zeros(len(sets), dtype=bool)
-    copy[at[is_far] + 1] = True
-    del slot, home
-    m = rep(mask)
-    fetched, dirtied, hit_sectors = l2.run(sets, rep(line), m, rep(rd), rep(wr), copy)
-    del sets
-    home_acc = ~copy
+    # what each access is, in one byte: sector mask << 3 | read << 2 | write << 1 | copy
+    kind = (mask.astype(np.uint8) & 15) << 3 | rows.rw[row]
+    if is_far.any():
+        width = 1 + is_far
+        at = np.cumsum(width) - width                   # each entry's home access
+        copies = at[is_far] + 1
+        sets = np.repeat(home_set, width)
+        sets[copies] = (home_set + (near - home) * per_part)[is_far]
+        lines = np.repeat(line, width)
+        kind = np.repeat(kind, width)
+        kind[copies] |= 1
+        first = np.repeat(~is_far, width)               # the lookup an SM makes first: its near partition
+        first[copies] = True
+        del at, copies
+    else:
+        sets, lines, first = home_set, line, None
+    del home_set, home
+    fetched, dirtied, hit_sectors = l2.run(sets, lines, kind)
+    del sets, lines
+    home_acc = (kind & 1) == 0
     read_s += np.bincount(row, weights=fetched[home_acc], minlength=len(read_s)).astype(np.int64)
     write_s += np.bincount(row, weights=dirtied[home_acc], minlength=len(write_s)).astype(np.int64)
-    # the lookup an SM makes first: its near partition (the copy for a far line)
-    first = copy | rep(~is_far)
-    sectors = _POPCOUNT[m & 15]
-    r_first, w_first = first & rep(rd), first & rep(wr)
-    totals[:4] += (int(sectors[r_first].sum()), int(hit_sectors[r_first].sum()), int(sectors[w_first].sum()),
-                   int(sectors[w_first].sum()))
+    sectors = _POPCOUNT[kind >> 3]
+    if first is not None:
+        sectors = np.where(first, sectors, 0)
+    rd, wr = (kind & 4) != 0, (kind & 2) != 0
+    totals[:4] += (int(sectors[rd].sum()), int(hit_sectors[rd & (sectors > 0)].sum()), int(sectors[wr].sum()),
+                   int(sectors[wr].sum()))
 
 
 def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int, copy=None, fetch_sectors: int = 1,
@@ -269,7 +278,10 @@ def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int, copy=None, fetch
     """Per access: (sectors fetched from DRAM, sectors made dirty, dirty sectors written back during the
     run, requested sectors that were valid), from a cold cache (see ``_L2.run``)."""
     l2 = _L2(n_sets, ways, np.int64, fetch_sectors=fetch_sectors, dirty_ways=dirty_ways)
-    fetched, dirtied, hit_sectors = l2.run(sets, line, mask, rd, wr, copy)
+    copy = np.zeros(len(sets), dtype=bool) if copy is None else np.asarray(copy, dtype=bool)
+    kind = ((np.asarray(mask).astype(np.uint8) & 15) << 3) | (np.asarray(rd, dtype=np.uint8) << 2) | \
+        (np.asarray(wr, dtype=np.uint8) << 1) | copy.astype(np.uint8)
+    fetched, dirtied, hit_sectors = l2.run(np.asarray(sets), np.asarray(line), kind)
     return fetched, dirtied, l2.evicted, hit_sectors
 
 
@@ -277,8 +289,11 @@ class _L2:
     """The cache's state (tags, LRU ages, valid and dirty sectors per way), kept from one window of the
     stream to the next."""
 
-    def __init__(self, n_sets: int, ways: int, line_dtype, fetch_sectors: int = 1, dirty_ways=None):
+    def __init__(self, n_sets: int, ways: int, line_dtype, fetch_sectors: int = 1, dirty_ways=None,
+                 lines: Optional[int] = None):
         self.n_sets, self.ways, self.dirty_ways = n_sets, ways, dirty_ways
+        # lines 0..lines-1 hashed once into a table (when the stream is long enough to pay for it)
+        self._table = None if lines is None else self._hash(np.arange(lines + 1, dtype=np.int64))
         self.widen = _PAIRS if fetch_sectors == 2 else np.arange(16, dtype=np.uint8)
         # tags and last use per (set, way) (-1: empty); sector bits flat at set * ways + way
         self.tags = np.full((n_sets, ways), -1, dtype=line_dtype)
@@ -290,12 +305,25 @@ class _L2:
         self.step = 0
         self.evicted = 0
 
-    def run(self, sets, line, mask, rd, wr, copy=None) -> tuple:
-        """Apply accesses in time order. Per access: (sectors fetched from DRAM, sectors made dirty,
-        requested sectors that were valid). ``copy`` marks accesses to a near-partition copy: a read fills
-        it without DRAM traffic, a write drops it. Dirty lines beyond ``dirty_ways`` per set are cleaned."""
+    def _hash(self, line: np.ndarray) -> np.ndarray:
+        """Each line's set in its home partition: home * sets per partition + slot (int32)."""
+        per_part = self.n_sets // PARTITIONS
+        u = line.astype(np.uint64)
+        slot = ((u * _HASH) >> np.uint64(40)) % np.uint64(per_part)
+        home = (u * _HOME) >> np.uint64(63)         # PARTITIONS == 2: one hash bit
+        return (home * np.uint64(per_part) + slot).astype(np.int32 if self.n_sets < 1 << 31 else np.int64)
+
+    def home_sets(self, line: np.ndarray) -> np.ndarray:
+        if self._table is not None and len(line) and int(line.max()) < len(self._table):
+            return self._table[line]
+        return self._hash(line)
+
+    def run(self, sets, line, kind) -> tuple:
+        """Apply accesses in time order; ``kind`` per access: sector mask << 3 | read << 2 | write << 1 |
+        copy, where a copy is an access to a near-partition copy: a read fills it without DRAM traffic, a
+        write drops it. Per access: (sectors fetched from DRAM, sectors made dirty, requested sectors that
+        were valid). Dirty lines beyond ``dirty_ways`` per set are cleaned."""
         n, n_sets = len(sets), self.n_sets
-        copy = np.zeros(n, dtype=bool) if copy is None else copy
         key = sets.astype(np.uint16) if n_sets <= 1 << 16 else sets     # 16-bit keys take numpy's radix sort
         by_set = np.argsort(key, kind="stable")                           # time order kept within a set
         del key
@@ -303,9 +331,8 @@ class _L2:
         # A repeat of the previous access of the same set to the same line, with the same sectors and kind,
         # is a hit that changes nothing: drop it from the steps (it fetches and dirties nothing). The
         # previous access may be the last of an earlier window.
-        rd8, wr8, cp8 = (np.asarray(x, dtype=bool).view(np.uint8) for x in (rd, wr, copy))
-        kind = ((np.asarray(mask).astype(np.uint8) & 15) << 3) | (rd8 << 2) | (wr8 << 1) | cp8
-        what = (np.asarray(line)[by_set].astype(np.int64) << 8) | kind[by_set]
+        what = (np.asarray(line).astype(np.int64) << 8) | kind
+        what = what[by_set]
         same = np.empty(n, dtype=bool)
         if n:
             starts = np.flatnonzero(np.r_[True, s_sorted[1:] != s_sorted[:-1]])
@@ -316,8 +343,9 @@ class _L2:
         del what
         hit_sectors = np.zeros(n, dtype=np.int64)
         dropped = by_set[same]
-        hit_sectors[dropped] = _POPCOUNT[(kind[dropped] >> 3) & 15] * rd8[dropped]
-        del kind
+        k = kind[dropped]
+        hit_sectors[dropped] = _POPCOUNT[k >> 3] * ((k >> 2) & 1)
+        del k, dropped
         by_set, s_sorted = by_set[~same], s_sorted[~same]
         counts = np.bincount(s_sorted, minlength=n_sets)
         rank = np.arange(len(by_set)) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -328,11 +356,14 @@ class _L2:
         del rkey, rank, by_set, s_sorted
         sl_set = sets[step_major]
         sl_line = line[step_major].astype(self.tags.dtype)
-        m8 = mask[step_major].astype(np.uint8)
-        cp = copy[step_major]
-        read_m = np.where(rd[step_major], m8, 0).astype(np.uint8)
-        write_m = np.where(wr[step_major] & ~cp, m8, 0).astype(np.uint8)
-        drop = wr[step_major] & cp
+        k = kind[step_major]
+        m8 = k >> 3
+        cp = (k & 1) != 0
+        wr = (k & 2) != 0
+        read_m = np.where((k & 4) != 0, m8, 0).astype(np.uint8)
+        write_m = np.where(wr & ~cp, m8, 0).astype(np.uint8)
+        drop = wr & cp
+        del k, wr
         got, made, hit_s = self._steps(bounds, sl_set, sl_line, m8, cp, read_m, write_m, drop)
         fetched = np.zeros(n, dtype=np.int64)
         dirtied = np.zeros(n, dtype=np.int64)

@@ -136,9 +136,24 @@ def coalesce(ctx: LaunchContext, row_order: np.ndarray, layouts: Optional[dict] 
             per_chunk = max(1, CHUNK_LANES // int(np.prod(shape)))
             for i in range(0, len(members), per_chunk):
                 _chunk(ctx, members[i:i + per_chunk], shape, int(k[-1]), per_thread, out, parts, layouts)
-    cat = (lambda j, dt: np.concatenate([p[j] for p in parts]).astype(dt, copy=False) if parts else np.zeros(0, dt))
-    return Coalescing(**out, stream_row=cat(0, np.int64), stream_line=cat(1, np.int64),
-                      stream_mask=cat(2, np.uint8))
+    return Coalescing(**out, stream_row=_cat(parts, 0, n), stream_line=_cat(parts, 1, None),
+                      stream_mask=_cat(parts, 2, 16))
+
+
+def _cat(parts: list, j: int, bound: Optional[int]) -> np.ndarray:
+    """Column ``j`` of the stream's parts in one array of the narrowest of uint8, int32 and int64 that holds
+    it (``bound``: a known upper bound of its non-negative values; None: look): the stream has one entry per
+    request and line, the largest arrays of the analysis."""
+    if not parts:
+        return np.zeros(0, np.int64 if bound is None or bound > 255 else np.uint8)
+    if bound is None:
+        cols = [p[j] for p in parts if len(p[j])]
+        small = -(1 << 31) <= min((int(c.min()) for c in cols), default=0) and \
+            max((int(c.max()) for c in cols), default=0) < 1 << 31
+    else:
+        small = bound < 1 << 31
+    dtype = np.uint8 if bound is not None and bound <= 255 else (np.int32 if small else np.int64)
+    return np.concatenate([p[j] for p in parts], dtype=dtype, casting="unsafe")
 
 
 def _by_pattern(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per_thread: np.ndarray, out: dict,
