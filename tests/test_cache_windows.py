@@ -49,18 +49,3 @@ def test_windows_of_waves_count_exactly_what_one_pass_counts(run, params, thread
         for f in dataclasses.fields(whole):
             np.testing.assert_array_equal(getattr(got, f.name), getattr(whole, f.name), err_msg=f"{f.name}, window {window}")
 
-
-@pytest.mark.parametrize("top", [1, 300, 1 << 16, (1 << 16) + 1, 1 << 28, 1 << 45])
-def test_radix_argsort_is_numpys_stable_argsort(top):
-    from triton_trace.analysis.context import stable_argsort
-    rng = np.random.default_rng(top)
-    for n in (0, 1, 7, 50_000):
-        key = rng.integers(0, top, n)
-        key[: n // 3] = key[n // 3: 2 * (n // 3)]           # many equal keys: their order must be kept
-        for dtype in (np.int64, np.int32, np.uint32):
-            if top > 1 << 31 and dtype != np.int64:
-                continue
-            k = key.astype(dtype)
-            np.testing.assert_array_equal(stable_argsort(k), np.argsort(k, kind="stable"))
-    neg = rng.integers(-5, 5, 1000)                          # negative keys: numpy's own sort
-    np.testing.assert_array_equal(stable_argsort(neg), np.argsort(neg, kind="stable"))

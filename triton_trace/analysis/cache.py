@@ -42,7 +42,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from .coalescing import LINE_BYTES, SECTOR_BYTES, Coalescing
-from .context import LOAD, LaunchContext, stable_argsort
+from .context import LOAD, LaunchContext
 from .gpus import GPUS
 from . import parallel
 
@@ -110,7 +110,7 @@ def _l1_filter(owner, line, mask, wr, load) -> np.ndarray:
     """The sectors of each stream entry that go on to L2 (see L1 in the module docstring); ``owner`` is
     each entry's L1, ``mask`` uint8."""
     key = owner * (int(line.max()) + 1) + line
-    o = stable_argsort(key)                                   # by (owner, line), in time order
+    o = np.argsort(key, kind="stable")                        # by (owner, line), in time order (runs: fast)
     k = key[o]
     del key
     first = np.r_[True, k[1:] != k[:-1]]
@@ -250,7 +250,9 @@ def _l2_slice(row, line, mask, rows: _Rows, l2, read_s, write_s, totals) -> None
         at = np.cumsum(width) - width                   # each entry's home access
         copies = at[is_far] + 1
         sets = np.repeat(home_set, width)
-        sets[copies] = (home_set + (near - home) * per_part)[is_far]
+        far_home = home_set[is_far]                     # the copy: the same slot in the other partition
+        sets[copies] = np.where(far_home >= per_part, far_home - per_part, far_home + per_part)
+        del far_home
         lines = np.repeat(line, width)
         kind = np.repeat(kind, width)
         kind[copies] |= 1
@@ -263,8 +265,10 @@ def _l2_slice(row, line, mask, rows: _Rows, l2, read_s, write_s, totals) -> None
     fetched, dirtied, hit_sectors = l2.run(sets, lines, kind)
     del sets, lines
     home_acc = (kind & 1) == 0
-    read_s += np.bincount(row, weights=fetched[home_acc], minlength=len(read_s)).astype(np.int64)
-    write_s += np.bincount(row, weights=dirtied[home_acc], minlength=len(write_s)).astype(np.int64)
+    for counts, per_access in ((read_s, fetched), (write_s, dirtied)):
+        per_entry = per_access[home_acc]
+        some = np.flatnonzero(per_entry)                # most lookups hit: few entries fetch or dirty
+        counts += np.bincount(row[some], weights=per_entry[some], minlength=len(counts)).astype(np.int64)
     sectors = _POPCOUNT[kind >> 3]
     if first is not None:
         sectors = np.where(first, sectors, 0)

@@ -122,23 +122,6 @@ def unique_rows(key: np.ndarray) -> tuple:
     return key[first], inverse
 
 
-def stable_argsort(key: np.ndarray) -> np.ndarray:
-    """``np.argsort(key, kind="stable")`` for non-negative integer keys, as least-significant-digit radix
-    passes of 16 bits: numpy sorts 16-bit keys by radix, several times faster than its merge sort of wider
-    keys (a stable sort by each digit, lowest first, leaves equal keys in their original order)."""
-    top = int(key.max()) if len(key) else 0
-    if len(key) and int(key.min()) < 0:
-        return np.argsort(key, kind="stable")
-    order, shift = None, 0
-    while order is None or top >> shift:
-        k = key if order is None else key[order]
-        digit = (k >> shift).astype(np.uint16) if shift else k.astype(np.uint16)      # the low 16 bits
-        o = np.argsort(digit, kind="stable")
-        order = o if order is None else order[o]
-        shift += 16
-    return order
-
-
 def lane_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Flat indices of the lanes of rows given by (start, count), row after row."""
     counts = counts.astype(np.int64)
