@@ -1,14 +1,18 @@
 """The L2 simulation runs the stream in windows of whole waves, carrying the cache from one to the next
 (the next window's L1 filter computed beside, on a second core): every count must equal simulating the
-stream at once, whatever the window size."""
+stream at once, whatever the window size. A stream in which no line repeats takes a closed form instead
+(analysis/streaming.py): every count must equal the stepped simulation's, on caches small enough that
+lines are evicted and the dirty limit cleans."""
 import dataclasses
 
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import triton_trace
-from triton_trace.analysis import cache
+from triton_trace.analysis import cache, context, streaming
 from triton_trace.analysis.cache import issue_order, simulate
 from triton_trace.analysis.coalescing import coalesce
 from triton_trace.analysis.context import LaunchContext, Params
@@ -49,3 +53,66 @@ def test_windows_of_waves_count_exactly_what_one_pass_counts(run, params, thread
         for f in dataclasses.fields(whole):
             np.testing.assert_array_equal(getattr(got, f.name), getattr(whole, f.name), err_msg=f"{f.name}, window {window}")
 
+
+
+@triton.jit
+def _strided_streams(x_ptr, y_ptr, z_ptr, n, STRIDE: tl.constexpr, BLOCK: tl.constexpr):
+    # each line once: a strided read (sectors left out), a store of every element, a far-and-near atomic
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs * STRIDE, mask=m, other=0.0)
+    tl.store(y_ptr + offs, x * 2, mask=m)
+    tl.atomic_add(z_ptr + offs, x, mask=m)
+
+
+def _strided():
+    n = 5000                       # a masked tail
+    triton_trace.trace(_strided_streams)[(triton.cdiv(n, 128),)](torch.randn(4 * n), torch.empty(n), torch.zeros(n),
+                                                                 n, STRIDE=4, BLOCK=128)
+
+
+def _transpose():
+    K.transpose(torch.randn(192, 160), kernel=triton_trace.trace(K.make_transpose()), block_m=32, block_n=32)
+
+
+def _add_tail():
+    K.add(torch.randn(70_000), torch.randn(70_000), kernel=triton_trace.trace(K.make_add()), block=256)
+
+
+@pytest.mark.parametrize("run", [_add_tail, _strided, _transpose])
+@pytest.mark.parametrize("params", [{}, {"l2_bytes": 1 << 15, "programs_in_flight": 8},
+                                    {"l2_bytes": 1 << 17, "l2_ways": 4, "programs_in_flight": 3}])
+def test_streams_without_repeated_lines_count_what_the_stepped_simulation_counts(run, params, monkeypatch):
+    triton_trace.reset()
+    run()
+    ctx = LaunchContext(triton_trace.current_trace().launches[0], 0, Params(**params).resolved())
+    order = issue_order(ctx)
+    co = coalesce(ctx, order)
+    taken = []
+    real = streaming.simulate_distinct
+    monkeypatch.setattr(cache, "simulate_distinct", lambda *a: taken.append(real(*a)) or taken[-1])
+    fast = simulate(ctx, co, order)
+    assert taken and taken[0] is not None                 # the closed form was used
+    monkeypatch.setattr(context, "SHORTCUTS", False)
+    slow = simulate(ctx, co, order)
+    assert taken[-1] is None
+    if params:                     # the small caches evict and clean: the write-back count is exercised
+        assert slow.evicted_sectors > 0
+    for f in dataclasses.fields(slow):
+        np.testing.assert_array_equal(getattr(fast, f.name), getattr(slow, f.name), err_msg=f.name)
+
+
+def test_a_stream_that_repeats_a_line_is_stepped(monkeypatch):
+    triton_trace.reset()
+    _matmul()
+    ctx = LaunchContext(triton_trace.current_trace().launches[0], 0, Params().resolved())
+    order = issue_order(ctx)
+    co = coalesce(ctx, order)
+    taken = []
+    real = streaming.simulate_distinct
+    monkeypatch.setattr(cache, "simulate_distinct", lambda *a: taken.append(real(*a)) or taken[-1])
+    simulate(ctx, co, order)
+    assert taken == [None]
+    assert not streaming.distinct_lines(np.array([3, 9, 3])) and streaming.distinct_lines(np.array([3, 9, 4]))
+    big = np.array([1 << 40, 5, (1 << 40) + 1])            # beyond a table: sorted instead
+    assert streaming.distinct_lines(big) and not streaming.distinct_lines(np.r_[big, 5])

@@ -45,6 +45,7 @@ from .coalescing import LINE_BYTES, SECTOR_BYTES, Coalescing
 from .context import LOAD, LaunchContext
 from .gpus import GPUS
 from . import parallel
+from .streaming import simulate_distinct
 
 _POPCOUNT = np.array([bin(i).count("1") for i in range(16)], dtype=np.int64)
 _PAIRS = np.array([m | (m & 5) << 1 | (m & 10) >> 1 for m in range(16)], dtype=np.uint8)   # sector pairs
@@ -195,6 +196,11 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     l2 = _L2(n_sets, p.l2_ways, np.int64 if wide else np.int32, fetch_sectors=FETCH_SECTORS,
              dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))),
              lines=int(base_lines.max()) if len(co.stream_row) * 4 >= int(base_lines.max()) else None)
+    fast = simulate_distinct(co, t, rows, l2, _POPCOUNT, ctx.n_rows, PARTITIONS)     # no line repeats
+    if fast is not None:
+        read_s, write_s, evicted, tot = fast
+        return CacheResult(read_s, write_s, n_sets, evicted, read_lookups=tot[0], read_hits=tot[1],
+                           write_lookups=tot[2], write_hits=tot[3], l1_hit_sectors=tot[4])
     totals = np.zeros(5, dtype=np.int64)      # read lookups, read hits, write lookups, write hits, L1 hits
     # A window's L1 filter needs no cache state: the next window's runs on the second core while this
     # one's entries go through the L2 (parallel.py; the results do not depend on it).
