@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from triton_trace.analysis import analyze
-from triton_trace.analysis.cache import _lockstep
+from triton_trace.analysis.lockstep import _lockstep
 from triton_trace.analysis.sanitizer import view_positions
 from triton_trace.errors import TraceUsageError
 from synthetic import launch, tensor

@@ -20,33 +20,86 @@ import numpy as np
 
 from . import context
 
-MAX_TABLE = 1 << 26          # lines counted in one table to tell that none repeats
+MAX_TABLE = 1 << 24          # lines counted in one table to tell which repeat
+REUSE = 8                    # entries per line above which lines repeat in most sets: nothing to count
+COUNT_SLICE = 1 << 20
 
 
-def distinct_lines(line: np.ndarray) -> bool:
-    """Whether no line occurs twice (``line``: non-negative global line numbers)."""
-    if len(line) < 2:
-        return True
-    top = int(line.max())
-    if top >= MAX_TABLE and top >= 8 * len(line):
-        s = np.sort(line)
-        return not (s[1:] == s[:-1]).any()
-    return int(np.bincount(line, minlength=1).max()) <= 1
+class OpenSets:
+    """The sets of a stream where lines do repeat that no line enters twice: each set of the L2 is a cache of
+    its own, so the closed form above holds in those sets while the others are stepped (cache.py). A layer
+    norm's weights, read by every program, are a few dozen lines: the rest of its sets take the closed form.
+    Accesses to open sets are handed to ``take`` in time order, window after window."""
+
+    def __init__(self, stepped: np.ndarray, l2, popcount: np.ndarray):
+        self.stepped = stepped               # per set: some line enters it twice (simulate it)
+        self._l2, self._popcount = l2, popcount
+        self._sets: list = []
+        self._dirty: list = []
+
+    def take(self, sets: np.ndarray, kind: np.ndarray) -> tuple:
+        """(sectors fetched from DRAM, sectors made dirty) per access (kind: cache.py's access byte); none
+        hits."""
+        m = kind >> 3
+        home, wr = (kind & 1) == 0, (kind & 2) != 0
+        fetched = np.where(home & ((kind & 4) != 0), self._popcount[self._l2.widen[m] & 15], 0)
+        dirtied = np.where(home & wr, self._popcount[m], 0)
+        fills = ~(wr & ~home)                # a write's drop of a copy that is not there changes nothing
+        self._sets.append(sets[fills])
+        self._dirty.append(dirtied[fills])
+        return fetched, dirtied
+
+    def written_back(self) -> int:
+        """Dirty sectors the open sets wrote back while the kernel ran."""
+        if not self._sets:
+            return 0
+        return _written_back(np.concatenate(self._sets), np.concatenate(self._dirty), self._l2)
 
 
-def simulate_distinct(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, partitions: int):
-    """(read sectors per row, write sectors per row, sectors written back during the kernel, totals) for
-    the stream in issue order ``t`` when no line repeats in it, else None. ``rows``, ``l2``: cache.py's
-    per-row lookups and cache (only its shape and set hash are used); totals as cache.simulate keeps them."""
-    if not context.SHORTCUTS or not len(t):
-        return None
+def _written_back(sets: np.ndarray, dirty: np.ndarray, l2) -> int:
+    """Dirty sectors written back while the kernel ran, of fills that are each a new line of their set
+    (``sets``, ``dirty``: per fill in time order, its set and the sectors it left dirty)."""
+    key = sets.astype(np.uint16) if l2.n_sets <= 1 << 16 else sets
+    by_set = np.argsort(key, kind="stable")
+    s = sets[by_set]
+    d = dirty[by_set]
+    ends = np.cumsum(np.bincount(s, minlength=l2.n_sets))    # one past each set's last fill
+    after = ends[s] - np.arange(len(s)) - 1                  # fills of the same set after this one
+    c = np.cumsum(d > 0)
+    dirty_after = c[ends[s] - 1] - c                         # dirty fills of the same set after this one
+    back = (d > 0) & ((after >= l2.ways) | (dirty_after >= l2.dirty_ways))
+    return int(d[back].sum())
+
+
+def plan(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, partitions: int, lines: int) -> tuple:
+    """How much of the stream (in issue order ``t``) takes the closed form: (counts, None) when no line
+    repeats in it, counts being (read sectors per row, write sectors per row, sectors written back while the
+    kernel ran, totals as cache.simulate keeps them); (None, OpenSets) when lines repeat in less than half
+    the sets; (None, None) when every set is to be stepped. ``rows``, ``l2``: cache.py's per-row lookups and
+    cache (only its shape and set hash are used here); ``lines``: an upper bound of the stream's lines."""
+    if not context.SHORTCUTS or not len(t) or len(t) > REUSE * lines or lines > MAX_TABLE:
+        return None, None                 # lines repeat in most sets (or too many lines to count)
+    counts = np.zeros(lines + 1, dtype=np.int64)
+    for a in range(0, len(t), COUNT_SLICE):       # in slices: temporaries of a few MB
+        k = t[a:a + COUNT_SLICE]
+        k = k[(co.stream_mask[k] & 15) != 0]       # entries that ask for no sector never reach L2
+        counts += np.bincount(co.stream_line[k] + rows.base[co.stream_row[k]], minlength=lines + 1)
+    if int(counts.max(initial=0)) > 1:
+        again = np.flatnonzero(counts > 1)
+        home = l2.home_sets(again)
+        stepped = np.zeros(l2.n_sets, dtype=bool)
+        stepped[home] = True
+        stepped[np.where(home >= l2.n_sets // partitions, home - l2.n_sets // partitions,
+                         home + l2.n_sets // partitions)] = True
+        return None, (OpenSets(stepped, l2, popcount) if stepped.mean() < 0.5 else None)
     mask = co.stream_mask[t].astype(np.uint8) & 15
-    tt = t[mask != 0]                      # entries that ask for no sector never reach L2
-    mask = mask[mask != 0]
+    tt = t[mask != 0]
     row = co.stream_row[tt]
-    line = co.stream_line[tt] + rows.base[row]
-    if not distinct_lines(line):
-        return None
+    return _all_open(row, co.stream_line[tt] + rows.base[row], mask[mask != 0], rows, l2, popcount, n_rows,
+                     partitions), None
+
+
+def _all_open(row, line, mask, rows, l2, popcount, n_rows: int, partitions: int) -> tuple:
     rw = rows.rw[row]
     rd, wr = (rw & 4) != 0, (rw & 2) != 0
     sectors = popcount[mask]
@@ -65,16 +118,4 @@ def simulate_distinct(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows:
     sets[at[copy] + 1] = np.where(other >= per_part, other - per_part, other + per_part)
     dirty = np.zeros(len(sets), dtype=np.int64)          # the sectors each fill leaves dirty
     dirty[at] = np.where(wr, sectors, 0)
-    del at, other, home_set
-    key = sets.astype(np.uint16) if l2.n_sets <= 1 << 16 else sets
-    by_set = np.argsort(key, kind="stable")
-    s = sets[by_set]
-    d = dirty[by_set]
-    counts = np.bincount(s, minlength=l2.n_sets)
-    ends = np.cumsum(counts)                              # one past each set's last fill
-    after = ends[s] - np.arange(len(s)) - 1               # fills of the same set after this one
-    is_dirty = (d > 0).astype(np.int64)
-    c = np.cumsum(is_dirty)
-    dirty_after = c[ends[s] - 1] - c                      # dirty fills of the same set after this one
-    back = (d > 0) & ((after >= l2.ways) | (dirty_after >= l2.dirty_ways))
-    return read_s, write_s, int(d[back].sum()), totals
+    return read_s, write_s, _written_back(sets, dirty, l2), totals
