@@ -426,3 +426,27 @@ def test_numpy_sums_each_row_of_contiguous_data_as_it_sums_the_row_alone():
             x = (rng.standard_normal((5, 3, n)) * 100).astype(dtype)
             rows = np.stack([np.sum(x[p], axis=-1) for p in range(5)])
             assert rows.tobytes() == np.sum(x, axis=-1).tobytes(), (n, dtype)
+
+
+@pytest.mark.parametrize("block, batch, want", [(64, True, [256, 1024, 512]),
+                                                (64, 128, [128] * 6),
+                                                (4096, True, [256, 64])])
+def test_the_default_chunk_grows_for_small_blocks(block, batch, want, monkeypatch):
+    """batch=True: after its first chunk, a kernel whose memory ops move few lanes per program runs chunks of
+    up to MAX_CHUNK programs (fewer, larger numpy passes); wide blocks and an explicit size keep theirs. The
+    trace is the one program at a time gives."""
+    import kernels as K
+    from triton_trace.record.interp import executor
+    sizes = []
+    real = executor._run_batched
+
+    def spy(kernel, batched_args, call_args, pids, *rest):
+        sizes.append(len(pids))
+        return real(kernel, batched_args, call_args, pids, *rest)
+    monkeypatch.setattr(executor, "_run_batched", spy)
+    n = sum(want) * block
+    x, y = torch.randn(n), torch.randn(n)
+    (o1, t1), (o2, t2) = run_both(lambda o: K.add(x, y, kernel=trace(**o)(K.make_add()), block=block), batch)
+    assert sizes == want
+    assert torch.equal(o1, x + y) and torch.equal(o1, o2)
+    assert_same_traces(t1, t2)

@@ -82,6 +82,7 @@ class Collector:
         self._scratch: dict = {}
         self.fallbacks: list = []            # (first program index, programs, reason) of chunks re-run one by one
         self.batched_programs = 0
+        self.widest = 0                 # lanes per program of the widest memory op a chunk ran
         self.diverged_chunks = 0             # chunks whose programs diverged and ran as runs that agree
         self.memory_limit = memory_limit
         self.limit_notes: list = []          # what the memory limit made us leave out
@@ -247,6 +248,7 @@ class Collector:
             tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, chunk=True, origin=self.origin)
             affine = self.memory.affine
             shape = addrs.shape[1:]
+            self.widest = max(self.widest, int(np.prod(shape, dtype=np.int64)))
             if tensor >= 0:
                 self._conflicts.add(tensor, offsets, safe, kind != "load", elem_bytes, affine, self._data_rows)
         else:

@@ -106,6 +106,7 @@ class TraceOptions:
         self.on_oob = on_oob
         self.config = config
         self.chunk = batch_chunk(batch)
+        self.grow = batch is True       # the default chunk size grows for kernels of small blocks
         self.memory_limit = memory_bytes(memory_limit)
         self.inputs = inputs_bytes(inputs)
         self.keep = True       # False: run through the interpreter without keeping a launch

@@ -142,7 +142,7 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
     for hook in hooks.pre_run_hooks(kernel_obj):
         hook(*args, **{k: v for k, v in kwargs.items() if k in bound})
     try:
-        _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug)
+        _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug, grow=opts.grow)
     except BaseException as e:
         # Keep what was recorded, and give the caller what the completed programs stored, as a GPU would.
         error = None
@@ -288,8 +288,9 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
       for the uninitialised-read and coverage checks of the analysis.
     - ``on_oob``: ``"skip"`` records and skips out-of-bounds lanes; ``"raise"`` stops at the first one.
     - ``config``: for an autotuned kernel, the config to run (index or dict of its kwargs).
-    - ``batch``: run chunks of programs in one numpy pass (default ``True``; a number sets the programs
-      per chunk, which bounds memory). Results are exactly those of one program at a time: a chunk whose
+    - ``batch``: run chunks of programs in one numpy pass (default ``True``: 256 programs, up to 1024 once the
+      first chunk shows small blocks; a number sets the programs per chunk, which bounds memory). Results
+      are exactly those of one program at a time: a chunk whose
       programs branch differently or share memory they write is undone and re-run one by one, and the
       launch's ``meta["execution"]`` says which and why. ``False`` runs one program at a time.
     - ``memory_limit``: bytes (or "512MB", "2GiB") the recorded trace of a launch may hold. Values are

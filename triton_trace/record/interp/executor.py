@@ -11,6 +11,8 @@ from .. import frames
 from . import batch, hooks, provenance, semantics
 
 DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
+GROW_LANES = 1 << 20         # batch=True: after the first chunk, chunks of up to this many lanes per memory op
+MAX_CHUNK = 1024             # (kernels of small blocks: fewer, larger numpy passes) and at most this many programs
 MIN_CHUNK = 8                # a chunk that falls back halves the next one, down to this size
 GIVE_UP_AFTER = 2            # consecutive fallbacks at MIN_CHUNK: run the rest of the launch one by one
 RETRY = "retry"              # _run_chunk's answer when the chunk should run batched again (see ChunkRetry)
@@ -31,11 +33,12 @@ def program_order(grid: tuple) -> np.ndarray:
 
 
 def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callable] = None,
-             chunk: int = DEFAULT_CHUNK, debug: bool = False) -> None:
+             chunk: int = DEFAULT_CHUNK, debug: bool = False, grow: bool = False) -> None:
     """Run every program of ``grid`` through the interpreter, recording into ``rec``.
 
     ``chunk`` > 1 runs that many programs at once where the result is provably the same as running
-    them one by one; ``on_done(n)`` is told after every n programs completed; ``debug`` checks
+    them one by one (``grow``: more after the first chunk, where its memory ops' blocks are small, see
+    GROW_LANES); ``on_done(n)`` is told after every n programs completed; ``debug`` checks
     ``tl.device_assert``. Raises ``ProgramFailure``
     (carrying the program id and source line) when a program raises.
     """
@@ -65,6 +68,8 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                                    proxy, on_done)
                 if why is None:
                     start, misses = start + n, 0
+                    if grow:
+                        chunk, grow = _grown(chunk, rec.widest), False
                     continue
                 rec.note_fallback(start, n, why)
                 # Programs that share memory often do so only within groups (a lock per group of rows, a
@@ -77,6 +82,12 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                     rec.note_fallback(start + n, total - start - n, "batching stopped after repeated fallbacks")
             _run_sequential(kernel, call_args, order[start:start + n], builder, rec, on_done)
             start += n
+
+
+def _grown(chunk: int, widest: int) -> int:
+    """Programs per chunk for blocks of at most ``widest`` lanes per program (a power of two, never fewer)."""
+    target = min(MAX_CHUNK, GROW_LANES // max(widest, 1))
+    return max(chunk, 1 << (target.bit_length() - 1)) if target >= 1 else chunk
 
 
 def _tag_pointers(host, arg, memory) -> None:
