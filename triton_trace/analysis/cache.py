@@ -260,33 +260,42 @@ def _l2_slice(row, line, mask, rows: _Rows, l2, read_s, write_s, totals) -> None
         kind[copies] |= 1
         first = np.repeat(~is_far, width)               # the lookup an SM makes first: its near partition
         first[copies] = True
+        entry = np.repeat(np.arange(len(row), dtype=np.int64), width)    # each access's entry
         del at, copies
     else:
-        sets, lines, first = home_set, line, None
+        sets, lines, first, entry = home_set, line, None, None
     del home_set, home
+    # the accesses that change the cache, with what each fetched, dirtied and found; the rest repeat the
+    # previous access of their set: they hit all they ask for, fetch and dirty nothing
     if l2.open is None:
-        fetched, dirtied, hit_sectors = l2.run(sets, lines, kind)
+        stepped, got, made, hit_s = l2.steps(sets, lines, kind)
     else:                                 # accesses to sets that no line enters twice: closed form
-        stepped = l2.open.stepped[sets]
-        fetched, dirtied, hit_sectors = (np.zeros(len(sets), dtype=np.int64) for _ in range(3))
-        a = np.flatnonzero(~stepped)
-        fetched[a], dirtied[a] = l2.open.take(sets[a], kind[a])
-        a = np.flatnonzero(stepped)
-        if len(a):
-            fetched[a], dirtied[a], hit_sectors[a] = l2.run(sets[a], lines[a], kind[a])
-        del a, stepped
+        is_open = l2.open.stepped[sets]
+        a = np.flatnonzero(~is_open)
+        b = np.flatnonzero(is_open)
+        open_got, open_made = l2.open.take(sets[a], kind[a])
+        stepped, got, made, hit_s = l2.steps(sets[b], lines[b], kind[b]) if len(b) else \
+            (np.zeros(0, np.int64),) * 4
+        stepped = np.concatenate([a, b[stepped]])
+        got, made = np.concatenate([open_got, got]), np.concatenate([open_made, made])
+        hit_s = np.concatenate([np.zeros(len(a), np.int64), hit_s])
+        del a, b, is_open, open_got, open_made
     del sets, lines
-    home_acc = (kind & 1) == 0
-    for counts, per_access in ((read_s, fetched), (write_s, dirtied)):
-        per_entry = per_access[home_acc]
-        some = np.flatnonzero(per_entry)                # most lookups hit: few entries fetch or dirty
-        counts += np.bincount(row[some], weights=per_entry[some], minlength=len(counts)).astype(np.int64)
+    k = kind[stepped]
+    home_acc = (k & 1) == 0                         # DRAM traffic is counted at home
+    where = stepped if entry is None else entry[stepped]
+    for counts, per_access in ((read_s, got), (write_s, made)):
+        some = np.flatnonzero(home_acc & (per_access != 0))
+        counts += np.bincount(row[where[some]], weights=per_access[some], minlength=len(counts)).astype(np.int64)
     sectors = _POPCOUNT[kind >> 3]
     if first is not None:
         sectors = np.where(first, sectors, 0)
     rd, wr = (kind & 4) != 0, (kind & 2) != 0
-    totals[:4] += (int(sectors[rd].sum()), int(hit_sectors[rd & (sectors > 0)].sum()), int(sectors[wr].sum()),
-                   int(sectors[wr].sum()))
+    reads, writes = int(sectors[rd].sum()), int(sectors[wr].sum())
+    # read hits: every sector a first lookup asks for, less what the stepped ones did not find
+    asked = sectors[stepped]
+    missed = int((asked - hit_s)[((k & 4) != 0) & (asked > 0)].sum())
+    totals[:4] += (reads, reads - missed, writes, writes)
 
 
 def dram_bytes(result: CacheResult) -> tuple:

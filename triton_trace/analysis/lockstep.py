@@ -67,6 +67,18 @@ class L2:
         copy, where a copy is an access to a near-partition copy: a read fills it without DRAM traffic, a
         write drops it. Per access: (sectors fetched from DRAM, sectors made dirty, requested sectors that
         were valid). Dirty lines beyond ``dirty_ways`` per set are cleaned."""
+        n = len(sets)
+        stepped, got, made, hit_s = self.steps(sets, line, kind)
+        fetched = np.zeros(n, dtype=np.int64)
+        dirtied = np.zeros(n, dtype=np.int64)
+        hit_sectors = _POPCOUNT[kind >> 3] * ((kind >> 2) & 1)       # a repeat hits all it asks for
+        fetched[stepped], dirtied[stepped], hit_sectors[stepped] = got, made, hit_s
+        return fetched, dirtied, hit_sectors
+
+    def steps(self, sets, line, kind) -> tuple:
+        """``run`` for the accesses that change the cache: (their indices, sectors each fetched, made dirty,
+        found valid). Every other access repeats the previous access of its set (the same line, sectors and
+        kind): it hits every sector it asks for and fetches and dirties nothing."""
         n, n_sets = len(sets), self.n_sets
         key = sets.astype(np.uint16) if n_sets <= 1 << 16 else sets     # 16-bit keys take numpy's radix sort
         by_set = np.argsort(key, kind="stable")                           # time order kept within a set
@@ -85,11 +97,6 @@ class L2:
             ends = np.r_[starts[1:] - 1, n - 1]
             self.prev[s_sorted[ends]] = what[ends]
         del what
-        hit_sectors = np.zeros(n, dtype=np.int64)
-        dropped = by_set[same]
-        k = kind[dropped]
-        hit_sectors[dropped] = _POPCOUNT[k >> 3] * ((k >> 2) & 1)
-        del k, dropped
         by_set, s_sorted = by_set[~same], s_sorted[~same]
         counts = np.bincount(s_sorted, minlength=n_sets)
         rank = np.arange(len(by_set)) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -109,10 +116,7 @@ class L2:
         drop = wr & cp
         del k, wr
         got, made, hit_s = self._steps(bounds, sl_set, sl_line, m8, cp, read_m, write_m, drop)
-        fetched = np.zeros(n, dtype=np.int64)
-        dirtied = np.zeros(n, dtype=np.int64)
-        fetched[step_major], dirtied[step_major], hit_sectors[step_major] = got, made, hit_s
-        return fetched, dirtied, hit_sectors
+        return step_major, got, made, hit_s
 
     def _steps(self, bounds, sl_set, sl_line, m8, cp, read_m, write_m, drop) -> tuple:
         tags, last, valid, dirty, n_dirty = self.tags, self.last, self.valid, self.dirty, self.n_dirty
