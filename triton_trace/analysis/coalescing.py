@@ -31,7 +31,7 @@ Out-of-bounds lanes count here (a GPU would issue them) but are left out of the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -136,24 +136,47 @@ def coalesce(ctx: LaunchContext, row_order: np.ndarray, layouts: Optional[dict] 
             per_chunk = max(1, CHUNK_LANES // int(np.prod(shape)))
             for i in range(0, len(members), per_chunk):
                 _chunk(ctx, members[i:i + per_chunk], shape, int(k[-1]), per_thread, out, parts, layouts)
-    return Coalescing(**out, stream_row=_cat(parts, 0, n), stream_line=_cat(parts, 1, None),
-                      stream_mask=_cat(parts, 2, 16))
+    return Coalescing(**out, **_stream(parts, n))
 
 
-def _cat(parts: list, j: int, bound: Optional[int]) -> np.ndarray:
-    """Column ``j`` of the stream's parts in one array of the narrowest of uint8, int32 and int64 that holds
-    it (``bound``: a known upper bound of its non-negative values; None: look): the stream has one entry per
-    request and line, the largest arrays of the analysis."""
-    if not parts:
-        return np.zeros(0, np.int64 if bound is None or bound > 255 else np.uint8)
-    if bound is None:
-        cols = [p[j] for p in parts if len(p[j])]
-        small = -(1 << 31) <= min((int(c.min()) for c in cols), default=0) and \
-            max((int(c.max()) for c in cols), default=0) < 1 << 31
-    else:
-        small = bound < 1 << 31
-    dtype = np.uint8 if bound is not None and bound <= 255 else (np.int32 if small else np.int64)
-    return np.concatenate([p[j] for p in parts], dtype=dtype, casting="unsafe")
+class _Kron(NamedTuple):
+    """Stream entries of rows that repeat one row's lines shifted by whole lines: for each row of ``rows`` in
+    turn, every line of ``line`` plus the row's ``shift``, with ``masks``. Written straight into the stream
+    (``_stream``): no per-part copies of the largest arrays of the analysis."""
+    rows: np.ndarray
+    line: np.ndarray
+    shift: np.ndarray
+    masks: np.ndarray
+
+
+def _stream(parts: list, n_rows: int) -> dict:
+    """The L2 stream of ``parts`` (explicit (rows, lines, masks) or _Kron) in one array each, rows and lines
+    as int32 where they fit."""
+    sizes = [len(p.rows) * len(p.line) if isinstance(p, _Kron) else len(p[0]) for p in parts]
+    lo = hi = 0
+    for p, n in zip(parts, sizes):
+        if n:
+            a, b = ((int(p.line.min()) + int(p.shift.min()), int(p.line.max()) + int(p.shift.max()))
+                    if isinstance(p, _Kron) else (int(p[1].min()), int(p[1].max())))
+            lo, hi = min(lo, a), max(hi, b)
+    narrow = lambda fits: np.int32 if fits else np.int64
+    total = sum(sizes)
+    row = np.empty(total, narrow(n_rows < 1 << 31))
+    line = np.empty(total, narrow(-(1 << 31) <= lo and hi < 1 << 31))
+    mask = np.empty(total, np.uint8)
+    at = 0
+    for p, n in zip(parts, sizes):
+        if not n:
+            continue
+        if isinstance(p, _Kron):
+            shape = (len(p.rows), len(p.line))
+            row[at:at + n].reshape(shape)[...] = p.rows[:, None]
+            np.add(p.line[None, :], p.shift[:, None], out=line[at:at + n].reshape(shape), casting="unsafe")
+            mask[at:at + n].reshape(shape)[...] = p.masks[None, :]
+        else:
+            row[at:at + n], line[at:at + n], mask[at:at + n] = p
+        at += n
+    return {"stream_row": row, "stream_line": line, "stream_mask": mask}
 
 
 def _by_pattern(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per_thread: np.ndarray, out: dict,
@@ -189,8 +212,7 @@ def _by_pattern(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per
             out[key][members] = out[key][rep]
         shift = (base[pick] - base[pick[0]]) * eb // LINE_BYTES
         for _, line, masks in sub:
-            parts.append((np.repeat(members, len(line)), (line[None, :] + shift[:, None]).reshape(-1),
-                          np.tile(masks, len(members))))
+            parts.append(_Kron(members, line, shift, masks))
         done[at[pick]] = True
     return rows[~done]
 
@@ -324,8 +346,7 @@ def _requests(ctx, rows, ot, mt, eb, warp, vec, per_thread, out, parts) -> None:
             if sub:
                 _, line, masks = sub[0]
                 shift = (base[members] - base[rep]) * eb // LINE_BYTES
-                parts.append((np.repeat(rows[members], len(line)), (line[None, :] + shift[:, None]).reshape(-1),
-                              np.tile(masks, len(members))))
+                parts.append(_Kron(rows[members], line, shift, masks))
             done[members] = True
         if done.any():
             rest = np.flatnonzero(~done)
