@@ -150,13 +150,17 @@ PIPELINE_WINDOWS = 4         # on two cores a stream is cut into about this many
 MIN_WINDOW = 1 << 18         # filters of later ones run beside the L2 (windows of at least MIN_WINDOW entries)
 
 
-def _windows(waves: np.ndarray, size: int) -> list:
+def _windows(row_order: np.ndarray, wave_of_row: np.ndarray, entries: np.ndarray, size: int) -> list:
     """Cuts of the issue-ordered stream into windows of about ``size`` entries, each a run of whole waves
-    (an L1 lives for one wave, so each window's L1 filter is exact on its own)."""
-    n = len(waves)
-    if n <= size or (n > 1 and (waves[1:] < waves[:-1]).any()):
+    (an L1 lives for one wave, so each window's L1 filter is exact on its own); ``entries``: the stream's
+    entries per row. Found from the rows alone: the stream in issue order takes the rows in ``row_order``."""
+    n = int(entries.sum())
+    by_rank = np.argsort(row_order, kind="stable")
+    waves = wave_of_row[by_rank]
+    if n <= size or (len(waves) > 1 and (waves[1:] < waves[:-1]).any()):
         return [(0, n)]
-    starts = np.flatnonzero(np.r_[True, waves[1:] != waves[:-1]])      # where each wave begins
+    per_wave = np.bincount(waves, weights=entries[by_rank]).astype(np.int64)
+    starts = (np.cumsum(per_wave) - per_wave)[per_wave > 0]            # where each wave begins
     cuts, lo = [], 0
     while lo < n:
         k = int(np.searchsorted(starts, lo + size, side="right")) - 1
@@ -181,6 +185,8 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
         return CacheResult(read_s, write_s, n_sets, 0)
     rank_of_row = row_order.astype(np.int32) if ctx.n_rows < 1 << 31 else row_order
     t = np.argsort(rank_of_row[co.stream_row], kind="stable")      # sorted runs: nearly linear
+    if len(t) < 1 << 31:
+        t = t.astype(np.int32)
     wave_of_row = ctx.gpu_rank[ctx.row_prog] // p.programs_in_flight
     base_lines = _tensor_base_lines(ctx)
     wide = int(co.stream_line.max()) + int(base_lines.max()) >= 1 << 31
@@ -199,7 +205,7 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     totals = np.zeros(5, dtype=np.int64)      # read lookups, read hits, write lookups, write hits, L1 hits
     # A window's L1 filter needs no cache state: the next window's runs on the second core while this
     # one's entries go through the L2 (parallel.py; the results do not depend on it).
-    cuts = _windows(wave_of_row[co.stream_row[t]], window)
+    cuts = _windows(row_order, wave_of_row, np.bincount(co.stream_row, minlength=ctx.n_rows), window)
     threaded = len(cuts) > 1 and parallel.cores() > 1
     pending = None
     try:
