@@ -114,7 +114,7 @@ def _pattern_elements(ctx: LaunchContext, rows: np.ndarray, size: int, intervals
         return rows
     ok, groups = ctx.regular_groups(rows)
     for pat, members in groups:
-        base = ctx.row_base[members]
+        base = np.unique(ctx.row_base[members])       # rows that load one tile again add no element
         iv = pattern_intervals(pat, base)
         if iv is not None:
             intervals.append(iv)
