@@ -353,3 +353,31 @@ def test_the_report_summary_says_how_each_launch_compiled():
     assert "[compiled] launch 0 ('matmul_kernel') for sm_90: 4 warps, 255 registers per thread" in text
     assert "limited by registers" in text
     assert "[compiled]" not in triton_trace.analyze(launch, layouts="model").summary()
+
+
+_WRITER = """
+import sys
+from triton_trace.record.interp.toolchain import import_module
+text, path = open(sys.argv[1]).read(), sys.argv[2]
+for _ in range(40):
+    assert import_module(text, path).VALUE == 12345
+"""
+
+
+def test_processes_writing_one_kernel_module_at_once_never_read_it_half_written(tmp_path):
+    """Kernel modules (and compile results) are named by the hash of their text, so pytest-xdist workers
+    compiling the same kernel write the same file at once: each writes whole and renames."""
+    import subprocess
+    import sys
+    text = "".join(f"# padding line {i:06d} to make the module slow to write\n" for i in range(60_000)) + \
+        "VALUE = 12345\n"
+    src = tmp_path / "text.py"
+    src.write_text(text)
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    target = str(tmp_path / "kshared.py")
+    procs = [subprocess.Popen([sys.executable, str(script), str(src), target], stderr=subprocess.PIPE, text=True)
+             for _ in range(3)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errors
+    assert not [f for f in tmp_path.iterdir() if f.name.endswith(".tmp")]

@@ -11,6 +11,7 @@ import ast
 import hashlib
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 
 from ..errors import CompileError, TraceUsageError
@@ -129,9 +130,10 @@ def compile_launch(launch, target="sm_90", cache: bool = True, allowed_imports=N
         raw["module_file"] = mod_path
         if cache:
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path + ".tmp", "w", encoding="utf-8") as f:
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"     # processes may compile it at once
+            with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(raw, f)
-            os.replace(path + ".tmp", path)
+            os.replace(tmp, path)
     return _build(launch, module, raw, arch)
 
 

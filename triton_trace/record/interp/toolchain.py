@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import warnings
 
 import triton
@@ -44,9 +45,13 @@ def triton_version() -> str:
 
 
 def import_module(text: str, path: str):
-    """Import the kernel module written at ``path`` (Triton's JIT reads a function's source from its file)."""
-    with open(path, "w", encoding="utf-8") as f:
+    """Import the kernel module written at ``path`` (Triton's JIT reads a function's source from its file).
+    Written whole under another name and then renamed: another process may be importing the same module
+    (its name is the hash of its text) and must never read it half written."""
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
+    os.replace(tmp, path)
     name = "_triton_trace_kernel_" + os.path.basename(path)[:-3]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
