@@ -450,3 +450,33 @@ def test_the_default_chunk_grows_for_small_blocks(block, batch, want, monkeypatc
     assert sizes == want
     assert torch.equal(o1, x + y) and torch.equal(o1, o2)
     assert_same_traces(t1, t2)
+
+
+@triton.jit
+def _serialized_add(data, lock):
+    # one program at a time in the critical section: a chunk splits into its first program and the rest,
+    # again and again (triton's test_atomic_cas)
+    ptrs = data + tl.arange(0, 16)
+    while tl.atomic_cas(lock, 0, 1) == 1:
+        pass
+    tl.store(ptrs, tl.load(ptrs) + 1.0)
+    tl.atomic_xchg(lock, 0)
+
+
+@pytest.mark.parametrize("batch", [True, 1500])
+def test_a_spin_lock_splits_a_large_chunk_without_recursing(batch, monkeypatch):
+    """Each split of a diverged chunk runs as its own chunk: stepped, not recursed into, so a chunk longer than
+    Python's recursion limit splits 1500 times over; the default chunk does not grow for programs that
+    diverge."""
+    from triton_trace.record.interp import executor
+    sizes = []
+    real = executor._run_batched
+    monkeypatch.setattr(executor, "_run_batched", lambda k, b, c, pids, *rest: sizes.append(len(pids)) or
+                        real(k, b, c, pids, *rest))
+    data, lock = torch.zeros(16), torch.zeros(1, dtype=torch.int32)
+    triton_trace.reset()
+    trace(_serialized_add, batch=batch)[(1500,)](data, lock)
+    assert max(sizes) == (256 if batch is True else 1500)
+    assert torch.equal(data, torch.full((16,), 1500.0)) and int(lock) == 0
+    ex = triton_trace.current_trace().launches[0].meta["execution"]
+    assert ex["diverged_chunks"] > 0

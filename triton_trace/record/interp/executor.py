@@ -68,8 +68,8 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                                    proxy, on_done)
                 if why is None:
                     start, misses = start + n, 0
-                    if grow:
-                        chunk, grow = _grown(chunk, rec.widest), False
+                    if grow:             # (not for programs that diverge: each split re-runs the rest)
+                        chunk, grow = (_grown(chunk, rec.widest) if not rec.diverged_chunks else chunk), False
                     continue
                 rec.note_fallback(start, n, why)
                 # Programs that share memory often do so only within groups (a lock per group of rows, a
@@ -120,7 +120,25 @@ def _run_batched(kernel, batched_args, call_args, pids, first: int, builder, rec
     there run as chunks of their own, in launch order (a run may diverge again later, and is split again):
     exactly the chunking that would have been chosen had the boundaries been known, so results and traces
     stay those of one program at a time. Returns None when every program ran, else why the chunk must run
-    one program at a time (nothing of it kept)."""
+    one program at a time (nothing of it kept). Runs within runs are stepped here, not recursed into: a spin
+    lock splits a chunk into one program and the rest, again and again, as deep as the chunk is long."""
+    stack = [_batched(kernel, batched_args, call_args, pids, first, builder, rec, proxy, on_done)]
+    result = None
+    while stack:
+        try:
+            sub, at = stack[-1].send(result)
+        except StopIteration as done:
+            stack.pop()
+            result = done.value
+            continue
+        stack.append(_batched(kernel, batched_args, call_args, sub, at, builder, rec, proxy, on_done))
+        result = None
+    return result
+
+
+def _batched(kernel, batched_args, call_args, pids, first: int, builder, rec, proxy, on_done):
+    """``_run_batched`` of one chunk, as a generator: it yields each run of agreeing programs that is to run
+    batched as (programs, launch position) and is sent back what running it returned."""
     why = _run_chunk(kernel, batched_args, pids, builder, rec, proxy)
     if why is RETRY:                     # the same chunk again, keeping the lanes it lacked
         why = _run_chunk(kernel, batched_args, pids, builder, rec, proxy)
@@ -136,8 +154,7 @@ def _run_batched(kernel, batched_args, call_args, pids, first: int, builder, rec
     alone = 0
     for run in np.split(np.arange(len(pids)), np.flatnonzero(np.diff(why.labels)) + 1):
         sub, at = pids[run], first + int(run[0])
-        inner = "one program" if len(sub) == 1 else \
-            _run_batched(kernel, batched_args, call_args, sub, at, builder, rec, proxy, on_done)
+        inner = "one program" if len(sub) == 1 else (yield sub, at)
         if inner is None:
             continue
         if len(sub) == 1:
