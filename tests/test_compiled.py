@@ -376,8 +376,10 @@ def test_processes_writing_one_kernel_module_at_once_never_read_it_half_written(
     script = tmp_path / "writer.py"
     script.write_text(_WRITER)
     target = str(tmp_path / "kshared.py")
-    procs = [subprocess.Popen([sys.executable, str(script), str(src), target], stderr=subprocess.PIPE, text=True)
-             for _ in range(3)]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # importable where not installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    procs = [subprocess.Popen([sys.executable, str(script), str(src), target], stderr=subprocess.PIPE, text=True,
+                              env=env) for _ in range(3)]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert all(p.returncode == 0 for p in procs), errors
     assert not [f for f in tmp_path.iterdir() if f.name.endswith(".tmp")]
