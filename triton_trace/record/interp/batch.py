@@ -330,9 +330,19 @@ class _Overrides:
             return TensorHandle(_ti._interpreter.load(ptrs.addresses(), mask, other, dtype_np), dtype_tt)
         return chunk.base.create_masked_load(self, _full(ptrs, n), chunk.masked(_full(mask, n)), other, *args)
 
+    def create_store(self, ptr, val, *args):
+        # as create_load: the all-true mask's shape without the lanes
+        mask = TensorHandle(np.ones(described.shape_of(ptr), dtype=bool), tl.int1)
+        return self.create_masked_store(ptr, val, mask, *args)
+
     def create_masked_store(self, ptrs, value, mask, *args):
         chunk = self._tt_chunk
         n = chunk.size
+        if described.lazy(ptrs) and ptrs.shape[0] in (1, n):
+            # the interpreter's create_masked_store, handing the memory seam the description, not the lanes
+            if ptrs.shape[0] != n:
+                ptrs = described.LazyPointers(ptrs.dtype, (n,) + ptrs.shape[1:], ptrs._first, ptrs._strides)
+            return _ti._interpreter.store(ptrs.addresses(), _full(value, n).data, chunk.masked(_full(mask, n)).data)
         return chunk.base.create_masked_store(self, _full(ptrs, n), _full(value, n), chunk.masked(_full(mask, n)),
                                               *args)
 

@@ -116,6 +116,7 @@ class MemoryProxy:
             log.append(("view", vo[0], idx, vo[0][idx]))
         else:
             dtype = np.dtype(dtype)
+            ptrs = _lanes(ptrs)
             log.append(("raw", ptrs, self._raw().load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
 
     def load(self, ptrs, mask, other, dtype):
@@ -142,6 +143,7 @@ class MemoryProxy:
         return out
 
     def store(self, ptrs, value, mask):
+        """``ptrs``: the addresses, or (a batched store through a lazy pointer block) described.Addresses."""
         file, line = where()
         safe, row = self._check("store", file, line, ptrs, mask, value.dtype.itemsize)
         self._rec.record_values(row, value)
@@ -156,7 +158,7 @@ class MemoryProxy:
             return None       # written a run at a time (described or probed pointers: no offsets built)
         vo = self._view(value.dtype)
         if vo is None:
-            return self._raw().store(ptrs, value, safe)
+            return self._raw().store(_lanes(ptrs), value, safe)
         if not safe.any():
             return None       # nothing to write (an input's view may be read-only)
         value = np.broadcast_to(value, ptrs.shape)
