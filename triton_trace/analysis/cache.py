@@ -139,7 +139,6 @@ class _Rows(NamedTuple):
     near: np.ndarray        # its SM's L2 partition
     base: np.ndarray        # its tensor's first line in the simulated address space
     load: np.ndarray
-    read: np.ndarray
     write: np.ndarray
     rw: np.ndarray          # read << 2 | write << 1 (uint8): the access-kind bits of an L2 lookup
 
@@ -191,13 +190,13 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     base_lines = _tensor_base_lines(ctx)
     wide = int(co.stream_line.max()) + int(base_lines.max()) >= 1 << 31
     rows = _Rows(_l1_owner(ctx), ctx.gpu_rank[ctx.row_prog] % PARTITIONS, base_lines[ctx.tensor],
-                 ctx.kind == LOAD, ctx.is_read, ctx.is_write,
+                 ctx.kind == LOAD, ctx.is_write,
                  (ctx.is_read.astype(np.uint8) << 2) | (ctx.is_write.astype(np.uint8) << 1))
     l2 = L2(n_sets, p.l2_ways, np.int64 if wide else np.int32, fetch_sectors=FETCH_SECTORS,
              dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))),
              lines=int(base_lines.max()) if len(co.stream_row) * 4 >= int(base_lines.max()) else None)
     # sets that no line enters twice need no stepping (analysis/streaming.py)
-    fast, l2.open = streaming.plan(co, t, rows, l2, _POPCOUNT, ctx.n_rows, PARTITIONS, int(base_lines.max()))
+    fast, l2.open = streaming.plan(co, t, rows, l2, _POPCOUNT, ctx.n_rows, int(base_lines.max()))
     if fast is not None:                      # no line repeats at all
         read_s, write_s, evicted, tot = fast
         return CacheResult(read_s, write_s, n_sets, evicted, read_lookups=tot[0], read_hits=tot[1],
@@ -246,11 +245,8 @@ def _l2_stage(stage: tuple, rows: _Rows, l2, read_s, write_s, totals) -> None:
 def _l2_slice(row, line, mask, rows: _Rows, l2, read_s, write_s, totals) -> None:
     # The home partition holds every line; a far access also goes to the near partition (a copy): each
     # entry becomes its home access, then (far ones) its copy.
-    per_part = l2.n_sets // PARTITIONS
-    home_set = l2.home_sets(line)                       # home * per_part + slot
-    home = home_set // per_part
-    near = rows.near[row]
-    is_far = near != home
+    home_set = l2.home_sets(line)                       # home partition * sets per partition + slot
+    is_far = rows.near[row] != l2.partition(home_set)
     # what each access is, in one byte: sector mask << 3 | read << 2 | write << 1 | copy
     kind = (mask.astype(np.uint8) & 15) << 3 | rows.rw[row]
     if is_far.any():
@@ -258,9 +254,7 @@ def _l2_slice(row, line, mask, rows: _Rows, l2, read_s, write_s, totals) -> None
         at = np.cumsum(width) - width                   # each entry's home access
         copies = at[is_far] + 1
         sets = np.repeat(home_set, width)
-        far_home = home_set[is_far]                     # the copy: the same slot in the other partition
-        sets[copies] = np.where(far_home >= per_part, far_home - per_part, far_home + per_part)
-        del far_home
+        sets[copies] = l2.partner(home_set[is_far])
         lines = np.repeat(line, width)
         kind = np.repeat(kind, width)
         kind[copies] |= 1
@@ -270,7 +264,7 @@ def _l2_slice(row, line, mask, rows: _Rows, l2, read_s, write_s, totals) -> None
         del at, copies
     else:
         sets, lines, first, entry = home_set, line, None, None
-    del home_set, home
+    del home_set
     # the accesses that change the cache, with what each fetched, dirtied and found; the rest repeat the
     # previous access of their set: they hit all they ask for, fetch and dirty nothing
     if l2.open is None:

@@ -57,6 +57,15 @@ class L2:
         home = (u * _HOME) >> np.uint64(63)         # PARTITIONS == 2: one hash bit
         return (home * np.uint64(per_part) + slot).astype(np.int32 if self.n_sets < 1 << 31 else np.int64)
 
+    def partition(self, sets: np.ndarray) -> np.ndarray:
+        """The partition each set belongs to."""
+        return sets // (self.n_sets // PARTITIONS)
+
+    def partner(self, sets: np.ndarray) -> np.ndarray:
+        """The same slot in the other partition (where a far access leaves its copy)."""
+        per_part = self.n_sets // PARTITIONS
+        return np.where(sets >= per_part, sets - per_part, sets + per_part)
+
     def home_sets(self, line: np.ndarray) -> np.ndarray:
         if self._table is not None and len(line) and int(line.max()) < len(self._table):
             return self._table[line]

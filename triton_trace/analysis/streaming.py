@@ -71,7 +71,7 @@ def _written_back(sets: np.ndarray, dirty: np.ndarray, l2) -> int:
     return int(d[back].sum())
 
 
-def plan(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, partitions: int, lines: int) -> tuple:
+def plan(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, lines: int) -> tuple:
     """How much of the stream (in issue order ``t``) takes the closed form: (counts, None) when no line
     repeats in it, counts being (read sectors per row, write sectors per row, sectors written back while the
     kernel ran, totals as cache.simulate keeps them); (None, OpenSets) when lines repeat in less than half
@@ -89,23 +89,20 @@ def plan(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, partiti
         home = l2.home_sets(again)
         stepped = np.zeros(l2.n_sets, dtype=bool)
         stepped[home] = True
-        stepped[np.where(home >= l2.n_sets // partitions, home - l2.n_sets // partitions,
-                         home + l2.n_sets // partitions)] = True
+        stepped[l2.partner(home)] = True
         return None, (OpenSets(stepped, l2, popcount) if stepped.mean() < 0.5 else None)
     mask = co.stream_mask[t].astype(np.uint8) & 15
     tt = t[mask != 0]
     row = co.stream_row[tt]
-    return _all_open(row, co.stream_line[tt] + rows.base[row], mask[mask != 0], rows, l2, popcount, n_rows,
-                     partitions), None
+    return _all_open(row, co.stream_line[tt] + rows.base[row], mask[mask != 0], rows, l2, popcount, n_rows), None
 
 
-def _all_open(row, line, mask, rows, l2, popcount, n_rows: int, partitions: int) -> tuple:
+def _all_open(row, line, mask, rows, l2, popcount, n_rows: int) -> tuple:
     rw = rows.rw[row]
     rd, wr = (rw & 4) != 0, (rw & 2) != 0
     sectors = popcount[mask]
-    per_part = l2.n_sets // partitions
     home_set = l2.home_sets(line)
-    far = rows.near[row] != home_set // per_part
+    far = rows.near[row] != l2.partition(home_set)
     read_s = np.bincount(row[rd], weights=popcount[l2.widen[mask[rd]] & 15], minlength=n_rows).astype(np.int64)
     write_s = np.bincount(row[wr], weights=sectors[wr], minlength=n_rows).astype(np.int64)
     totals = (int(sectors[rd].sum()), 0, int(sectors[wr].sum()), int(sectors[wr].sum()), 0)
@@ -114,8 +111,7 @@ def _all_open(row, line, mask, rows, l2, popcount, n_rows: int, partitions: int)
     width = 1 + copy
     at = np.cumsum(width) - width
     sets = np.repeat(home_set, width)
-    other = home_set[copy]
-    sets[at[copy] + 1] = np.where(other >= per_part, other - per_part, other + per_part)
+    sets[at[copy] + 1] = l2.partner(home_set[copy])
     dirty = np.zeros(len(sets), dtype=np.int64)          # the sectors each fill leaves dirty
     dirty[at] = np.where(wr, sectors, 0)
     return read_s, write_s, _written_back(sets, dirty, l2), totals

@@ -89,31 +89,35 @@ class MemoryProxy:
         self._access = access
         return access.safe, access.row
 
-    def _view(self, dtype):
-        """(typed view of the accessed storage, element offsets) when numpy can serve the op, else None."""
+    def _typed(self, dtype):
+        """The accessed storage as a numpy array of ``dtype`` when numpy can serve the op, else None."""
         a = self._access
         if a.tensor < 0 or not a.aligned:
             return None
         view = self._rec.memory.typed_view(a.tensor, dtype)
-        return (view, np.asarray(a.offsets)) if view.size else None
+        return view if view.size else None
+
+    def _runs(self, safe, shape):
+        """(first element offsets, strides, block shape) when every lane is safe and each program's offsets are
+        its first one plus one pattern (affine.gather and affine.scatter move them a run at a time)."""
+        aff = self._rec.memory.affine
+        return None if aff is None or not safe.all() else (aff[0], aff[1], shape[1:])
 
     def _save(self, ptrs, safe, dtype) -> None:
         # In a batched chunk, keep what a write overwrites so the chunk can be undone and re-run
         log = self._log
         if log is None or not safe.any():
             return
-        a = self._access
-        aff = self._rec.memory.affine
-        if aff is not None and a.tensor >= 0 and a.aligned and safe.all():
-            view = self._rec.memory.typed_view(a.tensor, dtype)
-            old = affine.gather(view, aff[0], aff[1], ptrs.shape[1:]) if view.flags.writeable else None
+        view, runs = self._typed(dtype), self._runs(safe, ptrs.shape)
+        if view is not None and runs is not None and view.flags.writeable:
+            old = affine.gather(view, *runs)
             if old is not None:
-                log.append(("runs", view, (aff[0], aff[1], ptrs.shape[1:]), old))
+                log.append(("runs", view, runs, old))
                 return
-        vo = self._view(dtype)
-        if vo is not None:
-            idx = vo[1].reshape(-1) if safe.all() else vo[1][safe]
-            log.append(("view", vo[0], idx, vo[0][idx]))
+        if view is not None:
+            off = np.asarray(self._access.offsets)
+            idx = off.reshape(-1) if safe.all() else off[safe]
+            log.append(("view", view, idx, view[idx]))
         else:
             dtype = np.dtype(dtype)
             ptrs = _lanes(ptrs)
@@ -125,12 +129,12 @@ class MemoryProxy:
         file, line = where()
         safe, row = self._check("load", file, line, ptrs, mask, np.dtype(dtype).itemsize)
         a = self._access
-        view = self._rec.memory.typed_view(a.tensor, dtype) if a.tensor >= 0 and a.aligned else None
-        if view is None or not view.size:
+        view = self._typed(dtype)
+        if view is None:
             out = self._raw().load(_lanes(ptrs), safe, other, dtype)
         elif safe.all():
-            aff = self._rec.memory.affine
-            out = None if aff is None else affine.gather(view, aff[0], aff[1], ptrs.shape[1:])
+            runs = self._runs(safe, ptrs.shape)
+            out = None if runs is None else affine.gather(view, *runs)
             if out is None:
                 out = view[np.asarray(a.offsets)]
         else:
@@ -150,22 +154,19 @@ class MemoryProxy:
         if value.dtype.kind == "f":
             self._rec.nonfinite.store(self._access.tensor, file, line, value, safe, self._access.offsets)
         self._save(ptrs, safe, value.dtype)
-        a = self._access
-        aff = self._rec.memory.affine
-        if aff is not None and a.tensor >= 0 and a.aligned and safe.all() and \
-                affine.scatter(self._rec.memory.typed_view(a.tensor, value.dtype), aff[0], aff[1], ptrs.shape[1:],
-                               value):
-            return None       # written a run at a time (described or probed pointers: no offsets built)
-        vo = self._view(value.dtype)
-        if vo is None:
+        view, runs = self._typed(value.dtype), self._runs(safe, ptrs.shape)
+        if view is None:
             return self._raw().store(_lanes(ptrs), value, safe)
         if not safe.any():
             return None       # nothing to write (an input's view may be read-only)
+        if runs is not None and affine.scatter(view, *runs, value):
+            return None       # written a run at a time (described or probed pointers: no offsets built)
+        off = np.asarray(self._access.offsets)
         value = np.broadcast_to(value, ptrs.shape)
         if safe.all():
-            vo[0][vo[1].reshape(-1)] = value.reshape(-1)
+            view[off.reshape(-1)] = value.reshape(-1)
         else:
-            vo[0][vo[1][safe]] = value[safe]
+            view[off[safe]] = value[safe]
 
     def atomic_rmw(self, op, ptrs, val, mask, sem):
         file, line = where()
