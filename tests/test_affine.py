@@ -139,14 +139,20 @@ def test_value_blob_hands_out_its_buffer_unless_most_of_what_it_wrote_was_rolled
 def test_run_scatter_writes_what_a_lane_by_lane_assignment_writes(seed):
     """affine.scatter (stores of described pointers, a run at a time) against ``view[offsets] = values``
     computed lane by lane here: rows that overlap inside a program (the last write wins), negative strides
-    on the leading dimensions; gather reads back the same elements; a last dimension that is not a unit run,
-    or a read-only view, is refused and nothing is written."""
+    on the leading dimensions, the unit run in any dimension (a transposed tile); gather reads back the same
+    elements; a block with no unit run, a unit run before the last dimension where lanes of one program meet
+    (runs would not go in lane order), or a read-only view, is refused and nothing is written."""
     from triton_trace.record.affine import gather, scatter
     rng = np.random.default_rng(seed)
+    moved = refused = 0
     for _ in range(20):
         nd = int(rng.integers(2, 4))
         shape = tuple(int(v) for v in rng.integers(1, 5, nd - 1)) + (int(rng.integers(8, 20)),)
         strides = tuple(int(v) for v in rng.integers(-30, 30, nd - 1)) + (1,)
+        unit = int(rng.integers(0, nd))          # the unit-stride run may be any dimension (a transposed block)
+        order = [d for d in range(nd - 1)]
+        order.insert(unit, nd - 1)
+        shape, strides = tuple(shape[d] for d in order), tuple(strides[d] for d in order)
         programs = int(rng.integers(1, 4))
         idx = np.indices(shape).reshape(nd, -1)
         pat = (np.array(strides)[:, None] * idx).sum(axis=0)
@@ -158,11 +164,18 @@ def test_run_scatter_writes_what_a_lane_by_lane_assignment_writes(seed):
             for lane, off in enumerate(first[p] + pat):
                 want[off] = values.reshape(programs, -1)[p, lane]
         got = np.zeros(size, np.float32)
-        assert scatter(got, first, strides, shape, values)
+        if not scatter(got, first, strides, shape, values):
+            # refused only for a run that is not the last dimension, where lanes of one program meet
+            assert unit != nd - 1 and len(np.unique(pat)) < pat.size and not got.any()
+            assert gather(got, first, strides, shape) is None
+            refused += 1
+            continue
+        moved += unit != nd - 1
         np.testing.assert_array_equal(got, want)
         back = gather(got, first, strides, shape)
         np.testing.assert_array_equal(back.reshape(programs, -1), got[(first[:, None] + pat[None, :])])
+    assert moved and (refused or seed)      # both paths are taken (the seeds are fixed)
     view = np.zeros(64, np.float32)
-    assert not scatter(view, np.array([0]), (1, 2), (8, 8), np.ones((1, 8, 8), np.float32))      # stride 2
+    assert not scatter(view, np.array([0]), (2, 3), (8, 8), np.ones((1, 8, 8), np.float32))      # no unit run
     view.setflags(write=False)
     assert not scatter(view, np.array([0]), (8, 1), (8, 8), np.ones((1, 8, 8), np.float32))

@@ -1,6 +1,7 @@
-"""CPU storages are copied into the launch's padded buffers only when first written (record/memory.py):
-loads before that read the caller's bytes through a read-only view. What a kernel computes, what the trace
-records and what the caller's tensors hold afterwards must not depend on when the copy happens."""
+"""CPU storages are copied into the launch's padded buffers only where that is needed (record/memory.py):
+a traced launch reads and writes the caller's bytes in place, unless an access needs raw addresses or the
+launch keeps its inputs (then a storage is copied when first written). What a kernel computes, what the
+trace records and what the caller's tensors hold afterwards must not depend on where the bytes are."""
 import numpy as np
 import pytest
 import torch
@@ -32,6 +33,52 @@ def test_an_input_is_read_in_place_until_written():
     assert torch.equal(x, torch.arange(1000, dtype=torch.float32))     # the caller's copy, until copy_back
     mem.copy_back()
     assert torch.equal(x, torch.full((1000,), -1.0))
+
+
+def test_in_place_writes_go_to_the_callers_storage_until_raw_accesses_need_the_buffer():
+    mem = HostMemory(in_place=True)
+    x = torch.arange(1000, dtype=torch.float32)
+    host = mem.host_tensor("x", x)
+    st = mem.storages[0]
+    mem.mark_written(0)
+    assert st.written and not st.copied                # no copy: the caller's bytes are written where they are
+    view = mem.typed_view(0, np.float32)
+    assert view.flags.writeable and np.shares_memory(view, x.numpy())
+    view[:10] = -1
+    assert torch.equal(x[:10], torch.full((10,), -1.0))
+    mem.copy_back()                                    # nothing to copy back
+    assert torch.equal(x[10:], torch.arange(10, 1000, dtype=torch.float32))
+    mem.copy_all()                                     # the interpreter's own C++ accesses use the addresses
+    assert st.copied
+    view = mem.typed_view(0, np.float32)
+    assert view.ctypes.data == host.data_ptr() and not np.shares_memory(view, x.numpy())
+    np.testing.assert_array_equal(view[:12], [-1.0] * 10 + [10.0, 11.0])
+    view[10] = 99
+    assert float(x[10]) == 10.0
+    mem.copy_back()                                    # now written in the buffer: copied back
+    assert float(x[10]) == 99.0 and float(x[0]) == -1.0
+
+
+def test_a_traced_launch_copies_no_cpu_storage_unless_inputs_are_kept(monkeypatch):
+    """The vector add writes its output in place (no copy of either input or the output); with
+    trace(inputs=True) a storage is copied when first written, so the kept inputs are the caller's bytes
+    before the launch (a kernel that updates its argument in place)."""
+    from triton_trace.record import memory as memory_mod
+    from kernels import tutorials as K
+    copies = []
+    real = memory_mod._copy
+    monkeypatch.setattr(memory_mod, "_copy", lambda dst, src: (copies.append(dst.numel()), real(dst, src)))
+    x, y = torch.randn(3000), torch.randn(3000)
+    out = K.add(x, y, kernel=trace(K.make_add()), block=256)
+    assert torch.equal(out, x + y) and copies == []
+    x0 = torch.randn(8 * 32)
+    x = x0.clone()
+    trace(_shift_in_place, inputs=True)[(8,)](x, x.numel(), BLOCK=32)
+    assert copies == [4 * 256, 4 * 256]                # copied in when first written, and back
+    assert torch.equal(x[:32], x0[32:64] * 2 + 1)
+    lc = triton_trace.current_trace().launches[-1]
+    np.testing.assert_array_equal(lc.inputs[:4 * 256].view(np.float32), x0.numpy())
+    np.testing.assert_array_equal(lc.finals.view(np.float32), x.numpy())
 
 
 def test_copy_all_moves_every_storage_for_raw_accesses():

@@ -134,41 +134,67 @@ def affine_runs(first: np.ndarray, strides: tuple, shape: tuple) -> Optional[tup
     return starts, starts + (n - 1)
 
 
-def _runs(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple, writeable: bool) -> Optional[tuple]:
-    """(every window of ``shape[-1]`` consecutive elements of ``view``, the window each run starts at) when the
-    last dimension is a run of stride 1 that is worth moving whole, else None."""
-    if not shape or strides[-1] != 1 or shape[-1] < 8 or view.ndim != 1 or not view.flags.c_contiguous:
+@functools.lru_cache(maxsize=64)
+def _injective(shape: tuple, strides: tuple) -> bool:
+    """Whether no two lanes of one program's pattern meet."""
+    pat = _pattern(shape, strides)
+    return len(np.unique(pat)) == pat.size
+
+
+def _run_axis(strides: tuple, shape: tuple) -> Optional[int]:
+    """The dimension moved a run at a time: the last when its stride is 1, else one of stride 1 when no two
+    lanes of a program meet (runs then go in another order than lane by lane, which only matters for lanes
+    that meet: programs stay in order, so a later program's write still wins). None: none worth it."""
+    if not shape:
         return None
-    n = shape[-1]
-    starts = first.reshape(-1, 1) + _pattern(shape[:-1], strides[:-1]).reshape(1, -1)
+    if strides[-1] == 1 and shape[-1] >= 8:
+        return len(shape) - 1
+    axis = next((d for d, (s, n) in enumerate(zip(strides, shape)) if s == 1 and n >= 8), None)
+    return axis if axis is not None and _injective(tuple(shape), tuple(strides)) else None
+
+
+def _runs(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple, writeable: bool) -> Optional[tuple]:
+    """(every window of n consecutive elements of ``view``, the window each run starts at, the run
+    dimension, of size n) when a dimension of stride 1 is worth moving whole (see _run_axis), else None."""
+    axis = _run_axis(tuple(strides), tuple(shape))
+    if axis is None or view.ndim != 1 or not view.flags.c_contiguous:
+        return None
+    n = shape[axis]
+    rest = tuple(v for d, v in enumerate(shape) if d != axis)
+    starts = first.reshape(-1, 1) + _pattern(rest, tuple(v for d, v in enumerate(strides) if d != axis)).reshape(1, -1)
     item = view.itemsize
     runs = np.lib.stride_tricks.as_strided(view, shape=(len(view) - n + 1, n), strides=(item, item),
                                            writeable=writeable)
-    return runs, starts.reshape(-1)
+    return runs, starts.reshape(-1), axis
 
 
 def gather(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple) -> Optional[np.ndarray]:
     """``view[first[p] + pattern]`` for every program ``p`` (element ``first`` offsets and ``strides``, every
-    lane inside ``view``), copied a run of consecutive elements at a time along the last dimension when its
-    stride is 1: one row copy per run instead of one gather per lane. None when the last dimension is not
-    such a run (the caller gathers lane by lane)."""
+    lane inside ``view``), copied a run of consecutive elements at a time along a dimension of stride 1 (the
+    last, or another for a transposed block): one row copy per run instead of one gather per lane. None when
+    no dimension is such a run (the caller gathers lane by lane)."""
     found = _runs(view, first, strides, shape, False)
     if found is None:
         return None
-    runs, starts = found
-    return runs[starts].reshape((len(first),) + tuple(shape))
+    runs, starts, axis = found
+    rest = tuple(v for d, v in enumerate(shape) if d != axis)
+    out = runs[starts].reshape((len(first),) + rest + (shape[axis],))
+    return out if axis == len(shape) - 1 else np.ascontiguousarray(np.moveaxis(out, -1, axis + 1))
 
 
 def scatter(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple, values: np.ndarray) -> bool:
     """``view[first[p] + pattern] = values[p]`` for every program ``p`` (every lane inside ``view``), a run at
-    a time as ``gather`` reads; lanes that meet are written in the same order as lane by lane (runs in C
-    order, each left to right: the last write wins). False, writing nothing, when ``gather`` would give None
-    or ``view`` is read-only."""
+    a time as ``gather`` reads; lanes that meet are written in the same order as lane by lane (programs in
+    order; within one, runs in C order, each left to right: the last write wins). False, writing nothing,
+    when ``gather`` would give None or ``view`` is read-only."""
     if not view.flags.writeable:
         return False
     found = _runs(view, first, strides, shape, True)
     if found is None:
         return False
-    runs, starts = found
-    runs[starts] = np.broadcast_to(values, (len(first),) + tuple(shape)).reshape(len(starts), shape[-1])
+    runs, starts, axis = found
+    values = np.broadcast_to(values, (len(first),) + tuple(shape))
+    if axis != len(shape) - 1:
+        values = np.moveaxis(values, axis + 1, -1)
+    runs[starts] = values.reshape(len(starts), shape[axis])
     return True

@@ -7,9 +7,12 @@ tensor it was meant for), and a lane outside its tensor's storage is known befor
 is skipped instead of reading or corrupting foreign memory. After the launch the copies the kernel wrote
 are written back to the caller's tensors, whatever device they live on.
 
-A CPU storage is copied into its buffer only when the kernel first writes it (or an access needs raw
-addresses): until then loads read the caller's memory, which holds the same bytes, through a read-only
-view. Inputs that no program writes are never copied.
+A CPU storage is never copied unless an access needs raw addresses (the interpreter's own C++ atomics)
+or the launch keeps its inputs for a reproducer: loads read the caller's memory, and stores, which the
+memory seam checks lane by lane before they execute, write it in place (a chunk that is undone puts back
+what it overwrote). The buffer then only reserves the addresses, guard zones included; its pages are never
+touched. With ``inputs`` kept, a storage is copied when first written, so the caller's bytes stay as the
+launch found them until it ends.
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ class _Storage:
     nbytes: int
     guard: int
     written: bool = False
-    copied: bool = True       # the buffer holds the storage's bytes (else loads read ``original``)
+    copied: bool = True       # the buffer holds the storage's bytes (else accesses go to ``original``)
 
 
 def _unwrap(arg):
@@ -78,7 +81,8 @@ def _strides_of(obj, shape: tuple) -> tuple:
 class HostMemory(Attribution):
     """Owns the padded copies; maps raw addresses back to (tensor, element offset)."""
 
-    def __init__(self):
+    def __init__(self, in_place: bool = False):
+        self.in_place = in_place          # CPU storages are written where they are (see the module's note)
         self.storages: list = []
         self._by_key: dict = {}
         self.tensors: list = []           # TensorInfo, parallel to _tensor_storage
@@ -251,9 +255,9 @@ class HostMemory(Attribution):
             if st.copied:
                 shift = st.base - st.buffer.data_ptr()
                 view = st.buffer.numpy()[shift: shift + n * dtype.itemsize].view(dtype)
-            else:       # the caller's bytes, never written through this view
+            else:       # the caller's bytes: written through only in place
                 view = _bytes_of(st.original).numpy()[: n * dtype.itemsize].view(dtype)
-                view.flags.writeable = False
+                view.flags.writeable = self.in_place
             self._views[key] = view
         return view
 
@@ -276,10 +280,12 @@ class HostMemory(Attribution):
         return tensor >= 0 and self.storages[self._tensor_storage[tensor]].written
 
     def mark_written(self, tensor: int) -> None:
-        """Called before the first write executes: the storage's bytes move into its buffer now."""
+        """Called before the first write executes: unless it is written in place, the storage's bytes
+        move into its buffer now."""
         if tensor >= 0:
             sid = self._tensor_storage[tensor]
-            self._ensure_copied(sid)
+            if not self.in_place:
+                self._ensure_copied(sid)
             self.storages[sid].written = True
 
     def snapshot(self, limit: int, finished: bool) -> tuple:
@@ -310,7 +316,7 @@ class HostMemory(Attribution):
         """Write the copies that the kernel stored to back into the caller's storages. Only safe lanes
         execute and they stay inside their attributed storage, so the written flags are exact."""
         for st in self.storages:
-            if not st.nbytes or not st.written:
+            if not st.nbytes or not st.written or not st.copied:     # (not copied: written in place)
                 continue
             shift = st.base - st.buffer.data_ptr()
             data = st.buffer[shift: shift + st.nbytes]

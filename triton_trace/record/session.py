@@ -111,7 +111,8 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
         raise TraceUsageError(f"trace(outputs=...) names {missing}, which are not arguments of kernel '{name}' "
                               f"(its arguments: {list(bound)})")
     g = _normalize_grid(grid, dict(bound), name)
-    memory = HostMemory()
+    keep_inputs = max(opts.inputs, _SESSION.inputs)
+    memory = HostMemory(in_place=not keep_inputs)   # kept inputs need the caller's bytes untouched until the end
     rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob, opts.memory_limit, opts.outputs)
     hooks.rewritten(fn)             # cached; reads the source once, for the interpreter and for the trace
     source, file, def_line = frames.kernel_source(fn)
@@ -131,9 +132,8 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
 
     def finished(completed: bool = True, **extra):
         kept = {}
-        limit = max(opts.inputs, _SESSION.inputs)
-        if limit:
-            kept["inputs"], kept["finals"], described = memory.snapshot(limit, completed)
+        if keep_inputs:
+            kept["inputs"], kept["finals"], described = memory.snapshot(keep_inputs, completed)
             module["inputs"] = described
         launch = rec.finish(**meta, **kept, completed=completed, **extra)
         launch.meta["module"] = module

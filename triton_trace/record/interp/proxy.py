@@ -74,12 +74,14 @@ class MemoryProxy:
         log, self._log = self._log or [], None
         # Entries are tagged: a typed view of uint64 storage is itself a uint64 array, so the array's
         # dtype cannot tell a view apart from raw pointers (taking values for addresses crashed the process).
+        # Views are looked up again here: a storage written in place may have moved into its buffer since
+        # (an atomic needs raw addresses), and what was overwritten must be put back where the bytes are now.
         while log:
             how, a, b, c = log.pop()
-            if how == "view":       # (typed view, element offsets, old values)
-                a[b] = c
-            elif how == "runs":     # (typed view, (first offsets, strides, block shape), old values)
-                affine.scatter(a, *b, c)
+            if how == "view":       # ((tensor, dtype), element offsets, old values)
+                self._rec.memory.typed_view(*a)[b] = c
+            elif how == "runs":     # ((tensor, dtype), (first offsets, strides, block shape), old values)
+                affine.scatter(self._rec.memory.typed_view(*a), *b, c)
             else:                   # (raw pointers, old values, lanes)
                 self._raw().store(a, b, c)
 
@@ -109,15 +111,16 @@ class MemoryProxy:
         if log is None or not safe.any():
             return
         view, runs = self._typed(dtype), self._runs(safe, ptrs.shape)
+        at = (self._access.tensor, dtype)
         if view is not None and runs is not None and view.flags.writeable:
             old = affine.gather(view, *runs)
             if old is not None:
-                log.append(("runs", view, runs, old))
+                log.append(("runs", at, runs, old))
                 return
         if view is not None:
             off = np.asarray(self._access.offsets)
             idx = off.reshape(-1) if safe.all() else off[safe]
-            log.append(("view", view, idx, view[idx]))
+            log.append(("view", at, idx, view[idx]))
         else:
             dtype = np.dtype(dtype)
             ptrs = _lanes(ptrs)
