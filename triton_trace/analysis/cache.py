@@ -189,7 +189,9 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     wave_of_row = ctx.gpu_rank[ctx.row_prog] // p.programs_in_flight
     base_lines = _tensor_base_lines(ctx)
     wide = int(co.stream_line.max()) + int(base_lines.max()) >= 1 << 31
-    rows = _Rows(_l1_owner(ctx), ctx.gpu_rank[ctx.row_prog] % PARTITIONS, base_lines[ctx.tensor],
+    # lines as int32 where they fit: every per-entry gather, repeat and compare of the L2 moves half the bytes
+    rows = _Rows(_l1_owner(ctx), ctx.gpu_rank[ctx.row_prog] % PARTITIONS,
+                 base_lines[ctx.tensor].astype(np.int64 if wide else np.int32),
                  ctx.kind == LOAD, ctx.is_write,
                  (ctx.is_read.astype(np.uint8) << 2) | (ctx.is_write.astype(np.uint8) << 1))
     l2 = L2(n_sets, p.l2_ways, np.int64 if wide else np.int32, fetch_sectors=FETCH_SECTORS,

@@ -91,21 +91,24 @@ class L2:
         n, n_sets = len(sets), self.n_sets
         key = sets.astype(np.uint16) if n_sets <= 1 << 16 else sets     # 16-bit keys take numpy's radix sort
         by_set = np.argsort(key, kind="stable")                           # time order kept within a set
+        s_sorted = key[by_set]
         del key
-        s_sorted = sets[by_set]
         # A repeat of the previous access of the same set to the same line, with the same sectors and kind,
         # is a hit that changes nothing: drop it from the steps (it fetches and dirties nothing). The
-        # previous access may be the last of an earlier window.
-        what = (np.asarray(line).astype(np.int64) << 8) | kind
-        what = what[by_set]
+        # previous access may be the last of an earlier window. (Lines and kinds are compared apart: two
+        # narrow gathers cost half of one of a combined 64-bit key.)
+        ln = np.asarray(line)[by_set]
+        kd = kind[by_set]
         same = np.empty(n, dtype=bool)
         if n:
             starts = np.flatnonzero(np.r_[True, s_sorted[1:] != s_sorted[:-1]])
-            same[1:] = what[1:] == what[:-1]
-            same[starts] = what[starts] == self.prev[s_sorted[starts]]
+            np.equal(ln[1:], ln[:-1], out=same[1:])
+            same[1:] &= kd[1:] == kd[:-1]
+            what = lambda at: (ln[at].astype(np.int64) << 8) | kd[at]
+            same[starts] = what(starts) == self.prev[s_sorted[starts]]
             ends = np.r_[starts[1:] - 1, n - 1]
-            self.prev[s_sorted[ends]] = what[ends]
-        del what
+            self.prev[s_sorted[ends]] = what(ends)
+        del ln, kd
         by_set, s_sorted = by_set[~same], s_sorted[~same]
         counts = np.bincount(s_sorted, minlength=n_sets)
         rank = np.arange(len(by_set)) - np.repeat(np.cumsum(counts) - counts, counts)
