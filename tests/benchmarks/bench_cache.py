@@ -2,7 +2,7 @@
 and cache size, so that a change to analysis/cache.py, lockstep.py or streaming.py can be checked for the
 same counts (equal hashes) and timed, on this commit and on another one (a worktree, PYTHONPATH=it).
 
-    python tests/benchmarks/bench_cache.py [--cases add,softmax,ln,hist,mm512,mm1k,mm2k,mm4k] [--repeat 3]
+    python tests/benchmarks/bench_cache.py [--cases add,softmax,ln,transpose,hist,mm512,mm1k,mm2k,mm4k] [--repeat 3]
 
 Not part of the test run: nothing here asserts a time (tests/test_cache_windows.py checks the counts).
 """
@@ -40,6 +40,8 @@ def _trace(case: str):
     elif case == "ln":
         x, w, b = torch.randn(1024, 1024), torch.randn(1024), torch.randn(1024)
         K.layer_norm_fwd(x, w, b, kernel=triton_trace.trace(K.make_layer_norm_fwd()), block=1024)
+    elif case == "transpose":
+        K.transpose(torch.randn(4096, 4096), kernel=triton_trace.trace(K.make_transpose()), block_m=64, block_n=64)
     elif case == "hist":
         x = torch.randint(0, 64, (1 << 20,), dtype=torch.int32)
         K.histogram(x, 64, kernel=triton_trace.trace(K.make_histogram()), block=128)

@@ -59,16 +59,29 @@ class OpenSets:
 def _written_back(sets: np.ndarray, dirty: np.ndarray, l2) -> int:
     """Dirty sectors written back while the kernel ran, of fills that are each a new line of their set
     (``sets``, ``dirty``: per fill in time order, its set and the sectors it left dirty)."""
+    if not len(sets):
+        return 0
+    per_set = np.bincount(sets, minlength=l2.n_sets)
+    dirty_per_set = np.bincount(sets[dirty > 0], minlength=l2.n_sets)
+    over = (per_set > l2.ways) | (dirty_per_set > l2.dirty_ways)
+    if not over.any():
+        return 0                  # no set takes in more lines than it holds, nor more dirty ones than it keeps
+    if not over.all():            # only the fills of sets that overflow can be written back
+        keep = over[sets]
+        sets, dirty = sets[keep], dirty[keep]
+    dirty = dirty.astype(np.uint8)                           # (sectors: at most 4)
     key = sets.astype(np.uint16) if l2.n_sets <= 1 << 16 else sets
     by_set = np.argsort(key, kind="stable")
-    s = sets[by_set]
+    s = key[by_set]
     d = dirty[by_set]
-    ends = np.cumsum(np.bincount(s, minlength=l2.n_sets))    # one past each set's last fill
-    after = ends[s] - np.arange(len(s)) - 1                  # fills of the same set after this one
-    c = np.cumsum(d > 0)
-    dirty_after = c[ends[s] - 1] - c                         # dirty fills of the same set after this one
-    back = (d > 0) & ((after >= l2.ways) | (dirty_after >= l2.dirty_ways))
-    return int(d[back].sum())
+    idx = np.int32 if len(s) < 1 << 31 else np.int64
+    ends = np.cumsum(np.bincount(s, minlength=l2.n_sets), dtype=idx)[s]   # one past the last fill of its set
+    after = ends - np.arange(1, len(s) + 1, dtype=idx)       # fills of the same set after this one
+    is_dirty = d > 0
+    c = np.cumsum(is_dirty, dtype=idx)
+    dirty_after = c[ends - 1] - c                            # dirty fills of the same set after this one
+    back = is_dirty & ((after >= l2.ways) | (dirty_after >= l2.dirty_ways))
+    return int(d[back].sum(dtype=np.int64))
 
 
 def plan(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, lines: int) -> tuple:
