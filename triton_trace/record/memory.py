@@ -1,11 +1,12 @@
-"""The address space a traced kernel runs in: padded host copies of its tensor arguments.
+"""The address space a traced kernel runs in: a padded host buffer per storage of its tensor arguments
+(for a CPU storage, usually only the addresses: see below).
 
 Every distinct storage behind the tensor arguments gets its own CPU buffer with a guard zone on each
 side. The interpreter dereferences raw addresses, so this gives two things the original memory cannot: an
 address just past one tensor can never land inside another argument (so every lane is attributed to the
 tensor it was meant for), and a lane outside its tensor's storage is known before the access executes and
-is skipped instead of reading or corrupting foreign memory. After the launch the copies the kernel wrote
-are written back to the caller's tensors, whatever device they live on.
+is skipped instead of reading or corrupting foreign memory. After the launch the buffers that hold bytes
+the kernel wrote are written back to the caller's tensors, whatever device they live on.
 
 A CPU storage is never copied unless an access needs raw addresses (the interpreter's own C++ atomics)
 or the launch keeps its inputs for a reproducer: loads read the caller's memory, and stores, which the
