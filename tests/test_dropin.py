@@ -203,6 +203,20 @@ def test_device_assert_with_debug_stops_the_launch(how, monkeypatch):
     assert finding.program == (1, 0, 0) and finding.count == 8 and finding.line > 0 and finding.severity == "error"
 
 
+def test_int32_wrap_runs_without_debug_and_stops_the_launch_with_it():
+    """Without debug an int32 product wraps, as on the GPU (and the report names it); with debug Triton's
+    overflow check, which the compiler keeps only then, stops the launch."""
+    x = torch.tensor([1, -7, 1 << 29, 1 << 30] * 2, dtype=torch.int32)
+    y = torch.zeros_like(x)
+    triton_trace.trace(triton.jit(dropin.scaled_index.fn))[(2,)](x, y, 3, N=4)
+    assert torch.equal(y, (x.to(torch.int64) * 3).to(torch.int32))          # two's-complement wrap
+    report = triton_trace.analyze(triton_trace.current_trace())
+    assert [f.kind for f in report.findings if f.kind == "overflow"] == ["overflow"]
+    with pytest.raises(InterpreterError) as ei:
+        triton_trace.trace(triton.jit(dropin.scaled_index.fn, debug=True))[(2,)](x, torch.zeros_like(x), 3, N=4)
+    assert "int32 overflow detected for operation mul" in str(ei.value)
+
+
 def test_assert_finding_survives_save_and_load(tmp_path):
     kernel = triton.jit(dropin.checked.fn, debug=True)
     with pytest.raises(InterpreterError):

@@ -212,3 +212,10 @@ CASES = {
     "restrided": run_restrided,
     "printing": run_printing,
 }
+
+
+@triton.jit
+def scaled_index(x_ptr, y_ptr, scale, N: tl.constexpr):
+    """int32 ``x * scale``: wraps for large x (Triton's overflow check applies under debug only)."""
+    offs = tl.program_id(0) * N + tl.arange(0, N)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs) * scale)

@@ -50,8 +50,15 @@ def debug_enabled(kernel_obj, kwargs: dict) -> bool:
 
 
 def install(scope, builder, debug: bool) -> None:
-    if debug and hasattr(builder, "options") and dataclasses.is_dataclass(builder.options):
-        scope.set_attr(builder, "options", dataclasses.replace(builder.options, debug=True))
+    if hasattr(builder, "options") and dataclasses.is_dataclass(builder.options):
+        if debug:
+            scope.set_attr(builder, "options", dataclasses.replace(builder.options, debug=True))
+        elif getattr(builder.options, "sanitize_overflow", False):
+            # Triton's semantic layer widens every int32 +, - and * to int64 and compares the result with
+            # the int32 range (four more passes over the block) only to hand that condition to
+            # device_assert, which drops it unless debug is on, as the compiler does. A quarter of a
+            # vector add's run; wrapped values are still found (record/overflow.py).
+            scope.set_attr(builder, "options", dataclasses.replace(builder.options, sanitize_overflow=False))
     scope.set_attr(builder, "create_assert", lambda condition, message: _create_assert(builder, condition, message))
     original_print = builtins.print
 
