@@ -217,6 +217,21 @@ def test_int32_wrap_runs_without_debug_and_stops_the_launch_with_it():
     assert "int32 overflow detected for operation mul" in str(ei.value)
 
 
+def test_int32_operands_whose_range_could_wrap_but_whose_lanes_do_not():
+    """x - y with x == y spans twice int32's range lane by lane, yet no lane wraps: no overflow reported;
+    one lane made to wrap is the one reported."""
+    x = torch.tensor([1 << 30, -(1 << 30), 5, -5], dtype=torch.int32)
+    out = torch.empty_like(x)
+    triton_trace.trace(triton.jit(dropin.difference.fn))[(1,)](x, x.clone(), out, N=4)
+    assert torch.equal(out, torch.zeros_like(x))
+    assert not [f for f in triton_trace.analyze(triton_trace.current_trace()).findings if f.kind == "overflow"]
+    y = torch.tensor([-(1 << 30), -(1 << 30), 5, -5], dtype=torch.int32)
+    triton_trace.trace(triton.jit(dropin.difference.fn))[(1,)](x, y, out, N=4)
+    assert torch.equal(out, (x.to(torch.int64) - y).to(torch.int32))
+    (f,) = [f for f in triton_trace.analyze(triton_trace.current_trace()).findings if f.kind == "overflow"]
+    assert f.count == 1 and "1073741824 - -1073741824 = 2147483648" in f.message
+
+
 def test_assert_finding_survives_save_and_load(tmp_path):
     kernel = triton.jit(dropin.checked.fn, debug=True)
     with pytest.raises(InterpreterError):

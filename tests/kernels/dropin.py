@@ -219,3 +219,9 @@ def scaled_index(x_ptr, y_ptr, scale, N: tl.constexpr):
     """int32 ``x * scale``: wraps for large x (Triton's overflow check applies under debug only)."""
     offs = tl.program_id(0) * N + tl.arange(0, N)
     tl.store(y_ptr + offs, tl.load(x_ptr + offs) * scale)
+
+
+@triton.jit
+def difference(x_ptr, y_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.program_id(0) * N + tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) - tl.load(y_ptr + offs))

@@ -115,11 +115,22 @@ def _binary(inner, rec):
 
 
 def _may_wrap(lhs, rhs, op) -> bool:
-    """Whether the exact (int64) result leaves int32 anywhere: computed on the operands' unbroadcast cores,
-    so a row plus a column costs a row and a column, not the tile. The int32 result wraps exactly where
-    it does; only then are the lanes compared one by one."""
-    exact = op(core(np.asarray(lhs)).astype(np.int64), core(np.asarray(rhs)).astype(np.int64))
-    return bool(exact.size) and (int(exact.min()) < _I32_MIN or int(exact.max()) > _I32_MAX)
+    """Whether the exact result may leave int32 somewhere, from the extremes of the operands' unbroadcast
+    cores (interval arithmetic in Python ints: a row plus a column costs a row and a column, and a block
+    never widens to int64 here). A bound, not the answer: only when it reaches past int32 are the lanes
+    compared one by one, and the int32 result wraps exactly where the int64 one leaves the range."""
+    lc, rc = core(np.asarray(lhs)), core(np.asarray(rhs))
+    if not lc.size or not rc.size:
+        return False
+    a, b, c, d = int(lc.min()), int(lc.max()), int(rc.min()), int(rc.max())
+    if op is np.add:
+        lo, hi = a + c, b + d
+    elif op is np.subtract:
+        lo, hi = a - d, b - c
+    else:
+        products = (a * c, a * d, b * c, b * d)
+        lo, hi = min(products), max(products)
+    return lo < _I32_MIN or hi > _I32_MAX
 
 
 def _cast(inner, rec):
