@@ -7,6 +7,7 @@ import numpy as np
 
 from ..frames import where
 from ..nonfinite import all_finite
+from .described import core
 from .lowp import inner_method
 
 # builder entry points that compute float values, and the name a finding gives each
@@ -34,7 +35,7 @@ def _checked(inner, name, rec):
         data = getattr(out, "data", None)
         if data is None or not rec.recording or data.dtype.kind != "f" or not data.size:
             return out
-        if all_finite(data):
+        if all_finite(core(data)):          # a broadcast result: its distinct values only
             return out
         active = rec.active_programs()
         if active is not None and data.ndim and data.shape[0] == len(active):
