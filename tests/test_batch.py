@@ -149,8 +149,8 @@ def _repeat_add(x_ptr, n_ptr, out_ptr, N: tl.constexpr):
     acc = tl.zeros([N], dtype=tl.float32)
     i = 0
     while i < 3:
-        if i < tl.load(n_ptr + pid):       # a branch that differs between programs splits a chunk (loops whose
-            acc += tl.load(x_ptr + offs) * (i + 1.0)    # trip counts differ are masked instead)
+        if i < tl.load(n_ptr + pid):       # a branch that differs between programs: masked, or split into runs
+            acc += tl.load(x_ptr + offs) * (i + 1.0)
         i += 1
     tl.store(out_ptr + offs, acc)
 
@@ -177,21 +177,33 @@ def test_a_range_loop_whose_count_differs_runs_masked_in_one_chunk():
     assert_same_traces(t_seq, t_bat)
 
 
-def test_divergent_programs_stay_batched_in_runs_that_agree():
-    """Each program's loop count comes from memory (1, 0, 3, then five 1s). The chunk runs as its runs of
-    consecutive programs that agree, in launch order: the last five batched together, the first three alone;
-    the trace equals one program at a time, row for row."""
+def test_a_branch_that_programs_take_differently_runs_masked_in_one_chunk():
+    """Each program's loop count comes from memory (1, 0, 3, then five 1s) and the loop's ``if`` differs
+    between neighbours: both sides run masked to their programs (record/interp/maskedbranches.py), one
+    chunk, every program batched; the trace equals one program at a time, row for row."""
     x, n = torch.randn(64), torch.tensor([1, 0, 3, 1, 1, 1, 1, 1], dtype=torch.int32)
     (out_seq, t_seq), (out_bat, t_bat) = run_both(
         lambda o: (lambda out: (trace(_repeat_add, **o)[(8,)](x, n, out, N=8), out)[1])(torch.empty(64)), 8)
     ex = t_bat.launches[0].meta["execution"]
-    # the condition first splits off the program that runs no trip, then the one that runs three
-    assert ex["batched_programs"] == 5 and ex["diverged_chunks"] == 2
-    assert sum(f["programs"] for f in ex["fallbacks"]) == 3
-    assert all("differ from both neighbours" in f["reason"] for f in ex["fallbacks"])
+    assert ex["batched_programs"] == 8 and ex["diverged_chunks"] == 0 and not ex["fallbacks"], ex
     assert torch.equal(out_seq, out_bat)
     assert_same_traces(t_seq, t_bat)
     want = x.reshape(8, 8) * torch.tensor([(k * (k + 1)) / 2 for k in n.tolist()])[:, None]
+    torch.testing.assert_close(out_bat, want.reshape(-1))
+
+
+def test_divergent_programs_stay_batched_in_runs_that_agree():
+    """Where neighbours agree on the branch in long runs (0 four times, then 3 four times, then 1 eight
+    times), the chunk runs as its runs of consecutive programs, in launch order, each batched: no side is
+    computed for programs that do not take it; the trace equals one program at a time, row for row."""
+    x, n = torch.randn(128), torch.tensor([0] * 4 + [3] * 4 + [1] * 8, dtype=torch.int32)
+    (out_seq, t_seq), (out_bat, t_bat) = run_both(
+        lambda o: (lambda out: (trace(_repeat_add, **o)[(16,)](x, n, out, N=8), out)[1])(torch.empty(128)), 16)
+    ex = t_bat.launches[0].meta["execution"]
+    assert ex["batched_programs"] == 16 and ex["diverged_chunks"] >= 1 and not ex["fallbacks"], ex
+    assert torch.equal(out_seq, out_bat)
+    assert_same_traces(t_seq, t_bat)
+    want = x.reshape(16, 8) * torch.tensor([(k * (k + 1)) / 2 for k in n.tolist()])[:, None]
     torch.testing.assert_close(out_bat, want.reshape(-1))
 
 
@@ -201,21 +213,22 @@ def _chain(x_ptr, n_ptr):
     n = tl.load(n_ptr + pid)
     i = 0
     while i < 2:
-        if i < n:                # a branch that differs between programs splits a chunk (a loop would be masked)
+        if i < n:                # a branch that differs between programs: masked, but programs share x
             v = tl.load(x_ptr + pid)
             tl.store(x_ptr + pid + 1, v + 1.0)
         i += 1
 
 
-def test_alternating_trip_counts_run_one_at_a_time_in_launch_order():
-    """Program p reads what program p - 1 wrote, and trip counts alternate: no two neighbours agree, so every
-    program runs alone, in launch order, and the result is the sequential one."""
+def test_programs_that_read_what_others_wrote_run_one_at_a_time_in_launch_order():
+    """Program p reads what program p - 1 wrote, under a branch whose side alternates: the batched chunk
+    sees programs sharing written elements, so every program runs alone, in launch order, and the result
+    is the sequential one."""
     x, n = torch.zeros(9), torch.tensor([1, 2, 1, 2, 1, 2, 1, 2], dtype=torch.int32)
     triton_trace.reset()
     trace(_chain, batch=8)[(8,)](x, n)
     ex = triton_trace.current_trace().launches[0].meta["execution"]
-    assert ex["batched_programs"] == 0 and ex["diverged_chunks"] == 1
-    assert "8 of 8 programs differ from both neighbours" in ex["fallbacks"][0]["reason"]
+    assert ex["batched_programs"] == 0
+    assert "share elements of 'x_ptr' that one of them writes" in ex["fallbacks"][0]["reason"], ex
     want = torch.zeros(9)
     for p in range(8):
         for _ in range(int(n[p])):
@@ -273,7 +286,8 @@ def test_report_says_which_programs_ran_one_at_a_time():
     triton_trace.reset()
     trace(_chain, batch=8)[(8,)](torch.zeros(9), torch.tensor([1, 2] * 4, dtype=torch.int32))
     rep = triton_trace.analyze(triton_trace.current_trace())
-    assert "ran one at a time instead of batched (8 of 8 programs differ from both neighbours" in rep.summary()
+    assert "8 program(s) ran one at a time instead of batched (programs of one chunk share elements of 'x_ptr'" \
+        in rep.summary()
     assert rep.to_dict()["launches"][0]["execution"]["fallbacks"][0]["programs"] >= 1
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import ast
 
-from . import maskedloops
+from . import maskedbranches, maskedloops
 from .maskedloops import PREFIX
 
 LOOP = maskedloops.LOOP
 WHILE = maskedloops.WHILE
+IF = maskedbranches.IF
 
 
 _NOT_IN_BODY = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
@@ -77,10 +78,40 @@ class _Loops(ast.NodeTransformer):
         loop_node = ast.While(test=test, body=[enter, save] + node.body + [merge], orelse=[])
         return self._placed(node, [head, loop_node, leave])
 
+    def visit_If(self, node: ast.If):
+        node = self.generic_visit(node)
+        if not (self._body_allowed(node) and self._allowed(node.orelse)):
+            return node             # a side that returns or breaks: its programs split into runs instead
+        self.count += 1
+        _, kept, _ = self._names(node.body + node.orelse, (node.test,), set())
+        # names read anywhere outside the if: only these are merged (a name one side binds for itself
+        # alone is not, as the compiler drops it after the if)
+        inside = {id(n) for n in ast.walk(node)}
+        live = tuple(v for v in kept if any(id(n) not in inside for n in self.loads.get(v, ())))
+        st, side, restore, merged = self._name("I"), self._name("B"), self._name("R"), self._name("M")
+        head = ast.Assign(targets=[ast.Name(id=st, ctx=ast.Store())], value=ast.Call(
+            func=ast.Name(id=IF, ctx=ast.Load()), args=[node.test],
+            keywords=[ast.keyword(arg="assigned", value=ast.Constant(kept)),
+                      ast.keyword(arg="live", value=ast.Constant(live)),
+                      ast.keyword(arg="has_else", value=ast.Constant(bool(node.orelse)))]))
+
+        def put(d: str, names: tuple, indent: str) -> str:
+            return "".join(f"{indent}if {v!r} in {d}:\n{indent}    {v} = {d}[{v!r}]\n" for v in names)
+        loop_node, after = ast.parse(
+            f"for {side} in {st}:\n    if {st}.masked:\n        {restore} = {st}.begin(locals())\n" +
+            put(restore, kept, "        ") +
+            f"    if {side}:\n        pass\n    if {st}.masked:\n        {st}.end(locals())\n"
+            f"if {st}.masked:\n    {merged} = {st}.merge()\n" + put(merged, live, "    ")).body
+        loop_node.body[1].body, loop_node.body[1].orelse = node.body, node.orelse
+        return self._placed(node, [head, loop_node, after])
+
     # -- pieces of the rewrite ------------------------------------------------------------------------------
     @staticmethod
-    def _body_allowed(node) -> bool:
-        return not any(isinstance(n, _NOT_IN_BODY) for stmt in node.body for n in ast.walk(stmt))
+    def _allowed(body: list) -> bool:
+        return not any(isinstance(n, _NOT_IN_BODY) for stmt in body for n in ast.walk(stmt))
+
+    def _body_allowed(self, node) -> bool:
+        return self._allowed(node.body)
 
     def _name(self, kind: str) -> str:
         return f"{PREFIX}{kind}{self.count}"
@@ -125,7 +156,7 @@ class _Loops(ast.NodeTransformer):
     @staticmethod
     def _placed(node, out: list) -> list:
         """The new statements at the loop's line (not the snippets'); the body keeps its own lines."""
-        body = {id(n) for stmt in node.body for n in ast.walk(stmt)}
+        body = {id(n) for stmt in node.body + getattr(node, "orelse", []) for n in ast.walk(stmt)}
         for stmt in out:
             for sub in ast.walk(stmt):
                 if id(sub) not in body:
@@ -150,3 +181,4 @@ def _as_list(x) -> list:
 def provide(namespace: dict) -> None:
     namespace.setdefault(LOOP, maskedloops.loop)
     namespace.setdefault(WHILE, maskedloops.while_loop)
+    namespace.setdefault(IF, maskedbranches.branch)

@@ -132,6 +132,7 @@ class _Divergent:
     still make the trips, on a sub-chunk of those programs alone (``enter``; ``leave`` puts the names back
     together after the loop): compact.py. Subclasses say which programs make trip ``self.trip``."""
     var = None
+    what = "a loop whose trip count differs between programs"      # for the reasons a chunk splits
 
     def __init__(self, chunk, names=(), assigned=(), long_runs=False):
         self.chunk, self.names, self.assigned, self.long_runs = chunk, names, assigned, long_runs
@@ -254,7 +255,7 @@ class _Divergent:
         if isinstance(value, tl.tensor) and isinstance(before, tl.tensor) and \
                 isinstance(value.handle, _ti.TensorHandle) and isinstance(before.handle, _ti.TensorHandle):
             if value.type != before.type:
-                raise BatchFallback(f"'{name}' changes type in a loop whose trip count differs between programs")
+                raise BatchFallback(f"'{name}' changes type in {self.what}")
             new_d, old_d = value.handle.data, before.handle.data
             keep = self.active.reshape((-1,) + (1,) * (max(np.ndim(new_d), np.ndim(old_d)) - 1))
             data = np.where(keep, new_d, old_d).astype(np.asarray(new_d).dtype, copy=False)
@@ -270,8 +271,7 @@ class _Divergent:
                 sat = none if l_old is None else l_old & ~keep
                 if ran.any() and sat.any() and c_new is not c_old:
                     # one tag holds one cause: two programs' different overflows cannot both be kept
-                    raise BatchFallback("integers wrapped differently in programs of a loop whose trip count "
-                                        "differs between them")
+                    raise BatchFallback(f"integers wrapped differently in programs of {self.what}")
                 if ran.any() or sat.any():
                     setattr(h, overflow_ops.TAG, (c_new if ran.any() else c_old, ran | sat))
             return tl.tensor(h, value.type)
