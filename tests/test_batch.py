@@ -404,9 +404,9 @@ def test_loads_of_unwritten_storages_keep_ranges_and_the_chunk_reruns_when_it_wr
     from triton_trace.record import chunkcheck as shadow
     kept = []
     add = shadow.ChunkConflicts.add
-    monkeypatch.setattr(shadow.ChunkConflicts, "add", lambda self, t, o, s, w, eb, *rest: (
+    monkeypatch.setattr(shadow.ChunkConflicts, "add", lambda self, t, o, s, w, eb, *rest, **kw: (
         kept.append((self.memory.tensors[t].name, w, self.memory.storages[self.memory.storage_of(t)].written)),
-        add(self, t, o, s, w, eb, *rest))[1])
+        add(self, t, o, s, w, eb, *rest, **kw))[1])
     for halo in (0, 16):
         seq_x, seq = _tile_inc(halo, False)
         kept.clear()
@@ -494,3 +494,57 @@ def test_a_spin_lock_splits_a_large_chunk_without_recursing(batch, monkeypatch):
     assert torch.equal(data, torch.full((16,), 1500.0)) and int(lock) == 0
     ex = triton_trace.current_trace().launches[0].meta["execution"]
     assert ex["diverged_chunks"] > 0
+
+
+@triton.jit
+def _shared_atomics(x_ptr, totals_ptr, bins_ptr, next_ptr, order_ptr, N: tl.constexpr):
+    """Programs share a float accumulator per pid % 3 (whose bits depend on the order of the adds), a
+    two-bin float histogram fed lane by lane, and a counter that hands each program a slot."""
+    pid = tl.program_id(0)
+    x = tl.load(x_ptr + pid * N + tl.arange(0, N))
+    tl.atomic_add(totals_ptr + pid % 3, tl.sum(x))
+    tl.atomic_add(bins_ptr + tl.arange(0, N) % 2, x * 1e-3 + 1e4)
+    slot = tl.atomic_add(next_ptr, 1)
+    tl.store(order_ptr + slot, pid)
+
+
+@triton.jit
+def _two_adds(x_ptr, total_ptr, N: tl.constexpr):
+    pid = tl.program_id(0)
+    x = tl.load(x_ptr + pid * N + tl.arange(0, N))
+    tl.atomic_add(total_ptr, tl.sum(x))
+    tl.atomic_add(total_ptr, tl.max(x))
+
+
+def test_one_atomic_op_shared_by_the_programs_runs_batched():
+    """One atomic op per storage: the interpreter applies it lane by lane, program after program, as a
+    sequential run does: values (to the bit), the slots handed out and the trace are those of one program at
+    a time, and the chunk is not split. Two atomic ops on one storage interleave differently batched: those
+    programs run one at a time."""
+    x = torch.randn(40 * 16)
+
+    def shared(o):
+        outs = (torch.zeros(3), torch.zeros(2), torch.zeros(1, dtype=torch.int32), torch.full((40,), -1, dtype=torch.int32))
+        trace(_shared_atomics, **o)[(40,)](x, *outs, N=16)
+        return outs
+    (seq, t_seq), (bat, t_bat) = run_both(shared, 64)
+    for a, b in zip(seq, bat):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    assert torch.equal(bat[3], torch.arange(40, dtype=torch.int32))
+    want = torch.zeros(3, dtype=torch.float64)
+    for p in range(40):             # float32 adds in program order
+        want[p % 3] = float(torch.tensor(float(want[p % 3]), dtype=torch.float32) + x[p * 16:(p + 1) * 16].sum())
+    assert torch.allclose(bat[0].double(), want, rtol=0, atol=1e-4)
+    assert_same_traces(t_seq, t_bat)
+    ex = t_bat.launches[0].meta["execution"]
+    assert ex["batched_programs"] == 40 and not ex["fallbacks"], ex
+
+    def two(o):
+        out = torch.zeros(1)
+        trace(_two_adds, **o)[(40,)](x, out, N=16)
+        return out
+    (seq, t_seq), (bat, t_bat) = run_both(two, 64)
+    assert seq.numpy().tobytes() == bat.numpy().tobytes()
+    assert_same_traces(t_seq, t_bat)
+    ex = t_bat.launches[0].meta["execution"]
+    assert "share elements of 'total_ptr'" in ex["fallbacks"][0]["reason"], ex
