@@ -179,3 +179,19 @@ def test_run_scatter_writes_what_a_lane_by_lane_assignment_writes(seed):
     assert not scatter(view, np.array([0]), (2, 3), (8, 8), np.ones((1, 8, 8), np.float32))      # no unit run
     view.setflags(write=False)
     assert not scatter(view, np.array([0]), (8, 1), (8, 8), np.ones((1, 8, 8), np.float32))
+
+
+def test_programs_that_read_one_block_share_one_copy():
+    """Every program at the same first offset (layer norm's weights): gather returns the lanes a
+    lane-by-lane read gives, as one copy broadcast over the programs (no copy per program)."""
+    from triton_trace.record.affine import gather
+    view = np.arange(500, dtype=np.float32)
+    for strides, shape in (((1,), (64,)), ((40, 1), (4, 16)), ((1, 40), (16, 4))):
+        idx = np.indices(shape).reshape(len(shape), -1)
+        pat = (np.array(strides)[:, None] * idx).sum(axis=0)
+        first = np.full(7, 13)
+        got = gather(view, first, strides, shape)
+        np.testing.assert_array_equal(got.reshape(7, -1), view[first[:, None] + pat[None, :]])
+        assert got.strides[0] == 0 and got.shape == (7,) + shape
+    got = gather(view, np.array([13, 14]), (1,), (64,))
+    assert got.strides[0] != 0 and got[1, 0] == 14

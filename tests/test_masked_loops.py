@@ -54,13 +54,29 @@ def makes_inf(x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 @triton.jit
 def first_set_inside(x_ptr, out_ptr, BLOCK: tl.constexpr):
-    """Program 0 runs no trip and never binds ``last``: the chunk must not run it with the others."""
+    """Program 0 runs no trip and never binds ``last``, which nothing after the loop reads: the chunk runs
+    whole (program 0's rows of ``last`` are never read)."""
     pid = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     total = tl.zeros([BLOCK], dtype=tl.float32)
     for k in range(0, pid):
         last = tl.load(x_ptr + k * BLOCK + offs)
         total += last
+    tl.store(out_ptr + pid * BLOCK + offs, total)
+
+
+@triton.jit
+def first_set_read_after(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    """As first_set_inside, but ``last`` is read after the loop (by the programs that bound it): program 0
+    must not run with the others."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    total = tl.zeros([BLOCK], dtype=tl.float32)
+    for k in range(0, pid):
+        last = tl.load(x_ptr + k * BLOCK + offs)
+        total += last
+    if pid > 0:
+        total += last * 0.5
     tl.store(out_ptr + pid * BLOCK + offs, total)
 
 
@@ -115,6 +131,16 @@ def _first_set(w):
     x = torch.randn(10 * 8)
     out = torch.empty(10 * 8)
     w(first_set_inside)[(10,)](x, out, BLOCK=8)
+    return out
+
+
+def _read_after(w):
+    x = torch.randn(10 * 8)
+    out = torch.empty(10 * 8)
+    w(first_set_read_after)[(10,)](x, out, BLOCK=8)
+    xs = x.view(10, 8)
+    want = torch.stack([xs[:p].sum(0) + xs[p - 1] * 0.5 if p else torch.zeros(8) for p in range(10)])
+    torch.testing.assert_close(out.view(10, 8), want)
     return out
 
 
@@ -277,7 +303,7 @@ def _counter(w):
 
 
 @pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0, None], ids=["masked", "default", "always-cut", "uncuttable"])
-@pytest.mark.parametrize("run", [_ragged, _ragged_runs, _causal, _inf, _first_set, _ints, _heads, _counter,
+@pytest.mark.parametrize("run", [_ragged, _ragged_runs, _causal, _inf, _first_set, _read_after, _ints, _heads, _counter,
                                  _helper, _persistent, _bisect, _while_rows],
                          ids=lambda f: f.__name__[1:])
 def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
@@ -308,7 +334,7 @@ def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at,
         assert "integers wrapped differently" in ex["fallbacks"][0]["reason"], ex
     elif run in (_ragged_runs, _counter) and compact_at is None:     # cannot be cut, neighbours agree: runs
         assert ex["diverged_chunks"] == 1 and ex["batched_programs"] == programs, ex
-    elif run is not _first_set:
+    elif run is not _read_after:
         assert ex["diverged_chunks"] == 0 and not ex["fallbacks"], ex     # masked, not split
         assert ex["batched_programs"] == programs
     else:                                                   # program 0 (no trip) runs apart, the rest batched

@@ -196,6 +196,8 @@ def child(mode: str, case: str, repeat: int, quick: bool, trace_opts: dict) -> d
         reset = lambda: None
     else:
         import triton_trace
+        if mode == "analysed":      # imported before the clock starts, as triton_trace itself is
+            import triton_trace.analysis.analyzer  # noqa: F401
         run = make(lambda k: triton_trace.trace(k, **trace_opts))
         reset = triton_trace.reset
     base_rss = _rss_bytes()

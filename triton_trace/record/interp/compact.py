@@ -53,11 +53,16 @@ def take(value, keep: np.ndarray):
     return tl.tensor(out, value.type)
 
 
-def assemble(name: str, parts: list, size: int):
+def assemble(name: str, parts: list, size: int, dead: bool = False):
     """One value over all ``size`` programs from ``parts``: (program indexes, value) for every group of
     programs that left the loop together (together they hold every program once). Programs that hold the
     name differently (unbound in some, or a plain value that changed between trips) cannot share one value:
-    ChunkDiverged, labelling the groups that agree."""
+    ChunkDiverged, labelling the groups that agree. ``dead``: the programs where the name is unbound never
+    read it, so their rows may hold anything (zeros)."""
+    if dead and any(v is UNBOUND for _, v in parts) and not all(v is UNBOUND for _, v in parts):
+        parts = [(rows, v) for rows, v in parts if v is not UNBOUND]
+        if all(isinstance(v, tl.tensor) and type(v.handle) is _ti.TensorHandle for _, v in parts):
+            return _tensor(name, parts, size)
     values = [v for _, v in parts]
     first = values[0]
     if all(v is first for v in values):
@@ -94,7 +99,8 @@ def _tensor(name: str, parts: list, size: int):
     if any(v.type != first.type for _, v in parts):
         raise BatchFallback(f"'{name}' changes type in a loop whose trip count differs between programs")
     ref = np.asarray(first.handle.data)
-    data = np.empty((size,) + ref.shape[1:], dtype=ref.dtype)
+    covered = sum(len(rows) for rows, _ in parts)
+    data = (np.empty if covered == size else np.zeros)((size,) + ref.shape[1:], dtype=ref.dtype)
     origins = {provenance.origin(v.handle) for _, v in parts}
     causes, lanes = [], None
     for rows, v in parts:

@@ -275,6 +275,24 @@ def _set_interpret_knob(scope: Scope) -> None:
     runtime.interpret = True
 
 
+def _cached_np_dtype(scope) -> None:
+    """The interpreter's ``_get_np_dtype`` builds a 19-entry dict of Triton dtypes (hashed in Python) on
+    every call, a few times per op: answered from a cache instead, per dtype."""
+    original, cache = getattr(_ti, "_get_np_dtype", None), {}
+    if original is None:
+        return                          # (a release without it: nothing to speed up)
+
+    def get_np_dtype(tt_dtype):
+        try:
+            return cache[tt_dtype]
+        except KeyError:
+            out = cache[tt_dtype] = original(tt_dtype)
+            return out
+        except TypeError:               # an unhashable type: as the interpreter answers it
+            return original(tt_dtype)
+    scope.set_attr(_ti, "_get_np_dtype", get_np_dtype)
+
+
 @contextmanager
 def interpreter_scope(fn, rec, debug: bool = False):
     """Install every hook for one launch of ``fn`` and restore Triton afterwards, whatever happens."""
@@ -289,6 +307,7 @@ def interpreter_scope(fn, rec, debug: bool = False):
         scope.set_attr(JITFunction, "__call__", _call_nested)
         scope.set_attr(_ti.InterpretedFunction, "__call__", _call_nested)
         _set_interpret_knob(scope)
+        _cached_np_dtype(scope)
         _builtin_minmax(scope)
         _install_compute_hooks(scope, rec)
         semantics.install(scope, _ti.interpreter_builder)

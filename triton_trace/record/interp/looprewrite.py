@@ -57,7 +57,7 @@ class _Loops(ast.NodeTransformer):
             return node                     # the loop variable is read after the loop
         self.count += 1
         names, kept, skip = self._names(node.body, (), {node.target.id})
-        head = self._head(LOOP, it.args, names, kept, node.target.id)
+        head = self._head(LOOP, it.args, names, kept, node.target.id, self._outside(node, kept))
         enter, save, merge, leave = self._hooks(names, kept, skip, node.target.id)
         loop_node = ast.For(target=node.target, iter=ast.Name(id=self._name("L"), ctx=ast.Load()),
                             body=[enter, save] + node.body + [merge], orelse=[])
@@ -71,7 +71,7 @@ class _Loops(ast.NodeTransformer):
             return node             # a spin lock's condition has effects: its programs split into runs instead
         self.count += 1
         names, kept, skip = self._names(node.body, (node.test,), set())
-        head = self._head(WHILE, [], names, kept, None)
+        head = self._head(WHILE, [], names, kept, None, self._outside(node, kept))
         enter, save, merge, leave = self._hooks(names, kept, skip, None)
         test = ast.Call(func=ast.Attribute(value=ast.Name(id=self._name("L"), ctx=ast.Load()), attr="test",
                                            ctx=ast.Load()), args=[node.test], keywords=[])
@@ -86,8 +86,7 @@ class _Loops(ast.NodeTransformer):
         _, kept, _ = self._names(node.body + node.orelse, (node.test,), set())
         # names read anywhere outside the if: only these are merged (a name one side binds for itself
         # alone is not, as the compiler drops it after the if)
-        inside = {id(n) for n in ast.walk(node)}
-        live = tuple(v for v in kept if any(id(n) not in inside for n in self.loads.get(v, ())))
+        live = self._outside(node, kept)
         st, side, restore, merged = self._name("I"), self._name("B"), self._name("R"), self._name("M")
         head = ast.Assign(targets=[ast.Name(id=st, ctx=ast.Store())], value=ast.Call(
             func=ast.Name(id=IF, ctx=ast.Load()), args=[node.test],
@@ -129,9 +128,15 @@ class _Loops(ast.NodeTransformer):
         names = tuple(sorted(v for v in used & self.local if not v.startswith(PREFIX) and v not in skip))
         return names, tuple(v for v in assigned if v not in skip), skip
 
-    def _head(self, factory: str, args: list, names: tuple, kept: tuple, var) -> ast.stmt:
+    def _outside(self, node, names: tuple) -> tuple:
+        """Those of ``names`` read anywhere outside ``node`` (after it, or before it in an enclosing loop)."""
+        inside = {id(n) for n in ast.walk(node)}
+        return tuple(v for v in names if any(id(n) not in inside for n in self.loads.get(v, ())))
+
+    def _head(self, factory: str, args: list, names: tuple, kept: tuple, var, outside: tuple) -> ast.stmt:
         keywords = [ast.keyword(arg="names", value=ast.Constant(names)),
-                    ast.keyword(arg="assigned", value=ast.Constant(kept))]
+                    ast.keyword(arg="assigned", value=ast.Constant(kept)),
+                    ast.keyword(arg="outside", value=ast.Constant(outside))]
         if var is not None:
             keywords.append(ast.keyword(arg="var", value=ast.Constant(var)))
         return ast.Assign(targets=[ast.Name(id=self._name("L"), ctx=ast.Store())],

@@ -31,7 +31,8 @@ program held when it left are put back together after the loop. Either way the r
 program computes alone: ``step`` must agree (else the chunk splits as before), the body may not
 ``break``, ``continue`` or ``return``, and the loop variable may not be read after the loop (its last value
 differs per program); such loops are left as they are. A name first bound inside the loop, where some
-program runs no trip at all, also splits the chunk (alone, that program would not have the name).
+program runs no trip at all, splits the chunk when something outside the loop reads it (alone, that program
+would not have the name); a name only the body reads needs nothing for that program, which never reads it.
 """
 from __future__ import annotations
 
@@ -50,10 +51,10 @@ WHILE = "_triton_trace_while"
 PREFIX = "_triton_trace_"
 
 
-def loop(*args, names: tuple = (), assigned: tuple = (), var: Optional[str] = None):
+def loop(*args, names: tuple = (), assigned: tuple = (), var: Optional[str] = None, outside: tuple = None):
     """``range(*args)``, masked per program where a bound differs in the running chunk. ``names``: the
     function's local names the loop's body uses; ``assigned``: those it assigns (without loop variables);
-    ``var``: the loop variable."""
+    ``var``: the loop variable; ``outside``: the assigned names read anywhere outside the loop (None: all)."""
     chunk = batch.running(_ti.interpreter_builder)
     if chunk is None:
         return _Plain(range(*args))
@@ -69,7 +70,9 @@ def loop(*args, names: tuple = (), assigned: tuple = (), var: Optional[str] = No
     # a persistent kernel's ``for tile in tl.range(pid, n_tiles, NUM_SMS)``: the loop variable differs per
     # program too, and is a scalar tensor of the start's type (a GPU's induction variable) instead of an int
     dtype = lo.dtype if vary_lo else None
-    return MaskedRange(chunk, starts, stops, step, names, assigned, _long_runs(starts, stops, chunk), var, dtype)
+    out = MaskedRange(chunk, starts, stops, step, names, assigned, _long_runs(starts, stops, chunk), var, dtype)
+    out.outside = outside
+    return out
 
 
 def _varies(x, chunk, kinds: str = "iu") -> bool:
@@ -133,6 +136,10 @@ class _Divergent:
     together after the loop): compact.py. Subclasses say which programs make trip ``self.trip``."""
     var = None
     what = "a loop whose trip count differs between programs"      # for the reasons a chunk splits
+    # The assigned names read anywhere outside the loop (None: all of them). A name first bound on a trip
+    # that some program does not make is unbound for that program; if nothing outside the loop reads it,
+    # that program never reads it at all (it makes no later trip), so its rows may hold anything.
+    outside: Optional[tuple] = None
 
     def __init__(self, chunk, names=(), assigned=(), long_runs=False):
         self.chunk, self.names, self.assigned, self.long_runs = chunk, names, assigned, long_runs
@@ -217,7 +224,8 @@ class _Divergent:
         self.chunk.set_active(self.outer)
         out = dict(self._fixed)
         for n in self.assigned:
-            v = compact.assemble(n, [(rows, left[n]) for rows, left in self._left], self.chunk.size)
+            v = compact.assemble(n, [(rows, left[n]) for rows, left in self._left], self.chunk.size,
+                                 dead=not self._read_outside(n))
             if v is not compact.UNBOUND:
                 out[n] = v
         return out
@@ -243,9 +251,15 @@ class _Divergent:
             if before is value:
                 continue
             if before is _UNBOUND:
+                if not self._read_outside(name):
+                    out[name] = value
+                    continue
                 self._split(f"'{name}' is first set on a trip some programs do not make")
             out[name] = self._merge_value(name, before, value)
         return out
+
+    def _read_outside(self, name: str) -> bool:
+        return self.outside is None or name in self.outside
 
     def _split(self, why: str):
         """Programs that make this trip and those that do not run apart (as chunks of their own)."""
@@ -377,10 +391,14 @@ class _PlainWhile(_NoHooks):
         return cond
 
 
-def while_loop(names: tuple = (), assigned: tuple = ()):
+def while_loop(names: tuple = (), assigned: tuple = (), outside: tuple = None):
     """A ``while`` loop's state: masked per program once the programs' conditions differ."""
     chunk = batch.running(_ti.interpreter_builder)
-    return _PlainWhile() if chunk is None else MaskedWhile(chunk, names, assigned)
+    if chunk is None:
+        return _PlainWhile()
+    out = MaskedWhile(chunk, names, assigned)
+    out.outside = outside
+    return out
 
 
 _UNBOUND = object()
