@@ -231,6 +231,17 @@ def _persistent(w):
     return c
 
 
+def _more_programs_than_tiles(w):
+    """20 programs for 6 tiles: most make no trip, so every memory op runs on the few that do (no op of the
+    chunk has all its programs), and what the loop binds is never bound for the others."""
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.randn(48, 40, generator=g), torch.randn(40, 32, generator=g)
+    c = torch.empty(48, 32)
+    w(persistent_matmul)[(20,)](a, b, c, 48, 32, 40, NUM_SMS=20, BM=16, BN=16, BK=16, GROUP_M=2)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
+    return c
+
+
 @triton.jit
 def bisect(sorted_ptr, keys_ptr, out_ptr, n, B: tl.constexpr):
     """A binary search per key in a ``while`` loop: each program's trip count depends on its key."""
@@ -304,7 +315,7 @@ def _counter(w):
 
 @pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0, None], ids=["masked", "default", "always-cut", "uncuttable"])
 @pytest.mark.parametrize("run", [_ragged, _ragged_runs, _causal, _inf, _first_set, _read_after, _ints, _heads, _counter,
-                                 _helper, _persistent, _bisect, _while_rows],
+                                 _helper, _persistent, _more_programs_than_tiles, _bisect, _while_rows],
                          ids=lambda f: f.__name__[1:])
 def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
     # COMPACT_AT 0: trips only ever run masked; 1: cut to the running programs whenever one leaves;

@@ -38,7 +38,7 @@ def op_rows(events: list, chunk_pids: list) -> np.ndarray:
     full = np.flatnonzero(~subset)
     reps = sizes[chunk[full]]
     idx = np.repeat(full, reps)
-    first = np.concatenate([[0], np.cumsum(reps)[:-1]])
+    first = np.cumsum(reps) - reps                    # (no event for every program: none at all)
     prog = np.arange(len(idx)) - np.repeat(first, reps)          # index of the program within its chunk
     rank = prog                                                  # and its row within the event's block
     if subset.any():

@@ -99,6 +99,10 @@ def _as_f32(h, scratch: Optional[dict] = None, role: str = "") -> TensorHandle:
     out = _scratch_buffer(scratch, role, x.shape)
     if x.size and int((x.view(np.uint16) & 0x7FFF).max()) > 0x7C00:      # a NaN's bits
         out[...] = x
+    elif x.ndim and x.shape[0] > 1 and x.strides[0] == 0:
+        out[...] = x[:1].astype(np.float32)      # one block every program loaded (affine.gather): widened once
+    elif not x.flags.writeable:
+        np.copyto(out, x)                         # (torch will not wrap a read-only array without a warning)
     else:
         # on one thread: torch's OpenMP workers spin after a parallel copy and take the core numpy's BLAS
         # needs for the product that follows (on two cores: the copy 5x and the matmul 2x slower)
