@@ -1,7 +1,8 @@
 """Divergent programs: a flash-attention forward (Triton's fused-attention tutorial, written with pointers),
 causal, not causal and with every head its own key count (varlen), and a persistent matmul (Triton's
-persistent-matmul tutorial: each program its own start tile), traced batched (the default), beside torch on
-the same inputs, in one process (ratios, not absolute times, are the result).
+persistent-matmul tutorial: each program its own start tile), and rows routed at random between the two sides
+of an ``if`` (with a shared atomic counter), traced batched (the default), beside torch on the same inputs,
+in one process (ratios, not absolute times, are the result).
 
 Causal attention gives each program a loop count that depends on its id (hi = (start_m + 1) * BLOCK_M), a
 persistent kernel a loop start (tl.range(pid, num_tiles, NUM_SMS)): every program stays in one chunk, the
@@ -121,6 +122,28 @@ def matmul_persistent(a_ptr, b_ptr, c_ptr, M, N, K, NUM_SMS: tl.constexpr, BLOCK
                  mask=(offs_am[:, None] < M) & (offs_bn[None, :] < N))
 
 
+@triton.jit
+def routed_rows(x_ptr, route_ptr, w_ptr, out_ptr, count_ptr, N: tl.constexpr):
+    """Each row takes the side its route (read from memory, random) picks, and counts itself in its
+    route's shared counter: a branch the programs of a chunk take differently, and one shared atomic."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, N)
+    x = tl.load(x_ptr + row * N + cols)
+    r = tl.load(route_ptr + row)
+    if r == 0:
+        y = x * tl.load(w_ptr + cols)
+    else:
+        y = tl.exp(x) - 1.0
+    tl.store(out_ptr + row * N + cols, y)
+    tl.atomic_add(count_ptr + r, 1)
+
+
+def run_routed(x, route, w, **opts):
+    out, count = torch.empty_like(x), torch.zeros(2, dtype=torch.int32)
+    triton_trace.trace(routed_rows, values=False, **opts)[(x.shape[0],)](x, route, w, out, count, N=x.shape[1])
+    return out, count
+
+
 def run_persistent(a, b, **opts):
     M, K = a.shape
     N = b.shape[1]
@@ -185,6 +208,12 @@ def main(argv=None) -> None:
     # a persistent matmul (1024^3 fp32, 256 tiles over 132 programs: 124 run two tiles, 8 run one)
     a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
     row("persistent", lambda: a @ b, lambda: run_persistent(a, b), max(args.repeat, 3))
+    # rows routed at random between two sides of an if (and counted in a shared atomic counter)
+    x = torch.randn(4096, 1024)
+    route = torch.randint(0, 2, (4096,), dtype=torch.int32)
+    w = torch.randn(1024)
+    row("branches", lambda: (torch.where(route[:, None] == 0, x * w, torch.expm1(x)), torch.bincount(route)),
+        lambda: run_routed(x, route, w), max(args.repeat, 3))
     qs, ks, vs = (x[:2, :args.check_seq].contiguous() for x in (q, k, v))
     for causal in (False, True):
         same = torch.equal(run(qs, ks, vs, causal), run(qs, ks, vs, causal, batch=False))
@@ -195,6 +224,9 @@ def main(argv=None) -> None:
     a, b = a[:320, :96].contiguous(), b[:96, :448].contiguous()
     same = torch.equal(run_persistent(a, b), run_persistent(a, b, batch=False))
     print(f"bit-identical to batch=False (persistent matmul 320x96x448): {same}")
+    xs, rs = x[:256], route[:256]
+    same = all(torch.equal(p, q) for p, q in zip(run_routed(xs, rs, w), run_routed(xs, rs, w, batch=False)))
+    print(f"bit-identical to batch=False (branches, 256 rows): {same}")
 
 
 if __name__ == "__main__":
