@@ -7,8 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-import triton_trace
-from test_batch import assert_same_traces
+from test_masked_loops import same_as_one_at_a_time
 
 
 @triton.jit
@@ -189,20 +188,7 @@ SPLIT = [_bound, _head_tail]
 
 @pytest.mark.parametrize("run", MASKED + SPLIT, ids=lambda f: f.__name__[1:])
 def test_divergent_branches_record_what_one_program_at_a_time_records(run):
-    traces, outs = [], []
-    for batch in (False, True):
-        triton_trace.reset()
-        torch.manual_seed(0)
-        outs.append(run(lambda k: triton_trace.trace(k, batch=batch)))
-        traces.append(triton_trace.current_trace())
-    assert outs[0].numpy().tobytes() == outs[1].numpy().tobytes()
-    assert_same_traces(traces[0], traces[1])
-    for s, b in zip(traces[0].launches, traces[1].launches):
-        assert s.meta.get("nonfinite") == b.meta.get("nonfinite")
-        assert s.meta.get("overflow") == b.meta.get("overflow")
-    rep = [triton_trace.analyze(t, layouts="model", what_if=False).to_dict() for t in traces]
-    assert rep[0]["findings"] == rep[1]["findings"]
-    assert rep[0]["launches"][0]["metrics"] == rep[1]["launches"][0]["metrics"]
+    traces, rep = same_as_one_at_a_time(run)
     ex = traces[1].launches[0].meta["execution"]
     programs = traces[1].launches[0].recorded_programs
     if run in MASKED:                                  # both sides masked, the chunk whole

@@ -313,18 +313,9 @@ def _counter(w):
     return out
 
 
-@pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0, None], ids=["masked", "default", "always-cut", "uncuttable"])
-@pytest.mark.parametrize("run", [_ragged, _ragged_runs, _causal, _inf, _first_set, _read_after, _ints, _heads, _counter,
-                                 _helper, _persistent, _more_programs_than_tiles, _bisect, _while_rows],
-                         ids=lambda f: f.__name__[1:])
-def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
-    # COMPACT_AT 0: trips only ever run masked; 1: cut to the running programs whenever one leaves;
-    # None: as if some value could not be cut (masked, or runs of agreeing programs where those are long)
-    from triton_trace.record.interp import compact, maskedloops
-    if compact_at is None:
-        monkeypatch.setattr(compact, "can_take", lambda value: False)
-    else:
-        monkeypatch.setattr(maskedloops, "COMPACT_AT", compact_at)
+def same_as_one_at_a_time(run):
+    """Run ``run`` (given the trace decorator) one program at a time, then batched: outputs to the bit, the
+    whole traces, the value reports, the findings and the metrics must be equal. Returns (traces, reports)."""
     traces, outs = [], []
     for batch in (False, True):
         triton_trace.reset()
@@ -339,6 +330,22 @@ def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at,
     rep = [triton_trace.analyze(t, layouts="model", what_if=False).to_dict() for t in traces]
     assert rep[0]["findings"] == rep[1]["findings"]
     assert rep[0]["launches"][0]["metrics"] == rep[1]["launches"][0]["metrics"]
+    return traces, rep
+
+
+@pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0, None], ids=["masked", "default", "always-cut", "uncuttable"])
+@pytest.mark.parametrize("run", [_ragged, _ragged_runs, _causal, _inf, _first_set, _read_after, _ints, _heads, _counter,
+                                 _helper, _persistent, _more_programs_than_tiles, _bisect, _while_rows],
+                         ids=lambda f: f.__name__[1:])
+def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
+    # COMPACT_AT 0: trips only ever run masked; 1: cut to the running programs whenever one leaves;
+    # None: as if some value could not be cut (masked, or runs of agreeing programs where those are long)
+    from triton_trace.record.interp import compact, maskedloops
+    if compact_at is None:
+        monkeypatch.setattr(compact, "can_take", lambda value: False)
+    else:
+        monkeypatch.setattr(maskedloops, "COMPACT_AT", compact_at)
+    traces, _ = same_as_one_at_a_time(run)
     ex = traces[1].launches[0].meta["execution"]
     programs = traces[1].launches[0].recorded_programs
     if run is _ints:          # one overflow tag holds one cause: different wraps per program run one by one
