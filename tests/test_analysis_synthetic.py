@@ -3,7 +3,7 @@ model, the cache simulation against a plain Python LRU, view membership, and the
 import numpy as np
 import pytest
 
-from triton_trace.analysis import analyze
+from triton_trace.analysis import analyze, jitsteps
 from triton_trace.analysis.lockstep import _lockstep
 from triton_trace.analysis.sanitizer import view_positions
 from triton_trace.errors import TraceUsageError
@@ -119,8 +119,10 @@ def reference_lru(sets, lines, masks, reads, writes, n_sets, ways):
     return np.array(fetched), np.array(dirtied)
 
 
+@pytest.mark.parametrize("jit", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not jitsteps.ENABLED, reason="numba is not installed"))])
 @pytest.mark.parametrize("seed", range(4))
-def test_lockstep_lru_matches_a_plain_python_lru(seed):
+def test_lockstep_lru_matches_a_plain_python_lru(seed, jit):
     rng = np.random.default_rng(seed)
     n, n_sets, ways = 3000, 4, 3
     lines = rng.integers(0, 40, n)
@@ -128,7 +130,7 @@ def test_lockstep_lru_matches_a_plain_python_lru(seed):
     masks = rng.integers(1, 16, n)
     reads = rng.random(n) < 0.7
     writes = ~reads | (rng.random(n) < 0.2)
-    got = _lockstep(sets, lines, masks, reads, writes, n_sets, ways)
+    got = _lockstep(sets, lines, masks, reads, writes, n_sets, ways, jit=jit)      # lock step / compiled loop
     want = reference_lru(sets, lines, masks, reads, writes, n_sets, ways)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])

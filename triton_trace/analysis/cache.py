@@ -44,7 +44,7 @@ import numpy as np
 from .coalescing import LINE_BYTES, SECTOR_BYTES, Coalescing
 from .context import LOAD, LaunchContext
 from .gpus import GPUS
-from . import parallel, streaming
+from . import jitsteps, parallel, streaming
 from .lockstep import _POPCOUNT, PARTITIONS, L2
 
 FETCH_SECTORS = 2         # a read miss fetches an aligned pair of sectors (64 bytes) from DRAM
@@ -101,11 +101,13 @@ def _l1_owner(ctx: LaunchContext) -> np.ndarray:
     return rank // pif * sms + rank % pif % sms
 
 
-def _l1_filter(owner, line, mask, wr, load) -> np.ndarray:
+def _l1_filter(owner, line, mask, wr, load, jit: bool = False) -> np.ndarray:
     """The sectors of each stream entry that go on to L2 (see L1 in the module docstring); ``owner`` is
-    each entry's L1, ``mask`` uint8."""
+    each entry's L1, ``mask`` uint8; ``jit``: the pass after the sort in one compiled loop (jitsteps.py)."""
     key = owner * (int(line.max()) + 1) + line
     o = np.argsort(key, kind="stable")                        # by (owner, line), in time order (runs: fast)
+    if jit:
+        return jitsteps.l1_sent(key, o, mask, wr, load, owner, LINE_BYTES, L1_BYTES)
     k = key[o]
     del key
     first = np.r_[True, k[1:] != k[:-1]]
@@ -169,6 +171,24 @@ def _windows(row_order: np.ndarray, wave_of_row: np.ndarray, entries: np.ndarray
     return cuts
 
 
+def _issue_sorted(stream_row: np.ndarray, row_order: np.ndarray) -> np.ndarray:
+    """The stream's entries in issue order: a stable sort by their rows' ranks. A row's entries come in
+    runs, so the runs are sorted (stably: a row's runs keep their order) and expanded, not the entries."""
+    n = len(stream_row)
+    idx = np.int32 if n < 1 << 31 else np.int64
+    starts = np.flatnonzero(stream_row[1:] != stream_row[:-1]).astype(idx)
+    starts += 1
+    starts = np.r_[np.zeros(1, idx), starts]
+    lengths = np.diff(np.r_[starts, idx(n)])
+    by_rank = np.argsort(row_order[stream_row[starts]], kind="stable")
+    starts, lengths = starts[by_rank], lengths[by_rank]
+    # entry j of the sorted stream: its run's start plus j less where that run begins in the sorted stream
+    shift = starts - (np.cumsum(lengths, dtype=idx) - lengths)
+    t = np.repeat(shift, lengths)
+    t += np.arange(n, dtype=idx)
+    return t
+
+
 def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: Optional[int] = None) -> CacheResult:
     """The launch's stream through the L1s and the L2, ``window`` entries (whole waves) at a time (None: at most
     STREAM_WINDOW, smaller on two cores; the counts are the same for any window)."""
@@ -182,10 +202,7 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     write_s = np.zeros(ctx.n_rows, dtype=np.int64)
     if not len(co.stream_row):
         return CacheResult(read_s, write_s, n_sets, 0)
-    rank_of_row = row_order.astype(np.int32) if ctx.n_rows < 1 << 31 else row_order
-    t = np.argsort(rank_of_row[co.stream_row], kind="stable")      # sorted runs: nearly linear
-    if len(t) < 1 << 31:
-        t = t.astype(np.int32)
+    t = _issue_sorted(co.stream_row, row_order)
     wave_of_row = ctx.gpu_rank[ctx.row_prog] // p.programs_in_flight
     base_lines = _tensor_base_lines(ctx)
     wide = int(co.stream_line.max()) + int(base_lines.max()) >= 1 << 31
@@ -196,9 +213,12 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
                  (ctx.is_read.astype(np.uint8) << 2) | (ctx.is_write.astype(np.uint8) << 1))
     l2 = L2(n_sets, p.l2_ways, np.int64 if wide else np.int32, fetch_sectors=FETCH_SECTORS,
              dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))),
-             lines=int(base_lines.max()) if len(co.stream_row) * 4 >= int(base_lines.max()) else None)
+             lines=int(base_lines.max()) if len(co.stream_row) * 4 >= int(base_lines.max()) else None,
+             jit=jitsteps.ENABLED and len(co.stream_row) >= jitsteps.MIN_ENTRIES)
     # sets that no line enters twice need no stepping (analysis/streaming.py)
     fast, l2.open = streaming.plan(co, t, rows, l2, _POPCOUNT, ctx.n_rows, int(base_lines.max()))
+    if l2.jit:
+        l2.open = None          # stepping every set costs the compiled loop less than splitting the stream
     if fast is not None:                      # no line repeats at all
         read_s, write_s, evicted, tot = fast
         return CacheResult(read_s, write_s, n_sets, evicted, read_lookups=tot[0], read_hits=tot[1],
@@ -211,11 +231,11 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     pending = None
     try:
         for i, (lo, hi) in enumerate(cuts):
-            stage = pending.result() if pending is not None else _l1_stage(co, t[lo:hi], rows)
+            stage = pending.result() if pending is not None else _l1_stage(co, t[lo:hi], rows, l2.jit)
             pending = None
             if i + 1 < len(cuts):
                 nlo, nhi = cuts[i + 1]
-                pending = parallel.Beside(_l1_stage, (co, t[nlo:nhi], rows), threaded)
+                pending = parallel.Beside(_l1_stage, (co, t[nlo:nhi], rows, l2.jit), threaded)
             _l2_stage(stage, rows, l2, read_s, write_s, totals)
     finally:
         if pending is not None:
@@ -225,13 +245,13 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
                        write_lookups=int(totals[2]), write_hits=int(totals[3]), l1_hit_sectors=int(totals[4]))
 
 
-def _l1_stage(co, t, rows: _Rows) -> tuple:
+def _l1_stage(co, t, rows: _Rows, jit: bool = False) -> tuple:
     """A window's entries (``t``: stream indices, whole waves) through the L1s: (rows, lines, the sectors
     that go on to L2, load sectors served by L1)."""
     row = co.stream_row[t]
     line = co.stream_line[t] + rows.base[row]
     mask = co.stream_mask[t].astype(np.uint8, copy=False)
-    sent = _l1_filter(rows.owner[row], line, mask, rows.write[row], rows.load[row])
+    sent = _l1_filter(rows.owner[row], line, mask, rows.write[row], rows.load[row], jit)
     return row, line, sent, int(_POPCOUNT[(mask & ~sent) & 15].sum())
 
 
@@ -239,6 +259,11 @@ def _l2_stage(stage: tuple, rows: _Rows, l2, read_s, write_s, totals) -> None:
     row, line, sent, l1_hits = stage
     totals[4] += l1_hits
     keep = np.flatnonzero(sent)
+    if l2.jit:                  # one compiled loop, access by access (jitsteps.py)
+        row, line = row[keep], line[keep]
+        jitsteps.entries(l2, row, line, l2.home_sets(line), sent[keep], rows.near, rows.rw,
+                         l2.n_sets // PARTITIONS, read_s, write_s, totals)
+        return
     for a in range(0, len(keep), L2_SLICE):
         k = keep[a:a + L2_SLICE]
         _l2_slice(row[k], line[k], sent[k], rows, l2, read_s, write_s, totals)

@@ -8,6 +8,8 @@ from typing import Optional
 
 import numpy as np
 
+from . import jitsteps
+
 _POPCOUNT = np.array([bin(i).count("1") for i in range(16)], dtype=np.int64)
 _PAIRS = np.array([m | (m & 5) << 1 | (m & 10) >> 1 for m in range(16)], dtype=np.uint8)   # sector pairs
 _HASH = np.uint64(0x9E3779B97F4A7C15)     # Fibonacci hashing: spreads neighbouring lines over sets
@@ -17,10 +19,10 @@ PARTITIONS = 2            # H100/H200 (and A100): two L2 partitions joined by a 
 
 
 def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int, copy=None, fetch_sectors: int = 1,
-              dirty_ways=None):
+              dirty_ways=None, jit=None):
     """Per access: (sectors fetched from DRAM, sectors made dirty, dirty sectors written back during the
     run, requested sectors that were valid), from a cold cache (see ``L2.run``)."""
-    l2 = L2(n_sets, ways, np.int64, fetch_sectors=fetch_sectors, dirty_ways=dirty_ways)
+    l2 = L2(n_sets, ways, np.int64, fetch_sectors=fetch_sectors, dirty_ways=dirty_ways, jit=jit)
     copy = np.zeros(len(sets), dtype=bool) if copy is None else np.asarray(copy, dtype=bool)
     kind = ((np.asarray(mask).astype(np.uint8) & 15) << 3) | (np.asarray(rd, dtype=np.uint8) << 2) | \
         (np.asarray(wr, dtype=np.uint8) << 1) | copy.astype(np.uint8)
@@ -33,12 +35,19 @@ class L2:
     stream to the next."""
 
     def __init__(self, n_sets: int, ways: int, line_dtype, fetch_sectors: int = 1, dirty_ways=None,
-                 lines: Optional[int] = None):
+                 lines: Optional[int] = None, jit: Optional[bool] = None):
         self.n_sets, self.ways, self.dirty_ways = n_sets, ways, dirty_ways
         # lines 0..lines-1 hashed once into a table (when the stream is long enough to pay for it)
         self._table = None if lines is None else self._hash(np.arange(lines + 1, dtype=np.int64))
         self.open = None             # streaming.OpenSets: sets left out of the stepping
         self.widen = _PAIRS if fetch_sectors == 2 else np.arange(16, dtype=np.uint8)
+        self.step = 0
+        self.evicted = 0
+        # stepped access by access in compiled code, with the state in jitsteps' layout (jitsteps.py)
+        self.jit = jitsteps.ENABLED if jit is None else jit
+        if self.jit:
+            self.state = jitsteps.new_state(n_sets, ways, line_dtype)
+            return
         # tags and last use per (set, way) (-1: empty); sector bits flat at set * ways + way
         self.tags = np.full((n_sets, ways), -1, dtype=line_dtype)
         self.last = np.full((n_sets, ways), -1, dtype=np.int32)
@@ -46,8 +55,6 @@ class L2:
         self.dirty = np.zeros(n_sets * ways, dtype=np.uint8)
         self.n_dirty = np.zeros(n_sets, dtype=np.int32)            # dirty lines per set
         self.prev = np.full(n_sets, -1, dtype=np.int64)            # each set's last access (line, sectors, kind)
-        self.step = 0
-        self.evicted = 0
 
     def _hash(self, line: np.ndarray) -> np.ndarray:
         """Each line's set in its home partition: home * sets per partition + slot (int32)."""
@@ -88,6 +95,8 @@ class L2:
         """``run`` for the accesses that change the cache: (their indices, sectors each fetched, made dirty,
         found valid). Every other access repeats the previous access of its set (the same line, sectors and
         kind): it hits every sector it asks for and fetches and dirties nothing."""
+        if self.jit:
+            return jitsteps.steps(self, sets, line, kind)
         n, n_sets = len(sets), self.n_sets
         key = sets.astype(np.uint16) if n_sets <= 1 << 16 else sets     # 16-bit keys take numpy's radix sort
         by_set = np.argsort(key, kind="stable")                           # time order kept within a set

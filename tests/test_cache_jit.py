@@ -1,0 +1,136 @@
+"""The L2 stepped access by access in a compiled loop (analysis/jitsteps.py) against the numpy lock step
+(analysis/lockstep.py): two implementations of one cache, so every count must agree, on random streams
+(evictions, the dirty limit, far copies dropped by writes, repeated accesses, cut into windows) and on the
+streams of real kernels through the whole simulation (L1, far copies, windows of waves)."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import triton_trace
+from triton_trace.analysis import cache, jitsteps, lockstep
+from triton_trace.analysis.cache import issue_order, simulate
+from triton_trace.analysis.coalescing import coalesce
+from triton_trace.analysis.context import LaunchContext, Params
+
+from test_cache_windows import _add_tail, _histogram, _matmul, _scale, _strided, _transpose
+
+pytestmark = pytest.mark.skipif(not jitsteps.ENABLED, reason="numba is not installed (or TRITON_TRACE_NO_JIT is set)")
+
+
+def _stream(rng, n):
+    lines = rng.integers(0, int(rng.integers(2, 80)), n)
+    n_sets = int(rng.choice([2, 4, 8]))
+    sets = (lines * 7 + rng.integers(0, 2, n) * (rng.random(n) < 0.3)) % n_sets    # a line in two sets: copies
+    kind = ((rng.integers(0, 16, n) << 3) | (rng.integers(0, 2, n) << 2) | (rng.integers(0, 2, n) << 1)
+            | (rng.random(n) < 0.3)).astype(np.uint8)
+    again = np.maximum(np.arange(n) - (rng.random(n) < 0.3), 0)      # a third repeat the access before them
+    return n_sets, sets[again], lines[again], kind[again]
+
+
+def _run(l2, sets, lines, kind, cuts):
+    """Per access (fetched, made dirty, found valid), the windows stepped one after the other."""
+    out = np.zeros((3, len(sets)), dtype=np.int64)
+    for a, b in zip(cuts[:-1], cuts[1:]):
+        k = kind[a:b]
+        out[2, a:b] = lockstep._POPCOUNT[k >> 3] * ((k >> 2) & 1)      # an access left out repeats: it hits
+        stepped, got, made, found = l2.steps(sets[a:b], lines[a:b], k)
+        out[0, a + stepped], out[1, a + stepped], out[2, a + stepped] = got, made, found
+    return out
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_streams_count_what_the_lock_step_counts(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 4000))
+    n_sets, sets, lines, kind = _stream(rng, n)
+    ways = int(rng.integers(1, 5))
+    cuts = [0, *sorted(rng.integers(0, n, 2)), n]
+    dirty_ways = [None, 1, 2][seed % 3]
+    runs = []
+    for jit in (False, True):
+        l2 = lockstep.L2(n_sets, ways, [np.int64, np.int32][seed % 2], fetch_sectors=1 + seed % 2,
+                         dirty_ways=dirty_ways, jit=jit)
+        runs.append((_run(l2, sets, lines, kind, cuts), l2.evicted))
+    (want, want_ev), (got, got_ev) = runs
+    np.testing.assert_array_equal(got, want)
+    assert got_ev == want_ev
+    assert want[0].sum() > 0 and want[2].sum() > 0      # (the streams fetch and hit)
+
+
+def test_a_stream_that_evicts_and_cleans_writes_back_what_the_lock_step_does():
+    rng = np.random.default_rng(7)
+    n = 20000
+    lines = rng.integers(0, 400, n)
+    kind = ((np.full(n, 15) << 3) | (rng.integers(0, 2, n) << 2) | (2 * (rng.random(n) < 0.5))).astype(np.uint8)
+    ev = []
+    for jit in (False, True):
+        l2 = lockstep.L2(16, 4, np.int64, fetch_sectors=2, dirty_ways=2, jit=jit)
+        _run(l2, lines % 16, lines, kind, [0, n])
+        ev.append(l2.evicted)
+    assert ev[0] == ev[1] > 0
+
+
+KERNELS = [_add_tail, _strided, _transpose, _scale, _matmul, _histogram]
+
+
+@pytest.mark.parametrize("run", KERNELS)
+@pytest.mark.parametrize("params", [{}, {"l2_bytes": 1 << 15, "programs_in_flight": 8},
+                                    {"l2_bytes": 1 << 17, "l2_ways": 4, "programs_in_flight": 3}])
+def test_kernels_count_the_same_through_the_compiled_loop(run, params, monkeypatch):
+    triton_trace.reset()
+    run()
+    ctx = LaunchContext(triton_trace.current_trace().launches[0], 0, Params(**params).resolved())
+    order = issue_order(ctx)
+    co = coalesce(ctx, order)
+    made = []
+    real = lockstep.L2.__init__
+    monkeypatch.setattr(lockstep.L2, "__init__", lambda self, *a, **k: made.append(k["jit"]) or real(self, *a, **k))
+    monkeypatch.setattr(jitsteps, "MIN_ENTRIES", 0)
+    compiled = simulate(ctx, co, order, window=max(1, len(co.stream_row) // 3))     # three windows or so
+    monkeypatch.setattr(jitsteps, "ENABLED", False)
+    numpy_only = simulate(ctx, co, order, window=max(1, len(co.stream_row) // 3))
+    assert made == [True, False] or (made == [] and len(co.stream_row) == 0)
+    assert numpy_only.read_lookups > 0
+    for f in dataclasses.fields(numpy_only):
+        np.testing.assert_array_equal(getattr(compiled, f.name), getattr(numpy_only, f.name), err_msg=f.name)
+
+
+def test_a_whole_report_is_the_same_with_and_without_the_compiled_loop(monkeypatch):
+    triton_trace.reset()
+    _matmul()
+    tr = triton_trace.current_trace()
+    monkeypatch.setattr(jitsteps, "MIN_ENTRIES", 0)
+    with_jit = triton_trace.analyze(tr, layouts="model", l2_bytes=1 << 16).to_dict()
+    monkeypatch.setattr(jitsteps, "ENABLED", False)
+    without = triton_trace.analyze(tr, layouts="model", l2_bytes=1 << 16).to_dict()
+    assert with_jit == without
+    assert with_jit["launches"][0]["metrics"]["dram_read_bytes"] > 0
+
+
+def test_short_streams_take_the_lock_step(monkeypatch):
+    made = []
+    real = lockstep.L2.__init__
+    monkeypatch.setattr(lockstep.L2, "__init__", lambda self, *a, **k: made.append(k["jit"]) or real(self, *a, **k))
+    triton_trace.reset()
+    _matmul()                    # a 256^3 matmul: far fewer entries than MIN_ENTRIES
+    triton_trace.analyze(triton_trace.current_trace(), layouts="model")
+    assert made and not any(made)        # (what-if variants simulate again)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_l1_filter_sends_on_what_the_numpy_filter_does(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    owner = rng.integers(0, int(rng.integers(1, 6)), n)
+    line = rng.integers(0, int(rng.integers(1, 40)), n)
+    mask = rng.integers(0, 16, n).astype(np.uint8)
+    wr = rng.random(n) < 0.2                          # stores, and atomics (loads that write)
+    load = ~wr | (rng.random(n) < 0.1)
+    # an L1 of 5 or 20 lines: some owners load more than theirs holds and filter nothing
+    monkeypatch.setattr(cache, "L1_BYTES", [128 * 5, 128 * 20, 1 << 18][seed % 3])
+    want = cache._l1_filter(owner, line, mask, wr, load)
+    got = cache._l1_filter(owner, line, mask, wr, load, jit=True)
+    np.testing.assert_array_equal(got, want)
+    if seed % 3 == 2:                                 # an L1 that holds everything serves repeated loads
+        assert (want != mask).any()

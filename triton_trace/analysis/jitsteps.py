@@ -1,0 +1,215 @@
+"""The L2 stepped access by access in one compiled loop, where numba is installed.
+
+The lock-step simulation (lockstep.py) runs every set's t-th access at once: numpy passes per step, after
+sorting the stream by set, so its cost is a dozen passes over the stream plus two sorts. The same cache
+stepped in time order by a loop numba compiles costs a few nanoseconds an access and sorts nothing. Both
+apply the same rules to the same state, so every count is the same (tests/test_cache_jit.py runs both on
+streams that evict, clean dirty lines, drop copies and repeat accesses); lockstep.py stays the path where
+numba is not installed (the GPU machine has none) and under ``TRITON_TRACE_NO_JIT=1``.
+
+Times differ only in scale: lock-step stamps an access with its set's step, this loop with its place in
+the stream. Either way a set's accesses are stamped in time order, and LRU only compares stamps of one set.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+_POP = np.array([bin(i).count("1") for i in range(16)], dtype=np.int64)
+
+try:
+    if os.environ.get("TRITON_TRACE_NO_JIT"):
+        raise ImportError("TRITON_TRACE_NO_JIT is set")
+    import numba
+except ImportError:           # the numpy lock step runs instead
+    numba = None
+
+ENABLED = numba is not None
+# Streams shorter than this take the lock step: loading the compiled loop (~0.3 s, once per process) would
+# cost more than it saves.
+MIN_ENTRIES = 1 << 18
+
+
+def new_state(n_sets: int, ways: int, dtype) -> np.ndarray:
+    """The cache's state, one row per set so that an access touches a few neighbouring memory lines: tags,
+    stamps, and valid | dirty << 4 sectors per way, then the set's previous access (line, kind), its dirty
+    lines and its next stamp (stamps count a set's own steps: they fit the row's type)."""
+    st = np.zeros((n_sets, 3 * ways + 4), dtype=dtype)
+    st[:, :2 * ways] = -1                    # no tag, never used
+    st[:, 3 * ways] = -1                     # no previous access
+    return st
+
+
+def _one(st, s, tg, k, widen, dirty_ways) -> tuple:
+    """One access (kind ``k``: sector mask << 3 | read << 2 | write << 1 | copy; see lockstep.L2.run) to set
+    ``s``: (sectors fetched, made dirty, found valid, written back). ``dirty_ways`` < 0: no dirty limit."""
+    row = st[s]
+    ways = (len(row) - 4) // 3
+    m8 = k >> 3
+    rd = (k >> 2) & 1
+    if row[3 * ways] == tg and row[3 * ways + 1] == k:
+        return 0, 0, (_POP[m8] if rd else 0), 0   # the set's previous access again: hits all, changes nothing
+    row[3 * ways] = tg
+    row[3 * ways + 1] = k
+    way = -1
+    for w in range(ways):
+        if row[w] == tg:
+            way = w
+            break
+    hit = way >= 0
+    if not hit:                     # an empty way (stamp -1), else the least recently used; ties: the first
+        best = row[ways]
+        way = 0
+        for w in range(1, ways):
+            if row[ways + w] < best:
+                best = row[ways + w]
+                way = w
+    cp = k & 1
+    wr = (k >> 1) & 1
+    drop = wr == 1 and cp == 1
+    vd = np.int64(row[2 * ways + way])
+    df = vd >> 4
+    evicted = 0
+    if not hit and not drop:
+        evicted += _POP[df]
+    v = vd & 15 if hit else np.int64(0)
+    d = df if hit else np.int64(0)
+    rm = m8 if rd else np.int64(0)
+    wm = m8 if (wr and not cp) else np.int64(0)
+    fetch = np.int64(widen[rm & ~v & 15]) & ~v & 15
+    got = 0 if cp else _POP[fetch]
+    made = _POP[wm & ~d & 15]
+    found = _POP[rm & v & 15]
+    stamp = row[3 * ways + 3]
+    row[3 * ways + 3] = stamp + 1
+    if drop:
+        if hit:                     # a write drops the other partition's copy (where there is none: nothing)
+            row[way] = -1
+            row[ways + way] = -1
+            row[2 * ways + way] = 0
+        new_d = np.int64(row[2 * ways + way]) >> 4
+    else:
+        new_d = d | wm
+        row[way] = tg
+        row[ways + way] = stamp
+        row[2 * ways + way] = (v | fetch | m8) | (new_d << 4)
+    if dirty_ways >= 0:
+        row[3 * ways + 2] += (1 if new_d != 0 else 0) - (1 if df != 0 else 0)
+        if row[3 * ways + 2] > dirty_ways:          # clean the least recently used dirty line (it stays, clean)
+            pick = -1
+            for w in range(ways):
+                if row[2 * ways + w] >> 4 != 0 and (pick < 0 or row[ways + w] < row[ways + pick]):
+                    pick = w
+            evicted += _POP[row[2 * ways + pick] >> 4]
+            row[2 * ways + pick] &= 15
+            row[3 * ways + 2] -= 1
+    return got, made, found, evicted
+
+
+def _steps(st, sets, line, kind, widen, dirty_ways, got, made, hit_s):
+    """Apply the accesses in order; fills got, made, hit_s per access; returns the sectors written back."""
+    evicted = 0
+    for i in range(len(sets)):
+        # (uint8 mixed with int64 literals would type as float64)
+        got[i], made[i], hit_s[i], ev = _one(st, sets[i], line[i], np.int64(kind[i]), widen, dirty_ways)
+        evicted += ev
+    return evicted
+
+
+def _entries(st, row, line, home, mask, near, rw, per_part, widen, dirty_ways, read_s, write_s, totals):
+    """Stream entries in time order (row, line, home set, sectors sent on from L1): each looks its line up
+    at home, and a far one then in its near partition (a copy); adds DRAM sectors to ``read_s``/``write_s``
+    per row and (read lookups, read hits, write lookups, write hits) to ``totals``; returns the sectors
+    written back. The lookup an SM makes first (near) decides a read's hits."""
+    evicted = 0
+    for i in range(len(row)):
+        r = row[i]
+        hs = home[i]
+        m = np.int64(mask[i]) & 15
+        k = (m << 3) | np.int64(rw[r])
+        got, made, found, ev = _one(st, hs, line[i], k, widen, dirty_ways)
+        evicted += ev
+        read_s[r] += got
+        write_s[r] += made
+        if near[r] != hs // per_part:
+            ps = hs - per_part if hs >= per_part else hs + per_part
+            _, _, found, ev = _one(st, ps, line[i], k | 1, widen, dirty_ways)
+            evicted += ev
+        sec = _POP[m]
+        if (k >> 2) & 1:
+            totals[0] += sec
+            totals[1] += found
+        if (k >> 1) & 1:
+            totals[2] += sec
+            totals[3] += sec
+    return evicted
+
+
+def _l1(key, o, mask, wr, load, owner, n_owners, line_bytes, l1_bytes, res):
+    """cache._l1_filter after its sort (``o``: entries by (L1, line), time order kept): a load's sectors
+    that a load of the same L1 and line brought in since that line's last write stay in L1; an L1 whose
+    loads in the window outgrow it filters nothing."""
+    n = len(o)
+    lines = np.zeros(n_owners, dtype=np.int64)
+    out = np.empty(n, dtype=np.uint8)
+    acc = 0
+    for i in range(n):
+        e = o[i]
+        new_line = i == 0 or key[e] != key[o[i - 1]]
+        if new_line or wr[o[i - 1]]:                 # a new line, or the same after a write: afresh
+            acc = 0
+        m = np.int64(mask[e])
+        if load[e]:
+            if new_line:
+                lines[owner[e]] += 1
+            out[i] = m & ~acc
+            acc |= m
+        else:
+            out[i] = m
+    for i in range(n):
+        e = o[i]
+        res[e] = mask[e] if lines[owner[e]] * line_bytes > l1_bytes else out[i]
+
+
+if ENABLED:
+    _l1 = numba.njit(cache=True, nogil=True)(_l1)
+    _one = numba.njit(cache=True, nogil=True, inline="always")(_one)
+    _steps = numba.njit(cache=True, nogil=True)(_steps)
+    _entries = numba.njit(cache=True, nogil=True)(_entries)
+
+
+def steps(l2, sets, line, kind) -> tuple:
+    """lockstep.L2.steps for every access: (their indices, sectors each fetched, made dirty, found valid)."""
+    n = len(sets)
+    got = np.empty(n, dtype=np.int64)
+    made = np.empty(n, dtype=np.int64)
+    hit_s = np.empty(n, dtype=np.int64)
+    t = l2.state.dtype                # (fixed types: one compiled version for each width of lines)
+    l2.evicted += int(_steps(l2.state, _as(sets, t), _as(line, t), _as(kind, np.uint8), l2.widen, _limit(l2),
+                             got, made, hit_s))
+    return np.arange(n), got, made, hit_s
+
+
+def entries(l2, row, line, home, mask, near, rw, per_part: int, read_s, write_s, totals) -> None:
+    """cache._l2_slice for a window's entries, in one compiled loop (see ``_entries``)."""
+    t = l2.state.dtype
+    l2.evicted += int(_entries(l2.state, _as(row, np.int64), _as(line, t), _as(home, t), _as(mask, np.uint8),
+                               _as(near, np.int64), _as(rw, np.uint8), per_part, l2.widen, _limit(l2), read_s,
+                               write_s, totals))
+
+
+def _as(a, dtype) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=dtype)
+
+
+def _limit(l2) -> int:
+    return -1 if l2.dirty_ways is None else int(l2.dirty_ways)
+
+
+def l1_sent(key, o, mask, wr, load, owner, line_bytes: int, l1_bytes: int) -> np.ndarray:
+    """cache._l1_filter's result from its sort, in one compiled loop (see ``_l1``)."""
+    res = np.empty(len(o), dtype=np.uint8)
+    _l1(_as(key, np.int64), _as(o, np.int64), _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_),
+        _as(owner, np.int64), int(owner.max()) + 1 if len(owner) else 0, line_bytes, l1_bytes, res)
+    return res
