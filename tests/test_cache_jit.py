@@ -1,7 +1,8 @@
-"""The L2 stepped access by access in a compiled loop (analysis/jitsteps.py) against the numpy lock step
-(analysis/lockstep.py): two implementations of one cache, so every count must agree, on random streams
-(evictions, the dirty limit, far copies dropped by writes, repeated accesses, cut into windows) and on the
-streams of real kernels through the whole simulation (L1, far copies, windows of waves)."""
+"""The cache simulation's compiled loops (analysis/jitsteps.py) against its numpy passes (lockstep.py's lock
+step, cache.py's L1 filter, streaming.py's closed form): two implementations of one cache, so every count
+must agree, on random streams (evictions, the dirty limit, far copies dropped by writes, repeated accesses,
+cut into windows) and on the streams of real kernels through the whole simulation (L1, far copies, windows
+of waves, streams in which no line repeats)."""
 import dataclasses
 
 import numpy as np
@@ -87,11 +88,17 @@ def test_kernels_count_the_same_through_the_compiled_loop(run, params, monkeypat
     real = lockstep.L2.__init__
     monkeypatch.setattr(lockstep.L2, "__init__", lambda self, *a, **k: made.append(k["jit"]) or real(self, *a, **k))
     monkeypatch.setattr(jitsteps, "MIN_ENTRIES", 0)
+    closed = []
+    real_open = jitsteps.open_stream
+    monkeypatch.setattr(jitsteps, "open_stream", lambda *a: closed.append(1) or real_open(*a))
     compiled = simulate(ctx, co, order, window=max(1, len(co.stream_row) // 3))     # three windows or so
+    assert bool(closed) == (run in (_add_tail, _strided, _transpose))     # no line repeats: the closed form
     monkeypatch.setattr(jitsteps, "ENABLED", False)
     numpy_only = simulate(ctx, co, order, window=max(1, len(co.stream_row) // 3))
     assert made == [True, False] or (made == [] and len(co.stream_row) == 0)
     assert numpy_only.read_lookups > 0
+    if params and run is not _histogram:    # small caches evict and clean: the write-backs are exercised
+        assert numpy_only.evicted_sectors > 0
     for f in dataclasses.fields(numpy_only):
         np.testing.assert_array_equal(getattr(compiled, f.name), getattr(numpy_only, f.name), err_msg=f.name)
 

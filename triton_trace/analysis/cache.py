@@ -262,7 +262,7 @@ def _l2_stage(stage: tuple, rows: _Rows, l2, read_s, write_s, totals) -> None:
     if l2.jit:                  # one compiled loop, access by access (jitsteps.py)
         row, line = row[keep], line[keep]
         jitsteps.entries(l2, row, line, l2.home_sets(line), sent[keep], rows.near, rows.rw,
-                         l2.n_sets // PARTITIONS, read_s, write_s, totals)
+                         l2.per_part, read_s, write_s, totals)
         return
     for a in range(0, len(keep), L2_SLICE):
         k = keep[a:a + L2_SLICE]

@@ -194,7 +194,8 @@ def _by_pattern(ctx: LaunchContext, rows: np.ndarray, shape: tuple, eb: int, per
     reg = rows[ok]
     base = ctx.row_base[reg]
     widest = int(_floor_pow2(max(ctx.params.vector_bytes // eb, 1)))
-    compiled = np.array([int(op) if int(op) in layouts else -1 for op in ctx.row_op[reg]], dtype=np.int64)
+    ops = ctx.row_op[reg].astype(np.int64)
+    compiled = np.where(np.isin(ops, np.fromiter(layouts, dtype=np.int64, count=len(layouts))), ops, -1)
     _, inverse = unique_rows(np.column_stack([ctx.row_sig[reg], ctx.active_lanes[reg], per_thread[reg],
                                               (base * eb) % LINE_BYTES, base % widest, compiled]))
     order = np.argsort(inverse, kind="stable")

@@ -172,7 +172,47 @@ def _l1(key, o, mask, wr, load, owner, n_owners, line_bytes, l1_bytes, res):
         res[e] = mask[e] if lines[owner[e]] * line_bytes > l1_bytes else out[i]
 
 
+def _open(row, line, home, mask, rw, near, per_part, widen, ways, dirty_ways, n_sets, read_s, write_s, totals):
+    """streaming._all_open in two compiled passes (no line enters its set twice: every lookup misses, and a
+    dirty line is written back when ``ways`` more lines, or ``dirty_ways`` more dirty ones, enter its set
+    after it); returns the sectors written back while the kernel ran."""
+    fills = np.zeros(n_sets, dtype=np.int64)
+    dirty_fills = np.zeros(n_sets, dtype=np.int64)
+    for i in range(len(row)):
+        r = row[i]
+        m = np.int64(mask[i]) & 15
+        k = np.int64(rw[r])
+        sec = _POP[m]
+        if k & 4:
+            read_s[r] += _POP[np.int64(widen[m]) & 15]
+            totals[0] += sec
+        if k & 2:
+            write_s[r] += sec
+            totals[2] += sec
+            totals[3] += sec
+            dirty_fills[home[i]] += 1 if sec else 0
+        fills[home[i]] += 1
+        if near[r] != home[i] // per_part and not k & 2:     # a far read's copy in the near partition
+            h = home[i]
+            fills[h - per_part if h >= per_part else h + per_part] += 1
+    evicted = 0
+    for i in range(len(row)):               # fills counted down: what is left is what enters after
+        r = row[i]
+        h = home[i]
+        k = np.int64(rw[r])
+        sec = _POP[np.int64(mask[i]) & 15] if k & 2 else 0
+        fills[h] -= 1
+        if sec:
+            dirty_fills[h] -= 1
+            if fills[h] >= ways or dirty_fills[h] >= dirty_ways:
+                evicted += sec
+        if near[r] != h // per_part and not k & 2:
+            fills[h - per_part if h >= per_part else h + per_part] -= 1
+    return evicted
+
+
 if ENABLED:
+    _open = numba.njit(cache=True, nogil=True)(_open)
     _l1 = numba.njit(cache=True, nogil=True)(_l1)
     _one = numba.njit(cache=True, nogil=True, inline="always")(_one)
     _steps = numba.njit(cache=True, nogil=True)(_steps)
@@ -213,3 +253,15 @@ def l1_sent(key, o, mask, wr, load, owner, line_bytes: int, l1_bytes: int) -> np
     _l1(_as(key, np.int64), _as(o, np.int64), _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_),
         _as(owner, np.int64), int(owner.max()) + 1 if len(owner) else 0, line_bytes, l1_bytes, res)
     return res
+
+
+def open_stream(l2, row, line, mask, near, rw, per_part: int, n_rows: int) -> tuple:
+    """streaming._all_open's (read sectors per row, write sectors per row, written back, totals)."""
+    read_s = np.zeros(n_rows, dtype=np.int64)
+    write_s = np.zeros(n_rows, dtype=np.int64)
+    totals = np.zeros(5, dtype=np.int64)
+    t = l2.state.dtype
+    limit = 1 << 62 if l2.dirty_ways is None else int(l2.dirty_ways)
+    ev = _open(_as(row, np.int64), _as(line, t), _as(l2.home_sets(line), t), _as(mask, np.uint8), _as(rw, np.uint8),
+               _as(near, np.int64), per_part, l2.widen, l2.ways, limit, l2.n_sets, read_s, write_s, totals)
+    return read_s, write_s, int(ev), tuple(int(x) for x in totals)

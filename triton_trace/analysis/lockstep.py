@@ -37,6 +37,7 @@ class L2:
     def __init__(self, n_sets: int, ways: int, line_dtype, fetch_sectors: int = 1, dirty_ways=None,
                  lines: Optional[int] = None, jit: Optional[bool] = None):
         self.n_sets, self.ways, self.dirty_ways = n_sets, ways, dirty_ways
+        self.per_part = n_sets // PARTITIONS
         # lines 0..lines-1 hashed once into a table (when the stream is long enough to pay for it)
         self._table = None if lines is None else self._hash(np.arange(lines + 1, dtype=np.int64))
         self.open = None             # streaming.OpenSets: sets left out of the stepping

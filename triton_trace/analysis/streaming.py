@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import context
+from . import context, jitsteps
 
 MAX_TABLE = 1 << 24          # lines counted in one table to tell which repeat
 REUSE = 8                    # entries per line above which lines repeat in most sets: nothing to count
@@ -107,6 +107,9 @@ def plan(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, lines: 
     mask = co.stream_mask[t].astype(np.uint8) & 15
     tt = t[mask != 0]
     row = co.stream_row[tt]
+    if l2.jit:                # the same counts in two compiled passes (jitsteps.py)
+        return jitsteps.open_stream(l2, row, co.stream_line[tt] + rows.base[row], mask[mask != 0], rows.near,
+                                    rows.rw, l2.per_part, n_rows), None
     return _all_open(row, co.stream_line[tt] + rows.base[row], mask[mask != 0], rows, l2, popcount, n_rows), None
 
 
