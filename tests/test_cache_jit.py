@@ -87,7 +87,7 @@ def test_kernels_count_the_same_through_the_compiled_loop(run, params, monkeypat
     made = []
     real = lockstep.L2.__init__
     monkeypatch.setattr(lockstep.L2, "__init__", lambda self, *a, **k: made.append(k["jit"]) or real(self, *a, **k))
-    monkeypatch.setattr(jitsteps, "MIN_ENTRIES", 0)
+    monkeypatch.setattr(jitsteps, "use", lambda n: jitsteps.ENABLED)
     closed = []
     real_open = jitsteps.open_stream
     monkeypatch.setattr(jitsteps, "open_stream", lambda *a: closed.append(1) or real_open(*a))
@@ -107,7 +107,7 @@ def test_a_whole_report_is_the_same_with_and_without_the_compiled_loop(monkeypat
     triton_trace.reset()
     _matmul()
     tr = triton_trace.current_trace()
-    monkeypatch.setattr(jitsteps, "MIN_ENTRIES", 0)
+    monkeypatch.setattr(jitsteps, "use", lambda n: jitsteps.ENABLED)
     with_jit = triton_trace.analyze(tr, layouts="model", l2_bytes=1 << 16).to_dict()
     monkeypatch.setattr(jitsteps, "ENABLED", False)
     without = triton_trace.analyze(tr, layouts="model", l2_bytes=1 << 16).to_dict()
@@ -116,13 +116,22 @@ def test_a_whole_report_is_the_same_with_and_without_the_compiled_loop(monkeypat
 
 
 def test_short_streams_take_the_lock_step(monkeypatch):
+    monkeypatch.setattr(jitsteps, "_loaded", False)        # (as in a fresh process)
     made = []
     real = lockstep.L2.__init__
     monkeypatch.setattr(lockstep.L2, "__init__", lambda self, *a, **k: made.append(k["jit"]) or real(self, *a, **k))
     triton_trace.reset()
-    _matmul()                    # a 256^3 matmul: far fewer entries than MIN_ENTRIES
+    _matmul()                    # a 256^3 matmul: fewer entries than pay for loading the compiled loops
     triton_trace.analyze(triton_trace.current_trace(), layouts="model")
     assert made and not any(made)        # (what-if variants simulate again)
+
+
+def test_streams_take_the_compiled_loops_by_length_and_whether_they_are_loaded(monkeypatch):
+    monkeypatch.setattr(jitsteps, "_loaded", False)
+    assert not jitsteps.use(jitsteps.MIN_LOADED) and jitsteps.use(jitsteps.MIN_ENTRIES)
+    jitsteps.l1_sent(np.arange(3), np.arange(3), np.ones(3, np.uint8), np.zeros(3, bool), np.ones(3, bool),
+                     np.zeros(3, np.int64), 128, 1 << 18)
+    assert jitsteps.use(jitsteps.MIN_LOADED) and not jitsteps.use(jitsteps.MIN_LOADED - 1)
 
 
 @pytest.mark.parametrize("seed", range(12))

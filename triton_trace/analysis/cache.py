@@ -214,7 +214,7 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     l2 = L2(n_sets, p.l2_ways, np.int64 if wide else np.int32, fetch_sectors=FETCH_SECTORS,
              dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))),
              lines=int(base_lines.max()) if len(co.stream_row) * 4 >= int(base_lines.max()) else None,
-             jit=jitsteps.ENABLED and len(co.stream_row) >= jitsteps.MIN_ENTRIES)
+             jit=jitsteps.use(len(co.stream_row)))
     # sets that no line enters twice need no stepping (analysis/streaming.py)
     fast, l2.open = streaming.plan(co, t, rows, l2, _POPCOUNT, ctx.n_rows, int(base_lines.max()))
     if l2.jit:

@@ -26,9 +26,22 @@ except ImportError:           # the numpy lock step runs instead
     numba = None
 
 ENABLED = numba is not None
-# Streams shorter than this take the lock step: loading the compiled loop (~0.3 s, once per process) would
-# cost more than it saves.
-MIN_ENTRIES = 1 << 18
+# Loading the compiled loops from numba's cache costs ~0.3 s, once per process: a stream takes them when it
+# is long enough to repay that (MIN_ENTRIES), or, once they are loaded, when it is long enough that the
+# numpy passes cost more than a call (MIN_LOADED).
+MIN_ENTRIES = 1 << 21
+MIN_LOADED = 1 << 16
+_loaded = False
+
+
+def use(entries: int) -> bool:
+    """Whether a stream of ``entries`` goes through the compiled loops."""
+    return ENABLED and entries >= (MIN_LOADED if _loaded else MIN_ENTRIES)
+
+
+def _mark_loaded():
+    global _loaded
+    _loaded = True
 
 
 def new_state(n_sets: int, ways: int, dtype) -> np.ndarray:
@@ -226,6 +239,7 @@ def steps(l2, sets, line, kind) -> tuple:
     made = np.empty(n, dtype=np.int64)
     hit_s = np.empty(n, dtype=np.int64)
     t = l2.state.dtype                # (fixed types: one compiled version for each width of lines)
+    _mark_loaded()
     l2.evicted += int(_steps(l2.state, _as(sets, t), _as(line, t), _as(kind, np.uint8), l2.widen, _limit(l2),
                              got, made, hit_s))
     return np.arange(n), got, made, hit_s
@@ -234,6 +248,7 @@ def steps(l2, sets, line, kind) -> tuple:
 def entries(l2, row, line, home, mask, near, rw, per_part: int, read_s, write_s, totals) -> None:
     """cache._l2_slice for a window's entries, in one compiled loop (see ``_entries``)."""
     t = l2.state.dtype
+    _mark_loaded()
     l2.evicted += int(_entries(l2.state, _as(row, np.int64), _as(line, t), _as(home, t), _as(mask, np.uint8),
                                _as(near, np.int64), _as(rw, np.uint8), per_part, l2.widen, _limit(l2), read_s,
                                write_s, totals))
@@ -250,6 +265,7 @@ def _limit(l2) -> int:
 def l1_sent(key, o, mask, wr, load, owner, line_bytes: int, l1_bytes: int) -> np.ndarray:
     """cache._l1_filter's result from its sort, in one compiled loop (see ``_l1``)."""
     res = np.empty(len(o), dtype=np.uint8)
+    _mark_loaded()
     _l1(_as(key, np.int64), _as(o, np.int64), _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_),
         _as(owner, np.int64), int(owner.max()) + 1 if len(owner) else 0, line_bytes, l1_bytes, res)
     return res
@@ -262,6 +278,7 @@ def open_stream(l2, row, line, mask, near, rw, per_part: int, n_rows: int) -> tu
     totals = np.zeros(5, dtype=np.int64)
     t = l2.state.dtype
     limit = 1 << 62 if l2.dirty_ways is None else int(l2.dirty_ways)
+    _mark_loaded()
     ev = _open(_as(row, np.int64), _as(line, t), _as(l2.home_sets(line), t), _as(mask, np.uint8), _as(rw, np.uint8),
                _as(near, np.int64), per_part, l2.widen, l2.ways, limit, l2.n_sets, read_s, write_s, totals)
     return read_s, write_s, int(ev), tuple(int(x) for x in totals)
