@@ -548,3 +548,47 @@ def test_one_atomic_op_shared_by_the_programs_runs_batched():
     assert_same_traces(t_seq, t_bat)
     ex = t_bat.launches[0].meta["execution"]
     assert "share elements of 'total_ptr'" in ex["fallbacks"][0]["reason"], ex
+
+
+@triton.jit
+def _tile_sum(x_ptr, out_ptr, M, N, KEEP_ROWS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    # per program one BM x BN tile of x; 2-D masks made as kernels make them, from a row and a column bound:
+    # full tiles and, at the edges, tiles cut along rows, columns or both; masked lanes read 1.5
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rows_in, cols_in = rm[:, None] < M, rn[None, :] < N
+    keep = rows_in & cols_in
+    if KEEP_ROWS:      # a row mask or'ed with an all-false one: itself
+        keep = keep & (rows_in | (rn[None, :] < 0))
+    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=keep, other=1.5)
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], x * 2, mask=keep)
+    tl.store(out_ptr + M * N + tl.program_id(0) * tl.num_programs(1) + tl.program_id(1), tl.sum(x))
+
+
+@pytest.mark.parametrize("keep_rows", [False, True])
+@pytest.mark.parametrize("shape", [(64, 96), (70, 96), (64, 100), (70, 100)], ids=str)
+def test_masks_and_ed_with_an_all_true_side_load_and_record_what_one_program_at_a_time_does(shape, keep_rows):
+    """A mask and'ed with a side that is all true (a full tile's row or column bound) is the other side as it
+    is, broadcast (batch.py); tiles cut at the edges and masked lanes' ``other`` must not notice."""
+    M, N = shape
+    BM, BN = 16, 32
+    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    x = torch.randn(M, N)
+
+    def run(o):
+        out = torch.zeros(M * N + grid[0] * grid[1])
+        trace(_tile_sum, **o)[grid](x, out, M, N, KEEP_ROWS=keep_rows, BM=BM, BN=BN)
+        return out
+    (seq, t_seq), (bat, t_bat) = run_both(run, 64)
+    assert seq.numpy().tobytes() == bat.numpy().tobytes()
+    assert torch.equal(bat[:M * N].view(M, N), x * 2)
+    padded = torch.full((grid[0] * BM, grid[1] * BN), 1.5)
+    padded[:M, :N] = x
+    tiles = padded.view(grid[0], BM, grid[1], BN).sum(dim=(1, 3), dtype=torch.float64).reshape(-1)
+    torch.testing.assert_close(bat[M * N:].double(), tiles, rtol=1e-5, atol=1e-4)
+    assert_same_traces(t_seq, t_bat)
+    ex = t_bat.launches[0].meta["execution"]
+    assert ex["batched_programs"] == grid[0] * grid[1] and not ex["fallbacks"], ex
+    # the recorded masks, against the bounds computed here
+    active = sum(int(np.asarray(a.mask).sum()) for a in t_bat.launches[0].accesses() if a.kind == "load")
+    assert active == M * N

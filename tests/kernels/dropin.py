@@ -199,6 +199,30 @@ def run_printing(make, **opts):
     return {"x": x}
 
 
+# -- reductions over 2-D tiles: a block sums in its memory order, so a load must make Triton's C-ordered block ---
+@triton.jit
+def tile_sums(x_ptr, out_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    keep = (rm[:, None] < M) & (rn[None, :] < N)
+    x = tl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=keep, other=1.5)
+    t = tl.load(x_ptr + rn[None, :] * M + rm[:, None], mask=keep, other=0.5)       # x read as its transpose
+    p = tl.program_id(0) * tl.num_programs(1) + tl.program_id(1)
+    tl.store(out_ptr + 3 * p, tl.sum(x))
+    tl.store(out_ptr + 3 * p + 1, tl.sum(tl.sum(t, axis=1), axis=0))
+    tl.store(out_ptr + 3 * p + 2, tl.sum(x * t))
+
+
+def run_tile_sums(make, **opts):
+    torch.manual_seed(0)
+    M, N = 70, 100                    # tiles cut along rows, columns and both at the edges
+    x = torch.randn(M * N)
+    grid = (triton.cdiv(M, 16), triton.cdiv(N, 32))
+    out = torch.zeros(3 * grid[0] * grid[1])
+    make(tile_sums, **opts)[grid](x, out, M, N, BM=16, BN=32)
+    return {"out": out}
+
+
 # The plain interpreter reads and writes the rows past M of and_or_not (it takes `a and b` as Python's
 # `and`), corrupting the heap: compared with torch only.
 PLAIN_UNSAFE = {"and_or_not"}
@@ -211,6 +235,7 @@ CASES = {
     "and_or_not": run_and_or_not,
     "restrided": run_restrided,
     "printing": run_printing,
+    "tile_sums": run_tile_sums,
 }
 
 

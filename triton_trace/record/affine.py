@@ -173,7 +173,7 @@ def gather(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple) ->
     lane inside ``view``), copied a run of consecutive elements at a time along a dimension of stride 1 (the
     last, or another for a transposed block): one row copy per run instead of one gather per lane. None when
     no dimension is such a run (the caller gathers lane by lane). Programs that all read the same block
-    (layer norm's weights) get one copy, broadcast: later ops compute on it once (interp/described.core)."""
+    (layer norm's weights) get one copy, broadcast: later ops compute on it once (``core``)."""
     if len(first) > 1 and first[0] == first[-1] and (first == first[0]).all():
         one = gather(view, first[:1], strides, shape)
         return None if one is None else np.broadcast_to(one, (len(first),) + one.shape[1:])

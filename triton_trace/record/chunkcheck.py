@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import BatchFallback, ChunkRetry
 from ..model.overlap import programs_meet, ranges_disjoint, shared_elements
+from ..model.lanes.encoding import core
 from .affine import affine_runs
 
 
@@ -39,8 +40,11 @@ class ChunkConflicts:
         if affine is not None:
             # per program: all its lanes safe (the ranges follow from the strides) or none (a program sitting
             # out a masked loop's trip: an empty range); anything else is scanned
-            rows = np.broadcast_to(safe, offsets.shape).reshape(len(programs), -1)
-            full, empty = rows.all(axis=1), ~rows.any(axis=1)
+            if core(np.asarray(safe)).all():       # (a broadcast mask: its distinct values only)
+                full, empty = np.ones(len(programs), dtype=bool), np.zeros(len(programs), dtype=bool)
+            else:
+                rows = np.broadcast_to(safe, offsets.shape).reshape(len(programs), -1)
+                full, empty = rows.all(axis=1), ~rows.any(axis=1)
             if (full | empty).all():
                 first, strides = affine
                 shape = offsets.shape[1:]

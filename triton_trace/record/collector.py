@@ -16,6 +16,7 @@ from ..errors import BatchFallback, OutOfBoundsAccess
 from ..model.lanes import LaneWriter
 from ..model import KIND_CODE, Launch
 from .memory import HostMemory
+from ..model.lanes.encoding import core
 from .affine import LazyOffsets
 from .chunkcheck import ChunkConflicts
 from .nonfinite import NonFinite
@@ -248,7 +249,10 @@ class Collector:
         rows = self._event_rows() if self.batched else None
         if self.recording and (rows is None or rows.any()):
             n = int(np.prod(shape, dtype=np.int64))
-            m = mask.reshape(-1, n)
+            if not mask.flags.c_contiguous and core(mask).all():      # a broadcast all-true mask: no copy
+                m = np.broadcast_to(np.True_, (mask.shape[0] if self.batched else 1, n))
+            else:
+                m = mask.reshape(-1, n)
             if isinstance(offsets, LazyOffsets):         # described pointers: recorded without their lanes
                 o = offsets if self._sel is None else offsets.rows(self._sel)
                 m = m if self._sel is None else m[self._sel]

@@ -143,3 +143,11 @@ def validate(arrays: dict, size) -> None:
         raise ValueError("lane mask codes of bit-packed rows are out of order")
     bitrows = np.bincount(nseg, minlength=len(seg_sig))
     expect("bits", (bitrows * ((sn + 7) // 8)).sum())
+
+
+def core(d: np.ndarray) -> np.ndarray:
+    """``d`` without the dimensions it only broadcasts along (stride 0): those become size 1 (a reduction
+    over it reads each distinct value once, not the broadcast's every lane)."""
+    if not d.ndim or all(st or n == 1 for st, n in zip(d.strides, d.shape)):
+        return d
+    return d[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for st, n in zip(d.strides, d.shape))]

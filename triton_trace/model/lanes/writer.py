@@ -8,7 +8,7 @@ from typing import Optional
 import numpy as np
 
 from .encoding import (AFFINE, ARRAYS, DEFAULT_ROW, DELTA32, FULL, MAX_RANK, POOLS, RAW, ROWS, ROWSTRIDES, Cache,
-                       exclusive_starts, pattern, unravel)
+                       core, exclusive_starts, pattern, unravel)
 from .reader import Lanes
 
 
@@ -154,7 +154,7 @@ class LaneWriter:
     def _mask_codes(m, n):
         """None when every row's mask is full, else per row: its active-lane count when the active lanes
         are a prefix, -1 otherwise."""
-        if m.all():
+        if core(m).all():           # (a broadcast mask: its distinct values only)
             return None
         cnt = np.count_nonzero(m, axis=1)
         prefix = (m == (np.arange(n) < cnt[:, None])).all(axis=1)

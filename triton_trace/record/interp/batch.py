@@ -140,6 +140,12 @@ def _full(h, n: int) -> TensorHandle:
     return TensorHandle(np.ascontiguousarray(d), h.dtype)
 
 
+def _wide(h, n: int) -> TensorHandle:
+    """``h`` widened to ``n`` programs, as a broadcast view where it is one."""
+    d = h.data
+    return h if d.shape[0] == n else TensorHandle(np.broadcast_to(d, (n,) + d.shape[1:]), h.dtype)
+
+
 def _slice(h, p: int) -> TensorHandle:
     return TensorHandle(h.data[p if h.data.shape[0] > 1 else 0], h.dtype)
 
@@ -292,6 +298,9 @@ class _Overrides:
         ld, rd = np.asarray(lhs.data), np.asarray(rhs.data)
         lc, rc = described.core(ld), described.core(rd)
         base = self._tt_chunk.base.binary_op
+        same = _identity_side(lc, rc, op)
+        if same is not None:        # a mask and'ed with an all-true one (a full tile's bounds): itself
+            return TensorHandle(np.broadcast_to(same, np.broadcast_shapes(ld.shape, rd.shape)), lhs.dtype.scalar)
         if lc is ld and rc is rd:
             out = base(self, lhs, rhs, op)
         else:
@@ -318,16 +327,17 @@ class _Overrides:
     def create_masked_load(self, ptrs, mask, other, *args):
         chunk = self._tt_chunk
         n = chunk.size
-        other = None if other is None else _full(other, n)
         if described.lazy(ptrs) and ptrs.shape[0] in (1, n):
             # the interpreter's create_masked_load, handing the memory seam the description, not the lanes
             dtype_tt = ptrs.get_element_ty()
             dtype_np = _ti._get_np_dtype(dtype_tt)
             if ptrs.shape[0] != n:
                 ptrs = described.LazyPointers(ptrs.dtype, (n,) + ptrs.shape[1:], ptrs._first, ptrs._strides)
-            other = np.zeros(ptrs.shape, dtype=dtype_np) if other is None else other.data
-            mask = chunk.masked(_full(mask, n)).data
+            # (``other`` and the mask as broadcast views: the memory seam reads them as they are)
+            other = np.broadcast_to(np.zeros((), dtype_np), ptrs.shape) if other is None else _wide(other, n).data
+            mask = chunk.masked(_wide(mask, n)).data
             return TensorHandle(_ti._interpreter.load(ptrs.addresses(), mask, other, dtype_np), dtype_tt)
+        other = None if other is None else _full(other, n)
         return chunk.base.create_masked_load(self, _full(ptrs, n), chunk.masked(_full(mask, n)), other, *args)
 
     def create_store(self, ptr, val, *args):
@@ -400,3 +410,21 @@ def batch_args(call_args: dict) -> dict:
             raise BatchFallback("tensor descriptor arguments are not batched")
         return v
     return {k: conv(v) for k, v in call_args.items()}
+
+
+def _identity_side(lc: np.ndarray, rc: np.ndarray, op) -> Optional[np.ndarray]:
+    """For boolean ``&`` / ``|`` where one side is all true / all false: the other side, which is the
+    result (broadcast to the result's shape by the caller); else None."""
+    if lc.dtype != np.bool_ or rc.dtype != np.bool_:
+        return None
+    if op is np.bitwise_and or op is np.logical_and:
+        neutral = lambda x: x.all()
+    elif op is np.bitwise_or or op is np.logical_or:
+        neutral = lambda x: not x.any()
+    else:
+        return None
+    size = int(np.prod(np.broadcast_shapes(lc.shape, rc.shape)))
+    for side, other in ((rc, lc), (lc, rc)):      # only sides smaller than the result: cheap to look at
+        if side.size < size and neutral(side):
+            return other
+    return None

@@ -24,6 +24,7 @@ import numpy as np
 
 from triton.runtime.interpreter import TensorHandle
 
+from ...model.lanes.encoding import core
 from ..affine import affine_offsets, extent
 
 TAG = "_tt_affine"        # (the data array described, first value per row (int64), strides)
@@ -31,13 +32,6 @@ _RANGES = {np.dtype(np.int32): (-(1 << 31), (1 << 31) - 1), np.dtype(np.int64): 
            np.dtype(np.uint32): (0, (1 << 32) - 1)}
 _SAFE = 1 << 62           # magnitudes below this add and multiply in int64 without wrapping
 _CHECK = os.environ.get("TRITON_TRACE_CHECK_DESCRIPTIONS") == "1"
-
-
-def core(d: np.ndarray) -> np.ndarray:
-    """``d`` without the dimensions it only broadcasts along (stride 0): those become size 1."""
-    if not d.ndim or all(st or n == 1 for st, n in zip(d.strides, d.shape)):
-        return d
-    return d[tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for st, n in zip(d.strides, d.shape))]
 
 
 def is_pointer(handle) -> bool:

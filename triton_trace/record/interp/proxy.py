@@ -133,8 +133,8 @@ class MemoryProxy:
         safe, row = self._check("load", file, line, ptrs, mask, np.dtype(dtype).itemsize)
         a = self._access
         view = self._typed(dtype)
-        if view is None:
-            out = self._raw().load(_lanes(ptrs), safe, other, dtype)
+        if view is None:        # (the C++ load reads plain arrays: a batched mask or ``other`` may be a broadcast)
+            out = self._raw().load(_lanes(ptrs), np.ascontiguousarray(safe), np.ascontiguousarray(other), dtype)
         elif safe.all():
             runs = self._runs(safe, ptrs.shape)
             out = None if runs is None else affine.gather(view, *runs)
@@ -143,6 +143,10 @@ class MemoryProxy:
         else:
             off = np.asarray(a.offsets)
             out = np.where(safe, view[np.where(safe, off, 0)], other).astype(dtype, copy=False)
+        if not out.flags.c_contiguous and 0 not in out.strides:
+            # Triton's load makes a C-ordered block; numpy follows the offsets' order (a transposed pattern
+            # gives a column-major block), and a reduction over a block sums in its memory order
+            out = np.ascontiguousarray(out)
         self._rec.record_values(row, out)
         if out.dtype.kind == "f" and a.tensor >= 0:
             self._rec.nonfinite.load(a.tensor, self._rec.memory.is_written(a.tensor), file, line, out, safe, a.offsets,
