@@ -239,19 +239,19 @@ def steps(l2, sets, line, kind) -> tuple:
     made = np.empty(n, dtype=np.int64)
     hit_s = np.empty(n, dtype=np.int64)
     t = l2.state.dtype                # (fixed types: one compiled version for each width of lines)
-    _mark_loaded()
     l2.evicted += int(_steps(l2.state, _as(sets, t), _as(line, t), _as(kind, np.uint8), l2.widen, _limit(l2),
                              got, made, hit_s))
+    _mark_loaded()
     return np.arange(n), got, made, hit_s
 
 
 def entries(l2, row, line, home, mask, near, rw, per_part: int, read_s, write_s, totals) -> None:
     """cache._l2_slice for a window's entries, in one compiled loop (see ``_entries``)."""
     t = l2.state.dtype
-    _mark_loaded()
     l2.evicted += int(_entries(l2.state, _as(row, np.int64), _as(line, t), _as(home, t), _as(mask, np.uint8),
                                _as(near, np.int64), _as(rw, np.uint8), per_part, l2.widen, _limit(l2), read_s,
                                write_s, totals))
+    _mark_loaded()
 
 
 def _as(a, dtype) -> np.ndarray:
@@ -265,9 +265,9 @@ def _limit(l2) -> int:
 def l1_sent(key, o, mask, wr, load, owner, line_bytes: int, l1_bytes: int) -> np.ndarray:
     """cache._l1_filter's result from its sort, in one compiled loop (see ``_l1``)."""
     res = np.empty(len(o), dtype=np.uint8)
-    _mark_loaded()
     _l1(_as(key, np.int64), _as(o, np.int64), _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_),
         _as(owner, np.int64), int(owner.max()) + 1 if len(owner) else 0, line_bytes, l1_bytes, res)
+    _mark_loaded()
     return res
 
 
@@ -278,7 +278,8 @@ def open_stream(l2, row, line, mask, near, rw, per_part: int, n_rows: int) -> tu
     totals = np.zeros(5, dtype=np.int64)
     t = l2.state.dtype
     limit = 1 << 62 if l2.dirty_ways is None else int(l2.dirty_ways)
-    _mark_loaded()
     ev = _open(_as(row, np.int64), _as(line, t), _as(l2.home_sets(line), t), _as(mask, np.uint8), _as(rw, np.uint8),
                _as(near, np.int64), per_part, l2.widen, l2.ways, limit, l2.n_sets, read_s, write_s, totals)
+    _mark_loaded()
     return read_s, write_s, int(ev), tuple(int(x) for x in totals)
+
