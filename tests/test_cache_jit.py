@@ -117,7 +117,6 @@ def test_a_whole_report_is_the_same_with_and_without_the_compiled_loop(monkeypat
 
 def test_short_streams_take_the_lock_step(monkeypatch):
     monkeypatch.setattr(jitsteps, "_loaded", False)        # (as in a fresh process, before they are loaded)
-    monkeypatch.setattr(lockstep, "warm_up", lambda: None)
     made = []
     real = lockstep.L2.__init__
     monkeypatch.setattr(lockstep.L2, "__init__", lambda self, *a, **k: made.append(k["jit"]) or real(self, *a, **k))
@@ -125,16 +124,6 @@ def test_short_streams_take_the_lock_step(monkeypatch):
     _matmul()                    # a 256^3 matmul: fewer entries than pay for loading the compiled loops
     triton_trace.analyze(triton_trace.current_trace(), layouts="model")
     assert made and not any(made)        # (what-if variants simulate again)
-
-
-def test_analyze_loads_the_compiled_loops_beside_for_the_next_analyses(monkeypatch):
-    monkeypatch.setattr(jitsteps, "_loaded", False)
-    monkeypatch.setattr(lockstep, "_warming", None)
-    triton_trace.reset()
-    _matmul()
-    triton_trace.analyze(triton_trace.current_trace(), layouts="model")
-    lockstep._warming.join(timeout=120)
-    assert lockstep.warm_error is None and jitsteps.use(jitsteps.MIN_LOADED)
 
 
 def test_streams_take_the_compiled_loops_by_length_and_whether_they_are_loaded(monkeypatch):

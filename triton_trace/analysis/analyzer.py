@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import TraceUsageError
 from ..model import Launch, Trace
-from . import layouts as L, lockstep, metrics, parallel
+from . import layouts as L, metrics, parallel
 from .cache import issue_order, simulate
 from .coalescing import coalesce
 from .context import LOAD, LaunchContext, Params
@@ -57,7 +57,6 @@ def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 
     else:
         raise TraceUsageError(f"analyze() takes a triton_trace.Trace (e.g. triton_trace.current_trace() or "
                               f"triton_trace.load(path)) or a Launch; got {type(trace).__name__}")
-    lockstep.warm_up()          # the cache simulation's compiled loops, loaded beside for the analyses to come
     reports, found = [], []
     for i, lc in enumerate(launches):
         report, findings = _analyze_launch(LaunchContext(lc, i, params))

@@ -12,20 +12,16 @@ the stream. Either way a set's accesses are stamped in time order, and LRU only 
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import numpy as np
 
 _POP = np.array([bin(i).count("1") for i in range(16)], dtype=np.int64)
 
-try:
-    if os.environ.get("TRITON_TRACE_NO_JIT"):
-        raise ImportError("TRITON_TRACE_NO_JIT is set")
-    import numba
-except ImportError:           # the numpy lock step runs instead
-    numba = None
-
-ENABLED = numba is not None
+# numba is imported when a stream first takes the compiled loops (importing it costs ~0.1 s)
+ENABLED = importlib.util.find_spec("numba") is not None and not os.environ.get("TRITON_TRACE_NO_JIT")
+_compiled = False
 # Loading the compiled loops from numba's cache costs ~0.3 s, once per process: a stream takes them when it
 # is long enough to repay that (MIN_ENTRIES), or, once they are loaded, when it is long enough that the
 # numpy passes cost more than a call (MIN_LOADED).
@@ -224,16 +220,21 @@ def _open(row, line, home, mask, rw, near, per_part, widen, ways, dirty_ways, n_
     return evicted
 
 
-if ENABLED:
-    _open = numba.njit(cache=True, nogil=True)(_open)
-    _l1 = numba.njit(cache=True, nogil=True)(_l1)
-    _one = numba.njit(cache=True, nogil=True, inline="always")(_one)
-    _steps = numba.njit(cache=True, nogil=True)(_steps)
-    _entries = numba.njit(cache=True, nogil=True)(_entries)
+def _compile() -> None:
+    """Replace the loops above by numba's compiled versions (loaded from its cache after the first time)."""
+    global _compiled, _open, _l1, _one, _steps, _entries
+    if _compiled:
+        return
+    import numba
+    jit = numba.njit(cache=True, nogil=True)
+    _open, _l1, _steps, _entries = jit(_open), jit(_l1), jit(_steps), jit(_entries)
+    _one = numba.njit(cache=True, nogil=True, inline="always")(_one)    # (seen by the others when they compile)
+    _compiled = True
 
 
 def steps(l2, sets, line, kind) -> tuple:
     """lockstep.L2.steps for every access: (their indices, sectors each fetched, made dirty, found valid)."""
+    _compile()
     n = len(sets)
     got = np.empty(n, dtype=np.int64)
     made = np.empty(n, dtype=np.int64)
@@ -247,6 +248,7 @@ def steps(l2, sets, line, kind) -> tuple:
 
 def entries(l2, row, line, home, mask, near, rw, per_part: int, read_s, write_s, totals) -> None:
     """cache._l2_slice for a window's entries, in one compiled loop (see ``_entries``)."""
+    _compile()
     t = l2.state.dtype
     l2.evicted += int(_entries(l2.state, _as(row, np.int64), _as(line, t), _as(home, t), _as(mask, np.uint8),
                                _as(near, np.int64), _as(rw, np.uint8), per_part, l2.widen, _limit(l2), read_s,
@@ -264,6 +266,7 @@ def _limit(l2) -> int:
 
 def l1_sent(key, o, mask, wr, load, owner, line_bytes: int, l1_bytes: int) -> np.ndarray:
     """cache._l1_filter's result from its sort, in one compiled loop (see ``_l1``)."""
+    _compile()
     res = np.empty(len(o), dtype=np.uint8)
     _l1(_as(key, np.int64), _as(o, np.int64), _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_),
         _as(owner, np.int64), int(owner.max()) + 1 if len(owner) else 0, line_bytes, l1_bytes, res)
@@ -273,6 +276,7 @@ def l1_sent(key, o, mask, wr, load, owner, line_bytes: int, l1_bytes: int) -> np
 
 def open_stream(l2, row, line, mask, near, rw, per_part: int, n_rows: int) -> tuple:
     """streaming._all_open's (read sectors per row, write sectors per row, written back, totals)."""
+    _compile()
     read_s = np.zeros(n_rows, dtype=np.int64)
     write_s = np.zeros(n_rows, dtype=np.int64)
     totals = np.zeros(5, dtype=np.int64)

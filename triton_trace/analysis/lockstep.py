@@ -4,7 +4,6 @@ model; analysis/streaming.py the closed form for sets that no line enters twice)
 """
 from __future__ import annotations
 
-import threading
 from typing import Optional
 
 import numpy as np
@@ -17,9 +16,6 @@ _HASH = np.uint64(0x9E3779B97F4A7C15)     # Fibonacci hashing: spreads neighbour
 _HOME = np.uint64(0xC2B2AE3D27D4EB4F)     # an independent hash bit picks a line's home partition
 
 PARTITIONS = 2            # H100/H200 (and A100): two L2 partitions joined by a fabric
-
-_warming: Optional[threading.Thread] = None
-warm_error: Optional[BaseException] = None    # why loading the compiled loops beside failed (they load when used)
 
 
 def _lockstep(sets, line, mask, rd, wr, n_sets: int, ways: int, copy=None, fetch_sectors: int = 1,
@@ -209,25 +205,3 @@ def _clean_lru_dirty(sets, dirty, last, ways: int) -> int:
     dirty[f] = 0
     return written
 
-
-def warm_up() -> None:
-    """Load the compiled loops (jitsteps.py) on a thread beside the caller, once per process (analyze() calls
-    this), so that later analyses find them loaded: llvmlite releases the GIL while it loads."""
-    global _warming
-    if jitsteps.ENABLED and _warming is None and not jitsteps._loaded:
-        _warming = threading.Thread(target=_load_compiled, name="triton_trace-jit", daemon=True)
-        _warming.start()
-
-
-def _load_compiled() -> None:
-    global warm_error
-    one, ones, true = np.zeros(1, np.int64), np.ones(1, np.uint8), np.ones(1, bool)
-    try:
-        for dtype in (np.int32, np.int64):       # lines in int32 where they fit, else int64
-            l2 = L2(4, 2, dtype, fetch_sectors=2, dirty_ways=1, jit=True)
-            jitsteps.open_stream(l2, one, one, ones, one, ones, 2, 1)
-            jitsteps.entries(l2, one, one, one, ones, one, ones, 2, one.copy(), one.copy(), np.zeros(5, np.int64))
-            l2.steps(one, one, ones)
-        jitsteps.l1_sent(one, one, ones, ~true, true, one, 128, 1 << 18)
-    except Exception as e:       # (numba's errors have no common class; the streams then load them when used)
-        warm_error = e
