@@ -25,7 +25,7 @@ _compiled = False
 # Loading the compiled loops from numba's cache costs ~0.3 s, once per process: a stream takes them when it
 # is long enough to repay that (MIN_ENTRIES), or, once they are loaded, when it is long enough that the
 # numpy passes cost more than a call (MIN_LOADED).
-MIN_ENTRIES = 1 << 21
+MIN_ENTRIES = 1 << 22
 MIN_LOADED = 1 << 16
 _loaded = False
 
