@@ -24,7 +24,7 @@ import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback, ChunkDiverged
-from . import batchdot, described, pointers, provenance
+from . import batchdot, batchmemory, described, pointers, provenance
 
 TensorHandle = _ti.TensorHandle
 
@@ -132,20 +132,6 @@ def _uniform(h) -> TensorHandle:
     return TensorHandle(h.data[None], h.dtype)
 
 
-def _full(h, n: int) -> TensorHandle:
-    """``h`` widened to ``n`` programs, contiguous (the C++ memory functions want plain arrays)."""
-    d = h.data
-    if d.shape[0] != n:
-        d = np.broadcast_to(d, (n,) + d.shape[1:])
-    return TensorHandle(np.ascontiguousarray(d), h.dtype)
-
-
-def _wide(h, n: int) -> TensorHandle:
-    """``h`` widened to ``n`` programs, as a broadcast view where it is one."""
-    d = h.data
-    return h if d.shape[0] == n else TensorHandle(np.broadcast_to(d, (n,) + d.shape[1:]), h.dtype)
-
-
 def _slice(h, p: int) -> TensorHandle:
     return TensorHandle(h.data[p if h.data.shape[0] > 1 else 0], h.dtype)
 
@@ -233,7 +219,7 @@ def _wrap_uniform(base_method, name):
     return run
 
 
-class _Overrides:
+class _Overrides(batchmemory.MemoryOps):
     """Shape-aware builder methods; ``self`` is the interpreter's builder instance."""
 
     def create_get_program_id(self, axis):
@@ -298,7 +284,7 @@ class _Overrides:
         ld, rd = np.asarray(lhs.data), np.asarray(rhs.data)
         lc, rc = described.core(ld), described.core(rd)
         base = self._tt_chunk.base.binary_op
-        same = _identity_side(lc, rc, op)
+        same = described.identity_side(lc, rc, op)
         if same is not None:        # a mask and'ed with an all-true one (a full tile's bounds): itself
             return TensorHandle(np.broadcast_to(same, np.broadcast_shapes(ld.shape, rd.shape)), lhs.dtype.scalar)
         if lc is ld and rc is rd:
@@ -318,57 +304,6 @@ class _Overrides:
         chunk = self._tt_chunk
         return batchdot.chunk_dot(self, chunk.base.create_dot, a, b, d, args, chunk.active, chunk.scratch)
 
-    # memory: every program gets its own lanes, so uniform operands are widened to the whole chunk
-    def create_load(self, ptr, *args):
-        # the interpreter's, without reading a lazy block's lanes for the shape of its all-true mask
-        mask = TensorHandle(np.ones(described.shape_of(ptr), dtype=bool), tl.int1)
-        return self.create_masked_load(ptr, mask, None, *args)
-
-    def create_masked_load(self, ptrs, mask, other, *args):
-        chunk = self._tt_chunk
-        n = chunk.size
-        if described.lazy(ptrs) and ptrs.shape[0] in (1, n):
-            # the interpreter's create_masked_load, handing the memory seam the description, not the lanes
-            dtype_tt = ptrs.get_element_ty()
-            dtype_np = _ti._get_np_dtype(dtype_tt)
-            if ptrs.shape[0] != n:
-                ptrs = described.LazyPointers(ptrs.dtype, (n,) + ptrs.shape[1:], ptrs._first, ptrs._strides)
-            # (``other`` and the mask as broadcast views: the memory seam reads them as they are)
-            other = np.broadcast_to(np.zeros((), dtype_np), ptrs.shape) if other is None else _wide(other, n).data
-            mask = chunk.masked(_wide(mask, n)).data
-            return TensorHandle(_ti._interpreter.load(ptrs.addresses(), mask, other, dtype_np), dtype_tt)
-        other = None if other is None else _full(other, n)
-        return chunk.base.create_masked_load(self, _full(ptrs, n), chunk.masked(_full(mask, n)), other, *args)
-
-    def create_store(self, ptr, val, *args):
-        # as create_load: the all-true mask's shape without the lanes
-        mask = TensorHandle(np.ones(described.shape_of(ptr), dtype=bool), tl.int1)
-        return self.create_masked_store(ptr, val, mask, *args)
-
-    def create_masked_store(self, ptrs, value, mask, *args):
-        chunk = self._tt_chunk
-        n = chunk.size
-        if described.lazy(ptrs) and ptrs.shape[0] in (1, n):
-            # the interpreter's create_masked_store, handing the memory seam the description, not the lanes
-            if ptrs.shape[0] != n:
-                ptrs = described.LazyPointers(ptrs.dtype, (n,) + ptrs.shape[1:], ptrs._first, ptrs._strides)
-            return _ti._interpreter.store(ptrs.addresses(), _full(value, n).data, chunk.masked(_full(mask, n)).data)
-        return chunk.base.create_masked_store(self, _full(ptrs, n), _full(value, n), chunk.masked(_full(mask, n)),
-                                              *args)
-
-    def create_atomic_rmw(self, op, ptr, val, mask, *args):
-        chunk = self._tt_chunk
-        n = chunk.size
-        return chunk.base.create_atomic_rmw(self, op, _full(ptr, n), _full(val, n), chunk.masked(_full(mask, n)),
-                                            *args)
-
-    def create_atomic_cas(self, ptr, cmp, val, *args):
-        chunk = self._tt_chunk
-        n = chunk.size
-        if chunk.active is not None:
-            raise BatchFallback("a compare-and-swap in a loop whose trip count differs between programs")
-        return chunk.base.create_atomic_cas(self, _full(ptr, n), _full(cmp, n), _full(val, n), *args)
-
 
 _CLASSES: dict = {}
 
@@ -378,7 +313,8 @@ def batched_class(base: type) -> type:
     cls = _CLASSES.get(base)
     if cls is not None:
         return cls
-    ns = {name: fn for name, fn in vars(_Overrides).items() if callable(fn)}
+    ns = {name: fn for klass in reversed(_Overrides.__mro__[:-1]) for name, fn in vars(klass).items()
+          if callable(fn)}
     for name in dir(base):
         if name in ns or not name.startswith(("create_", "get_")):
             continue
@@ -411,20 +347,3 @@ def batch_args(call_args: dict) -> dict:
         return v
     return {k: conv(v) for k, v in call_args.items()}
 
-
-def _identity_side(lc: np.ndarray, rc: np.ndarray, op) -> Optional[np.ndarray]:
-    """For boolean ``&`` / ``|`` where one side is all true / all false: the other side, which is the
-    result (broadcast to the result's shape by the caller); else None."""
-    if lc.dtype != np.bool_ or rc.dtype != np.bool_:
-        return None
-    if op is np.bitwise_and or op is np.logical_and:
-        neutral = lambda x: x.all()
-    elif op is np.bitwise_or or op is np.logical_or:
-        neutral = lambda x: not x.any()
-    else:
-        return None
-    size = int(np.prod(np.broadcast_shapes(lc.shape, rc.shape)))
-    for side, other in ((rc, lc), (lc, rc)):      # only sides smaller than the result: cheap to look at
-        if side.size < size and neutral(side):
-            return other
-    return None

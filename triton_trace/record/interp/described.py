@@ -225,3 +225,21 @@ def addptr(ptr, offset, element_bytes: int, shape: tuple) -> Optional[tuple]:
     first = (kp[0].view(np.uint64) + step.view(np.uint64)).view(np.int64)     # wraps as the addresses do
     strides = tuple(0 if n == 1 else a + element_bytes * b for a, b, n in zip(kp[1], ko[1], block))
     return np.broadcast_to(first, shape[:1]), strides
+
+
+def identity_side(lc: np.ndarray, rc: np.ndarray, op) -> Optional[np.ndarray]:
+    """For boolean ``&`` / ``|`` where one side is all true / all false: the other side, which is the
+    result (broadcast to the result's shape by the caller); else None."""
+    if lc.dtype != np.bool_ or rc.dtype != np.bool_:
+        return None
+    if op is np.bitwise_and or op is np.logical_and:
+        neutral = lambda x: x.all()
+    elif op is np.bitwise_or or op is np.logical_or:
+        neutral = lambda x: not x.any()
+    else:
+        return None
+    size = int(np.prod(np.broadcast_shapes(lc.shape, rc.shape)))
+    for side, other in ((rc, lc), (lc, rc)):      # only sides smaller than the result: cheap to look at
+        if side.size < size and neutral(side):
+            return other
+    return None
