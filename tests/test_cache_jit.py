@@ -150,3 +150,31 @@ def test_the_l1_filter_sends_on_what_the_numpy_filter_does(seed, monkeypatch):
     np.testing.assert_array_equal(got, want)
     if seed % 3 == 2:                                 # an L1 that holds everything serves repeated loads
         assert (want != mask).any()
+
+
+def test_two_threads_that_first_take_the_compiled_loops_at_once_both_count_right(monkeypatch):
+    """analyze() runs what-if replays beside the launch's own simulation: the loops are compiled once."""
+    import threading
+    monkeypatch.setattr(jitsteps, "_compiled", False)
+    for name in ("_open", "_l1", "_one", "_steps", "_entries"):      # the plain functions again, restored after
+        fn = getattr(jitsteps, name)
+        monkeypatch.setattr(jitsteps, name, getattr(fn, "py_func", fn))
+    rng = np.random.default_rng(3)
+    n_sets, sets, lines, kind = _stream(rng, 3000)
+    want = _run(lockstep.L2(n_sets, 3, np.int64, fetch_sectors=2, dirty_ways=1, jit=False), sets, lines, kind, [0, 3000])
+    got, errors = [], []
+
+    def one():
+        try:
+            got.append(_run(lockstep.L2(n_sets, 3, np.int64, fetch_sectors=2, dirty_ways=1, jit=True), sets, lines,
+                            kind, [0, 3000]))
+        except Exception as e:      # (reported below, in the test's thread)
+            errors.append(e)
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(got) == 4
+    for g in got:
+        np.testing.assert_array_equal(g, want)

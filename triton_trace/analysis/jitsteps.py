@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 
 import numpy as np
 
@@ -22,6 +23,7 @@ _POP = np.array([bin(i).count("1") for i in range(16)], dtype=np.int64)
 # numba is imported when a stream first takes the compiled loops (importing it costs ~0.1 s)
 ENABLED = importlib.util.find_spec("numba") is not None and not os.environ.get("TRITON_TRACE_NO_JIT")
 _compiled = False
+_compile_lock = threading.Lock()
 # Loading the compiled loops from numba's cache costs ~0.3 s, once per process: a stream takes them when it
 # is long enough to repay that (MIN_ENTRIES), or, once they are loaded, when it is long enough that the
 # numpy passes cost more than a call (MIN_LOADED).
@@ -221,15 +223,19 @@ def _open(row, line, home, mask, rw, near, per_part, widen, ways, dirty_ways, n_
 
 
 def _compile() -> None:
-    """Replace the loops above by numba's compiled versions (loaded from its cache after the first time)."""
+    """Replace the loops above by numba's compiled versions (loaded from its cache after the first time).
+    Under a lock: two simulations may run at once (analyze's what-if replays run beside the launch's own)."""
     global _compiled, _open, _l1, _one, _steps, _entries
     if _compiled:
         return
-    import numba
-    jit = numba.njit(cache=True, nogil=True)
-    _open, _l1, _steps, _entries = jit(_open), jit(_l1), jit(_steps), jit(_entries)
-    _one = numba.njit(cache=True, nogil=True, inline="always")(_one)    # (seen by the others when they compile)
-    _compiled = True
+    with _compile_lock:
+        if _compiled:
+            return
+        import numba
+        jit = numba.njit(cache=True, nogil=True)
+        _open, _l1, _steps, _entries = jit(_open), jit(_l1), jit(_steps), jit(_entries)
+        _one = numba.njit(cache=True, nogil=True, inline="always")(_one)    # (the others see it when they compile)
+        _compiled = True
 
 
 def steps(l2, sets, line, kind) -> tuple:
