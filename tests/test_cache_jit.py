@@ -75,18 +75,31 @@ def test_a_stream_that_evicts_and_cleans_writes_back_what_the_lock_step_does():
 KERNELS = [_add_tail, _strided, _transpose, _scale, _matmul, _histogram]
 
 
+def _made(made: list, table: bool):
+    """L2.__init__ noting whether it steps in compiled loops; ``table``: with its table of every line's home
+    set (built for streams long beside the address space: these short ones would not get it)."""
+    real = lockstep.L2.__init__
+
+    def init(self, *a, **k):
+        made.append(k["jit"])
+        if table and k.get("lines") is None:
+            k["lines"] = 1 << 22
+        real(self, *a, **k)
+    return init
+
+
 @pytest.mark.parametrize("run", KERNELS)
 @pytest.mark.parametrize("params", [{}, {"l2_bytes": 1 << 15, "programs_in_flight": 8},
                                     {"l2_bytes": 1 << 17, "l2_ways": 4, "programs_in_flight": 3}])
-def test_kernels_count_the_same_through_the_compiled_loop(run, params, monkeypatch):
+@pytest.mark.parametrize("table", [False, True], ids=["hashed", "table"])
+def test_kernels_count_the_same_through_the_compiled_loop(run, params, table, monkeypatch):
     triton_trace.reset()
     run()
     ctx = LaunchContext(triton_trace.current_trace().launches[0], 0, Params(**params).resolved())
     order = issue_order(ctx)
     co = coalesce(ctx, order)
     made = []
-    real = lockstep.L2.__init__
-    monkeypatch.setattr(lockstep.L2, "__init__", lambda self, *a, **k: made.append(k["jit"]) or real(self, *a, **k))
+    monkeypatch.setattr(lockstep.L2, "__init__", _made(made, table))
     monkeypatch.setattr(jitsteps, "use", lambda n: jitsteps.ENABLED)
     closed = []
     real_open = jitsteps.open_stream
@@ -118,8 +131,7 @@ def test_a_whole_report_is_the_same_with_and_without_the_compiled_loop(monkeypat
 def test_short_streams_take_the_lock_step(monkeypatch):
     monkeypatch.setattr(jitsteps, "_loaded", False)        # (as in a fresh process, before they are loaded)
     made = []
-    real = lockstep.L2.__init__
-    monkeypatch.setattr(lockstep.L2, "__init__", lambda self, *a, **k: made.append(k["jit"]) or real(self, *a, **k))
+    monkeypatch.setattr(lockstep.L2, "__init__", _made(made, False))
     triton_trace.reset()
     _matmul()                    # a 256^3 matmul: fewer entries than pay for loading the compiled loops
     triton_trace.analyze(triton_trace.current_trace(), layouts="model")
@@ -129,8 +141,7 @@ def test_short_streams_take_the_lock_step(monkeypatch):
 def test_streams_take_the_compiled_loops_by_length_and_whether_they_are_loaded(monkeypatch):
     monkeypatch.setattr(jitsteps, "_loaded", False)
     assert not jitsteps.use(jitsteps.MIN_LOADED) and jitsteps.use(jitsteps.MIN_ENTRIES)
-    jitsteps.l1_sent(np.arange(3), np.arange(3), np.ones(3, np.uint8), np.zeros(3, bool), np.ones(3, bool),
-                     np.zeros(3, np.int64), 128, 1 << 18)
+    jitsteps.l1_sent(np.arange(3), 3, np.ones(3, np.uint8), np.zeros(3, bool), np.ones(3, bool), 1, 128, 1 << 18)
     assert jitsteps.use(jitsteps.MIN_LOADED) and not jitsteps.use(jitsteps.MIN_LOADED - 1)
 
 
@@ -140,6 +151,8 @@ def test_the_l1_filter_sends_on_what_the_numpy_filter_does(seed, monkeypatch):
     n = int(rng.integers(1, 3000))
     owner = rng.integers(0, int(rng.integers(1, 6)), n)
     line = rng.integers(0, int(rng.integers(1, 40)), n)
+    if seed % 2:                                      # lines far apart: keys of several radix passes
+        line = line * int(rng.integers(1 << 20, 1 << 30))
     mask = rng.integers(0, 16, n).astype(np.uint8)
     wr = rng.random(n) < 0.2                          # stores, and atomics (loads that write)
     load = ~wr | (rng.random(n) < 0.1)

@@ -103,11 +103,12 @@ def _l1_owner(ctx: LaunchContext) -> np.ndarray:
 
 def _l1_filter(owner, line, mask, wr, load, jit: bool = False) -> np.ndarray:
     """The sectors of each stream entry that go on to L2 (see L1 in the module docstring); ``owner`` is
-    each entry's L1, ``mask`` uint8; ``jit``: the pass after the sort in one compiled loop (jitsteps.py)."""
-    key = owner * (int(line.max()) + 1) + line
-    o = np.argsort(key, kind="stable")                        # by (owner, line), in time order (runs: fast)
+    each entry's L1, ``mask`` uint8; ``jit``: in compiled loops, the sort included (jitsteps.py)."""
+    span = int(line.max()) + 1
+    key = owner * span + line
     if jit:
-        return jitsteps.l1_sent(key, o, mask, wr, load, owner, LINE_BYTES, L1_BYTES)
+        return jitsteps.l1_sent(key, span, mask, wr, load, int(owner.max()) + 1, LINE_BYTES, L1_BYTES)
+    o = np.argsort(key, kind="stable")                        # by (owner, line), in time order (runs: fast)
     k = key[o]
     del key
     first = np.r_[True, k[1:] != k[:-1]]
@@ -258,12 +259,10 @@ def _l1_stage(co, t, rows: _Rows, jit: bool = False) -> tuple:
 def _l2_stage(stage: tuple, rows: _Rows, l2, read_s, write_s, totals) -> None:
     row, line, sent, l1_hits = stage
     totals[4] += l1_hits
-    keep = np.flatnonzero(sent)
     if l2.jit:                  # one compiled loop, access by access (jitsteps.py)
-        row, line = row[keep], line[keep]
-        jitsteps.entries(l2, row, line, l2.home_sets(line), sent[keep], rows.near, rows.rw,
-                         l2.per_part, read_s, write_s, totals)
+        jitsteps.entries(l2, row, line, sent, rows.near, rows.rw, read_s, write_s, totals)
         return
+    keep = np.flatnonzero(sent)
     for a in range(0, len(keep), L2_SLICE):
         k = keep[a:a + L2_SLICE]
         _l2_slice(row[k], line[k], sent[k], rows, l2, read_s, write_s, totals)

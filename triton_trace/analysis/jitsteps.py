@@ -128,15 +128,18 @@ def _steps(st, sets, line, kind, widen, dirty_ways, got, made, hit_s):
     return evicted
 
 
-def _entries(st, row, line, home, mask, near, rw, per_part, widen, dirty_ways, read_s, write_s, totals):
-    """Stream entries in time order (row, line, home set, sectors sent on from L1): each looks its line up
-    at home, and a far one then in its near partition (a copy); adds DRAM sectors to ``read_s``/``write_s``
-    per row and (read lookups, read hits, write lookups, write hits) to ``totals``; returns the sectors
-    written back. The lookup an SM makes first (near) decides a read's hits."""
+def _entries(st, row, line, home, by_line, mask, near, rw, per_part, widen, dirty_ways, read_s, write_s, totals):
+    """Stream entries in time order (row, line, sectors sent on from L1; ``home``: each entry's home set, or
+    with ``by_line`` each line's): each entry that sends a sector looks its line up at home, and a far one then
+    in its near partition (a copy); adds DRAM sectors to ``read_s``/``write_s`` per row and (read lookups,
+    read hits, write lookups, write hits) to ``totals``; returns the sectors written back. The lookup an SM
+    makes first (near) decides a read's hits."""
     evicted = 0
     for i in range(len(row)):
+        if mask[i] == 0:            # served by L1 entirely
+            continue
         r = row[i]
-        hs = home[i]
+        hs = home[line[i]] if by_line else home[i]
         m = np.int64(mask[i]) & 15
         k = (m << 3) | np.int64(rw[r])
         got, made, found, ev = _one(st, hs, line[i], k, widen, dirty_ways)
@@ -157,30 +160,58 @@ def _entries(st, row, line, home, mask, near, rw, per_part, widen, dirty_ways, r
     return evicted
 
 
-def _l1(key, o, mask, wr, load, owner, n_owners, line_bytes, l1_bytes, res):
-    """cache._l1_filter after its sort (``o``: entries by (L1, line), time order kept): a load's sectors
-    that a load of the same L1 and line brought in since that line's last write stay in L1; an L1 whose
-    loads in the window outgrow it filters nothing."""
-    n = len(o)
+def _l1(key, span, mask, wr, load, n_owners, line_bytes, l1_bytes, res):
+    """cache._l1_filter (``key``: L1 * ``span`` + line per entry, in time order): a load's sectors that a load
+    of the same L1 and line brought in since that line's last write stay in L1; an L1 whose loads in the window
+    outgrow it filters nothing. The entries are sorted by key (a stable radix sort, 11 bits a pass) with what
+    the pass after it needs packed beside each (its index, mask, write and load bits), so that pass reads in
+    order instead of gathering from every array."""
+    n = len(key)
+    k = key.copy()
+    p = np.empty(n, dtype=np.int64)
+    kmax = 0
+    for i in range(n):
+        p[i] = i | (np.int64(mask[i]) << 40) | (np.int64(wr[i]) << 48) | (np.int64(load[i]) << 49)
+        if k[i] > kmax:
+            kmax = k[i]
+    k2 = np.empty(n, dtype=np.int64)
+    p2 = np.empty(n, dtype=np.int64)
+    shift = 0
+    while shift == 0 or (kmax >> shift) > 0:
+        count = np.zeros(2049, dtype=np.int64)
+        for i in range(n):
+            count[((k[i] >> shift) & 2047) + 1] += 1
+        for d in range(2048):
+            count[d + 1] += count[d]
+        for i in range(n):
+            d = (k[i] >> shift) & 2047
+            j = count[d]
+            count[d] = j + 1
+            k2[j] = k[i]
+            p2[j] = p[i]
+        k, k2 = k2, k
+        p, p2 = p2, p
+        shift += 11
     lines = np.zeros(n_owners, dtype=np.int64)
     out = np.empty(n, dtype=np.uint8)
     acc = 0
+    after_write = False
     for i in range(n):
-        e = o[i]
-        new_line = i == 0 or key[e] != key[o[i - 1]]
-        if new_line or wr[o[i - 1]]:                 # a new line, or the same after a write: afresh
+        new_line = i == 0 or k[i] != k[i - 1]
+        if new_line or after_write:                  # a new line, or the same after a write: afresh
             acc = 0
-        m = np.int64(mask[e])
-        if load[e]:
+        m = (p[i] >> 40) & 255
+        if (p[i] >> 49) & 1:                         # a load
             if new_line:
-                lines[owner[e]] += 1
+                lines[k[i] // span] += 1
             out[i] = m & ~acc
-            acc |= m
+            acc |= m & 15
         else:
             out[i] = m
+        after_write = ((p[i] >> 48) & 1) == 1
     for i in range(n):
-        e = o[i]
-        res[e] = mask[e] if lines[owner[e]] * line_bytes > l1_bytes else out[i]
+        e = p[i] & ((np.int64(1) << 40) - 1)
+        res[e] = ((p[i] >> 40) & 255) if lines[k[i] // span] * line_bytes > l1_bytes else out[i]
 
 
 def _open(row, line, home, mask, rw, near, per_part, widen, ways, dirty_ways, n_sets, read_s, write_s, totals):
@@ -252,13 +283,16 @@ def steps(l2, sets, line, kind) -> tuple:
     return np.arange(n), got, made, hit_s
 
 
-def entries(l2, row, line, home, mask, near, rw, per_part: int, read_s, write_s, totals) -> None:
-    """cache._l2_slice for a window's entries, in one compiled loop (see ``_entries``)."""
+def entries(l2, row, line, mask, near, rw, read_s, write_s, totals) -> None:
+    """cache._l2_slice for a window's entries, those L1 serves entirely included (``mask`` 0: skipped), in one
+    compiled loop (see ``_entries``)."""
     _compile()
     t = l2.state.dtype
-    l2.evicted += int(_entries(l2.state, _as(row, np.int64), _as(line, t), _as(home, t), _as(mask, np.uint8),
-                               _as(near, np.int64), _as(rw, np.uint8), per_part, l2.widen, _limit(l2), read_s,
-                               write_s, totals))
+    table = l2.home_table(line)
+    home = l2.home_sets(line) if table is None else table
+    l2.evicted += int(_entries(l2.state, _as(row, np.int64), _as(line, t), _as(home, t), table is not None,
+                               _as(mask, np.uint8), _as(near, np.int64), _as(rw, np.uint8), l2.per_part, l2.widen,
+                               _limit(l2), read_s, write_s, totals))
     _mark_loaded()
 
 
@@ -270,12 +304,12 @@ def _limit(l2) -> int:
     return -1 if l2.dirty_ways is None else int(l2.dirty_ways)
 
 
-def l1_sent(key, o, mask, wr, load, owner, line_bytes: int, l1_bytes: int) -> np.ndarray:
-    """cache._l1_filter's result from its sort, in one compiled loop (see ``_l1``)."""
+def l1_sent(key, span: int, mask, wr, load, n_owners: int, line_bytes: int, l1_bytes: int) -> np.ndarray:
+    """cache._l1_filter's result, sort included, in compiled loops (see ``_l1``)."""
     _compile()
-    res = np.empty(len(o), dtype=np.uint8)
-    _l1(_as(key, np.int64), _as(o, np.int64), _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_),
-        _as(owner, np.int64), int(owner.max()) + 1 if len(owner) else 0, line_bytes, l1_bytes, res)
+    res = np.empty(len(key), dtype=np.uint8)
+    _l1(_as(key, np.int64), span, _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_), n_owners, line_bytes,
+        l1_bytes, res)
     _mark_loaded()
     return res
 

@@ -75,9 +75,14 @@ class L2:
         return np.where(sets >= per_part, sets - per_part, sets + per_part)
 
     def home_sets(self, line: np.ndarray) -> np.ndarray:
+        table = self.home_table(line)
+        return self._hash(line) if table is None else table[line]
+
+    def home_table(self, line: np.ndarray) -> Optional[np.ndarray]:
+        """Every line's home set, indexed by line, when the table covers ``line``; else None."""
         if self._table is not None and len(line) and int(line.max()) < len(self._table):
-            return self._table[line]
-        return self._hash(line)
+            return self._table
+        return None
 
     def run(self, sets, line, kind) -> tuple:
         """Apply accesses in time order; ``kind`` per access: sector mask << 3 | read << 2 | write << 1 |
