@@ -1,14 +1,17 @@
-"""Two of the tracer's speed-ups, each measured against its own absence in one process, alternating runs
+"""Three of the tracer's speed-ups, each measured against its own absence in one process, alternating runs
 (this machine's load moves absolute times by 2x between sittings; alternating A and B within one process
 is what makes the ratio readable):
 
 - ``dot``: a chunk's ``tl.dot`` as one stacked matmul (record/interp/batchdot.py) against one product per
   program (what every kind of operands falls back to), on the bench_suite cases named by ``--dot``;
 - ``threads``: ``analyze()`` on two cores against ``TRITON_TRACE_THREADS=1`` (analysis/parallel.py), on the
-  cases named by ``--threads``; the two reports must be equal byte for byte (checked on every run).
+  cases named by ``--threads``; the two reports must be equal byte for byte (checked on every run);
+- ``jit``: ``analyze()`` with the cache simulation's compiled loops (analysis/jitsteps.py, numba; loaded before
+  the clock starts) against its numpy passes, whatever the stream's length, on the cases named by ``--jit``;
+  the reports must be equal byte for byte.
 
     python tests/benchmarks/bench_ab.py [--dot matmul_1024,matmul_4096_fp16] [--threads matmul_1024,transpose]
-                                        [--repeat 3] [--quick]
+                                        [--jit ln_fwd,matmul_4096_fp16] [--repeat 3] [--quick]
 
 Prints the sorted times of each side and the ratio of the medians. Not part of the test run: nothing here
 asserts a time.
@@ -28,6 +31,7 @@ sys.path.insert(0, HERE)
 
 import bench_suite as B  # noqa: E402
 import triton_trace  # noqa: E402
+from triton_trace.analysis import jitsteps  # noqa: E402
 from triton_trace.record.interp import batchdot  # noqa: E402
 
 
@@ -91,10 +95,35 @@ def ab_threads(case: str, repeat: int, quick: bool) -> str:
     return _row("analyze", case, "1 core", times["1"], "2 cores", times["2"])
 
 
+def ab_jit(case: str, repeat: int, quick: bool) -> str:
+    _, make, _ = B.CASES[case][1](quick)
+    triton_trace.reset()
+    make(lambda k: triton_trace.trace(k))()
+    trace = triton_trace.current_trace()
+    real = jitsteps.use
+    times, reports = {"numpy": [], "compiled": []}, {}
+    try:
+        jitsteps.use = lambda n: jitsteps.ENABLED
+        triton_trace.analyze(trace)                 # loads (or compiles) the loops, and the kernel's layouts
+        for _ in range(repeat):
+            for side in times:
+                jitsteps.use = (lambda n: False) if side == "numpy" else (lambda n: jitsteps.ENABLED)
+                t0 = time.perf_counter()
+                report = triton_trace.analyze(trace)
+                times[side].append(time.perf_counter() - t0)
+                text = json.dumps(report.to_dict(), sort_keys=True, default=str)
+                if reports.setdefault("numpy", text) != text:
+                    raise SystemExit(f"{case}: the report with the compiled loops differs")
+    finally:
+        jitsteps.use = real
+    return _row("analyze", case, "numpy", times["numpy"], "compiled", times["compiled"])
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dot", default="matmul_1024,matmul_4096_fp16")
     ap.add_argument("--threads", default="softmax,matmul_1024,transpose,matmul_4096_fp16")
+    ap.add_argument("--jit", default="add_4m,ln_fwd,matmul_1024,transpose,matmul_4096_fp16")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="the bench_suite cases' quick sizes")
     args = ap.parse_args(argv)
@@ -106,6 +135,11 @@ def main(argv=None) -> None:
         print(ab_dot(case, args.repeat, args.quick), flush=True)
     for case in filter(None, args.threads.split(",")):
         print(ab_threads(case, args.repeat, args.quick), flush=True)
+    if not jitsteps.ENABLED:
+        print("# jit: numba is not installed (or TRITON_TRACE_NO_JIT is set): nothing to compare", flush=True)
+        return
+    for case in filter(None, args.jit.split(",")):
+        print(ab_jit(case, args.repeat, args.quick), flush=True)
 
 
 if __name__ == "__main__":
