@@ -20,6 +20,12 @@ from triton_trace.analysis.context import LaunchContext, Params
 import kernels as K
 
 
+def assert_same_counts(got, want):
+    """Every field of two CacheResults equal."""
+    for f in dataclasses.fields(want):
+        np.testing.assert_array_equal(getattr(got, f.name), getattr(want, f.name), err_msg=f.name)
+
+
 def _matmul():
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     K.matmul(a, b, kernel=triton_trace.trace(K.make_matmul()), block_m=32, block_n=32, block_k=32, group_m=4)
@@ -120,8 +126,7 @@ def test_streams_without_repeated_lines_count_what_the_stepped_simulation_counts
     assert taken[-1] == (None, None)
     if params and run is not _histogram:    # small caches evict and clean: the write-backs are exercised
         assert slow.evicted_sectors > 0
-    for f in dataclasses.fields(slow):
-        np.testing.assert_array_equal(getattr(fast, f.name), getattr(slow, f.name), err_msg=f.name)
+    assert_same_counts(fast, slow)
 
 
 def test_a_stream_whose_lines_repeat_everywhere_is_stepped(monkeypatch):

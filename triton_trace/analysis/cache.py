@@ -218,8 +218,6 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
              jit=jitsteps.use(len(co.stream_row)))
     # sets that no line enters twice need no stepping (analysis/streaming.py)
     fast, l2.open = streaming.plan(co, t, rows, l2, _POPCOUNT, ctx.n_rows, int(base_lines.max()))
-    if l2.jit:
-        l2.open = None          # stepping every set costs the compiled loop less than splitting the stream
     if fast is not None:                      # no line repeats at all
         read_s, write_s, evicted, tot = fast
         return CacheResult(read_s, write_s, n_sets, evicted, read_lookups=tot[0], read_hits=tot[1],

@@ -98,6 +98,8 @@ def plan(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, lines: 
         k = k[(co.stream_mask[k] & 15) != 0]       # entries that ask for no sector never reach L2
         counts += np.bincount(co.stream_line[k] + rows.base[co.stream_row[k]], minlength=lines + 1)
     if int(counts.max(initial=0)) > 1:
+        if l2.jit:            # the compiled loop steps every set for less than splitting the stream costs
+            return None, None
         again = np.flatnonzero(counts > 1)
         home = l2.home_sets(again)
         stepped = np.zeros(l2.n_sets, dtype=bool)

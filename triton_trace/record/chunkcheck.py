@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import BatchFallback, ChunkRetry
-from ..model.overlap import programs_meet, ranges_disjoint, shared_elements
 from ..model.lanes.encoding import core
+from ..model.overlap import programs_meet, ranges_disjoint, shared_elements
 from .affine import affine_runs
 
 

@@ -15,8 +15,8 @@ import numpy as np
 from ..errors import BatchFallback, OutOfBoundsAccess
 from ..model.lanes import LaneWriter
 from ..model import KIND_CODE, Launch
-from .memory import HostMemory
 from ..model.lanes.encoding import core
+from .memory import HostMemory
 from .affine import LazyOffsets
 from .chunkcheck import ChunkConflicts
 from .nonfinite import NonFinite

@@ -346,4 +346,3 @@ def batch_args(call_args: dict) -> dict:
             raise BatchFallback("tensor descriptor arguments are not batched")
         return v
     return {k: conv(v) for k, v in call_args.items()}
-

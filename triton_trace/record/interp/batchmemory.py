@@ -28,6 +28,13 @@ def _wide(h, n: int) -> TensorHandle:
     return h if d.shape[0] == n else TensorHandle(np.broadcast_to(d, (n,) + d.shape[1:]), h.dtype)
 
 
+def _lazy_wide(ptrs, n: int):
+    """A lazy pointer block widened to ``n`` programs, still lazy."""
+    if ptrs.shape[0] == n:
+        return ptrs
+    return described.LazyPointers(ptrs.dtype, (n,) + ptrs.shape[1:], ptrs._first, ptrs._strides)
+
+
 class MemoryOps:
     """The builder's memory methods on batched handles (mixed into batch.py's overrides)."""
 
@@ -43,8 +50,7 @@ class MemoryOps:
             # the interpreter's create_masked_load, handing the memory seam the description, not the lanes
             dtype_tt = ptrs.get_element_ty()
             dtype_np = _ti._get_np_dtype(dtype_tt)
-            if ptrs.shape[0] != n:
-                ptrs = described.LazyPointers(ptrs.dtype, (n,) + ptrs.shape[1:], ptrs._first, ptrs._strides)
+            ptrs = _lazy_wide(ptrs, n)
             # (``other`` and the mask as broadcast views: the memory seam reads them as they are)
             other = np.broadcast_to(np.zeros((), dtype_np), ptrs.shape) if other is None else _wide(other, n).data
             mask = chunk.masked(_wide(mask, n)).data
@@ -62,8 +68,7 @@ class MemoryOps:
         n = chunk.size
         if described.lazy(ptrs) and ptrs.shape[0] in (1, n):
             # the interpreter's create_masked_store, handing the memory seam the description, not the lanes
-            if ptrs.shape[0] != n:
-                ptrs = described.LazyPointers(ptrs.dtype, (n,) + ptrs.shape[1:], ptrs._first, ptrs._strides)
+            ptrs = _lazy_wide(ptrs, n)
             return _ti._interpreter.store(ptrs.addresses(), _full(value, n).data, chunk.masked(_full(mask, n)).data)
         return chunk.base.create_masked_store(self, _full(ptrs, n), _full(value, n), chunk.masked(_full(mask, n)),
                                               *args)
