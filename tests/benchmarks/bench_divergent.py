@@ -1,7 +1,8 @@
 """Divergent programs: a flash-attention forward (Triton's fused-attention tutorial, written with pointers),
 causal, not causal and with every head its own key count (varlen), and a persistent matmul (Triton's
 persistent-matmul tutorial: each program its own start tile), and rows routed at random between the two sides
-of an ``if`` (with a shared atomic counter), traced batched (the default), beside torch on the same inputs,
+of an ``if`` (with a shared atomic counter), and MoE experts whose tiles past the expert's token count
+``return`` at once, traced batched (the default), beside torch on the same inputs,
 in one process (ratios, not absolute times, are the result).
 
 Causal attention gives each program a loop count that depends on its id (hi = (start_m + 1) * BLOCK_M), a
@@ -138,6 +139,34 @@ def routed_rows(x_ptr, route_ptr, w_ptr, out_ptr, count_ptr, N: tl.constexpr):
     tl.atomic_add(count_ptr + r, 1)
 
 
+@triton.jit
+def expert_tiles(x_ptr, counts_ptr, w_ptr, out_ptr, D: tl.constexpr, BLOCK_M: tl.constexpr, TILES: tl.constexpr):
+    """An MoE expert's token rows times its weights, a tile of rows per program: programs past their
+    expert's token count return at once (``if start >= n: return``), so the programs that leave alternate
+    with those that stay, expert after expert."""
+    pid = tl.program_id(0)
+    e = pid // TILES
+    n = tl.load(counts_ptr + e)
+    start = (pid % TILES) * BLOCK_M
+    if start >= n:
+        return
+    rows = start + tl.arange(0, BLOCK_M)
+    keep = rows < n
+    cols = tl.arange(0, D)
+    x = tl.load(x_ptr + (e * TILES * BLOCK_M + rows)[:, None] * D + cols[None, :], mask=keep[:, None], other=0.0)
+    w = tl.load(w_ptr + e * D * D + cols[:, None] * D + cols[None, :])
+    tl.store(out_ptr + (e * TILES * BLOCK_M + rows)[:, None] * D + cols[None, :], tl.dot(x, w), mask=keep[:, None])
+
+
+def run_experts(x, counts, w, **opts):
+    E, D = w.shape[0], w.shape[1]
+    out = torch.zeros_like(x)
+    tiles = x.shape[0] // E // 32
+    triton_trace.trace(expert_tiles, values=False, **opts)[(E * tiles,)](x, counts, w, out, D=D, BLOCK_M=32,
+                                                                         TILES=tiles)
+    return out
+
+
 def run_routed(x, route, w, **opts):
     out, count = torch.empty_like(x), torch.zeros(2, dtype=torch.int32)
     triton_trace.trace(routed_rows, values=False, **opts)[(x.shape[0],)](x, route, w, out, count, N=x.shape[1])
@@ -214,6 +243,15 @@ def main(argv=None) -> None:
     w = torch.randn(1024)
     row("branches", lambda: (torch.where(route[:, None] == 0, x * w, torch.expm1(x)), torch.bincount(route)),
         lambda: run_routed(x, route, w), max(args.repeat, 3))
+    # MoE experts (64, 256 token slots each, 64 wide) with random token counts: the tiles past an expert's count
+    # return at once (2 to 8 of 8 tiles per expert run; a fifth of the experts get no tokens)
+    E, slots = 64, 256
+    counts = torch.randint(0, slots + 1, (E,), dtype=torch.int32)
+    counts[torch.randperm(E)[:E // 5]] = 0
+    xe, we = torch.randn(E * slots, 64), torch.randn(E, 64, 64)
+    used = (torch.arange(slots)[None, :] < counts[:, None]).reshape(-1, 1)
+    row("exits", lambda: torch.where(used, torch.bmm(xe.view(E, slots, 64), we).reshape(-1, 64), 0.0),
+        lambda: run_experts(xe, counts, we), max(args.repeat, 3))
     qs, ks, vs = (x[:2, :args.check_seq].contiguous() for x in (q, k, v))
     for causal in (False, True):
         same = torch.equal(run(qs, ks, vs, causal), run(qs, ks, vs, causal, batch=False))
@@ -227,6 +265,9 @@ def main(argv=None) -> None:
     xs, rs = x[:256], route[:256]
     same = all(torch.equal(p, q) for p, q in zip(run_routed(xs, rs, w), run_routed(xs, rs, w, batch=False)))
     print(f"bit-identical to batch=False (branches, 256 rows): {same}")
+    xs, cs, ws = xe[:16 * slots], counts[:16], we[:16]
+    same = torch.equal(run_experts(xs, cs, ws), run_experts(xs, cs, ws, batch=False))
+    print(f"bit-identical to batch=False (exits, 16 experts): {same}")
 
 
 if __name__ == "__main__":

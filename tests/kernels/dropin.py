@@ -223,6 +223,36 @@ def run_tile_sums(make, **opts):
     return {"out": out}
 
 
+# -- early exits that programs take differently: those that leave sit out the rest (maskedexits.py) ---------
+@triton.jit
+def early_exits(x_ptr, counts_ptr, out_ptr, hits_ptr, B: tl.constexpr):
+    pid = tl.program_id(0)
+    n = tl.load(counts_ptr + pid)
+    if n < 0:
+        tl.store(out_ptr + pid * B + tl.arange(0, B), tl.full((B,), -1.0, tl.float32))
+        return
+    if n == 0:
+        return
+    acc = tl.zeros((B,), dtype=tl.float32)
+    for i in tl.static_range(4):      # (Triton 3.6's own interpreter fails on range(n) under numpy >= 2.4)
+        if i < n:
+            acc += tl.load(x_ptr + pid * 4 * B + i * B + tl.arange(0, B)) * (i + 1)
+    if tl.sum(acc) > 0:
+        acc = tl.sqrt(tl.abs(acc))
+    tl.atomic_add(hits_ptr + n, 1)
+    tl.store(out_ptr + pid * B + tl.arange(0, B), acc)
+
+
+def run_early_exits(make, **opts):
+    torch.manual_seed(0)
+    P, B = 96, 8
+    counts = torch.randint(-1, 5, (P,), dtype=torch.int32)
+    x = torch.randn(P * 4 * B)
+    out, hits = torch.zeros(P * B), torch.zeros(5, dtype=torch.int32)
+    make(early_exits, **opts)[(P,)](x, counts, out, hits, B=B)
+    return {"out": out, "hits": hits}
+
+
 # The plain interpreter reads and writes the rows past M of and_or_not (it takes `a and b` as Python's
 # `and`), corrupting the heap: compared with torch only.
 PLAIN_UNSAFE = {"and_or_not"}
@@ -236,6 +266,7 @@ CASES = {
     "restrided": run_restrided,
     "printing": run_printing,
     "tile_sums": run_tile_sums,
+    "early_exits": run_early_exits,
 }
 
 

@@ -114,7 +114,7 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
     keep_inputs = max(opts.inputs, _SESSION.inputs)
     memory = HostMemory(in_place=not keep_inputs)   # kept inputs need the caller's bytes untouched until the end
     rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob, opts.memory_limit, opts.outputs)
-    hooks.rewritten(fn)             # cached; reads the source once, for the interpreter and for the trace
+    hooks.rewritten(fn, kernel=True)  # cached; reads the source once, for the interpreter and for the trace
     source, file, def_line = frames.kernel_source(fn)
     scalars = {k: _json_arg(v) for k, v in bound.items() if not hasattr(v, "data_ptr")}
     total, done = g[0] * g[1] * g[2], [0]

@@ -44,7 +44,7 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
     """
     constexprs = hooks.constexpr_names(fn, list(bound))
     host = {name: (v if name in constexprs else memory.to_host(v, name)) for name, v in bound.items()}
-    kernel = hooks.rewritten(fn)
+    kernel = hooks.rewritten(fn, kernel=True)
     order = program_order(grid)
     total = len(order)
     with hooks.interpreter_scope(fn, rec, debug) as proxy:

@@ -70,8 +70,10 @@ def _rewriter_class():
     Made on first use, so a Triton without FunctionRewriter fails in ``require_seams`` with its message."""
     if not _REWRITER:
         class Rewriter(_ti.FunctionRewriter):
+            kernel = False      # the launched function (its early exits rewritten), not a helper
+
             def _transform_ast(self, src):
-                return looprewrite.transform(pylogic.transform(super()._transform_ast(src)))
+                return looprewrite.transform(pylogic.transform(super()._transform_ast(src)), self.kernel)
 
             def _prepare_source(self, lines):
                 frames.remember_source(self.fn, "".join(lines), self.filename, self.def_file_lineno)
@@ -85,10 +87,14 @@ def _rewriter_class():
     return _REWRITER[0]
 
 
-def rewritten(fn):
-    out = _REWRITTEN.get(fn)
+def rewritten(fn, kernel: bool = False):
+    """``fn`` as the interpreter runs it, rewritten; a ``kernel`` (the launched function) with its early
+    exits rewritten too (a helper's ``return`` leaves only the helper)."""
+    out = _REWRITTEN.get((fn, kernel))
     if out is None:
-        out = _REWRITTEN[fn] = _rewriter_class()(fn).rewrite_ast()
+        rewriter = _rewriter_class()(fn)
+        rewriter.kernel = kernel
+        out = _REWRITTEN[(fn, kernel)] = rewriter.rewrite_ast()
         # Triton's own library functions (tl.sum, tl.softmax, ...) are not "user lines": an op inside them
         # is reported at the user's line that called them.
         if not (out.__code__.co_filename or "").startswith(_TRITON_DIR):

@@ -2,17 +2,19 @@
 / ``tl.range()`` and ``while`` loops get the hooks that let their trips run per program (the shape of the
 rewritten loop is in maskedloops.py). Loops the hooks cannot keep exact are left as they are: a body with
 ``break``, ``continue``, ``return`` or ``try``, an ``else`` clause, a loop variable read after the loop, a
-``while`` with an atomic in it (a spin lock's condition has effects)."""
+``while`` with an atomic in it (a spin lock's condition has effects). A kernel's own early exits
+(``if c: ... return`` in its body) get the hook of maskedexits.py."""
 from __future__ import annotations
 
 import ast
 
-from . import maskedbranches, maskedloops
+from . import maskedbranches, maskedexits, maskedloops
 from .maskedloops import PREFIX
 
 LOOP = maskedloops.LOOP
 WHILE = maskedloops.WHILE
 IF = maskedbranches.IF
+EXIT = maskedexits.EXIT
 
 
 _NOT_IN_BODY = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
@@ -169,14 +171,41 @@ class _Loops(ast.NodeTransformer):
         return out
 
 
-def transform(tree: ast.AST) -> ast.AST:
-    """Rewrite the kernel function's own loops (not those of functions it defines or calls)."""
+def transform(tree: ast.AST, kernel: bool = False) -> ast.AST:
+    """Rewrite the function's own loops and branches (not those of functions it defines or calls); a
+    ``kernel``'s early exits too (a helper's ``return`` leaves only the helper)."""
     fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
     if fn is None:
         return tree
-    fn.body = [s for stmt in fn.body for s in _as_list(_Loops(fn).visit(stmt))]
+    body = _exits(fn.body) if kernel else fn.body
+    fn.body = [s for stmt in body for s in _as_list(_Loops(fn).visit(stmt))]
     ast.fix_missing_locations(tree)
     return tree
+
+
+def _is_exit(stmt) -> bool:
+    """``if c: ... return`` (a bare return, last; no else, no other return, break or continue in it)."""
+    return isinstance(stmt, ast.If) and not stmt.orelse and isinstance(stmt.body[-1], ast.Return) and \
+        (stmt.body[-1].value is None or isinstance(stmt.body[-1].value, ast.Constant) and
+         stmt.body[-1].value.value is None) and _Loops._allowed(stmt.body[:-1])
+
+
+def _exits(body: list) -> list:
+    """The statements with each early exit as maskedexits.py shows it."""
+    out = []
+    for stmt in body:
+        if not _is_exit(stmt):
+            out.append(stmt)
+            continue
+        held = f"{PREFIX}X{len(out)}"
+        new = [ast.Assign(targets=[ast.Name(id=held, ctx=ast.Store())], value=stmt.test)]
+        if len(stmt.body) > 1:
+            new.append(ast.If(test=ast.Name(id=held, ctx=ast.Load()), body=stmt.body[:-1], orelse=[]))
+        new.append(ast.If(test=ast.Call(func=ast.Name(id=EXIT, ctx=ast.Load()),
+                                        args=[ast.Name(id=held, ctx=ast.Load())], keywords=[]),
+                          body=[stmt.body[-1]], orelse=[]))
+        out += _Loops._placed(stmt, new)
+    return out
 
 
 def _as_list(x) -> list:
@@ -187,3 +216,4 @@ def provide(namespace: dict) -> None:
     namespace.setdefault(LOOP, maskedloops.loop)
     namespace.setdefault(WHILE, maskedloops.while_loop)
     namespace.setdefault(IF, maskedbranches.branch)
+    namespace.setdefault(EXIT, maskedexits.leave)

@@ -1,0 +1,137 @@
+"""A kernel's early ``return`` that the programs of a chunk take differently (``if n_tokens == 0: return``
+of an MoE expert, a ragged batch's empty rows) keeps the chunk batched: the programs that leave sit out the
+rest of the kernel, as a GPU's finished warps do (record/interp/maskedexits.py). Outputs equal torch's, and
+the whole trace, the value findings and the metrics equal those of one program at a time (and Triton's own
+interpreter's outputs: the ``early_exits`` case of tests/test_dropin.py)."""
+import ast
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from test_masked_loops import same_as_one_at_a_time
+
+
+@triton.jit
+def routed(x_ptr, counts_ptr, out_ptr, hits_ptr, B: tl.constexpr):
+    """An expert with no tokens returns at once; the others loop over their own count of blocks (a masked
+    loop after the exit), branch on it, count themselves with an atomic and store."""
+    pid = tl.program_id(0)
+    n = tl.load(counts_ptr + pid)
+    if n == 0:
+        return
+    acc = tl.zeros((B,), dtype=tl.float32)
+    for i in range(n):
+        acc += tl.load(x_ptr + pid * 4 * B + i * B + tl.arange(0, B))
+    if n > 2:
+        acc = acc * 0.5
+    tl.atomic_add(hits_ptr, 1)
+    tl.store(out_ptr + pid * B + tl.arange(0, B), acc)
+
+
+def _routed(w, counts=None):
+    torch.manual_seed(3)
+    P, B = 64, 8
+    if counts is None:
+        counts = torch.randint(0, 5, (P,), dtype=torch.int32)
+        counts[torch.randperm(P)[:P // 3]] = 0              # a third of the experts get no tokens, scattered
+    x = torch.randn(P * 4 * B)
+    out, hits = torch.full((P * B,), -7.0), torch.zeros(1, dtype=torch.int32)
+    w(routed)[(P,)](x, counts, out, hits, B=B)
+    xs = x.view(P, 4, B)
+    want = torch.stack([xs[p, :int(c)].sum(0) * (0.5 if c > 2 else 1.0) if c else torch.full((B,), -7.0)
+                        for p, c in enumerate(counts)])
+    assert torch.allclose(out.view(P, B), want, rtol=1e-6, atol=1e-6)
+    assert int(hits) == int((counts > 0).sum())
+    return torch.cat([out, hits.float()])
+
+
+@triton.jit
+def flagged_exits(x_ptr, flags_ptr, out_ptr, B: tl.constexpr):
+    """Two exits one after the other, the first storing a marker before it leaves, the second on a float
+    condition (a NaN leaves too, as ``bool(nan)`` is true)."""
+    pid = tl.program_id(0)
+    offs = pid * B + tl.arange(0, B)
+    f = tl.load(flags_ptr + pid)
+    if f < 0:
+        tl.store(out_ptr + offs, tl.full((B,), -1.0, tl.float32))
+        return
+    s = tl.sum(tl.load(x_ptr + offs), axis=0)
+    if s != s:
+        return
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * f.to(tl.float32) + s)
+
+
+def _flagged_exits(w):
+    torch.manual_seed(4)
+    P, B = 48, 4
+    flags = torch.randint(-1, 3, (P,), dtype=torch.int32)
+    x = torch.randn(P * B)
+    x[8 * B + 1] = float("nan")                          # program 8's sum is NaN: it leaves at the second exit
+    flags[8] = 1
+    out = torch.zeros(P * B)
+    w(flagged_exits)[(P,)](x, flags, out, B=B)
+    xs = x.view(P, B)
+    s = xs.sum(1, keepdim=True)
+    want = torch.where(flags[:, None] < 0, -1.0, torch.where(torch.isnan(s), 0.0, xs * flags[:, None].float() + s))
+    assert torch.allclose(out.view(P, B), want, rtol=1e-6, atol=1e-6)
+    return out
+
+
+def _all_leave(w):
+    return _routed(w, counts=torch.zeros(64, dtype=torch.int32))
+
+
+def _none_leave(w):
+    return _routed(w, counts=torch.randint(1, 5, (64,), dtype=torch.int32))
+
+
+def _tail_leaves(w):            # a few programs leave, in one run: masked too
+    return _routed(w, counts=torch.cat([torch.randint(1, 5, (48,), dtype=torch.int32),
+                                        torch.zeros(16, dtype=torch.int32)]))
+
+
+def _most_leave(w):             # most leave, in long runs: the chunk splits into the runs, as before
+    return _routed(w, counts=torch.cat([torch.randint(1, 5, (16,), dtype=torch.int32),
+                                        torch.zeros(48, dtype=torch.int32)]))
+
+
+MASKED = [_routed, _flagged_exits, _tail_leaves]
+
+
+@pytest.mark.parametrize("run", MASKED + [_all_leave, _none_leave, _most_leave], ids=lambda f: f.__name__[1:])
+def test_early_exits_record_what_one_program_at_a_time_records(run):
+    traces, _ = same_as_one_at_a_time(run)
+    launch = traces[1].launches[0]
+    ex = launch.meta["execution"]
+    assert ex["batched_programs"] == launch.recorded_programs and not ex["fallbacks"], ex
+    if run in MASKED:                       # the leaving programs masked out, the chunk whole
+        assert ex["diverged_chunks"] == 0, ex
+    if run is _most_leave:
+        assert ex["diverged_chunks"] >= 1, ex
+
+
+def _rewrite(src: str, kernel: bool) -> str:
+    from triton_trace.record.interp import looprewrite
+    return ast.unparse(looprewrite.transform(ast.parse(src), kernel=kernel))
+
+
+def test_only_the_kernels_own_exits_are_rewritten():
+    from triton_trace.record.interp import looprewrite
+    src = ("def k(p, q):\n    if p == 0:\n        return\n    if q:\n        x = 1\n        return\n"
+           "    for i in range(p):\n        if i:\n            return\n    y = 2\n")
+    text = _rewrite(src, kernel=True)
+    assert f"if {looprewrite.EXIT}(" in text and text.count(looprewrite.EXIT + "(") == 2, text
+    # the statements before the second return stay a branch of their own (masked where programs disagree)
+    assert looprewrite.IF + "(" in text, text
+    # a return in a loop is left as it is (the loop is not rewritten either)
+    assert "if i:\n            return" in text, text
+    # a helper's return leaves only the helper: helpers keep theirs
+    assert looprewrite.EXIT not in _rewrite(src, kernel=False)
+
+
+def test_an_exit_with_an_else_or_a_value_is_left_alone():
+    from triton_trace.record.interp import looprewrite
+    src = ("def k(p):\n    if p:\n        return\n    else:\n        x = 1\n    if p > 1:\n        return 3\n")
+    assert looprewrite.EXIT not in _rewrite(src, kernel=True)
