@@ -97,11 +97,41 @@ def _most_leave(w):             # most leave, in long runs: the chunk splits int
                                         torch.zeros(48, dtype=torch.int32)]))
 
 
+@triton.jit
+def through_a_list(x_ptr, counts_ptr, out_ptr, B: tl.constexpr):
+    """A Python list of blocks (the interpreter runs it; the compiler would not) made before the exit and
+    read after it: a value compact.py cannot cut, so the programs left stay masked."""
+    pid = tl.program_id(0)
+    parts = [tl.load(x_ptr + pid * B + tl.arange(0, B)), tl.load(x_ptr + 64 * B + tl.arange(0, B))]
+    if tl.load(counts_ptr + pid) == 0:
+        return
+    tl.store(out_ptr + pid * B + tl.arange(0, B), parts[0] + parts[1])
+
+
+def _uncuttable(w):
+    torch.manual_seed(5)
+    counts = torch.randint(0, 2, (64,), dtype=torch.int32)
+    x, out = torch.randn(65 * 4), torch.zeros(64 * 4)
+    w(through_a_list)[(64,)](x, counts, out, B=4)
+    assert torch.equal(out, torch.where(counts.repeat_interleave(4) > 0, x[:256] + x[256:].repeat(64), 0.0))
+    return out
+
+
 MASKED = [_routed, _flagged_exits, _tail_leaves]
 
 
-@pytest.mark.parametrize("run", MASKED + [_all_leave, _none_leave, _most_leave], ids=lambda f: f.__name__[1:])
-def test_early_exits_record_what_one_program_at_a_time_records(run):
+@pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0], ids=["masked", "default", "always-cut"])
+@pytest.mark.parametrize("run", MASKED + [_all_leave, _none_leave, _most_leave, _uncuttable],
+                         ids=lambda f: f.__name__[1:])
+def test_early_exits_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
+    # COMPACT_AT 0: the programs left always run masked; 1: the chunk is cut to them at every exit
+    from triton_trace.record.interp import maskedexits, maskedloops
+    monkeypatch.setattr(maskedexits, "COMPACT_AT", compact_at)
+    monkeypatch.setattr(maskedloops, "COMPACT_AT", 0.0)      # loops never cut here: every cut is an exit's
+    cuts = []
+    real_sub = maskedexits.batch.Chunk.sub
+    monkeypatch.setattr(maskedexits.batch.Chunk, "sub", lambda self, keep: cuts.append(int(keep.sum())) or
+                        real_sub(self, keep))
     traces, _ = same_as_one_at_a_time(run)
     launch = traces[1].launches[0]
     ex = launch.meta["execution"]
@@ -110,6 +140,11 @@ def test_early_exits_record_what_one_program_at_a_time_records(run):
         assert ex["diverged_chunks"] == 0, ex
     if run is _most_leave:
         assert ex["diverged_chunks"] >= 1, ex
+    if run in (_routed, _tail_leaves, _flagged_exits):
+        # a third, a quarter, about a quarter then one program leave: cut where that leaves COMPACT_AT or fewer
+        assert bool(cuts) == (compact_at > 0.5), cuts
+    if run in (_uncuttable, _none_leave, _all_leave):
+        assert not cuts, cuts                  # a list cannot be cut: masked
 
 
 def _rewrite(src: str, kernel: bool) -> str:
@@ -123,6 +158,10 @@ def test_only_the_kernels_own_exits_are_rewritten():
            "    for i in range(p):\n        if i:\n            return\n    y = 2\n")
     text = _rewrite(src, kernel=True)
     assert f"if {looprewrite.EXIT}(" in text and text.count(looprewrite.EXIT + "(") == 2, text
+    # after each exit, the names read later are cut (where the exit cuts the chunk) and bound again
+    cut = looprewrite.CUT
+    assert f"{cut}(locals(), ('i', 'p', 'q'))" in text and f"{cut}(locals(), ('i', 'p'))" in text, text
+    assert looprewrite.IF + "('p' in" not in text, text       # the rebinding is no masked branch
     # the statements before the second return stay a branch of their own (masked where programs disagree)
     assert looprewrite.IF + "(" in text, text
     # a return in a loop is left as it is (the loop is not rewritten either)

@@ -34,7 +34,7 @@ class Chunk:
     puts it there, ``running`` reads it), so the builder's methods and the patches find it without a
     module global. A masked loop may run some trips on a sub-chunk (``sub``): only the programs still
     running, their values' rows compacted; ``rows`` maps its rows to the programs of the chunk it came from."""
-    __slots__ = ("size", "pid_data", "base", "active", "on_active", "rows", "root", "scratch")
+    __slots__ = ("size", "pid_data", "base", "active", "on_active", "rows", "root", "scratch", "exit_keep")
 
     def __init__(self, pids: np.ndarray, base: type):
         cols = []
@@ -49,12 +49,14 @@ class Chunk:
         self.rows = None                  # a sub-chunk's programs, as indexes into the root chunk's
         self.root = self
         self.scratch = {}                 # reusable buffers of the chunk's products (batchdot.py)
+        self.exit_keep = None             # the programs an early exit left running, to be cut to (maskedexits.py)
 
     def sub(self, keep: np.ndarray) -> "Chunk":
         """The programs ``keep`` ((size,) bool) of this chunk, as a chunk of their own."""
         idx = np.flatnonzero(keep)
         c = Chunk.__new__(Chunk)
         c.size, c.base, c.active, c.on_active, c.root = len(idx), self.base, None, None, self.root
+        c.exit_keep = None
         c.scratch = self.root.scratch
         c.pid_data = tuple(col if col.shape[0] == 1 else col[idx] for col in self.pid_data)
         c.rows = idx if self.rows is None else self.rows[idx]

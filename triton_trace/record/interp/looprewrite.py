@@ -15,7 +15,10 @@ LOOP = maskedloops.LOOP
 WHILE = maskedloops.WHILE
 IF = maskedbranches.IF
 EXIT = maskedexits.EXIT
+CUT = maskedexits.CUT
 
+
+_PLAIN_IF = "_triton_trace_plain"      # set on the ifs the rewrite adds that need no masking
 
 _NOT_IN_BODY = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
                 ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)
@@ -81,6 +84,8 @@ class _Loops(ast.NodeTransformer):
         return self._placed(node, [head, loop_node, leave])
 
     def visit_If(self, node: ast.If):
+        if getattr(node, _PLAIN_IF, False):
+            return node             # an exit's rebinding of a name (_exits): a plain value test
         node = self.generic_visit(node)
         if not (self._body_allowed(node) and self._allowed(node.orelse)):
             return node             # a side that returns or breaks: its programs split into runs instead
@@ -177,7 +182,7 @@ def transform(tree: ast.AST, kernel: bool = False) -> ast.AST:
     fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)), None)
     if fn is None:
         return tree
-    body = _exits(fn.body) if kernel else fn.body
+    body = _exits(fn) if kernel else fn.body
     fn.body = [s for stmt in body for s in _as_list(_Loops(fn).visit(stmt))]
     ast.fix_missing_locations(tree)
     return tree
@@ -190,20 +195,33 @@ def _is_exit(stmt) -> bool:
          stmt.body[-1].value.value is None) and _Loops._allowed(stmt.body[:-1])
 
 
-def _exits(body: list) -> list:
-    """The statements with each early exit as maskedexits.py shows it."""
+def _exits(fn: ast.FunctionDef) -> list:
+    """The kernel's statements with each early exit as maskedexits.py shows it."""
+    a = fn.args
+    local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | \
+        {x.arg for x in (a.vararg, a.kwarg) if x is not None} | \
+        {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     out = []
-    for stmt in body:
+    for i, stmt in enumerate(fn.body):
         if not _is_exit(stmt):
             out.append(stmt)
             continue
-        held = f"{PREFIX}X{len(out)}"
+        held, cut = f"{PREFIX}X{len(out)}", f"{PREFIX}K{len(out)}"
         new = [ast.Assign(targets=[ast.Name(id=held, ctx=ast.Store())], value=stmt.test)]
         if len(stmt.body) > 1:
             new.append(ast.If(test=ast.Name(id=held, ctx=ast.Load()), body=stmt.body[:-1], orelse=[]))
         new.append(ast.If(test=ast.Call(func=ast.Name(id=EXIT, ctx=ast.Load()),
                                         args=[ast.Name(id=held, ctx=ast.Load())], keywords=[]),
                           body=[stmt.body[-1]], orelse=[]))
+        # the names read after the exit: cut to the programs left where the exit cuts the chunk
+        later = sorted({n.id for s in fn.body[i + 1:] for n in ast.walk(s) if isinstance(n, ast.Name) and
+                        isinstance(n.ctx, ast.Load) and n.id in local and not n.id.startswith(PREFIX)})
+        if later:
+            rebind = ast.parse(f"{cut} = {CUT}(locals(), {tuple(later)!r})\n" +
+                               "".join(f"if {v!r} in {cut}:\n    {v} = {cut}[{v!r}]\n" for v in later)).body
+            for node in rebind[1:]:
+                setattr(node, _PLAIN_IF, True)
+            new += rebind
         out += _Loops._placed(stmt, new)
     return out
 
@@ -217,3 +235,4 @@ def provide(namespace: dict) -> None:
     namespace.setdefault(WHILE, maskedloops.while_loop)
     namespace.setdefault(IF, maskedbranches.branch)
     namespace.setdefault(EXIT, maskedexits.leave)
+    namespace.setdefault(CUT, maskedexits.cut)
