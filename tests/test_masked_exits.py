@@ -79,6 +79,31 @@ def _flagged_exits(w):
     return out
 
 
+@triton.jit
+def exits_with_else(x_ptr, flags_ptr, out_ptr, B: tl.constexpr):
+    """``if`` / ``elif`` exits with an ``else`` that binds a name read after it."""
+    pid = tl.program_id(0)
+    f = tl.load(flags_ptr + pid)
+    if f == 0:
+        return
+    elif f == 1:
+        tl.store(out_ptr + pid * B + tl.arange(0, B), tl.full((B,), 5.0, tl.float32))
+        return
+    else:
+        scale = f.to(tl.float32) * 0.5
+    tl.store(out_ptr + pid * B + tl.arange(0, B), tl.load(x_ptr + pid * B + tl.arange(0, B)) * scale)
+
+
+def _with_else(w):
+    torch.manual_seed(6)
+    flags = torch.randint(0, 4, (64,), dtype=torch.int32)
+    x, out = torch.randn(64 * 4), torch.zeros(64 * 4)
+    w(exits_with_else)[(64,)](x, flags, out, B=4)
+    f = flags.repeat_interleave(4)
+    assert torch.equal(out, torch.where(f == 0, 0.0, torch.where(f == 1, 5.0, x * (f.float() * 0.5))))
+    return out
+
+
 def _all_leave(w):
     return _routed(w, counts=torch.zeros(64, dtype=torch.int32))
 
@@ -117,7 +142,7 @@ def _uncuttable(w):
     return out
 
 
-MASKED = [_routed, _flagged_exits, _tail_leaves]
+MASKED = [_routed, _flagged_exits, _tail_leaves, _with_else]
 
 
 @pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0], ids=["masked", "default", "always-cut"])
@@ -170,7 +195,16 @@ def test_only_the_kernels_own_exits_are_rewritten():
     assert looprewrite.EXIT not in _rewrite(src, kernel=False)
 
 
-def test_an_exit_with_an_else_or_a_value_is_left_alone():
+def test_an_exit_with_a_value_is_left_alone():
     from triton_trace.record.interp import looprewrite
-    src = ("def k(p):\n    if p:\n        return\n    else:\n        x = 1\n    if p > 1:\n        return 3\n")
+    src = "def k(p):\n    if p > 1:\n        return 3\n    x = p\n"
     assert looprewrite.EXIT not in _rewrite(src, kernel=True)
+
+
+def test_an_exits_else_follows_it():
+    """``if a: return`` / ``elif b: return`` / ``else: B``: the else runs exactly when neither exit is taken."""
+    from triton_trace.record.interp import looprewrite
+    src = "def k(p):\n    if p == 0:\n        return\n    elif p == 1:\n        return\n    else:\n        x = p\n    y = x\n"
+    text = _rewrite(src, kernel=True)
+    assert text.count(looprewrite.EXIT + "(") == 2 and "else" not in text, text
+    assert text.index(looprewrite.EXIT + "(") < text.index("x = p") < text.index("y = x"), text

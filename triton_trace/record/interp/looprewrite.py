@@ -189,8 +189,9 @@ def transform(tree: ast.AST, kernel: bool = False) -> ast.AST:
 
 
 def _is_exit(stmt) -> bool:
-    """``if c: ... return`` (a bare return, last; no else, no other return, break or continue in it)."""
-    return isinstance(stmt, ast.If) and not stmt.orelse and isinstance(stmt.body[-1], ast.Return) and \
+    """``if c: ... return`` (a bare return, last; no other return, break or continue in it). An ``else`` runs
+    exactly when the exit is not taken: its statements simply follow the exit (``elif c2: return`` too)."""
+    return isinstance(stmt, ast.If) and isinstance(stmt.body[-1], ast.Return) and \
         (stmt.body[-1].value is None or isinstance(stmt.body[-1].value, ast.Constant) and
          stmt.body[-1].value.value is None) and _Loops._allowed(stmt.body[:-1])
 
@@ -201,11 +202,13 @@ def _exits(fn: ast.FunctionDef) -> list:
     local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | \
         {x.arg for x in (a.vararg, a.kwarg) if x is not None} | \
         {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    out = []
-    for i, stmt in enumerate(fn.body):
+    out, todo = [], list(fn.body)
+    while todo:
+        stmt = todo.pop(0)
         if not _is_exit(stmt):
             out.append(stmt)
             continue
+        todo[:0] = stmt.orelse
         held, cut = f"{PREFIX}X{len(out)}", f"{PREFIX}K{len(out)}"
         new = [ast.Assign(targets=[ast.Name(id=held, ctx=ast.Store())], value=stmt.test)]
         if len(stmt.body) > 1:
@@ -214,7 +217,7 @@ def _exits(fn: ast.FunctionDef) -> list:
                                         args=[ast.Name(id=held, ctx=ast.Load())], keywords=[]),
                           body=[stmt.body[-1]], orelse=[]))
         # the names read after the exit: cut to the programs left where the exit cuts the chunk
-        later = sorted({n.id for s in fn.body[i + 1:] for n in ast.walk(s) if isinstance(n, ast.Name) and
+        later = sorted({n.id for s in todo for n in ast.walk(s) if isinstance(n, ast.Name) and
                         isinstance(n.ctx, ast.Load) and n.id in local and not n.id.startswith(PREFIX)})
         if later:
             rebind = ast.parse(f"{cut} = {CUT}(locals(), {tuple(later)!r})\n" +
