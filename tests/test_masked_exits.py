@@ -104,6 +104,38 @@ def _with_else(w):
     return out
 
 
+@triton.jit
+def expert_tiles(x_ptr, counts_ptr, w_ptr, out_ptr, D: tl.constexpr, BM: tl.constexpr, TILES: tl.constexpr):
+    """MoE tiles: a program per 16-row tile of an expert's token slots; the tiles past the expert's token count
+    return, the others multiply their rows by the expert's weights (``tl.dot`` after the exit)."""
+    pid = tl.program_id(0)
+    e = pid // TILES
+    n = tl.load(counts_ptr + e)
+    start = (pid % TILES) * BM
+    if start >= n:
+        return
+    rows = start + tl.arange(0, BM)
+    cols = tl.arange(0, D)
+    keep = rows < n
+    x = tl.load(x_ptr + (e * TILES * BM + rows)[:, None] * D + cols[None, :], mask=keep[:, None], other=0.0)
+    w = tl.load(w_ptr + e * D * D + cols[:, None] * D + cols[None, :])
+    tl.store(out_ptr + (e * TILES * BM + rows)[:, None] * D + cols[None, :], tl.dot(x, w), mask=keep[:, None])
+
+
+def _experts(w):
+    torch.manual_seed(7)
+    E, TILES, BM, D = 16, 4, 16, 16
+    counts = torch.randint(0, TILES * BM + 1, (E,), dtype=torch.int32)
+    counts[::5] = 0
+    x, wt = torch.randn(E * TILES * BM, D).half(), torch.randn(E, D, D).half()
+    out = torch.zeros(E * TILES * BM, D)
+    w(expert_tiles)[(E * TILES,)](x, counts, wt, out, D=D, BM=BM, TILES=TILES)
+    used = (torch.arange(TILES * BM)[None, :] < counts[:, None]).reshape(-1, 1)
+    want = torch.where(used, torch.bmm(x.float().view(E, -1, D), wt.float()).reshape(-1, D), 0.0)
+    assert torch.allclose(out, want, rtol=1e-3, atol=1e-3)
+    return out
+
+
 def _all_leave(w):
     return _routed(w, counts=torch.zeros(64, dtype=torch.int32))
 
@@ -142,7 +174,7 @@ def _uncuttable(w):
     return out
 
 
-MASKED = [_routed, _flagged_exits, _tail_leaves, _with_else]
+MASKED = [_routed, _flagged_exits, _tail_leaves, _with_else, _experts]
 
 
 @pytest.mark.parametrize("compact_at", [0.0, 0.75, 1.0], ids=["masked", "default", "always-cut"])
@@ -165,7 +197,7 @@ def test_early_exits_record_what_one_program_at_a_time_records(run, compact_at, 
         assert ex["diverged_chunks"] == 0, ex
     if run is _most_leave:
         assert ex["diverged_chunks"] >= 1, ex
-    if run in (_routed, _tail_leaves, _flagged_exits):
+    if run in (_routed, _tail_leaves, _flagged_exits, _experts):
         # a third, a quarter, about a quarter then one program leave: cut where that leaves COMPACT_AT or fewer
         assert bool(cuts) == (compact_at > 0.5), cuts
     if run in (_uncuttable, _none_leave, _all_leave):
