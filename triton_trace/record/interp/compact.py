@@ -5,8 +5,8 @@ sub-chunk of the programs still running (``batch.Chunk.sub``): every name the lo
 those programs' rows (``take``), and after the loop each name the body assigns is put back together from
 the rows each program had when it left (``assemble``), so the loop computes nothing for programs that are
 done with it. An early exit that many programs take (maskedexits.py) cuts the names read after it the same
-way, for the rest of the kernel. Only plain values, ``tl.constexpr`` and tensors whose handles hold numpy data can be cut
-(``can_take``); a block pointer or a tensor descriptor keeps the loop masked instead.
+way, for the rest of the kernel. Only plain values, ``tl.constexpr`` and tensors whose handles hold numpy
+data can be cut (``can_take``); a block pointer or a tensor descriptor keeps the loop masked instead.
 """
 from __future__ import annotations
 
