@@ -10,6 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import moe
 from test_masked_loops import same_as_one_at_a_time
 
 
@@ -104,35 +105,16 @@ def _with_else(w):
     return out
 
 
-@triton.jit
-def expert_tiles(x_ptr, counts_ptr, w_ptr, out_ptr, D: tl.constexpr, BM: tl.constexpr, TILES: tl.constexpr):
-    """MoE tiles: a program per 16-row tile of an expert's token slots; the tiles past the expert's token count
-    return, the others multiply their rows by the expert's weights (``tl.dot`` after the exit)."""
-    pid = tl.program_id(0)
-    e = pid // TILES
-    n = tl.load(counts_ptr + e)
-    start = (pid % TILES) * BM
-    if start >= n:
-        return
-    rows = start + tl.arange(0, BM)
-    cols = tl.arange(0, D)
-    keep = rows < n
-    x = tl.load(x_ptr + (e * TILES * BM + rows)[:, None] * D + cols[None, :], mask=keep[:, None], other=0.0)
-    w = tl.load(w_ptr + e * D * D + cols[:, None] * D + cols[None, :])
-    tl.store(out_ptr + (e * TILES * BM + rows)[:, None] * D + cols[None, :], tl.dot(x, w), mask=keep[:, None])
-
-
 def _experts(w):
+    """MoE tiles (kernels/moe.py): the tiles past an expert's token count return, the others run a ``tl.dot``
+    after the exit."""
     torch.manual_seed(7)
     E, TILES, BM, D = 16, 4, 16, 16
     counts = torch.randint(0, TILES * BM + 1, (E,), dtype=torch.int32)
     counts[::5] = 0
     x, wt = torch.randn(E * TILES * BM, D).half(), torch.randn(E, D, D).half()
-    out = torch.zeros(E * TILES * BM, D)
-    w(expert_tiles)[(E * TILES,)](x, counts, wt, out, D=D, BM=BM, TILES=TILES)
-    used = (torch.arange(TILES * BM)[None, :] < counts[:, None]).reshape(-1, 1)
-    want = torch.where(used, torch.bmm(x.float().view(E, -1, D), wt.float()).reshape(-1, D), 0.0)
-    assert torch.allclose(out, want, rtol=1e-3, atol=1e-3)
+    out = moe.expert_tiles(x, counts, wt, kernel=w(moe.make_expert_tiles()), block_m=BM)
+    assert torch.allclose(out, moe.expert_tiles_reference(x, counts, wt), rtol=1e-3, atol=1e-3)
     return out
 
 

@@ -15,6 +15,8 @@ for bit with ``batch=False``.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import torch
@@ -22,6 +24,9 @@ import triton
 import triton.language as tl
 
 import triton_trace
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from kernels import moe  # noqa: E402  (tests/kernels: the MoE kernel its tests use too)
 
 
 @triton.jit
@@ -139,32 +144,8 @@ def routed_rows(x_ptr, route_ptr, w_ptr, out_ptr, count_ptr, N: tl.constexpr):
     tl.atomic_add(count_ptr + r, 1)
 
 
-@triton.jit
-def expert_tiles(x_ptr, counts_ptr, w_ptr, out_ptr, D: tl.constexpr, BLOCK_M: tl.constexpr, TILES: tl.constexpr):
-    """An MoE expert's token rows times its weights, a tile of rows per program: programs past their
-    expert's token count return at once (``if start >= n: return``), so the programs that leave alternate
-    with those that stay, expert after expert."""
-    pid = tl.program_id(0)
-    e = pid // TILES
-    n = tl.load(counts_ptr + e)
-    start = (pid % TILES) * BLOCK_M
-    if start >= n:
-        return
-    rows = start + tl.arange(0, BLOCK_M)
-    keep = rows < n
-    cols = tl.arange(0, D)
-    x = tl.load(x_ptr + (e * TILES * BLOCK_M + rows)[:, None] * D + cols[None, :], mask=keep[:, None], other=0.0)
-    w = tl.load(w_ptr + e * D * D + cols[:, None] * D + cols[None, :])
-    tl.store(out_ptr + (e * TILES * BLOCK_M + rows)[:, None] * D + cols[None, :], tl.dot(x, w), mask=keep[:, None])
-
-
 def run_experts(x, counts, w, **opts):
-    E, D = w.shape[0], w.shape[1]
-    out = torch.zeros_like(x)
-    tiles = x.shape[0] // E // 32
-    triton_trace.trace(expert_tiles, values=False, **opts)[(E * tiles,)](x, counts, w, out, D=D, BLOCK_M=32,
-                                                                         TILES=tiles)
-    return out
+    return moe.expert_tiles(x, counts, w, kernel=triton_trace.trace(moe.make_expert_tiles(), values=False, **opts))
 
 
 def run_routed(x, route, w, **opts):
@@ -249,8 +230,7 @@ def main(argv=None) -> None:
     counts = torch.randint(0, slots + 1, (E,), dtype=torch.int32)
     counts[torch.randperm(E)[:E // 5]] = 0
     xe, we = torch.randn(E * slots, 64), torch.randn(E, 64, 64)
-    used = (torch.arange(slots)[None, :] < counts[:, None]).reshape(-1, 1)
-    row("exits", lambda: torch.where(used, torch.bmm(xe.view(E, slots, 64), we).reshape(-1, 64), 0.0),
+    row("exits", lambda: moe.expert_tiles_reference(xe, counts, we),
         lambda: run_experts(xe, counts, we), max(args.repeat, 3))
     qs, ks, vs = (x[:2, :args.check_seq].contiguous() for x in (q, k, v))
     for causal in (False, True):
