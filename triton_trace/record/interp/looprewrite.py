@@ -42,10 +42,7 @@ class _Loops(ast.NodeTransformer):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 self.loads.setdefault(node.id, []).append(node)
         # the function's local names: only these may be cut to a sub-chunk's programs and put back
-        a = fn.args
-        self.local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | \
-            {x.arg for x in (a.vararg, a.kwarg) if x is not None} | \
-            {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        self.local = _local_names(fn)
 
     def visit_For(self, node: ast.For):
         node = self.generic_visit(node)
@@ -188,6 +185,14 @@ def transform(tree: ast.AST, kernel: bool = False) -> ast.AST:
     return tree
 
 
+def _local_names(fn: ast.FunctionDef) -> set:
+    """The function's arguments and the names it assigns."""
+    a = fn.args
+    return {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | \
+        {x.arg for x in (a.vararg, a.kwarg) if x is not None} | \
+        {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
 def _is_exit(stmt) -> bool:
     """``if c: ... return`` (a bare return, last; no other return, break or continue in it). An ``else`` runs
     exactly when the exit is not taken: its statements simply follow the exit (``elif c2: return`` too)."""
@@ -198,10 +203,7 @@ def _is_exit(stmt) -> bool:
 
 def _exits(fn: ast.FunctionDef) -> list:
     """The kernel's statements with each early exit as maskedexits.py shows it."""
-    a = fn.args
-    local = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | \
-        {x.arg for x in (a.vararg, a.kwarg) if x is not None} | \
-        {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = _local_names(fn)
     out, todo = [], list(fn.body)
     while todo:
         stmt = todo.pop(0)
