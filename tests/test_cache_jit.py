@@ -136,13 +136,6 @@ def test_short_streams_take_the_lock_step(monkeypatch):
     assert made and not any(made)        # (what-if variants simulate again)
 
 
-def test_streams_take_the_compiled_loops_by_length_and_whether_they_are_loaded(monkeypatch):
-    monkeypatch.setattr(jitsteps, "_loaded", False)
-    assert not jitsteps.use(jitsteps.MIN_LOADED) and jitsteps.use(jitsteps.MIN_ENTRIES)
-    jitsteps.l1_sent(np.arange(3), 3, np.ones(3, np.uint8), np.zeros(3, bool), np.ones(3, bool), 1, 128, 1 << 18)
-    assert jitsteps.use(jitsteps.MIN_LOADED) and not jitsteps.use(jitsteps.MIN_LOADED - 1)
-
-
 @pytest.mark.parametrize("seed", range(12))
 def test_the_l1_filter_sends_on_what_the_numpy_filter_does(seed, monkeypatch):
     rng = np.random.default_rng(seed)

@@ -18,28 +18,61 @@ import threading
 
 import numpy as np
 
+from ..record.patching import BUILTINS_FENCE
+
 _POP = np.array([bin(i).count("1") for i in range(16)], dtype=np.int64)
 
-# numba is imported when a stream first takes the compiled loops (importing it costs ~0.1 s)
 ENABLED = importlib.util.find_spec("numba") is not None and not os.environ.get("TRITON_TRACE_NO_JIT")
-_compiled = False
-_compile_lock = threading.Lock()
-# Loading the compiled loops from numba's cache costs ~0.3 s, once per process: a stream takes them when it
-# is long enough to repay that (MIN_ENTRIES), or, once they are loaded, when it is long enough that the
-# numpy passes cost more than a call (MIN_LOADED).
+# Loading the compiled loops from numba's cache costs ~0.3 s, once per process (importing numba, which imports
+# scipy where it is installed, then LLVM starting up), and compiling them after an install a few seconds,
+# once. Most of it is Python holding the interpreter lock, so loading beside an analysis slows the analysis
+# as much: a stream takes the loops when it is long enough to repay loading them (MIN_ENTRIES), or once they
+# are loaded (in a notebook, while the shell waits for the next cell: ``prefetch``), when it is long enough
+# that the numpy passes cost more than a call (MIN_LOADED).
 MIN_ENTRIES = 1 << 22
 MIN_LOADED = 1 << 16
+_compiled = False
 _loaded = False
+_failed = None             # why numba could not load the loops (the numpy passes give the same counts)
+_lock = threading.RLock()
+_loader = None             # the background load, once started
 
 
 def use(entries: int) -> bool:
     """Whether a stream of ``entries`` goes through the compiled loops."""
-    return ENABLED and entries >= (MIN_LOADED if _loaded else MIN_ENTRIES)
+    if not ENABLED or _failed is not None:
+        return False
+    if not _loaded and entries >= MIN_ENTRIES:
+        _load()              # (waits for a background load under way)
+    return _loaded and entries >= MIN_LOADED
 
 
-def _mark_loaded():
-    global _loaded
-    _loaded = True
+def prefetch() -> None:
+    """Load the compiled loops on a background thread, once per process, while it has nothing else to do
+    (a notebook between cells, a server waiting for its first request). Not a daemon: a process that ends
+    meanwhile waits for the load rather than tearing LLVM down under it."""
+    global _loader
+    if not ENABLED or _loaded or _loader is not None:
+        return
+    with _lock:
+        if _loader is None and not _loaded:
+            _loader = threading.Thread(target=_load, name="triton_trace jit load")
+            _loader.start()
+
+
+def _load() -> None:
+    """Import numba, wrap the loops and load each one's compiled code (a call on a few entries)."""
+    global _loaded, _failed
+    # The fence first: numba captures Python's builtins when it is imported, and a traced launch patches them.
+    with BUILTINS_FENCE, _lock:
+        if _loaded or _failed is not None:
+            return
+        try:
+            _compile()
+            _exercise()
+            _loaded = True
+        except Exception as exc:        # a broken numba install: the numpy passes stay
+            _failed = exc
 
 
 def new_state(n_sets: int, ways: int, dtype) -> np.ndarray:
@@ -255,23 +288,40 @@ def _open(row, line, home, mask, rw, near, per_part, widen, ways, dirty_ways, n_
 
 def _compile() -> None:
     """Replace the loops above by numba's compiled versions (loaded from its cache after the first time).
-    Under a lock: two simulations may run at once (analyze's what-if replays run beside the launch's own)."""
+    Under ``_load``'s locks: two simulations may run at once (analyze's what-if replays run beside the
+    launch's own)."""
     global _compiled, _open, _l1, _one, _steps, _entries
     if _compiled:
         return
-    with _compile_lock:
-        if _compiled:
-            return
-        import numba
-        jit = numba.njit(cache=True, nogil=True)
-        _open, _l1, _steps, _entries = jit(_open), jit(_l1), jit(_steps), jit(_entries)
-        _one = numba.njit(cache=True, nogil=True, inline="always")(_one)    # (the others see it when they compile)
-        _compiled = True
+    import numba
+    jit = numba.njit(cache=True, nogil=True)
+    _open, _l1, _steps, _entries = jit(_open), jit(_l1), jit(_steps), jit(_entries)
+    _one = numba.njit(cache=True, nogil=True, inline="always")(_one)    # (the others see it when they compile)
+    _compiled = True
+
+
+def _exercise() -> None:
+    """Call every loop once on a few entries, with the types a stream of int32 lines passes (int64 lines,
+    past 2^31, load when first met)."""
+    from .lockstep import L2
+    l2 = L2(4, 2, np.int32, fetch_sectors=2, dirty_ways=1, jit=True)
+    i64, u8, z = np.zeros(2, np.int64), np.ones(2, np.uint8), np.zeros(2, np.int32)
+    entries(l2, i64, z, u8, i64, u8, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(5, np.int64))
+    steps(l2, z, z, u8)
+    open_stream(l2, i64, z, u8, i64, u8, 2, 1)
+    l1_sent(i64, 1, u8, np.zeros(2, bool), np.ones(2, bool), 1, 128, 1 << 18)
+
+
+def _ensure() -> None:
+    if not _compiled:
+        _load()
+        if _failed is not None:
+            raise _failed
 
 
 def steps(l2, sets, line, kind) -> tuple:
     """lockstep.L2.steps for every access: (their indices, sectors each fetched, made dirty, found valid)."""
-    _compile()
+    _ensure()
     n = len(sets)
     got = np.empty(n, dtype=np.int64)
     made = np.empty(n, dtype=np.int64)
@@ -279,21 +329,19 @@ def steps(l2, sets, line, kind) -> tuple:
     t = l2.state.dtype                # (fixed types: one compiled version for each width of lines)
     l2.evicted += int(_steps(l2.state, _as(sets, t), _as(line, t), _as(kind, np.uint8), l2.widen, _limit(l2),
                              got, made, hit_s))
-    _mark_loaded()
     return np.arange(n), got, made, hit_s
 
 
 def entries(l2, row, line, mask, near, rw, read_s, write_s, totals) -> None:
     """cache._l2_slice for a window's entries, those L1 serves entirely included (``mask`` 0: skipped), in one
     compiled loop (see ``_entries``)."""
-    _compile()
+    _ensure()
     t = l2.state.dtype
     table = l2.home_table(line)
     home = l2.home_sets(line) if table is None else table
     l2.evicted += int(_entries(l2.state, _as(row, np.int64), _as(line, t), _as(home, t), table is not None,
                                _as(mask, np.uint8), _as(near, np.int64), _as(rw, np.uint8), l2.per_part, l2.widen,
                                _limit(l2), read_s, write_s, totals))
-    _mark_loaded()
 
 
 def _as(a, dtype) -> np.ndarray:
@@ -306,17 +354,16 @@ def _limit(l2) -> int:
 
 def l1_sent(key, span: int, mask, wr, load, n_owners: int, line_bytes: int, l1_bytes: int) -> np.ndarray:
     """cache._l1_filter's result, sort included, in compiled loops (see ``_l1``)."""
-    _compile()
+    _ensure()
     res = np.empty(len(key), dtype=np.uint8)
     _l1(_as(key, np.int64), span, _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_), n_owners, line_bytes,
         l1_bytes, res)
-    _mark_loaded()
     return res
 
 
 def open_stream(l2, row, line, mask, near, rw, per_part: int, n_rows: int) -> tuple:
     """streaming._all_open's (read sectors per row, write sectors per row, written back, totals)."""
-    _compile()
+    _ensure()
     read_s = np.zeros(n_rows, dtype=np.int64)
     write_s = np.zeros(n_rows, dtype=np.int64)
     totals = np.zeros(5, dtype=np.int64)
@@ -324,6 +371,5 @@ def open_stream(l2, row, line, mask, near, rw, per_part: int, n_rows: int) -> tu
     limit = 1 << 62 if l2.dirty_ways is None else int(l2.dirty_ways)
     ev = _open(_as(row, np.int64), _as(line, t), _as(l2.home_sets(line), t), _as(mask, np.uint8), _as(rw, np.uint8),
                _as(near, np.int64), per_part, l2.widen, l2.ways, limit, l2.n_sets, read_s, write_s, totals)
-    _mark_loaded()
     return read_s, write_s, int(ev), tuple(int(x) for x in totals)
 

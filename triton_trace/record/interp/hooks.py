@@ -24,7 +24,7 @@ from triton.runtime.jit import JITFunction
 
 from .. import frames
 from ..frames import where
-from ..patching import Scope, Snapshot
+from ..patching import BUILTINS_FENCE, Scope, Snapshot
 from . import batch, batchtensor, debugops, looprewrite, nonfinite_ops, overflow_ops, pointers, provenance, pylogic, semantics
 from .proxy import MemoryProxy, install_pointer_casts
 
@@ -302,6 +302,13 @@ def _cached_np_dtype(scope) -> None:
 @contextmanager
 def interpreter_scope(fn, rec, debug: bool = False):
     """Install every hook for one launch of ``fn`` and restore Triton afterwards, whatever happens."""
+    with BUILTINS_FENCE:
+        with _installed(fn, rec, debug) as proxy:
+            yield proxy
+
+
+@contextmanager
+def _installed(fn, rec, debug: bool):
     snapshot = Snapshot(_language_objects())
     scope = Scope()
     lang_scope = _LangPatches()
