@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import triton_trace
-from triton_trace.analysis import cache, jitsteps, lockstep
+from triton_trace.analysis import cache, jitsteps, lockstep, parallel
 from triton_trace.analysis.cache import issue_order, simulate
 from triton_trace.analysis.coalescing import coalesce
 from triton_trace.analysis.context import LaunchContext, Params
@@ -91,7 +91,11 @@ def _made(made: list, table: bool):
 @pytest.mark.parametrize("params", [{}, {"l2_bytes": 1 << 15, "programs_in_flight": 8},
                                     {"l2_bytes": 1 << 17, "l2_ways": 4, "programs_in_flight": 3}])
 @pytest.mark.parametrize("table", [False, True], ids=["hashed", "table"])
-def test_kernels_count_the_same_through_the_compiled_loop(run, params, table, monkeypatch):
+@pytest.mark.parametrize("split", [False, True], ids=["one_loop", "partitions_on_two_threads"])
+def test_kernels_count_the_same_through_the_compiled_loop(run, params, table, split, monkeypatch):
+    # split: every window's L2 lookups taken partition by partition on two threads (jitsteps.entries)
+    monkeypatch.setattr(jitsteps, "SPLIT_ENTRIES", 1 if split else 1 << 62)
+    monkeypatch.setattr(parallel, "cores", lambda: 2)
     triton_trace.reset()
     run()
     ctx = LaunchContext(triton_trace.current_trace().launches[0], 0, Params(**params).resolved())
@@ -136,14 +140,17 @@ def test_short_streams_take_the_lock_step(monkeypatch):
     assert made and not any(made)        # (what-if variants simulate again)
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_the_l1_filter_sends_on_what_the_numpy_filter_does(seed, monkeypatch):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 3000))
-    owner = rng.integers(0, int(rng.integers(1, 6)), n)
+    # L1s of a later wave (numbered from hundreds), some of which have no entries in the window
+    owner = rng.integers(0, int(rng.integers(1, 6)), n) * int(rng.integers(1, 3)) + [0, 500][seed % 2]
     line = rng.integers(0, int(rng.integers(1, 40)), n)
-    if seed % 2:                                      # lines far apart: keys of several radix passes
+    if seed % 4 == 1:                                 # lines far apart: the table holds the distinct ones
         line = line * int(rng.integers(1 << 20, 1 << 30))
+    elif seed % 4 == 2:                               # lines of a tensor far into the address space
+        line = line + int(rng.integers(1 << 20, 1 << 30))
     mask = rng.integers(0, 16, n).astype(np.uint8)
     wr = rng.random(n) < 0.2                          # stores, and atomics (loads that write)
     load = ~wr | (rng.random(n) < 0.1)

@@ -103,11 +103,11 @@ def _l1_owner(ctx: LaunchContext) -> np.ndarray:
 
 def _l1_filter(owner, line, mask, wr, load, jit: bool = False) -> np.ndarray:
     """The sectors of each stream entry that go on to L2 (see L1 in the module docstring); ``owner`` is
-    each entry's L1, ``mask`` uint8; ``jit``: in compiled loops, the sort included (jitsteps.py)."""
+    each entry's L1, ``mask`` uint8; ``jit``: in compiled loops (jitsteps.py)."""
+    if jit:
+        return jitsteps.l1_sent(owner, line, mask, wr, load, LINE_BYTES, L1_BYTES)
     span = int(line.max()) + 1
     key = owner * span + line
-    if jit:
-        return jitsteps.l1_sent(key, span, mask, wr, load, int(owner.max()) + 1, LINE_BYTES, L1_BYTES)
     o = np.argsort(key, kind="stable")                        # by (owner, line), in time order (runs: fast)
     k = key[o]
     del key
@@ -247,10 +247,13 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
 def _l1_stage(co, t, rows: _Rows, jit: bool = False) -> tuple:
     """A window's entries (``t``: stream indices, whole waves) through the L1s: (rows, lines, the sectors
     that go on to L2, load sectors served by L1)."""
+    if jit:
+        return jitsteps.l1_window(t, co.stream_row, co.stream_line, co.stream_mask, rows.base, rows.owner, rows.write,
+                                  rows.load, LINE_BYTES, L1_BYTES)
     row = co.stream_row[t]
     line = co.stream_line[t] + rows.base[row]
     mask = co.stream_mask[t].astype(np.uint8, copy=False)
-    sent = _l1_filter(rows.owner[row], line, mask, rows.write[row], rows.load[row], jit)
+    sent = _l1_filter(rows.owner[row], line, mask, rows.write[row], rows.load[row])
     return row, line, sent, int(_POPCOUNT[(mask & ~sent) & 15].sum())
 
 

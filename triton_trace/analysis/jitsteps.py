@@ -19,6 +19,7 @@ import threading
 import numpy as np
 
 from ..record.patching import BUILTINS_FENCE
+from . import parallel
 
 _POP = np.array([bin(i).count("1") for i in range(16)], dtype=np.int64)
 
@@ -161,25 +162,38 @@ def _steps(st, sets, line, kind, widen, dirty_ways, got, made, hit_s):
     return evicted
 
 
-def _entries(st, row, line, home, by_line, mask, near, rw, per_part, widen, dirty_ways, read_s, write_s, totals):
+def _entries(st, row, line, home, by_line, mask, near, rw, per_part, widen, dirty_ways, part, read_s, write_s,
+             totals):
     """Stream entries in time order (row, line, sectors sent on from L1; ``home``: each entry's home set, or
     with ``by_line`` each line's): each entry that sends a sector looks its line up at home, and a far one then
     in its near partition (a copy); adds DRAM sectors to ``read_s``/``write_s`` per row and (read lookups,
     read hits, write lookups, write hits) to ``totals``; returns the sectors written back. The lookup an SM
-    makes first (near) decides a read's hits."""
+    makes first (near) decides a read's hits. ``part`` >= 0: only the lookups in that partition's sets (the
+    two partitions share no set, so two threads can take one each: an entry's lookups and hits are counted
+    by its near partition's, its DRAM sectors by its home's)."""
     evicted = 0
     for i in range(len(row)):
         if mask[i] == 0:            # served by L1 entirely
             continue
         r = row[i]
         hs = home[line[i]] if by_line else home[i]
+        hp = hs // per_part
+        far = near[r] != hp
+        mine_home = part < 0 or hp == part
+        mine_near = part < 0 or near[r] == part
+        if not (mine_home or mine_near):
+            continue
         m = np.int64(mask[i]) & 15
         k = (m << 3) | np.int64(rw[r])
-        got, made, found, ev = _one(st, hs, line[i], k, widen, dirty_ways)
-        evicted += ev
-        read_s[r] += got
-        write_s[r] += made
-        if near[r] != hs // per_part:
+        found = 0
+        if mine_home:
+            got, made, found, ev = _one(st, hs, line[i], k, widen, dirty_ways)
+            evicted += ev
+            read_s[r] += got
+            write_s[r] += made
+        if not mine_near:
+            continue
+        if far:
             ps = hs - per_part if hs >= per_part else hs + per_part
             _, _, found, ev = _one(st, ps, line[i], k | 1, widen, dirty_ways)
             evicted += ev
@@ -193,58 +207,74 @@ def _entries(st, row, line, home, by_line, mask, near, rw, per_part, widen, dirt
     return evicted
 
 
-def _l1(key, span, mask, wr, load, n_owners, line_bytes, l1_bytes, res):
-    """cache._l1_filter (``key``: L1 * ``span`` + line per entry, in time order): a load's sectors that a load
-    of the same L1 and line brought in since that line's last write stay in L1; an L1 whose loads in the window
-    outgrow it filters nothing. The entries are sorted by key (a stable radix sort, 11 bits a pass) with what
-    the pass after it needs packed beside each (its index, mask, write and load bits), so that pass reads in
-    order instead of gathering from every array."""
-    n = len(key)
-    k = key.copy()
-    p = np.empty(n, dtype=np.int64)
-    kmax = 0
+def _gather(t, s_row, s_line, s_mask, base, row, line, mask) -> tuple:
+    """A window's entries (stream indices ``t``) gathered in one pass: each one's row, line in the simulated
+    address space (its tensor's ``base`` added) and sector mask; returns the lowest and highest line."""
+    lo, hi = np.int64(1) << 62, np.int64(-1)
+    for i in range(len(t)):
+        j = t[i]
+        r = s_row[j]
+        ln = np.int64(s_line[j]) + base[r]
+        row[i] = r
+        line[i] = ln
+        mask[i] = s_mask[j]
+        lo = min(lo, ln)
+        hi = max(hi, ln)
+    return lo, hi
+
+
+def _l1(row, at, n_lines, owner, n_owners, mask, wr, load, line_bytes, l1_bytes, res) -> int:
+    """cache._l1_filter for entries in time order (``row``: each one's row; ``at``: its line's place in a table
+    of ``n_lines``; ``owner``, ``wr``, ``load`` per row, L1s numbered 0..n_owners-1): a load's sectors that a
+    load of the same L1 and line brought in since that line's last write stay in L1; an L1 whose loads in the
+    window outgrow it filters nothing. Fills ``res`` (the sectors sent on); returns the load sectors L1 served.
+    The entries are taken L1 by L1 (a counting sort: time order kept within each), and each L1's lines keep
+    their state in one table stamped with the L1 it belongs to (never cleared between L1s): an entry touches a
+    few bytes of a table the size of the window's lines instead of being sorted by (L1, line)."""
+    n = len(row)
+    start = np.zeros(n_owners + 1, dtype=np.int64)
     for i in range(n):
-        p[i] = i | (np.int64(mask[i]) << 40) | (np.int64(wr[i]) << 48) | (np.int64(load[i]) << 49)
-        if k[i] > kmax:
-            kmax = k[i]
-    k2 = np.empty(n, dtype=np.int64)
-    p2 = np.empty(n, dtype=np.int64)
-    shift = 0
-    while shift == 0 or (kmax >> shift) > 0:
-        count = np.zeros(2049, dtype=np.int64)
-        for i in range(n):
-            count[((k[i] >> shift) & 2047) + 1] += 1
-        for d in range(2048):
-            count[d + 1] += count[d]
-        for i in range(n):
-            d = (k[i] >> shift) & 2047
-            j = count[d]
-            count[d] = j + 1
-            k2[j] = k[i]
-            p2[j] = p[i]
-        k, k2 = k2, k
-        p, p2 = p2, p
-        shift += 11
-    lines = np.zeros(n_owners, dtype=np.int64)
-    out = np.empty(n, dtype=np.uint8)
-    acc = 0
-    after_write = False
+        start[owner[row[i]] + 1] += 1
+    for o in range(n_owners):
+        start[o + 1] += start[o]
+    nxt = start[:-1].copy()
+    order = np.empty(n, dtype=np.int64)
     for i in range(n):
-        new_line = i == 0 or k[i] != k[i - 1]
-        if new_line or after_write:                  # a new line, or the same after a write: afresh
-            acc = 0
-        m = (p[i] >> 40) & 255
-        if (p[i] >> 49) & 1:                         # a load
-            if new_line:
-                lines[k[i] // span] += 1
-            out[i] = m & ~acc
-            acc |= m & 15
-        else:
-            out[i] = m
-        after_write = ((p[i] >> 48) & 1) == 1
-    for i in range(n):
-        e = p[i] & ((np.int64(1) << 40) - 1)
-        res[e] = ((p[i] >> 40) & 255) if lines[k[i] // span] * line_bytes > l1_bytes else out[i]
+        o = owner[row[i]]
+        order[nxt[o]] = i
+        nxt[o] += 1
+    stamp = np.full(n_lines, -1, dtype=np.int64)     # the L1 whose state the line's entry holds
+    state = np.zeros(n_lines, dtype=np.uint8)         # sectors in L1 | the last access wrote << 4
+    served = 0
+    for o in range(n_owners):
+        lines = 0
+        for j in range(start[o], start[o + 1]):
+            i = order[j]
+            r = row[i]
+            a = at[i]
+            m = np.int64(mask[i])
+            first = stamp[a] != o                     # the L1's first access to the line
+            if first:
+                stamp[a] = o
+                acc = np.int64(0)
+            else:
+                st = np.int64(state[a])
+                acc = np.int64(0) if st >> 4 else st & 15   # loaded again after a write: afresh
+            if load[r]:
+                lines += first
+                res[i] = m & ~acc
+                acc |= m & 15
+            else:
+                res[i] = m
+            state[a] = acc | (np.int64(wr[r]) << 4)
+        outgrown = lines * line_bytes > l1_bytes     # its loads outgrow the L1: nothing filtered
+        for j in range(start[o], start[o + 1]):
+            i = order[j]
+            if outgrown:
+                res[i] = mask[i]
+            else:
+                served += _POP[mask[i] & ~res[i] & 15]
+    return served
 
 
 def _open(row, line, home, mask, rw, near, per_part, widen, ways, dirty_ways, n_sets, read_s, write_s, totals):
@@ -290,12 +320,12 @@ def _compile() -> None:
     """Replace the loops above by numba's compiled versions (loaded from its cache after the first time).
     Under ``_load``'s locks: two simulations may run at once (analyze's what-if replays run beside the
     launch's own)."""
-    global _compiled, _open, _l1, _one, _steps, _entries
+    global _compiled, _open, _l1, _one, _steps, _entries, _gather
     if _compiled:
         return
     import numba
     jit = numba.njit(cache=True, nogil=True)
-    _open, _l1, _steps, _entries = jit(_open), jit(_l1), jit(_steps), jit(_entries)
+    _open, _l1, _steps, _entries, _gather = jit(_open), jit(_l1), jit(_steps), jit(_entries), jit(_gather)
     _one = numba.njit(cache=True, nogil=True, inline="always")(_one)    # (the others see it when they compile)
     _compiled = True
 
@@ -309,7 +339,9 @@ def _exercise() -> None:
     entries(l2, i64, z, u8, i64, u8, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(5, np.int64))
     steps(l2, z, z, u8)
     open_stream(l2, i64, z, u8, i64, u8, 2, 1)
-    l1_sent(i64, 1, u8, np.zeros(2, bool), np.ones(2, bool), 1, 128, 1 << 18)
+    l1_sent(i64, i64, u8, np.zeros(2, bool), np.ones(2, bool), 128, 1 << 18)
+    i32 = np.zeros(2, np.int32)                     # (a window's stream indices, rows and lines are int32)
+    l1_window(i32, i32, i32, u8, i32, i64, np.zeros(2, bool), np.ones(2, bool), 128, 1 << 18)
 
 
 def _ensure() -> None:
@@ -332,16 +364,29 @@ def steps(l2, sets, line, kind) -> tuple:
     return np.arange(n), got, made, hit_s
 
 
+SPLIT_ENTRIES = 1 << 16    # a window of at least this many entries takes the two partitions on two threads
+
+
 def entries(l2, row, line, mask, near, rw, read_s, write_s, totals) -> None:
     """cache._l2_slice for a window's entries, those L1 serves entirely included (``mask`` 0: skipped), in one
-    compiled loop (see ``_entries``)."""
+    compiled loop (see ``_entries``); on two cores, one loop per L2 partition, side by side."""
     _ensure()
     t = l2.state.dtype
     table = l2.home_table(line)
     home = l2.home_sets(line) if table is None else table
-    l2.evicted += int(_entries(l2.state, _as(row, np.int64), _as(line, t), _as(home, t), table is not None,
-                               _as(mask, np.uint8), _as(near, np.int64), _as(rw, np.uint8), l2.per_part, l2.widen,
-                               _limit(l2), read_s, write_s, totals))
+    args = (l2.state, _as(row, np.int64), _as(line, t), _as(home, t), table is not None, _as(mask, np.uint8),
+            _as(near, np.int64), _as(rw, np.uint8), l2.per_part, l2.widen, _limit(l2))
+    if len(row) < SPLIT_ENTRIES or parallel.cores() < 2:
+        l2.evicted += int(_entries(*args, -1, read_s, write_s, totals))
+        return
+    counts = (np.zeros_like(read_s), np.zeros_like(write_s), np.zeros_like(totals))
+    side = parallel.Beside(_entries, args + (1,) + counts, True)
+    evicted = int(_entries(*args, 0, read_s, write_s, totals))
+    evicted += int(side.result())
+    read_s += counts[0]
+    write_s += counts[1]
+    totals += counts[2]
+    l2.evicted += evicted
 
 
 def _as(a, dtype) -> np.ndarray:
@@ -352,13 +397,43 @@ def _limit(l2) -> int:
     return -1 if l2.dirty_ways is None else int(l2.dirty_ways)
 
 
-def l1_sent(key, span: int, mask, wr, load, n_owners: int, line_bytes: int, l1_bytes: int) -> np.ndarray:
-    """cache._l1_filter's result, sort included, in compiled loops (see ``_l1``)."""
+def _table(line, lo: int, hi: int) -> tuple:
+    """Each line's place in _l1's table, and the table's size: the line less the lowest, or where the lines
+    lie far apart, its rank among the distinct ones."""
+    if hi - lo + 1 > max(4 * len(line), 1 << 22):
+        uniq, at = np.unique(line, return_inverse=True)
+        return _as(at, np.int64), len(uniq)
+    return _as(line - lo, np.int64), hi - lo + 1
+
+
+def l1_sent(owner, line, mask, wr, load, line_bytes: int, l1_bytes: int) -> np.ndarray:
+    """cache._l1_filter's result in compiled loops (see ``_l1``), an entry per row."""
     _ensure()
-    res = np.empty(len(key), dtype=np.uint8)
-    _l1(_as(key, np.int64), span, _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_), n_owners, line_bytes,
-        l1_bytes, res)
+    res = np.empty(len(owner), dtype=np.uint8)
+    if len(owner):
+        o_lo = int(owner.min())
+        at, n_lines = _table(line, int(line.min()), int(line.max()))
+        _l1(np.arange(len(owner)), at, n_lines, _as(owner - o_lo, np.int64), int(owner.max()) - o_lo + 1,
+            _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_), line_bytes, l1_bytes, res)
     return res
+
+
+def l1_window(t, s_row, s_line, s_mask, base, owner, wr, load, line_bytes: int, l1_bytes: int) -> tuple:
+    """cache._l1_stage in compiled loops: the window's (rows, lines, sectors sent on to L2, load sectors L1
+    served); ``s_*``: the stream's rows, lines and masks; ``base``, ``owner``, ``wr``, ``load``: per row."""
+    _ensure()
+    n = len(t)
+    row = np.empty(n, dtype=np.int64)
+    line = np.empty(n, dtype=np.result_type(s_line.dtype, base.dtype))
+    mask = np.empty(n, dtype=np.uint8)
+    sent = np.empty(n, dtype=np.uint8)
+    if not n:
+        return row, line, sent, 0
+    lo, hi = _gather(t, s_row, s_line, s_mask, base, row, line, mask)
+    at, n_lines = _table(line, int(lo), int(hi))
+    served = _l1(row, at, n_lines, _as(owner, np.int64), int(owner.max()) + 1, mask, _as(wr, np.bool_),
+                 _as(load, np.bool_), line_bytes, l1_bytes, sent)
+    return row, line, sent, int(served)
 
 
 def open_stream(l2, row, line, mask, near, rw, per_part: int, n_rows: int) -> tuple:
