@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import triton_trace
-from triton_trace.analysis import cache, jitsteps, lockstep, parallel
+from triton_trace.analysis import cache, jitsteps, l1jit, lockstep, parallel
 from triton_trace.analysis.cache import issue_order, simulate
 from triton_trace.analysis.coalescing import coalesce
 from triton_trace.analysis.context import LaunchContext, Params
@@ -167,9 +167,10 @@ def test_two_threads_that_first_take_the_compiled_loops_at_once_both_count_right
     """analyze() runs what-if replays beside the launch's own simulation: the loops are compiled once."""
     import threading
     monkeypatch.setattr(jitsteps, "_compiled", False)
-    for name in ("_open", "_l1", "_one", "_steps", "_entries"):      # the plain functions again, restored after
-        fn = getattr(jitsteps, name)
-        monkeypatch.setattr(jitsteps, name, getattr(fn, "py_func", fn))
+    for module, names in ((jitsteps, ("_open", "_one", "_steps", "_entries")), (l1jit, ("_l1", "_gather"))):
+        for name in names:                  # the plain functions again, restored after
+            fn = getattr(module, name)
+            monkeypatch.setattr(module, name, getattr(fn, "py_func", fn))
     rng = np.random.default_rng(3)
     n_sets, sets, lines, kind = _stream(rng, 3000)
     want = _run(lockstep.L2(n_sets, 3, np.int64, fetch_sectors=2, dirty_ways=1, jit=False), sets, lines, kind,

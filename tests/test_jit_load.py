@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import triton_trace
-from triton_trace.analysis import jitsteps, lockstep
+from triton_trace.analysis import jitsteps, l1jit, lockstep
 
 from test_cache_windows import _matmul
 
@@ -132,7 +132,7 @@ def test_a_numba_that_cannot_load_leaves_the_numpy_passes_with_the_same_report(m
     assert made and not any(made)
     assert got == want
     with pytest.raises(ImportError, match="no LLVM"):            # asked for outright, it says why
-        jitsteps.l1_sent(np.arange(3), np.arange(3), np.ones(3, np.uint8), np.zeros(3, bool), np.ones(3, bool), 128, 1 << 18)
+        l1jit.l1_sent(np.arange(3), np.arange(3), np.ones(3, np.uint8), np.zeros(3, bool), np.ones(3, bool), 128, 1 << 18)
 
 
 @needs_numba

@@ -44,7 +44,7 @@ import numpy as np
 from .coalescing import LINE_BYTES, SECTOR_BYTES, Coalescing
 from .context import LOAD, LaunchContext
 from .gpus import GPUS
-from . import jitsteps, parallel, streaming
+from . import jitsteps, l1jit, parallel, streaming
 from .lockstep import _POPCOUNT, PARTITIONS, L2
 
 FETCH_SECTORS = 2         # a read miss fetches an aligned pair of sectors (64 bytes) from DRAM
@@ -103,9 +103,9 @@ def _l1_owner(ctx: LaunchContext) -> np.ndarray:
 
 def _l1_filter(owner, line, mask, wr, load, jit: bool = False) -> np.ndarray:
     """The sectors of each stream entry that go on to L2 (see L1 in the module docstring); ``owner`` is
-    each entry's L1, ``mask`` uint8; ``jit``: in compiled loops (jitsteps.py)."""
+    each entry's L1, ``mask`` uint8; ``jit``: in compiled loops (l1jit.py)."""
     if jit:
-        return jitsteps.l1_sent(owner, line, mask, wr, load, LINE_BYTES, L1_BYTES)
+        return l1jit.l1_sent(owner, line, mask, wr, load, LINE_BYTES, L1_BYTES)
     span = int(line.max()) + 1
     key = owner * span + line
     o = np.argsort(key, kind="stable")                        # by (owner, line), in time order (runs: fast)
@@ -248,7 +248,7 @@ def _l1_stage(co, t, rows: _Rows, jit: bool = False) -> tuple:
     """A window's entries (``t``: stream indices, whole waves) through the L1s: (rows, lines, the sectors
     that go on to L2, load sectors served by L1)."""
     if jit:
-        return jitsteps.l1_window(t, co.stream_row, co.stream_line, co.stream_mask, rows.base, rows.owner, rows.write,
+        return l1jit.l1_window(t, co.stream_row, co.stream_line, co.stream_mask, rows.base, rows.owner, rows.write,
                                   rows.load, LINE_BYTES, L1_BYTES)
     row = co.stream_row[t]
     line = co.stream_line[t] + rows.base[row]

@@ -207,76 +207,6 @@ def _entries(st, row, line, home, by_line, mask, near, rw, per_part, widen, dirt
     return evicted
 
 
-def _gather(t, s_row, s_line, s_mask, base, row, line, mask) -> tuple:
-    """A window's entries (stream indices ``t``) gathered in one pass: each one's row, line in the simulated
-    address space (its tensor's ``base`` added) and sector mask; returns the lowest and highest line."""
-    lo, hi = np.int64(1) << 62, np.int64(-1)
-    for i in range(len(t)):
-        j = t[i]
-        r = s_row[j]
-        ln = np.int64(s_line[j]) + base[r]
-        row[i] = r
-        line[i] = ln
-        mask[i] = s_mask[j]
-        lo = min(lo, ln)
-        hi = max(hi, ln)
-    return lo, hi
-
-
-def _l1(row, at, n_lines, owner, n_owners, mask, wr, load, line_bytes, l1_bytes, res) -> int:
-    """cache._l1_filter for entries in time order (``row``: each one's row; ``at``: its line's place in a table
-    of ``n_lines``; ``owner``, ``wr``, ``load`` per row, L1s numbered 0..n_owners-1): a load's sectors that a
-    load of the same L1 and line brought in since that line's last write stay in L1; an L1 whose loads in the
-    window outgrow it filters nothing. Fills ``res`` (the sectors sent on); returns the load sectors L1 served.
-    The entries are taken L1 by L1 (a counting sort: time order kept within each), and each L1's lines keep
-    their state in one table stamped with the L1 it belongs to (never cleared between L1s): an entry touches a
-    few bytes of a table the size of the window's lines instead of being sorted by (L1, line)."""
-    n = len(row)
-    start = np.zeros(n_owners + 1, dtype=np.int64)
-    for i in range(n):
-        start[owner[row[i]] + 1] += 1
-    for o in range(n_owners):
-        start[o + 1] += start[o]
-    nxt = start[:-1].copy()
-    order = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        o = owner[row[i]]
-        order[nxt[o]] = i
-        nxt[o] += 1
-    stamp = np.full(n_lines, -1, dtype=np.int64)     # the L1 whose state the line's entry holds
-    state = np.zeros(n_lines, dtype=np.uint8)         # sectors in L1 | the last access wrote << 4
-    served = 0
-    for o in range(n_owners):
-        lines = 0
-        for j in range(start[o], start[o + 1]):
-            i = order[j]
-            r = row[i]
-            a = at[i]
-            m = np.int64(mask[i])
-            first = stamp[a] != o                     # the L1's first access to the line
-            if first:
-                stamp[a] = o
-                acc = np.int64(0)
-            else:
-                st = np.int64(state[a])
-                acc = np.int64(0) if st >> 4 else st & 15   # loaded again after a write: afresh
-            if load[r]:
-                lines += first
-                res[i] = m & ~acc
-                acc |= m & 15
-            else:
-                res[i] = m
-            state[a] = acc | (np.int64(wr[r]) << 4)
-        outgrown = lines * line_bytes > l1_bytes     # its loads outgrow the L1: nothing filtered
-        for j in range(start[o], start[o + 1]):
-            i = order[j]
-            if outgrown:
-                res[i] = mask[i]
-            else:
-                served += _POP[mask[i] & ~res[i] & 15]
-    return served
-
-
 def _open(row, line, home, mask, rw, near, per_part, widen, ways, dirty_ways, n_sets, read_s, write_s, totals):
     """streaming._all_open in two compiled passes (no line enters its set twice: every lookup misses, and a
     dirty line is written back when ``ways`` more lines, or ``dirty_ways`` more dirty ones, enter its set
@@ -320,12 +250,14 @@ def _compile() -> None:
     """Replace the loops above by numba's compiled versions (loaded from its cache after the first time).
     Under ``_load``'s locks: two simulations may run at once (analyze's what-if replays run beside the
     launch's own)."""
-    global _compiled, _open, _l1, _one, _steps, _entries, _gather
+    global _compiled, _open, _one, _steps, _entries
     if _compiled:
         return
     import numba
+    from . import l1jit
     jit = numba.njit(cache=True, nogil=True)
-    _open, _l1, _steps, _entries, _gather = jit(_open), jit(_l1), jit(_steps), jit(_entries), jit(_gather)
+    _open, _steps, _entries = jit(_open), jit(_steps), jit(_entries)
+    l1jit._l1, l1jit._gather = jit(l1jit._l1), jit(l1jit._gather)
     _one = numba.njit(cache=True, nogil=True, inline="always")(_one)    # (the others see it when they compile)
     _compiled = True
 
@@ -339,9 +271,10 @@ def _exercise() -> None:
     entries(l2, i64, z, u8, i64, u8, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(5, np.int64))
     steps(l2, z, z, u8)
     open_stream(l2, i64, z, u8, i64, u8, 2, 1)
-    l1_sent(i64, i64, u8, np.zeros(2, bool), np.ones(2, bool), 128, 1 << 18)
+    from . import l1jit
+    l1jit.l1_sent(i64, i64, u8, np.zeros(2, bool), np.ones(2, bool), 128, 1 << 18)
     i32 = np.zeros(2, np.int32)                     # (a window's stream indices, rows and lines are int32)
-    l1_window(i32, i32, i32, u8, i32, i64, np.zeros(2, bool), np.ones(2, bool), 128, 1 << 18)
+    l1jit.l1_window(i32, i32, i32, u8, i32, i64, np.zeros(2, bool), np.ones(2, bool), 128, 1 << 18)
 
 
 def _ensure() -> None:
@@ -395,45 +328,6 @@ def _as(a, dtype) -> np.ndarray:
 
 def _limit(l2) -> int:
     return -1 if l2.dirty_ways is None else int(l2.dirty_ways)
-
-
-def _table(line, lo: int, hi: int) -> tuple:
-    """Each line's place in _l1's table, and the table's size: the line less the lowest, or where the lines
-    lie far apart, its rank among the distinct ones."""
-    if hi - lo + 1 > max(4 * len(line), 1 << 22):
-        uniq, at = np.unique(line, return_inverse=True)
-        return _as(at, np.int64), len(uniq)
-    return _as(line - lo, np.int64), hi - lo + 1
-
-
-def l1_sent(owner, line, mask, wr, load, line_bytes: int, l1_bytes: int) -> np.ndarray:
-    """cache._l1_filter's result in compiled loops (see ``_l1``), an entry per row."""
-    _ensure()
-    res = np.empty(len(owner), dtype=np.uint8)
-    if len(owner):
-        o_lo = int(owner.min())
-        at, n_lines = _table(line, int(line.min()), int(line.max()))
-        _l1(np.arange(len(owner)), at, n_lines, _as(owner - o_lo, np.int64), int(owner.max()) - o_lo + 1,
-            _as(mask, np.uint8), _as(wr, np.bool_), _as(load, np.bool_), line_bytes, l1_bytes, res)
-    return res
-
-
-def l1_window(t, s_row, s_line, s_mask, base, owner, wr, load, line_bytes: int, l1_bytes: int) -> tuple:
-    """cache._l1_stage in compiled loops: the window's (rows, lines, sectors sent on to L2, load sectors L1
-    served); ``s_*``: the stream's rows, lines and masks; ``base``, ``owner``, ``wr``, ``load``: per row."""
-    _ensure()
-    n = len(t)
-    row = np.empty(n, dtype=np.int64)
-    line = np.empty(n, dtype=np.result_type(s_line.dtype, base.dtype))
-    mask = np.empty(n, dtype=np.uint8)
-    sent = np.empty(n, dtype=np.uint8)
-    if not n:
-        return row, line, sent, 0
-    lo, hi = _gather(t, s_row, s_line, s_mask, base, row, line, mask)
-    at, n_lines = _table(line, int(lo), int(hi))
-    served = _l1(row, at, n_lines, _as(owner, np.int64), int(owner.max()) + 1, mask, _as(wr, np.bool_),
-                 _as(load, np.bool_), line_bytes, l1_bytes, sent)
-    return row, line, sent, int(served)
 
 
 def open_stream(l2, row, line, mask, near, rw, per_part: int, n_rows: int) -> tuple:
