@@ -134,3 +134,96 @@ def test_kernels_with_dots_trace_batched_as_one_program_at_a_time(dtype):
         assert_same_traces(t1, t2)
         ex = t2.launches[0].meta["execution"]
         assert ex["fallbacks"] == [] and ex["batched_programs"] == P, ex
+
+
+# ---------------------------------------------------------------------------------------------------------
+# programs that share their b block (grouped tile orders): one BLAS call per run of them
+# ---------------------------------------------------------------------------------------------------------
+def _runs(rng, programs, g, m, k, n, dtype):
+    a, b, d = _handles(rng, programs, m, k, n, dtype)
+    shared = np.repeat(b.data[::g].copy(), g, axis=0)[:programs]
+    return a, ti.TensorHandle(np.ascontiguousarray(shared), b.dtype), d
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+@pytest.mark.parametrize("g", [2, 4, 8, 16])
+def test_programs_sharing_b_are_multiplied_a_run_at_a_time_bit_for_bit(dtype, g):
+    rng = np.random.default_rng(g)
+    builder = ti.InterpreterBuilder()
+    for m, k, n in [(16, 16, 16), (64, 32, 64), (128, 64, 128), (17, 31, 33)]:
+        a, b, d = _runs(rng, 16, g, m, k, n, dtype)
+        if rng.random() < 0.5:        # an accumulator every program shares (zeros, broadcast)
+            d = ti.TensorHandle(np.zeros((1, m, n), np.float32), d.dtype)
+        kind = batchdot._kind(batchdot.aligned_items(a), batchdot.aligned_items(b), batchdot.aligned_items(d))
+        assert batchdot.b_runs(b.data) == g
+        for key in (kind, kind + (g,)):
+            batchdot._stacked_ok.pop(key, None)
+        outs = [batchdot.chunk_dot(builder, _triton_dot, a, b, d, ("ieee", 0), None).data for _ in range(3)]
+        assert batchdot._stacked_ok[kind] and batchdot._stacked_ok[kind + (g,)], f"{dtype} {m}x{k}x{n} g={g}"
+        for p in range(16):
+            want = np.matmul(_lone(a.data[p]), _lone(b.data[p]), dtype=np.float32) + d.data[p if len(d.data) > 1 else 0]
+            for out in outs:          # stacked (checking), grouped (checking), grouped
+                assert out[p].tobytes() == want.tobytes(), f"{dtype} {m}x{k}x{n} g={g} program {p}"
+
+
+def test_runs_are_found_only_where_every_run_shares_its_block_byte_for_byte():
+    rng = np.random.default_rng(0)
+    blocks = rng.standard_normal((4, 8, 16)).astype(np.float32)
+    runs = np.repeat(blocks, 4, axis=0)
+    assert batchdot.b_runs(runs) == 4
+    assert batchdot.b_runs(np.repeat(blocks[:1], 16, axis=0)) == 16      # the whole chunk reads one block
+    assert batchdot.b_runs(blocks) == 1                                  # no two programs share
+    uneven = np.concatenate([np.repeat(blocks[:1], 3, axis=0), np.repeat(blocks[1:3], 4, axis=0)])
+    assert batchdot.b_runs(uneven) == 1                                  # runs of 3, 4, 4
+    late = runs.copy()
+    late[5, 7, 15] += 1                        # the same first 32 bytes, a different block
+    assert batchdot.b_runs(late) == 1
+    nan = runs.copy()
+    nan[4:8, 3, 3] = np.nan                    # equal bits (NaN != NaN as floats): still one block
+    assert batchdot.b_runs(nan) == 4
+    assert batchdot.b_runs(np.broadcast_to(blocks[:1], (16, 8, 16))) == 1   # (one block, stride 0: stacked)
+
+
+def test_a_grouped_product_that_differs_is_not_used():
+    rng = np.random.default_rng(2)
+    builder = ti.InterpreterBuilder()
+    a, b, d = _runs(rng, 8, 4, 16, 16, 16, "fp32")
+
+    def drifting(builder, a, b, d, *args):        # sums differently when more rows are stacked (simulated)
+        out = _triton_dot(builder, a, b, d, *args)
+        if out.data.ndim == 3 and out.data.shape[1] > 16:
+            out = ti.TensorHandle(np.nextafter(out.data, np.float32(np.inf)), out.dtype)
+        return out
+    kind = batchdot._kind(batchdot.aligned_items(a), batchdot.aligned_items(b), batchdot.aligned_items(d))
+    for key in (kind, kind + (4,)):
+        batchdot._stacked_ok.pop(key, None)
+    try:
+        for _ in range(3):
+            out = batchdot.chunk_dot(builder, drifting, a, b, d, ("ieee", 0), None).data
+            for p in range(8):
+                assert out[p].tobytes() == (np.matmul(a.data[p], b.data[p]) + d.data[p]).tobytes()
+        assert batchdot._stacked_ok[kind] is True and batchdot._stacked_ok[kind + (4,)] is False
+    finally:
+        for key in (kind, kind + (4,)):
+            batchdot._stacked_ok.pop(key, None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_grouped_matmul_traces_batched_as_one_program_at_a_time(dtype):
+    import kernels as K
+    torch.manual_seed(0)
+    a, b = torch.randn(128, 96).to(dtype), torch.randn(96, 160).to(dtype)
+    batchdot._stacked_ok.clear()
+    results = []
+    for batch in (False, True, True):
+        triton_trace.reset()
+        out = K.matmul(a, b, kernel=triton_trace.trace(batch=batch)(K.make_matmul()), block_m=16, block_n=32,
+                       block_k=32, group_m=4)
+        results.append((out, triton_trace.current_trace()))
+    grouped = [k for k, ok in batchdot._stacked_ok.items() if len(k) == 4]
+    assert grouped and all(batchdot._stacked_ok[k] for k in grouped), batchdot._stacked_ok
+    (o1, t1), *batched = results
+    torch.testing.assert_close(o1, a.float() @ b.float(), rtol=1e-3, atol=1e-3)
+    for o2, t2 in batched:
+        assert torch.equal(o1.view(torch.uint8), o2.view(torch.uint8))
+        assert_same_traces(t1, t2)

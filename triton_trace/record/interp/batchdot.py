@@ -127,6 +127,37 @@ def _stacked_operands(a, b, d, scratch: Optional[dict] = None) -> tuple:
     return aligned_items(a), aligned_items(b), d
 
 
+def b_runs(b: np.ndarray) -> int:
+    """The length of the runs of programs (in chunk order) that hold one and the same ``b`` block, when every
+    run has it (grouped ordering: GROUP_M programs in a row take one column of tiles, so the same block of B;
+    or the whole chunk reads one block); else 1. Compared byte for byte: equal blocks give equal products, wherever they
+    were loaded from."""
+    n = b.shape[0]
+    if b.ndim != 3 or n < 4 or not b.flags.c_contiguous or not b[0].nbytes:
+        return 1
+    word = next(w for w in (8, 4, 2, 1) if b[0].nbytes % w == 0)
+    v = b.reshape(n, -1).view(np.dtype(f"u{word}"))
+    head = (v[1:, :32 // word] != v[:-1, :32 // word]).any(axis=1)   # where a run may end: the first bytes differ
+    ends = np.flatnonzero(head) + 1
+    g = int(ends[0]) if len(ends) else n
+    if g < 2 or n % g or len(ends) != n // g - 1 or (ends != np.arange(g, n, g)).any():
+        return 1
+    w = v.reshape(n // g, g, -1)
+    return g if bool((w == w[:, :1]).all()) else 1
+
+
+def _grouped(builder, base, a, b, d, g: int, args, scratch: Optional[dict]) -> TensorHandle:
+    """The products of programs that share their ``b`` block ``g`` at a time: their ``a`` blocks stacked row
+    under row make one matrix, times the block they share (one BLAS call per run instead of ``g``)."""
+    n, m, nn = a.data.shape[0], a.data.shape[1], b.data.shape[2]
+    a2, b2, d2 = _stacked_operands(a, TensorHandle(b.data[::g], b.dtype), d, scratch)
+    ag = TensorHandle(a2.data.reshape(n // g, g * m, -1), a2.dtype)
+    dd = d2.data
+    dd = np.tile(dd, (1, g, 1)) if dd.shape[0] == 1 else dd.reshape(n // g, g * m, nn)
+    out = base(builder, ag, b2, TensorHandle(dd, d2.dtype), *args)
+    return TensorHandle(out.data.reshape(n, m, nn), out.dtype)
+
+
 def _product(builder, base, a, b, d, args, scratch: Optional[dict] = None) -> TensorHandle:
     n = max(h.data.shape[0] for h in (a, b, d))
     if n == 1:        # a lone program's blocks: lowp.py places them
@@ -134,16 +165,27 @@ def _product(builder, base, a, b, d, args, scratch: Optional[dict] = None) -> Te
     kind = _kind(a, b, d)
     ok = _stacked_ok.get(kind)
     if ok:
+        g = b_runs(b.data) if a.data.shape[0] == n and a.data.ndim == 3 else 1
+        if g > 1:
+            grouped = kind + (g,)
+            if _stacked_ok.get(grouped):
+                return _grouped(builder, base, a, b, d, g, args, scratch)
+            if grouped not in _stacked_ok:       # the first time: checked against the stacked product
+                want = base(builder, *_stacked_operands(a, b, d), *args)
+                got = _grouped(builder, base, a, b, d, g, args, None)
+                _stacked_ok[grouped] = _same_bytes(got.data, want.data)
+                return want
         return base(builder, *_stacked_operands(a, b, d, scratch), *args)
     a, b, d = aligned_items(a), aligned_items(b), aligned_items(d)
     one_by_one = _stack_aligned([base(builder, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in range(n)])
     if ok is None:
-        stacked = base(builder, *_stacked_operands(a, b, d), *args).data
-        same = stacked.shape == one_by_one.data.shape and stacked.dtype == one_by_one.data.dtype and \
-            np.array_equal(np.ascontiguousarray(stacked).view(np.uint8),
-                           np.ascontiguousarray(one_by_one.data).view(np.uint8))
-        _stacked_ok[kind] = bool(same)
+        _stacked_ok[kind] = _same_bytes(base(builder, *_stacked_operands(a, b, d), *args).data, one_by_one.data)
     return one_by_one
+
+
+def _same_bytes(x: np.ndarray, y: np.ndarray) -> bool:
+    return x.shape == y.shape and x.dtype == y.dtype and \
+        bool(np.array_equal(np.ascontiguousarray(x).view(np.uint8), np.ascontiguousarray(y).view(np.uint8)))
 
 
 def chunk_dot(builder, base, a, b, d, args, active: Optional[np.ndarray], scratch: Optional[dict] = None) -> TensorHandle:
