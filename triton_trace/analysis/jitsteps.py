@@ -264,17 +264,21 @@ def _compile() -> None:
 
 def _exercise() -> None:
     """Call every loop once on a few entries, with the types a stream of int32 lines passes (int64 lines,
-    past 2^31, load when first met)."""
-    from .lockstep import L2
-    l2 = L2(4, 2, np.int32, fetch_sectors=2, dirty_ways=1, jit=True)
-    i64, u8, z = np.zeros(2, np.int64), np.ones(2, np.uint8), np.zeros(2, np.int32)
-    entries(l2, i64, z, u8, i64, u8, np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(5, np.int64))
-    steps(l2, z, z, u8)
-    open_stream(l2, i64, z, u8, i64, u8, 2, 1)
+    past 2^31, load when first met). The loops themselves, not the functions around them, which a caller may
+    be counting the calls of when the load happens on its thread."""
     from . import l1jit
-    l1jit.l1_sent(i64, i64, u8, np.zeros(2, bool), np.ones(2, bool), 128, 1 << 18)
-    i32 = np.zeros(2, np.int32)                     # (a window's stream indices, rows and lines are int32)
-    l1jit.l1_window(i32, i32, i32, u8, i32, i64, np.zeros(2, bool), np.ones(2, bool), 128, 1 << 18)
+    from .lockstep import _PAIRS
+    st = new_state(4, 2, np.int32)
+    i64, u8, i32, no, yes = (np.zeros(2, np.int64), np.ones(2, np.uint8), np.zeros(2, np.int32),
+                             np.zeros(2, np.bool_), np.ones(2, np.bool_))
+    counts = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(5, np.int64))
+    _entries(st, i64, i32, i32, True, u8, i64, u8, 2, _PAIRS, 1, -1, *counts)
+    _steps(st, i32, i32, u8, _PAIRS, 1, i64.copy(), i64.copy(), i64.copy())
+    _open(i64, i32, i32, u8, u8, i64, 2, _PAIRS, 2, 1, 4, *counts)
+    res = np.empty(2, np.uint8)
+    l1jit._l1(i64, i64, 2, i64, 1, u8, no, yes, 128, 1 << 18, res)
+    row, line, mask = np.empty(2, np.int64), np.empty(2, np.int32), np.empty(2, np.uint8)
+    l1jit._gather(i32, i32, i32, u8, i32, row, line, mask)       # (a window's stream indices, rows, lines)
 
 
 def _ensure() -> None:
