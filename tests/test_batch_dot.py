@@ -139,27 +139,34 @@ def test_kernels_with_dots_trace_batched_as_one_program_at_a_time(dtype):
 # ---------------------------------------------------------------------------------------------------------
 # programs that share their b block (grouped tile orders): one BLAS call per run of them
 # ---------------------------------------------------------------------------------------------------------
-def _runs(rng, programs, g, m, k, n, dtype):
+def _runs(rng, programs, g, m, k, n, dtype, shared_a=False):
+    """Blocks as a grouped tile order loads them: runs of ``g`` programs share a block of b; with ``shared_a``
+    every run holds the same g blocks of a (one per position in the run)."""
     a, b, d = _handles(rng, programs, m, k, n, dtype)
     shared = np.repeat(b.data[::g].copy(), g, axis=0)[:programs]
+    if shared_a:
+        a = ti.TensorHandle(np.ascontiguousarray(np.tile(a.data[:g], (programs // g, 1, 1))), a.dtype)
     return a, ti.TensorHandle(np.ascontiguousarray(shared), b.dtype), d
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "fp32"])
 @pytest.mark.parametrize("g", [2, 4, 8, 16])
-def test_programs_sharing_b_are_multiplied_a_run_at_a_time_bit_for_bit(dtype, g):
+@pytest.mark.parametrize("shared_a", [False, True], ids=["own_a", "shared_a"])
+def test_programs_sharing_b_are_multiplied_a_run_at_a_time_bit_for_bit(dtype, g, shared_a):
     rng = np.random.default_rng(g)
     builder = ti.InterpreterBuilder()
     for m, k, n in [(16, 16, 16), (64, 32, 64), (128, 64, 128), (17, 31, 33)]:
-        a, b, d = _runs(rng, 16, g, m, k, n, dtype)
+        a, b, d = _runs(rng, 16, g, m, k, n, dtype, shared_a)
         if rng.random() < 0.5:        # an accumulator every program shares (zeros, broadcast)
             d = ti.TensorHandle(np.zeros((1, m, n), np.float32), d.dtype)
         kind = batchdot._kind(batchdot.aligned_items(a), batchdot.aligned_items(b), batchdot.aligned_items(d))
         assert batchdot.b_runs(b.data) == g
-        for key in (kind, kind + (g,)):
-            batchdot._stacked_ok.pop(key, None)
+        assert batchdot.a_repeats(a.data, g) == (shared_a and g < 16)      # (one run: nothing to share)
+        key = kind + (g, shared_a and g < 16)
+        for k_ in (kind, key):
+            batchdot._stacked_ok.pop(k_, None)
         outs = [batchdot.chunk_dot(builder, _triton_dot, a, b, d, ("ieee", 0), None).data for _ in range(3)]
-        assert batchdot._stacked_ok[kind] and batchdot._stacked_ok[kind + (g,)], f"{dtype} {m}x{k}x{n} g={g}"
+        assert batchdot._stacked_ok[kind] and batchdot._stacked_ok[key], f"{dtype} {m}x{k}x{n} g={g}"
         for p in range(16):
             want = np.matmul(_lone(a.data[p]), _lone(b.data[p]), dtype=np.float32) + d.data[p if len(d.data) > 1 else 0]
             for out in outs:          # stacked (checking), grouped (checking), grouped
@@ -195,24 +202,27 @@ def test_a_grouped_product_that_differs_is_not_used():
             out = ti.TensorHandle(np.nextafter(out.data, np.float32(np.inf)), out.dtype)
         return out
     kind = batchdot._kind(batchdot.aligned_items(a), batchdot.aligned_items(b), batchdot.aligned_items(d))
-    for key in (kind, kind + (4,)):
+    for key in (kind, kind + (4, False)):
         batchdot._stacked_ok.pop(key, None)
     try:
         for _ in range(3):
             out = batchdot.chunk_dot(builder, drifting, a, b, d, ("ieee", 0), None).data
             for p in range(8):
                 assert out[p].tobytes() == (np.matmul(a.data[p], b.data[p]) + d.data[p]).tobytes()
-        assert batchdot._stacked_ok[kind] is True and batchdot._stacked_ok[kind + (4,)] is False
+        assert batchdot._stacked_ok[kind] is True and batchdot._stacked_ok[kind + (4, False)] is False
     finally:
-        for key in (kind, kind + (4,)):
+        for key in (kind, kind + (4, False)):
             batchdot._stacked_ok.pop(key, None)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_a_grouped_matmul_traces_batched_as_one_program_at_a_time(dtype):
+@pytest.mark.parametrize("M", [128, 64], ids=["two_groups", "one_group"])
+def test_a_grouped_matmul_traces_batched_as_one_program_at_a_time(dtype, M):
+    # GROUP_M=4 with 16-row tiles: one group of 4 tile rows (every column's programs then take the same rows
+    # of A), or two (they do not)
     import kernels as K
     torch.manual_seed(0)
-    a, b = torch.randn(128, 96).to(dtype), torch.randn(96, 160).to(dtype)
+    a, b = torch.randn(M, 96).to(dtype), torch.randn(96, 160).to(dtype)
     batchdot._stacked_ok.clear()
     results = []
     for batch in (False, True, True):
@@ -220,10 +230,21 @@ def test_a_grouped_matmul_traces_batched_as_one_program_at_a_time(dtype):
         out = K.matmul(a, b, kernel=triton_trace.trace(batch=batch)(K.make_matmul()), block_m=16, block_n=32,
                        block_k=32, group_m=4)
         results.append((out, triton_trace.current_trace()))
-    grouped = [k for k, ok in batchdot._stacked_ok.items() if len(k) == 4]
+    grouped = [k for k, ok in batchdot._stacked_ok.items() if len(k) == 5]
     assert grouped and all(batchdot._stacked_ok[k] for k in grouped), batchdot._stacked_ok
+    assert {k[4] for k in grouped} == {M == 64}, grouped
     (o1, t1), *batched = results
     torch.testing.assert_close(o1, a.float() @ b.float(), rtol=1e-3, atol=1e-3)
     for o2, t2 in batched:
         assert torch.equal(o1.view(torch.uint8), o2.view(torch.uint8))
         assert_same_traces(t1, t2)
+
+
+def test_a_blocks_repeat_only_where_every_run_holds_the_first_runs():
+    rng = np.random.default_rng(1)
+    a = np.tile(rng.standard_normal((4, 8, 16)).astype(np.float32), (3, 1, 1))     # 3 runs of the same 4
+    assert batchdot.a_repeats(a, 4) and not batchdot.a_repeats(a, 3) and not batchdot.a_repeats(a, 12)
+    late = a.copy()
+    late[9, 7, 15] += 1                        # one block of the third run differs past its first bytes
+    assert not batchdot.a_repeats(late, 4)
+    assert not batchdot.a_repeats(a[:, :, ::2], 4)       # (not contiguous: not compared)

@@ -172,15 +172,24 @@ def _windows(row_order: np.ndarray, wave_of_row: np.ndarray, entries: np.ndarray
     return cuts
 
 
-def _issue_sorted(stream_row: np.ndarray, row_order: np.ndarray) -> np.ndarray:
-    """The stream's entries in issue order: a stable sort by their rows' ranks. A row's entries come in
-    runs, so the runs are sorted (stably: a row's runs keep their order) and expanded, not the entries."""
+def _row_runs(stream_row: np.ndarray) -> tuple:
+    """Where each run of entries of one row begins in the stream, and its length (a row's entries come in
+    runs: counting by run is a pass over the stream, not a 64-bit copy of it as np.bincount makes)."""
     n = len(stream_row)
     idx = np.int32 if n < 1 << 31 else np.int64
     starts = np.flatnonzero(stream_row[1:] != stream_row[:-1]).astype(idx)
     starts += 1
     starts = np.r_[np.zeros(1, idx), starts]
-    lengths = np.diff(np.r_[starts, idx(n)])
+    return starts, np.diff(np.r_[starts, idx(n)])
+
+
+def _issue_sorted(stream_row: np.ndarray, row_order: np.ndarray, runs: tuple) -> np.ndarray:
+    """The stream's entries in issue order: a stable sort by their rows' ranks. A row's entries come in
+    ``runs`` (_row_runs), so the runs are sorted (stably: a row's runs keep their order) and expanded, not
+    the entries."""
+    n = len(stream_row)
+    idx = np.int32 if n < 1 << 31 else np.int64
+    starts, lengths = runs
     by_rank = np.argsort(row_order[stream_row[starts]], kind="stable")
     starts, lengths = starts[by_rank], lengths[by_rank]
     # entry j of the sorted stream: its run's start plus j less where that run begins in the sorted stream
@@ -203,7 +212,8 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     write_s = np.zeros(ctx.n_rows, dtype=np.int64)
     if not len(co.stream_row):
         return CacheResult(read_s, write_s, n_sets, 0)
-    t = _issue_sorted(co.stream_row, row_order)
+    runs = _row_runs(co.stream_row)
+    t = _issue_sorted(co.stream_row, row_order, runs)
     wave_of_row = ctx.gpu_rank[ctx.row_prog] // p.programs_in_flight
     base_lines = _tensor_base_lines(ctx)
     wide = int(co.stream_line.max()) + int(base_lines.max()) >= 1 << 31
@@ -225,7 +235,8 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
     totals = np.zeros(5, dtype=np.int64)      # read lookups, read hits, write lookups, write hits, L1 hits
     # A window's L1 filter needs no cache state: the next window's runs on the second core while this
     # one's entries go through the L2 (parallel.py; the results do not depend on it).
-    cuts = _windows(row_order, wave_of_row, np.bincount(co.stream_row, minlength=ctx.n_rows), window)
+    per_row = np.bincount(co.stream_row[runs[0]], weights=runs[1], minlength=ctx.n_rows).astype(np.int64)
+    cuts = _windows(row_order, wave_of_row, per_row, window)
     threaded = len(cuts) > 1 and parallel.cores() > 1
     pending = None
     try:

@@ -146,12 +146,25 @@ def b_runs(b: np.ndarray) -> int:
     return g if bool((w == w[:, :1]).all()) else 1
 
 
-def _grouped(builder, base, a, b, d, g: int, args, scratch: Optional[dict]) -> TensorHandle:
+def a_repeats(a: np.ndarray, g: int) -> bool:
+    """Whether every run of ``g`` programs holds the first run's ``a`` blocks, in the same order (grouped
+    ordering: the programs of a column of tiles take the same rows of A as the column beside it)."""
+    n = a.shape[0]
+    if a.ndim != 3 or g >= n or n % g or not a.flags.c_contiguous or not a[0].nbytes:
+        return False
+    word = next(w for w in (8, 4, 2, 1) if a[0].nbytes % w == 0)
+    v = a.reshape(n // g, -1).view(np.dtype(f"u{word}"))
+    return bool((v[1:, :32 // word] == v[:1, :32 // word]).all()) and bool((v[1:] == v[:1]).all())
+
+
+def _grouped(builder, base, a, b, d, g: int, shared_a: bool, args, scratch: Optional[dict]) -> TensorHandle:
     """The products of programs that share their ``b`` block ``g`` at a time: their ``a`` blocks stacked row
-    under row make one matrix, times the block they share (one BLAS call per run instead of ``g``)."""
+    under row make one matrix, times the block they share (one BLAS call per run instead of ``g``). With
+    ``shared_a`` every run stacks the same ``a`` blocks: only the first run's are read (and widened)."""
     n, m, nn = a.data.shape[0], a.data.shape[1], b.data.shape[2]
-    a2, b2, d2 = _stacked_operands(a, TensorHandle(b.data[::g], b.dtype), d, scratch)
-    ag = TensorHandle(a2.data.reshape(n // g, g * m, -1), a2.dtype)
+    a_used = TensorHandle(a.data[:g], a.dtype) if shared_a else a
+    a2, b2, d2 = _stacked_operands(a_used, TensorHandle(b.data[::g], b.dtype), d, scratch)
+    ag = TensorHandle(a2.data.reshape(-1, g * m, a2.data.shape[2]), a2.dtype)
     dd = d2.data
     dd = np.tile(dd, (1, g, 1)) if dd.shape[0] == 1 else dd.reshape(n // g, g * m, nn)
     out = base(builder, ag, b2, TensorHandle(dd, d2.dtype), *args)
@@ -167,12 +180,13 @@ def _product(builder, base, a, b, d, args, scratch: Optional[dict] = None) -> Te
     if ok:
         g = b_runs(b.data) if a.data.shape[0] == n and a.data.ndim == 3 else 1
         if g > 1:
-            grouped = kind + (g,)
+            shared_a = a_repeats(a.data, g)
+            grouped = kind + (g, shared_a)
             if _stacked_ok.get(grouped):
-                return _grouped(builder, base, a, b, d, g, args, scratch)
+                return _grouped(builder, base, a, b, d, g, shared_a, args, scratch)
             if grouped not in _stacked_ok:       # the first time: checked against the stacked product
                 want = base(builder, *_stacked_operands(a, b, d), *args)
-                got = _grouped(builder, base, a, b, d, g, args, None)
+                got = _grouped(builder, base, a, b, d, g, shared_a, args, None)
                 _stacked_ok[grouped] = _same_bytes(got.data, want.data)
                 return want
         return base(builder, *_stacked_operands(a, b, d, scratch), *args)
