@@ -167,6 +167,7 @@ def test_two_threads_that_first_take_the_compiled_loops_at_once_both_count_right
     """analyze() runs what-if replays beside the launch's own simulation: the loops are compiled once."""
     import threading
     monkeypatch.setattr(jitsteps, "_compiled", False)
+    monkeypatch.setattr(l1jit, "_compiled", False)
     for module, names in ((jitsteps, ("_open", "_one", "_steps", "_entries")), (l1jit, ("_l1", "_gather"))):
         for name in names:                  # the plain functions again, restored after
             fn = getattr(module, name)

@@ -126,6 +126,7 @@ def test_a_numba_that_cannot_load_leaves_the_numpy_passes_with_the_same_report(m
     for name, value in (("_compiled", False), ("_loaded", False), ("_failed", None), ("_compile", broken),
                         ("MIN_ENTRIES", 1), ("ENABLED", True)):
         monkeypatch.setattr(jitsteps, name, value)
+    monkeypatch.setattr(l1jit, "_compiled", False)
     monkeypatch.setattr(lockstep.L2, "__init__", recording)
     got = triton_trace.analyze(trace, layouts="model").to_dict()
     assert isinstance(jitsteps._failed, ImportError) and not jitsteps._loaded

@@ -254,10 +254,8 @@ def _compile() -> None:
     if _compiled:
         return
     import numba
-    from . import l1jit
     jit = numba.njit(cache=True, nogil=True)
     _open, _steps, _entries = jit(_open), jit(_steps), jit(_entries)
-    l1jit._l1, l1jit._gather = jit(l1jit._l1), jit(l1jit._gather)
     _one = numba.njit(cache=True, nogil=True, inline="always")(_one)    # (the others see it when they compile)
     _compiled = True
 
@@ -266,19 +264,21 @@ def _exercise() -> None:
     """Call every loop once on a few entries, with the types a stream of int32 lines passes (int64 lines,
     past 2^31, load when first met). The loops themselves, not the functions around them, which a caller may
     be counting the calls of when the load happens on its thread."""
-    from . import l1jit
-    from .lockstep import _PAIRS
     st = new_state(4, 2, np.int32)
-    i64, u8, i32, no, yes = (np.zeros(2, np.int64), np.ones(2, np.uint8), np.zeros(2, np.int32),
-                             np.zeros(2, np.bool_), np.ones(2, np.bool_))
+    widen = np.arange(16, dtype=np.uint8)          # (the type lockstep's sector-pair table has)
+    i64, u8, i32 = np.zeros(2, np.int64), np.ones(2, np.uint8), np.zeros(2, np.int32)
     counts = (np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(5, np.int64))
-    _entries(st, i64, i32, i32, True, u8, i64, u8, 2, _PAIRS, 1, -1, *counts)
-    _steps(st, i32, i32, u8, _PAIRS, 1, i64.copy(), i64.copy(), i64.copy())
-    _open(i64, i32, i32, u8, u8, i64, 2, _PAIRS, 2, 1, 4, *counts)
-    res = np.empty(2, np.uint8)
-    l1jit._l1(i64, i64, 2, i64, 1, u8, no, yes, 128, 1 << 18, res)
-    row, line, mask = np.empty(2, np.int64), np.empty(2, np.int32), np.empty(2, np.uint8)
-    l1jit._gather(i32, i32, i32, u8, i32, row, line, mask)       # (a window's stream indices, rows, lines)
+    _entries(st, i64, i32, i32, True, u8, i64, u8, 2, widen, 1, -1, *counts)
+    _steps(st, i32, i32, u8, widen, 1, i64.copy(), i64.copy(), i64.copy())
+    _open(i64, i32, i32, u8, u8, i64, 2, widen, 2, 1, 4, *counts)
+
+
+def njit(fn):
+    """``fn`` compiled as these loops are (on disk once, without the interpreter lock while it runs): for
+    the loops of the modules that use this one's loading (l1jit.py), which it cannot import."""
+    _ensure()
+    import numba
+    return numba.njit(cache=True, nogil=True)(fn)
 
 
 def _ensure() -> None:

@@ -1,12 +1,26 @@
 """The L1 filter (cache.py's, see L1 in its docstring) in compiled loops, where numba is installed: the window's
 entries gathered in one pass, then taken L1 by L1 through a table of the window's lines (jitsteps.py loads
 and compiles these with the L2's loops; cache.py's numpy filter stays the path without numba, and
-tests/test_cache_jit.py runs both on random streams and real kernels)."""
+tests/test_cache_jit.py runs both on random streams and real kernels). Compiled on first use, after
+jitsteps.py has loaded numba (under the fence with a launch's patches of Python's builtins) and its loops."""
 from __future__ import annotations
 
 import numpy as np
 
-from .jitsteps import _POP, _as, _ensure
+from .jitsteps import _POP, _as, _ensure, _lock, njit
+
+_compiled = False
+
+
+def _compile() -> None:
+    global _compiled, _l1, _gather
+    if _compiled:
+        return
+    _ensure()                  # numba loaded first (the fence, then the lock: the order jitsteps takes them in)
+    with _lock:
+        if not _compiled:
+            _l1, _gather = njit(_l1), njit(_gather)
+            _compiled = True
 
 
 def _gather(t, s_row, s_line, s_mask, base, row, line, mask) -> tuple:
@@ -90,7 +104,7 @@ def _table(line, lo: int, hi: int) -> tuple:
 
 def l1_sent(owner, line, mask, wr, load, line_bytes: int, l1_bytes: int) -> np.ndarray:
     """cache._l1_filter's result in compiled loops (see ``_l1``), an entry per row."""
-    _ensure()
+    _compile()
     res = np.empty(len(owner), dtype=np.uint8)
     if len(owner):
         o_lo = int(owner.min())
@@ -103,7 +117,7 @@ def l1_sent(owner, line, mask, wr, load, line_bytes: int, l1_bytes: int) -> np.n
 def l1_window(t, s_row, s_line, s_mask, base, owner, wr, load, line_bytes: int, l1_bytes: int) -> tuple:
     """cache._l1_stage in compiled loops: the window's (rows, lines, sectors sent on to L2, load sectors L1
     served); ``s_*``: the stream's rows, lines and masks; ``base``, ``owner``, ``wr``, ``load``: per row."""
-    _ensure()
+    _compile()
     n = len(t)
     row = np.empty(n, dtype=np.int64)
     line = np.empty(n, dtype=np.result_type(s_line.dtype, base.dtype))
