@@ -80,14 +80,16 @@ def test_programs_sitting_out_a_trip_get_zeros_and_the_others_their_products():
 
 
 def test_a_kind_whose_stacked_product_differs_is_done_per_program():
-    """A matmul that sums differently when stacked (here: simulated) is caught by the first comparison."""
+    """A matmul that sums differently alone than stacked (here: simulated, a lone block's product is a bit
+    higher) is caught by the first comparison, and the per-program products (Triton's own create_dot on
+    each block) are used from then on."""
     rng = np.random.default_rng(5)
     builder = ti.InterpreterBuilder()
     a, b, d = _handles(rng, 4, 16, 16, 16, "fp32")
 
     def drifting(builder, a, b, d, *args):
         out = _triton_dot(builder, a, b, d, *args)
-        if out.data.ndim == 3:
+        if out.data.ndim == 2:
             out = ti.TensorHandle(np.nextafter(out.data, np.float32(np.inf)), out.dtype)
         return out
     kind = batchdot._kind(batchdot.aligned_items(a), batchdot.aligned_items(b), batchdot.aligned_items(d))
@@ -97,7 +99,8 @@ def test_a_kind_whose_stacked_product_differs_is_done_per_program():
             out = batchdot.chunk_dot(builder, drifting, a, b, d, ("ieee", 0), None).data
             assert batchdot._stacked_ok[kind] is False
             for p in range(4):
-                assert out[p].tobytes() == (np.matmul(a.data[p], b.data[p]) + d.data[p]).tobytes()
+                want = np.nextafter(np.matmul(a.data[p], b.data[p]) + d.data[p], np.float32(np.inf))
+                assert out[p].tobytes() == want.tobytes()
     finally:
         batchdot._stacked_ok.pop(kind, None)
 
@@ -191,28 +194,49 @@ def test_runs_are_found_only_where_every_run_shares_its_block_byte_for_byte():
     assert batchdot.b_runs(np.broadcast_to(blocks[:1], (16, 8, 16))) == 1   # (one block, stride 0: stacked)
 
 
-def test_a_grouped_product_that_differs_is_not_used():
+def test_a_grouped_product_that_differs_is_not_used(monkeypatch):
     rng = np.random.default_rng(2)
     builder = ti.InterpreterBuilder()
     a, b, d = _runs(rng, 8, 4, 16, 16, 16, "fp32")
+    fused = batchdot._fused
 
-    def drifting(builder, a, b, d, *args):        # sums differently when more rows are stacked (simulated)
-        out = _triton_dot(builder, a, b, d, *args)
+    def drifting(builder, base, a, b, d, *args):      # sums differently with more rows stacked (simulated)
+        out = fused(builder, base, a, b, d, *args)
         if out.data.ndim == 3 and out.data.shape[1] > 16:
             out = ti.TensorHandle(np.nextafter(out.data, np.float32(np.inf)), out.dtype)
         return out
+    monkeypatch.setattr(batchdot, "_fused", drifting)
     kind = batchdot._kind(batchdot.aligned_items(a), batchdot.aligned_items(b), batchdot.aligned_items(d))
     for key in (kind, kind + (4, False)):
         batchdot._stacked_ok.pop(key, None)
     try:
         for _ in range(3):
-            out = batchdot.chunk_dot(builder, drifting, a, b, d, ("ieee", 0), None).data
+            out = batchdot.chunk_dot(builder, _triton_dot, a, b, d, ("ieee", 0), None).data
             for p in range(8):
                 assert out[p].tobytes() == (np.matmul(a.data[p], b.data[p]) + d.data[p]).tobytes()
         assert batchdot._stacked_ok[kind] is True and batchdot._stacked_ok[kind + (4, False)] is False
     finally:
         for key in (kind, kind + (4, False)):
             batchdot._stacked_ok.pop(key, None)
+
+
+def test_fp8_and_bf16_operands_and_widening_accumulators_take_tritons_own_product():
+    calls = []
+
+    def base(builder, a, b, d, *args):          # (records who asked; its value is not looked at)
+        calls.append((str(a.dtype), d.data.ndim))
+        return ti.TensorHandle(np.zeros((3, 16, 16), np.float32), tl.float32)
+    builder = ti.InterpreterBuilder()
+    rng = np.random.default_rng(4)
+    a, b, d = _handles(rng, 3, 16, 16, 16, "fp32")
+    fp8 = ti.TensorHandle(rng.integers(0, 120, (3, 16, 16)).astype(np.uint8), tl.float8e5)
+    bf16 = ti.TensorHandle(rng.integers(0, 1 << 14, (3, 16, 16)).astype(np.uint16), tl.bfloat16)   # its bits
+    wide = ti.TensorHandle(np.zeros((2, 3, 16, 16), np.float32), tl.float32)      # broadcasts the product
+    for x, y, acc in ((fp8, fp8, d), (bf16, bf16, d), (a, b, wide)):
+        batchdot._fused(builder, base, x, y, acc, "ieee", 0)
+    assert calls == [("fp8e5", 3), ("bf16", 3), ("fp32", 4)]
+    out = batchdot._fused(builder, base, a, b, d, "ieee", 0).data
+    assert len(calls) == 3 and out.tobytes() == (np.matmul(a.data, b.data) + d.data).tobytes()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])

@@ -167,8 +167,28 @@ def _grouped(builder, base, a, b, d, g: int, shared_a: bool, args, scratch: Opti
     ag = TensorHandle(a2.data.reshape(-1, g * m, a2.data.shape[2]), a2.dtype)
     dd = d2.data
     dd = np.tile(dd, (1, g, 1)) if dd.shape[0] == 1 else dd.reshape(n // g, g * m, nn)
-    out = base(builder, ag, b2, TensorHandle(dd, d2.dtype), *args)
+    out = _fused(builder, base, ag, b2, TensorHandle(dd, d2.dtype), *args)
     return TensorHandle(out.data.reshape(n, m, nn), out.dtype)
+
+
+_NATIVE = {"fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32), "fp64": np.dtype(np.float64),
+           "int8": np.dtype(np.int8), "int32": np.dtype(np.int32)}
+
+
+def _fused(builder, base, a, b, d, *args) -> TensorHandle:
+    """``base`` (Triton's create_dot: ``np.matmul(a, b, dtype=d's) + d``) for stacked blocks, the sum written
+    over the product instead of into a third array of the chunk's size (a quarter of a 4096^3 fp16 matmul's
+    products). Only for element types numpy holds as they are (fp8 operands, which base converts first, and
+    bf16 ones, held as their bits and decoded by lowp.py's base, take base itself, as do accumulators that
+    would widen the result). Stacked products are compared with base's per-program ones before use
+    (``_stacked_ok``)."""
+    if any(_NATIVE.get(str(h.dtype)) != h.data.dtype for h in (a, b, d)):
+        return base(builder, a, b, d, *args)
+    out = np.matmul(a.data, b.data, dtype=d.data.dtype)
+    if d.data.ndim > out.ndim or any(x not in (1, y) for x, y in zip(d.data.shape[::-1], out.shape[::-1])):
+        return base(builder, a, b, d, *args)
+    np.add(out, d.data, out=out)
+    return TensorHandle(out, d.dtype.scalar)
 
 
 def _product(builder, base, a, b, d, args, scratch: Optional[dict] = None) -> TensorHandle:
@@ -185,15 +205,16 @@ def _product(builder, base, a, b, d, args, scratch: Optional[dict] = None) -> Te
             if _stacked_ok.get(grouped):
                 return _grouped(builder, base, a, b, d, g, shared_a, args, scratch)
             if grouped not in _stacked_ok:       # the first time: checked against the stacked product
-                want = base(builder, *_stacked_operands(a, b, d), *args)
+                want = _fused(builder, base, *_stacked_operands(a, b, d), *args)
                 got = _grouped(builder, base, a, b, d, g, shared_a, args, None)
                 _stacked_ok[grouped] = _same_bytes(got.data, want.data)
                 return want
-        return base(builder, *_stacked_operands(a, b, d, scratch), *args)
+        return _fused(builder, base, *_stacked_operands(a, b, d, scratch), *args)
     a, b, d = aligned_items(a), aligned_items(b), aligned_items(d)
     one_by_one = _stack_aligned([base(builder, _slice(a, p), _slice(b, p), _slice(d, p), *args) for p in range(n)])
     if ok is None:
-        _stacked_ok[kind] = _same_bytes(base(builder, *_stacked_operands(a, b, d), *args).data, one_by_one.data)
+        _stacked_ok[kind] = _same_bytes(_fused(builder, base, *_stacked_operands(a, b, d), *args).data,
+                                        one_by_one.data)
     return one_by_one
 
 
