@@ -142,6 +142,12 @@ def test_kernels_with_dots_trace_batched_as_one_program_at_a_time(dtype):
 # ---------------------------------------------------------------------------------------------------------
 # programs that share their b block (grouped tile orders): one BLAS call per run of them
 # ---------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def small_groups(monkeypatch):
+    """Products of any size multiplied a run at a time (by default only large ones are: batchdot.GROUP_WORK)."""
+    monkeypatch.setattr(batchdot, "GROUP_WORK", 1)
+
+
 def _runs(rng, programs, g, m, k, n, dtype, shared_a=False):
     """Blocks as a grouped tile order loads them: runs of ``g`` programs share a block of b; with ``shared_a``
     every run holds the same g blocks of a (one per position in the run)."""
@@ -155,7 +161,7 @@ def _runs(rng, programs, g, m, k, n, dtype, shared_a=False):
 @pytest.mark.parametrize("dtype", ["fp16", "fp32"])
 @pytest.mark.parametrize("g", [2, 4, 8, 16])
 @pytest.mark.parametrize("shared_a", [False, True], ids=["own_a", "shared_a"])
-def test_programs_sharing_b_are_multiplied_a_run_at_a_time_bit_for_bit(dtype, g, shared_a):
+def test_programs_sharing_b_are_multiplied_a_run_at_a_time_bit_for_bit(dtype, g, shared_a, small_groups):
     rng = np.random.default_rng(g)
     builder = ti.InterpreterBuilder()
     for m, k, n in [(16, 16, 16), (64, 32, 64), (128, 64, 128), (17, 31, 33)]:
@@ -194,7 +200,7 @@ def test_runs_are_found_only_where_every_run_shares_its_block_byte_for_byte():
     assert batchdot.b_runs(np.broadcast_to(blocks[:1], (16, 8, 16))) == 1   # (one block, stride 0: stacked)
 
 
-def test_a_grouped_product_that_differs_is_not_used(monkeypatch):
+def test_a_grouped_product_that_differs_is_not_used(monkeypatch, small_groups):
     rng = np.random.default_rng(2)
     builder = ti.InterpreterBuilder()
     a, b, d = _runs(rng, 8, 4, 16, 16, 16, "fp32")
@@ -241,7 +247,7 @@ def test_fp8_and_bf16_operands_and_widening_accumulators_take_tritons_own_produc
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("M", [128, 64], ids=["two_groups", "one_group"])
-def test_a_grouped_matmul_traces_batched_as_one_program_at_a_time(dtype, M):
+def test_a_grouped_matmul_traces_batched_as_one_program_at_a_time(dtype, M, small_groups):
     # GROUP_M=4 with 16-row tiles: one group of 4 tile rows (every column's programs then take the same rows
     # of A), or two (they do not)
     import kernels as K
@@ -272,3 +278,14 @@ def test_a_blocks_repeat_only_where_every_run_holds_the_first_runs():
     late[9, 7, 15] += 1                        # one block of the third run differs past its first bytes
     assert not batchdot.a_repeats(late, 4)
     assert not batchdot.a_repeats(a[:, :, ::2], 4)       # (not contiguous: not compared)
+
+
+def test_small_products_are_not_looked_at_for_runs():
+    rng = np.random.default_rng(6)
+    builder = ti.InterpreterBuilder()
+    a, b, d = _runs(rng, 16, 4, 32, 32, 32, "fp32")          # 32^3: below GROUP_WORK
+    kind = batchdot._kind(batchdot.aligned_items(a), batchdot.aligned_items(b), batchdot.aligned_items(d))
+    batchdot._stacked_ok.pop(kind, None)
+    for _ in range(2):
+        batchdot.chunk_dot(builder, _triton_dot, a, b, d, ("ieee", 0), None)
+    assert batchdot._stacked_ok[kind] and not [k for k in batchdot._stacked_ok if k[:3] == kind and len(k) > 3]
