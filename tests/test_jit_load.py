@@ -22,22 +22,17 @@ from test_cache_windows import _matmul
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 needs_numba = pytest.mark.skipif(not jitsteps.ENABLED, reason="numba is not installed (or TRITON_TRACE_NO_JIT is set)")
 
-ADD = '''
-import torch, triton, triton.language as tl
+TESTS = os.path.dirname(os.path.abspath(__file__))
+ADD = f'''
+import sys
+sys.path.insert(0, {TESTS!r})
+import torch
+import kernels as K
 import triton_trace
-
-@triton_trace.trace
-@triton.jit
-def add(x, y, out, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)
 
 def run_add(n=1000):
     x, y = torch.randn(n), torch.randn(n)
-    out = torch.empty(n)
-    add[(triton.cdiv(n, 128),)](x, y, out, n, BLOCK=128)
-    assert torch.equal(out, x + y)
+    assert torch.equal(K.add(x, y, kernel=triton_trace.trace(K.make_add())), x + y)
 '''
 
 # numba compiles what uses the builtins it registered: with ours registered instead, each of these fails

@@ -260,7 +260,7 @@ def _l1_stage(co, t, rows: _Rows, jit: bool = False) -> tuple:
     that go on to L2, load sectors served by L1)."""
     if jit:
         return l1jit.l1_window(t, co.stream_row, co.stream_line, co.stream_mask, rows.base, rows.owner, rows.write,
-                                  rows.load, LINE_BYTES, L1_BYTES)
+                               rows.load, LINE_BYTES, L1_BYTES)
     row = co.stream_row[t]
     line = co.stream_line[t] + rows.base[row]
     mask = co.stream_mask[t].astype(np.uint8, copy=False)

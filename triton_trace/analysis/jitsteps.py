@@ -50,7 +50,7 @@ def use(entries: int) -> bool:
 
 def prefetch() -> None:
     """Load the compiled loops on a background thread, once per process, while it has nothing else to do
-    (a notebook between cells, a server waiting for its first request). Not a daemon: a process that ends
+    (a notebook between cells: view/notebook.py). Not a daemon: a process that ends
     meanwhile waits for the load rather than tearing LLVM down under it."""
     global _loader
     if not ENABLED or _loaded or _loader is not None:

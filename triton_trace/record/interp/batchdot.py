@@ -127,18 +127,24 @@ def _stacked_operands(a, b, d, scratch: Optional[dict] = None) -> tuple:
     return aligned_items(a), aligned_items(b), d
 
 
+def _words(x: np.ndarray, rows: int) -> np.ndarray:
+    """The blocks of ``x`` (C-contiguous, one per program) as ``rows`` rows of the widest unsigned words that
+    divide a block: compared byte for byte, whatever the element type (NaN bits included)."""
+    word = next(w for w in (8, 4, 2, 1) if x[0].nbytes % w == 0)
+    return x.reshape(rows, -1).view(np.dtype(f"u{word}"))
+
+
 def b_runs(b: np.ndarray) -> int:
     """The length of the runs of programs (in chunk order) that hold one and the same ``b`` block, when every
     run has it (grouped ordering: GROUP_M programs in a row take one column of tiles, so the same block of B;
-    or the whole chunk reads one block); else 1. Compared byte for byte: equal blocks give equal products, wherever they
-    were loaded from."""
+    or the whole chunk reads one block); else 1. Compared byte for byte: equal blocks give equal products,
+    wherever they were loaded from."""
     n = b.shape[0]
     if b.ndim != 3 or n < 4 or not b.flags.c_contiguous or not b[0].nbytes:
         return 1
-    word = next(w for w in (8, 4, 2, 1) if b[0].nbytes % w == 0)
-    v = b.reshape(n, -1).view(np.dtype(f"u{word}"))
-    head = (v[1:, :32 // word] != v[:-1, :32 // word]).any(axis=1)   # where a run may end: the first bytes differ
-    ends = np.flatnonzero(head) + 1
+    v = _words(b, n)
+    head = 32 // v.itemsize                                     # the first 32 bytes of each block
+    ends = np.flatnonzero((v[1:, :head] != v[:-1, :head]).any(axis=1)) + 1     # where a run may end
     g = int(ends[0]) if len(ends) else n
     if g < 2 or n % g or len(ends) != n // g - 1 or (ends != np.arange(g, n, g)).any():
         return 1
@@ -152,9 +158,9 @@ def a_repeats(a: np.ndarray, g: int) -> bool:
     n = a.shape[0]
     if a.ndim != 3 or g >= n or n % g or not a.flags.c_contiguous or not a[0].nbytes:
         return False
-    word = next(w for w in (8, 4, 2, 1) if a[0].nbytes % w == 0)
-    v = a.reshape(n // g, -1).view(np.dtype(f"u{word}"))
-    return bool((v[1:, :32 // word] == v[:1, :32 // word]).all()) and bool((v[1:] == v[:1]).all())
+    v = _words(a, n // g)
+    head = 32 // v.itemsize
+    return bool((v[1:, :head] == v[:1, :head]).all()) and bool((v[1:] == v[:1]).all())
 
 
 GROUP_WORK = 1 << 19      # multiply-adds per program's product from which finding runs repays itself
@@ -192,12 +198,13 @@ def _fused(builder, base, a, b, d, *args) -> TensorHandle:
     bf16 ones, held as their bits and decoded by lowp.py's base, take base itself, as do accumulators that
     would widen the result). Stacked products are compared with base's per-program ones before use
     (``_stacked_ok``)."""
-    if any(_NATIVE.get(str(h.dtype)) != h.data.dtype for h in (a, b, d)):
+    x, y, acc = a.data, b.data, d.data
+    shape = np.broadcast_shapes(x.shape[:-2], y.shape[:-2]) + (x.shape[-2], y.shape[-1])   # the product's
+    if any(_NATIVE.get(str(h.dtype)) != h.data.dtype for h in (a, b, d)) or acc.ndim > len(shape) or \
+            any(e not in (1, o) for e, o in zip(acc.shape[::-1], shape[::-1])):
         return base(builder, a, b, d, *args)
-    out = np.matmul(a.data, b.data, dtype=d.data.dtype)
-    if d.data.ndim > out.ndim or any(x not in (1, y) for x, y in zip(d.data.shape[::-1], out.shape[::-1])):
-        return base(builder, a, b, d, *args)
-    np.add(out, d.data, out=out)
+    out = np.matmul(x, y, dtype=acc.dtype)
+    np.add(out, acc, out=out)
     return TensorHandle(out, d.dtype.scalar)
 
 
