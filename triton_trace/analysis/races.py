@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.overlap import ranges_disjoint, shared_elements
-from . import context
+from . import context, pieces
 from .context import CAS, LOAD, STORE, XCHG, LaunchContext, pattern_intervals, sorted_unique, unique_rows
 from .findings import Finding, Suppressed, op_fields, short_list, where
 from .sanitizer import view_positions
@@ -81,6 +81,11 @@ def check_races(ctx: LaunchContext) -> list:
         if context.SHORTCUTS and not (t == W).any() and not ((t == A).any() and (t == R).any()):
             continue                  # only atomics, or atomics and no plain loads: nothing can race
         if context.SHORTCUTS and (_owners_disjoint(ctx, rows, lock, unit) or _touched_once(ctx, rows, unit)):
+            continue
+        cut = pieces.cut(ctx, rows, unit) if context.SHORTCUTS else None
+        if cut is not None:       # the elements as pieces: an entry per row and piece, not per lane
+            lr = cut.row
+            findings += _races(ctx, unit, cut.piece, lr, ctx.row_prog[lr], typ[lr], lock[lr], cut)
             continue
         lr, off = ctx.row_lanes(rows)
         el = off * ctx.eb[lr] // unit
@@ -178,7 +183,9 @@ def _storage_groups(tensors) -> list:
     return list(groups.values())
 
 
-def _races(ctx, unit, el, lr, p, typ, lk) -> list:
+def _races(ctx, unit, el, lr, p, typ, lk, cut=None) -> list:
+    """Per element (or per piece of ``cut``: ``el`` then numbers pieces), whether it races, and the
+    findings."""
     o = np.argsort(el, kind="stable")                 # execution order kept within an element
     el, lr, p, typ, lk = el[o], lr[o], p[o], typ[o], lk[o]
     n = len(el)
@@ -213,10 +220,10 @@ def _races(ctx, unit, el, lr, p, typ, lk) -> list:
     other = first(conflicts)
     other = np.where(other == _NONE, first(p != wp), other)
     bad = np.nonzero(race)[0]
-    return _findings(ctx, unit, bad, w[bad], other[bad], lr, p, el)
+    return _findings(ctx, unit, bad, w[bad], other[bad], lr, p, el, cut)
 
 
-def _findings(ctx, unit, segs, w, other, lr, p, el) -> list:
+def _findings(ctx, unit, segs, w, other, lr, p, el, cut) -> list:
     # Group racy elements by (writer program, writer op, other program, other op), in that order.
     key = np.stack([p[w], ctx.row_op[lr[w]], p[other], ctx.row_op[lr[other]]], axis=1)
     groups, inverse = unique_rows(key)
@@ -231,20 +238,20 @@ def _findings(ctx, unit, segs, w, other, lr, p, el) -> list:
     out = [Suppressed("race", rest.astype(np.int64))] if len(rest) else []
     for g in range(min(limit, len(groups))):
         mine = members[bounds[g]:bounds[g + 1]]
-        ex = mine[:k]
-        wrow, orow = int(lr[w[ex[0]]]), int(lr[other[ex[0]]])
+        wrow, orow = int(lr[w[mine[0]]]), int(lr[other[mine[0]]])
         f, fo = op_fields(ctx, wrow), op_fields(ctx, orow)
         t = ctx.launch.tensors[int(ctx.tensor[wrow])]
-        offs = el[w[ex]] * unit // t.elem_bytes          # in the writer's tensor's elements
+        count, first = pieces.elements(el[w[mine]], cut, k)
+        offs = first * unit // t.elem_bytes               # in the writer's tensor's elements
         inside, idx = view_positions(t, offs)
-        prog, oprog = ctx.pid(int(p[w[ex[0]]])), ctx.pid(int(p[other[ex[0]]]))
+        prog, oprog = ctx.pid(int(p[w[mine[0]]])), ctx.pid(int(p[other[mine[0]]]))
         what = f"'{t.name}'" if fo["tensor"] == t.name else \
             f"'{t.name}' and '{fo['tensor']}' (arguments that view the same memory)"
         msg = (f"race on {what}: program {prog} ({f['op']} at {where(f)}) and program {oprog} "
-               f"({fo['op']} at {where(fo)}) access the same {len(mine)} element(s) with no atomic or "
+               f"({fo['op']} at {where(fo)}) access the same {count} element(s) with no atomic or "
                f"common lock ordering them (element offsets {short_list(int(v) for v in offs)})")
         out.append(Finding(
-            kind="race", kernel=ctx.launch.kernel_name, launch=ctx.index, message=msg, count=len(mine),
+            kind="race", kernel=ctx.launch.kernel_name, launch=ctx.index, message=msg, count=count,
             program=tuple(prog), rows=len(sorted_unique(lr[w[mine]])), offsets=tuple(int(v) for v in offs),
             indices=tuple(tuple(int(v) for v in idx[i]) if inside[i] else None for i in range(len(offs))),
             other={"program": tuple(oprog), "file": fo["file"], "line": fo["line"], "op": fo["op"],
