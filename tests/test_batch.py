@@ -551,6 +551,44 @@ def test_one_atomic_op_shared_by_the_programs_runs_batched():
 
 
 @triton.jit
+def _racing_store(x_ptr, out_ptr, HOW: tl.constexpr, BLOCK: tl.constexpr):
+    """Every program writes its own values over one shared block (the race a missing ``pid * BLOCK``
+    makes): a contiguous block, a permuted one, or a block cut by a per-program mask."""
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    v = tl.load(x_ptr + pid * BLOCK + lanes)
+    if HOW == 0:
+        tl.store(out_ptr + lanes, v)
+    elif HOW == 1:
+        tl.store(out_ptr + (lanes * 5) % BLOCK, v)
+    else:
+        tl.store(out_ptr + lanes, v, mask=lanes < 3 + (pid * 7) % BLOCK)
+
+
+@pytest.mark.parametrize("how", [0, 1, 2])
+def test_programs_that_race_on_one_store_run_batched_and_leave_the_sequential_values(how):
+    """One plain store is all the programs do to the shared block: batched, each lane keeps the value of
+    the last program that wrote it, as one program at a time leaves it (bit for bit, whole trace); no chunk
+    falls back, and the analysis reports the same race both ways."""
+    x = torch.randn(64 * 32)
+
+    def racing(o):
+        out = torch.full((32,), -1.0)
+        trace(_racing_store, **o)[(64,)](x, out, HOW=how, BLOCK=32)
+        return out
+    (seq, t_seq), (bat, t_bat) = run_both(racing, True)
+    assert seq.numpy().tobytes() == bat.numpy().tobytes()
+    last = x.view(64, 32)[63]
+    if how == 0:
+        assert torch.equal(bat, last)
+    assert_same_traces(t_seq, t_bat)
+    ex = t_bat.launches[0].meta["execution"]
+    assert ex["batched_programs"] == 64 and not ex["fallbacks"], ex
+    races = [[f.to_dict() for f in triton_trace.analyze(t).findings if f.kind == "race"] for t in (t_seq, t_bat)]
+    assert races[0] == races[1] and races[0]
+
+
+@triton.jit
 def _tile_sum(x_ptr, out_ptr, M, N, KEEP_ROWS: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
     # per program one BM x BN tile of x; 2-D masks made as kernels make them, from a row and a column bound:
     # full tiles and, at the edges, tiles cut along rows, columns or both; masked lanes read 1.5

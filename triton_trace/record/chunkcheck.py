@@ -23,17 +23,14 @@ class ChunkConflicts:
         self._scratch = scratch          # storage -> shadow array, reused by every chunk of a launch
         # storage -> list of (offsets or None, safe, is_write, elem_bytes, lo, hi, affine, programs)
         self._by_storage: dict = {}
-        self._atomic: set = set()        # (storage, index of the access among the storage's) of atomic ops
 
     def add(self, tensor: int, offsets: np.ndarray, safe: np.ndarray, is_write: bool, elem_bytes: int,
-            affine=None, programs=None, atomic: bool = False) -> None:
+            affine=None, programs=None) -> None:
         """``affine``: (first offset per program, element strides) when every program's offsets are its
         first one plus one pattern (record/affine.py): its ranges follow without a scan when every lane
         is safe. ``programs``: the chunk's programs the rows of ``offsets`` belong to (a masked loop's
-        sub-chunk), None: all of them; ``lo``/``hi`` below are per row. ``atomic``: an atomic op."""
+        sub-chunk), None: all of them; ``lo``/``hi`` below are per row."""
         sid = self.memory.storage_of(tensor)
-        if atomic:
-            self._atomic.add((sid, len(self._by_storage.get(sid, ()))))
         if programs is None:
             programs = np.arange(self.programs)
         lo = hi = None
@@ -121,10 +118,12 @@ class ChunkConflicts:
         for sid, accesses in self._by_storage.items():
             if not any(a[2] and a[1].any() for a in accesses):
                 continue                      # nothing written to this storage (no write had a safe lane)
-            if len(accesses) == 1 and (sid, 0) in self._atomic:
-                # One atomic op is all the chunk does to this storage: the interpreter applies it lane by
-                # lane over the programs in order, as one program after another would (a counter or a
-                # histogram shared by the programs: the values and what each lane got back are the same)
+            if len(accesses) == 1:
+                # One op is all the chunk does to this storage, applied lane by lane over the programs in
+                # order, as one program after another would. An atomic (a counter or a histogram shared by
+                # the programs): the values and what each lane got back are the same. A plain store (the
+                # programs race for the elements they share, which the analysis reports): the last
+                # program's value stays, as in a sequential run (scatters write programs in order).
                 continue
             if len({a[3] for a in accesses}) > 1:
                 raise BatchFallback("one storage is accessed with different element sizes in a chunk")

@@ -240,8 +240,7 @@ class Collector:
             shape = addrs.shape[1:]
             self.widest = max(self.widest, int(np.prod(shape, dtype=np.int64)))
             if tensor >= 0:
-                self._conflicts.add(tensor, offsets, safe, kind != "load", elem_bytes, affine, self._data_rows,
-                                    atomic=kind.startswith("atomic"))
+                self._conflicts.add(tensor, offsets, safe, kind != "load", elem_bytes, affine, self._data_rows)
         else:
             tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, origin=self.origin)
             shape, affine = addrs.shape, None
