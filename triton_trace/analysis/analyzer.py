@@ -24,7 +24,8 @@ from .roofline import dot_precision, flops, roofline
 from .gpus import GPUS
 from .hints import hints, resource_hints
 from .whatif import hints_from, replays, warps_hints
-from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage, check_double_writes, check_uninitialized
+from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage
+from .writeorder import check_double_writes, check_uninitialized
 
 CHECKS = (check_asserts, check_nonfinite, check_overflow, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
 

@@ -290,6 +290,22 @@ class LaunchContext:
         keep = msk & self.inb[lanes] if len(self._out_lanes) else msk
         return np.repeat(rows, cnt)[keep], off[keep]
 
+    def rows_of_lanes(self, lanes: np.ndarray) -> np.ndarray:
+        """The row of each lane, without the per-lane table unless it exists."""
+        if "lane_row" in self.__dict__:
+            return self.lane_row[lanes]
+        mem = self.mem_rows
+        return mem[np.searchsorted(self.lane_pos[mem], lanes, side="right") - 1]
+
+    def lane_offsets(self, lanes: np.ndarray) -> np.ndarray:
+        """The offsets of a few lanes, decoding only their rows unless every lane is decoded already."""
+        lanes = np.asarray(lanes, dtype=np.int64)
+        if "_expanded" in self.__dict__ or not len(lanes):
+            return self.offsets[lanes]
+        rows = sorted_unique(self.rows_of_lanes(lanes))
+        all_lanes, off, _ = self.decode(rows)
+        return off[np.searchsorted(all_lanes, lanes)]
+
     def decode(self, rows: np.ndarray) -> tuple:
         """(lane indices, offsets, mask) of the lanes of ``rows``, in order: from the expanded arrays when
         they exist (or most lanes are asked for), else decoding only these rows."""

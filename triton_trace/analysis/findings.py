@@ -110,9 +110,38 @@ def group_lanes(ctx: LaunchContext, bad: np.ndarray) -> tuple:
     return out, rows[first[limit:]].astype(np.int64)
 
 
+def group_entries(ctx: LaunchContext, rows: np.ndarray, counts: np.ndarray, lanes_of) -> tuple:
+    """What ``group_lanes`` gives for offending lanes known per row, without listing them: ``rows`` and
+    ``counts`` say how many lanes of each row offend (a row may appear more than once), ``lanes_of(row)``
+    lists one row's offending lanes in order; it is asked only for the first rows of the groups built."""
+    if not len(rows):
+        return [], np.zeros(0, dtype=np.int64)
+    k, limit = ctx.params.max_examples, ctx.params.max_findings
+    urow, inv = np.unique(rows, return_inverse=True)
+    per_row = np.bincount(inv.reshape(-1), weights=counts, minlength=len(urow)).astype(np.int64)
+    key = ctx.row_prog[urow] * ctx.n_static + ctx.row_op[urow]
+    groups, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts_g = np.bincount(inverse, weights=per_row, minlength=len(groups)).astype(np.int64)
+    n_rows = np.bincount(inverse, minlength=len(groups))
+    order = np.argsort(inverse, kind="stable")                    # rows ascending within a group
+    bounds = np.searchsorted(inverse[order], np.arange(min(limit, len(groups)) + 1))
+    out = []
+    for g in range(min(limit, len(groups))):
+        mine = urow[order[bounds[g]:bounds[g + 1]]]
+        ex: list = []
+        for r in mine.tolist():          # lanes in execution order: rows ascending, lanes within a row
+            ex += lanes_of(r)[:k - len(ex)].tolist()
+            if len(ex) >= k:
+                break
+        out.append(LaneGroup(int(ctx.row_prog[mine[0]]), int(mine[0]), int(counts_g[g]), int(n_rows[g]),
+                             np.array(ex, dtype=np.int64)))
+    return out, urow[first[limit:]].astype(np.int64)
+
+
 def block_index(ctx: LaunchContext, lane: int) -> tuple:
     """Position of a lane in its op's block, e.g. (3, 17)."""
-    row = int(ctx.lane_row[lane])
+    row = int(ctx.rows_of_lanes(np.array([lane]))[0])
     nd = int(ctx.launch.ops["ndim"][row])
     shape = tuple(int(s) for s in ctx.launch.ops["shape"][row][:nd])
     pos = lane - int(ctx.lane_pos[row])

@@ -26,12 +26,14 @@ class Pieces(NamedTuple):
     piece: np.ndarray     # per entry: the piece; entries sorted by piece, then row (execution order)
     start: np.ndarray     # per piece: its first element
     length: np.ndarray    # per piece: how many elements it holds
+    lane: np.ndarray      # per entry: the lane it stands for, when its row gives lanes; -1: an interval's
 
 
-def cut(ctx: LaunchContext, rows: np.ndarray, unit: int) -> Optional[Pieces]:
+def cut(ctx: LaunchContext, rows: np.ndarray, unit: int, distinct: bool = False) -> Optional[Pieces]:
     """The entries of ``rows`` (ascending, in execution order) as pieces, in elements of ``unit`` bytes;
     None when that would make more entries than the rows have lanes (intervals that each span many pieces:
-    the lanes are then the cheaper list)."""
+    the lanes are then the cheaper list). ``distinct``: an entry stands for as many lanes as its piece has
+    elements (a pattern that touches an element twice, a broadcast, gives its lanes instead)."""
     regular, groups = ctx.regular_groups(rows)
     regular &= ctx.eb[rows] == unit
     starts, ends, owners = [], [], []
@@ -40,17 +42,22 @@ def cut(ctx: LaunchContext, rows: np.ndarray, unit: int) -> Optional[Pieces]:
         if not len(members) or not len(pat):
             continue                      # no active lane: touches nothing
         iv = pattern_intervals(pat, ctx.row_base[members])
-        if iv is None:                    # a gather-like pattern: its lanes are the list
+        if iv is None or (distinct and len(sorted_unique(pat)) != len(pat)):   # its lanes are the list
             regular[np.isin(rows, members)] = False
             continue
         starts.append(iv[0])
         ends.append(iv[1])
         owners.append(np.repeat(members, len(iv[0]) // len(members)))
-    lr, off = ctx.row_lanes(rows[~regular])
+    irregular = rows[~regular]
+    lanes, off, msk = ctx.decode(irregular)
+    lr = np.repeat(irregular, ctx.lane_count[irregular])
+    keep = msk & (off >= 0) & (off < ctx.row_limit[lr])          # active and inside the storage
+    lanes, off, lr = lanes[keep], off[keep], lr[keep]
     el = off * ctx.eb[lr] // unit
     s = np.concatenate(starts + [el]).astype(np.int64, copy=False)
     e = np.concatenate(ends + [el + 1]).astype(np.int64, copy=False)
     r = np.concatenate(owners + [lr]).astype(np.int64, copy=False)
+    ln = np.concatenate([np.full(len(s) - len(el), -1, dtype=np.int64), lanes.astype(np.int64)])
     bounds = sorted_unique(np.concatenate([s, e]))
     first = np.searchsorted(bounds, s)
     spans = np.searchsorted(bounds, e) - first
@@ -61,7 +68,17 @@ def cut(ctx: LaunchContext, rows: np.ndarray, unit: int) -> Optional[Pieces]:
     step = np.arange(total) - np.repeat(np.cumsum(spans) - spans, spans)
     piece, row = first[entry] + step, r[entry]
     order = np.lexsort((row, piece))
-    return Pieces(row[order], piece[order], bounds[:-1], np.diff(bounds))
+    return Pieces(row[order], piece[order], bounds[:-1], np.diff(bounds), ln[entry][order])
+
+
+def lanes_in(ctx: LaunchContext, row: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The active in-bounds lanes of ``row`` (in the row's element size) whose element lies in one of the
+    sorted, disjoint intervals [starts, ends), in order: one row decoded."""
+    lanes, off, msk = ctx.decode(np.array([row]))
+    keep = msk & (off >= 0) & (off < ctx.row_limit[row])
+    at = np.searchsorted(starts, off, side="right") - 1
+    keep &= (at >= 0) & (off < ends[np.maximum(at, 0)])
+    return lanes[keep]
 
 
 def elements(ids: np.ndarray, pieces: Optional[Pieces], limit: int) -> tuple:

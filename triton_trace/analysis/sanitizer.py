@@ -33,7 +33,7 @@ import numpy as np
 
 from ..model import KIND_CODE, MEMORY_KINDS, WRITE_KINDS, TensorInfo
 from . import intervals
-from .context import STORE, LaunchContext
+from .context import LaunchContext
 from .findings import Finding, Suppressed, block_index, group_lanes, op_fields, short_list, where
 
 
@@ -86,7 +86,7 @@ def _expanded(t: TensorInfo) -> bool:
 
 
 def _example_fields(ctx: LaunchContext, t: TensorInfo, lanes: np.ndarray) -> dict:
-    off = ctx.offsets[lanes]
+    off = ctx.lane_offsets(lanes)
     fields = {"offsets": tuple(int(o) for o in off), "lanes": tuple(block_index(ctx, int(i)) for i in lanes)}
     if t is not None and len(t.shape):
         inside, idx = view_positions(t, off)
@@ -94,8 +94,9 @@ def _example_fields(ctx: LaunchContext, t: TensorInfo, lanes: np.ndarray) -> dic
     return fields
 
 
-def _lane_findings(ctx, bad, kind, describe) -> list:
-    groups, rest = group_lanes(ctx, bad)
+def _lane_findings(ctx, bad, kind, describe, grouped=None) -> list:
+    """Findings of the offending lanes ``bad``, or of ``grouped`` (``group_entries``) when given."""
+    groups, rest = group_lanes(ctx, bad) if grouped is None else grouped
     out = [Suppressed(kind, rest)] if len(rest) else []
     for g in groups:
         f = op_fields(ctx, g.row)
@@ -240,63 +241,6 @@ def _output_lanes(ctx: LaunchContext, ti: int) -> tuple:
 def _outputs(ctx: LaunchContext) -> list:
     names = {t.name: i for i, t in enumerate(ctx.launch.tensors)}
     return sorted({names[o] for o in ctx.launch.outputs if o in names})
-
-
-def check_uninitialized(ctx: LaunchContext) -> list:
-    if ctx.launch.skipped_programs:
-        return []          # an unrecorded program may have written the element first
-    time = ctx.time()
-    bad_parts = []
-    for ti in _outputs(ctx):
-        rows = _output_rows(ctx, ti)
-        if not ctx.is_read[rows].any():
-            continue                  # never read: nothing can be read before it is written
-        if intervals.reads_after_writes(ctx, rows, time):
-            continue                  # every read element written before, shown from intervals
-        lanes, off = _output_lanes(ctx, ti)
-        rows = ctx.lane_row[lanes]
-        t = time[rows]
-        first = np.full(ctx.launch.tensors[ti].storage_size, np.iinfo(np.int64).max, dtype=np.int64)
-        w = ctx.is_write[rows]
-        np.minimum.at(first, off[w], t[w])
-        r = ctx.is_read[rows]
-        bad_parts.append(lanes[r & (first[off] >= t)])     # an atomic's own write comes after its read
-    bad = np.sort(np.concatenate(bad_parts)) if bad_parts else np.zeros(0, dtype=np.int64)
-
-    def describe(f, g, t, ex):
-        return (f"{f['op']} of declared output '{f['tensor']}' at {where(f)} by program {ctx.pid(g.program)} "
-                f"reads {g.count} element(s) before any program wrote them (element offsets "
-                f"{short_list(ex['offsets'])})"), None
-    return _lane_findings(ctx, bad, "uninitialized_read", describe)
-
-
-def check_double_writes(ctx: LaunchContext) -> list:
-    bad_parts = []
-    for ti in _outputs(ctx):
-        rows = _output_rows(ctx, ti)
-        rows = rows[ctx.kind[rows] == STORE]
-        iv = intervals.row_intervals(ctx, rows, distinct=True)
-        if iv is not None and not intervals.same_program_overlap(*iv[:3]):
-            continue                  # the stores' elements, as intervals: no program stores one twice
-        lanes, off = _output_lanes(ctx, ti)
-        store = ctx.kind[ctx.lane_row[lanes]] == STORE
-        lanes, off = lanes[store], off[store]
-        many = np.bincount(off, minlength=ctx.launch.tensors[ti].storage_size) > 1
-        lanes, off = lanes[many[off]], off[many[off]]     # usually none: skip the sort below
-        if not len(lanes):
-            continue
-        key = off * ctx.n_programs + ctx.row_prog[ctx.lane_row[lanes]]
-        order = np.argsort(key, kind="stable")
-        again = np.zeros(len(lanes), dtype=bool)
-        again[order[1:]] = key[order[1:]] == key[order[:-1]]      # a later store by the same program
-        bad_parts.append(lanes[again])
-    bad = np.sort(np.concatenate(bad_parts)) if bad_parts else np.zeros(0, dtype=np.int64)
-
-    def describe(f, g, t, ex):
-        return (f"store to declared output '{f['tensor']}' at {where(f)} by program {ctx.pid(g.program)} "
-                f"writes {g.count} element(s) that the same program already stored (element offsets "
-                f"{short_list(ex['offsets'])})"), None
-    return _lane_findings(ctx, bad, "double_write", describe)
 
 
 def _row_major(t: TensorInfo) -> bool:
