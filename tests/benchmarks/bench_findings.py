@@ -1,11 +1,14 @@
-"""Kernels whose programs share written elements: trace and analysis time, and the analysis' memory.
+"""Kernels with bugs the analysis finds, at scale: trace and analysis time, and the analysis' memory.
 
-    python tests/benchmarks/bench_races.py [--programs 1024,4096] [--repeat 3]
+    python tests/benchmarks/bench_findings.py [--programs 1024,4096] [--repeat 3]
 
-Cases (each in a fresh child process, so the peak is its own):
+Cases (each in a fresh child process, so the peak is its own), programs x 1024-element blocks:
 - ``one_block``: every program stores its 1024 values over the same block (a missing ``pid * BLOCK``:
   the race a kernel author brings to the tool);
-- ``halo``: 64x64 tiles in place, each also writing the next tile's first row (neighbours race on it).
+- ``halo``: 64x64 tiles in place, each also writing the next tile's first row (neighbours race on it);
+- ``accumulate``: each program adds into its block of a declared output never zeroed (uninitialised reads);
+- ``twice``: each program stores its block, then again half a block further on (double writes, and races
+  with the next program).
 Times are medians of ``--repeat`` runs; "peak" is the child's high-water RSS above its RSS once the trace
 exists (the analysis' own memory). Not part of the test run: nothing here asserts a time.
 """
@@ -43,22 +46,40 @@ def _kernels():
         ptr = x_ptr + rows[:, None] * n + cols[None, :]
         mask = (r[:, None] <= BLOCK) & (rows[:, None] < n) & (cols[None, :] < n)
         tl.store(ptr, tl.load(ptr, mask=mask) + 1, mask=mask)
-    return one_block, halo
+    @triton.jit
+    def accumulate(x_ptr, out_ptr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(out_ptr + offs) + tl.load(x_ptr + offs))
+
+    @triton.jit
+    def twice(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + offs)
+        tl.store(out_ptr + offs, v)
+        tl.store(out_ptr + offs + BLOCK // 2, v, mask=offs + BLOCK // 2 < n)
+    return one_block, halo, accumulate, twice
 
 
 def child(case: str, programs: int, repeat: int) -> dict:
     import torch
     import triton_trace
     import triton_trace.analysis.analyzer  # noqa: F401  (imported before the clock, as triton_trace is)
-    one_block, halo = _kernels()
+    one_block, halo, accumulate, twice = _kernels()
+    x = torch.randn(programs * 1024)
     if case == "one_block":
-        x, out = torch.randn(programs * 1024), torch.empty(1024)
+        out = torch.empty(1024)
         run = lambda: triton_trace.trace(one_block)[(programs,)](x, out, BLOCK=1024)
+    elif case == "accumulate":
+        out = torch.zeros(programs * 1024)
+        run = lambda: triton_trace.trace(accumulate, outputs=("out_ptr",))[(programs,)](x, out, BLOCK=1024)
+    elif case == "twice":
+        out = torch.zeros(programs * 1024)
+        run = lambda: triton_trace.trace(twice, outputs=("out_ptr",))[(programs,)](x, out, x.numel(), BLOCK=1024)
     else:
         side = int(round(programs ** 0.5)) * 64
         x = torch.zeros(side, side)
         run = lambda: triton_trace.trace(halo)[(side // 64, side // 64)](x, side, BLOCK=64)
-    traced, analysed, peak, races = [], [], 0, None
+    traced, analysed, peak, found = [], [], 0, {}
     for _ in range(repeat):
         triton_trace.reset()
         t0 = time.perf_counter()
@@ -70,11 +91,10 @@ def child(case: str, programs: int, repeat: int) -> dict:
         rep = triton_trace.analyze(tr)
         analysed.append(time.perf_counter() - t0)
         peak = max(peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
-        races = [f.count for f in rep.findings if f.kind == "race"]
+        found = {k: v for k, v in rep.finding_counts.items() if v}
     lanes = sum(lc.lanes.size for lc in tr.launches)
     return {"case": case, "programs": programs, "lanes": lanes, "traced_s": statistics.median(traced),
-            "analyze_s": statistics.median(analysed), "peak_mb": peak / 1e6, "race_elements": races[:4],
-            "race_findings": len(races)}
+            "analyze_s": statistics.median(analysed), "peak_mb": peak / 1e6, "findings": found}
 
 
 def main() -> None:
@@ -86,8 +106,8 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child[0], int(args.child[1]), args.repeat)))
         return
-    print(f"{'case':10s} {'programs':>8s} {'lanes':>10s} {'traced s':>9s} {'analyze s':>9s} {'peak MB':>8s}  races")
-    for case in ("one_block", "halo"):
+    print(f"{'case':10s} {'programs':>8s} {'lanes':>10s} {'traced s':>9s} {'analyze s':>9s} {'peak MB':>8s}  findings")
+    for case in ("one_block", "halo", "accumulate", "twice"):
         for n in (int(v) for v in args.programs.split(",")):
             r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", case, str(n),
                                 "--repeat", str(args.repeat)], capture_output=True, text=True)
@@ -96,7 +116,7 @@ def main() -> None:
                 continue
             d = json.loads(r.stdout.strip().splitlines()[-1])
             print(f"{case:10s} {n:8d} {d['lanes']:10d} {d['traced_s']:9.3f} {d['analyze_s']:9.3f} "
-                  f"{d['peak_mb']:8.0f}  {d['race_findings']} finding(s), elements {d['race_elements']}")
+                  f"{d['peak_mb']:8.0f}  {d['findings']}")
 
 
 if __name__ == "__main__":
