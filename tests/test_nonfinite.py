@@ -158,3 +158,29 @@ def test_finite_values_whose_sum_overflows_are_not_findings(batch):
     x[40] = 3.0e9
     (f,) = findings(scale_huge, (2,), x, torch.empty(64), BLOCK=32, batch=batch)
     assert f.kind == "nonfinite" and f.program == (1, 0, 0) and f.offsets == (40,)
+
+
+def test_batched_chunks_check_only_stores_until_one_writes_a_non_finite_value(monkeypatch):
+    """A batched chunk skips the per-operation checks; the first store of a non-finite value runs its chunk
+    again with them, and so does every later chunk of the launch: four chunks, births in the second and
+    the fourth, give exactly the findings of one program at a time (one, for the line and its cause). A
+    clean launch never checks an operation batched (one program at a time checks each)."""
+    from triton_trace.record.interp import nonfinite_ops
+    calls = []
+    real = nonfinite_ops.all_finite
+    monkeypatch.setattr(nonfinite_ops, "all_finite", lambda v: calls.append(v.size) or real(v))
+    x, y = torch.ones(512), torch.ones(512)
+    triton_trace.reset()
+    triton_trace.trace(divide, batch=4)[(16,)](x, y, torch.empty(512), 512, BLOCK=32)
+    assert calls == [] and not triton_trace.analyze(triton_trace.current_trace()).findings
+    triton_trace.trace(divide, batch=False)[(16,)](x, y, torch.empty(512), 512, BLOCK=32)
+    assert len(calls) == 16
+    y[[5 * 32 + 3, 13 * 32 + 30]] = 0.0
+    got = []
+    for b in (4, False):
+        calls.clear()
+        got.append([f.to_dict() for f in findings(divide, (16,), x, y, torch.empty(512), 512, BLOCK=32, batch=b)])
+        got[-1].append(len(calls))
+    # batched: the second chunk twice (lazy, then checking), the third and fourth checking: 3 checked divisions
+    assert got[0][:-1] == got[1][:-1] and got[0][-1] == 3 and got[1][-1] == 16
+    assert [f["program"] for f in got[0][:-1]] == [[5, 0, 0]] and got[0][0]["count"] == 1

@@ -10,12 +10,20 @@ values of its first lane). Non-finite values loaded from an argument the launch 
 *input*, reported once per argument, not as a birth (not for arguments declared undefined at launch:
 their bits are garbage, and reading them is an uninitialized read). Results go to ``Launch.meta["nonfinite"]``; the
 analysis turns them into ``nonfinite`` / ``nonfinite_input`` findings.
+
+Births only matter once a store writes a non-finite value, and most kernels never do. So a batched chunk
+runs *lazily*: no check per operation, only the stores' (which every launch needs). A store that writes a
+non-finite value sends the chunk back (``ChunkRetry``: undone and run again, as the executor does for the
+exact check), and from then on the launch checks every operation, so the reports are those of an eager run
+and a kernel that stores infinities on purpose (-inf padding) pays for one chunk twice.
 """
 from __future__ import annotations
 
 from typing import Optional
 
 import numpy as np
+
+from ..errors import ChunkRetry
 
 MAX_REPORTS = 200        # entries kept per launch (one per store line and cause)
 MAX_VALUES = 4           # operand values shown per birth
@@ -61,6 +69,8 @@ class NonFinite:
         # (argument, dtype) -> its storage holds only finite values (asked only while nothing wrote it)
         self._finite_storage: dict = {}
         self.batched = False
+        self.lazy = False                # this chunk checks only its stores (docstring)
+        self._lazy_ok = True             # until a store wrote a non-finite value in a lazy chunk
         self.births: dict = {}           # program -> its births, the first of each source line, in order
         self.inputs: dict = {}           # program -> its first non-finite load of an unwritten argument
         self.reports: list = []
@@ -68,6 +78,7 @@ class NonFinite:
 
     def begin(self, pids: np.ndarray, keep: Optional[np.ndarray], batched: bool) -> None:
         self._pids, self._keep, self.batched = pids, keep, batched
+        self.lazy = batched and self._lazy_ok
         self._chunk = (pids, keep)
         self._active = None
 
@@ -145,6 +156,9 @@ class NonFinite:
     def store(self, tensor: int, file, line, values: np.ndarray, safe: np.ndarray, offsets: np.ndarray) -> None:
         if values.dtype.kind != "f" or all_finite(values):
             return
+        if self.lazy:
+            self._lazy_ok = self.lazy = False
+            raise ChunkRetry("a store wrote a non-finite value: the chunk runs again, checking every operation")
         bad = safe & ~np.isfinite(np.broadcast_to(values, safe.shape))
         for pid, lanes in self._programs(bad):
             cause = self._cause(pid, lanes)

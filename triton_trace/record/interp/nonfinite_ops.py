@@ -33,7 +33,7 @@ def _checked(inner, name, rec):
     def run(*args, **kwargs):
         out = inner(*args, **kwargs)
         data = getattr(out, "data", None)
-        if data is None or not rec.recording or data.dtype.kind != "f" or not data.size:
+        if data is None or not rec.recording or rec.nonfinite.lazy or data.dtype.kind != "f" or not data.size:
             return out
         if all_finite(core(data)):          # a broadcast result: its distinct values only
             return out
