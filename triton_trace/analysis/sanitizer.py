@@ -33,7 +33,8 @@ import numpy as np
 
 from ..model import KIND_CODE, MEMORY_KINDS, WRITE_KINDS, TensorInfo
 from . import intervals
-from .context import LaunchContext
+from . import context
+from .context import LaunchContext, pattern_intervals
 from .findings import Finding, Suppressed, block_index, group_lanes, op_fields, short_list, where
 
 
@@ -209,7 +210,10 @@ def _check_views(ctx: LaunchContext) -> list:
     for ti, t in enumerate(ctx.launch.tensors):
         if _covers_storage(t) or _expanded(t):
             continue
-        lanes, off = _output_lanes(ctx, ti)
+        rows = _output_rows(ctx, ti)
+        if context.SHORTCUTS:
+            rows = _rows_maybe_outside(ctx, t, rows)
+        lanes, off = _lanes_of_rows(ctx, rows)
         inside, _ = view_positions(t, off)
         bad_parts.append(lanes[~inside])
     bad = np.sort(np.concatenate(bad_parts)) if bad_parts else np.zeros(0, dtype=np.int64)
@@ -232,7 +236,37 @@ def _output_rows(ctx: LaunchContext, ti: int) -> np.ndarray:
 def _output_lanes(ctx: LaunchContext, ti: int) -> tuple:
     """(lane indices, offsets) of the active in-bounds lanes of tensor ti's rows in its own element size,
     decoding only those rows."""
-    rows = _output_rows(ctx, ti)
+    return _lanes_of_rows(ctx, _output_rows(ctx, ti))
+
+
+def _rows_maybe_outside(ctx: LaunchContext, t: TensorInfo, rows: np.ndarray) -> np.ndarray:
+    """The rows whose lanes may leave the view ``t`` (a slice, a strided view), without reading lanes: a
+    regular row whose pattern is a few runs of consecutive elements (a tile's rows) stays inside when every
+    run starts inside the view and fits in the view's contiguous stretch there (its innermost dimensions
+    whose elements follow one another in the storage: a run of one element only has to start inside). The
+    others (and irregular rows) are for the lanes to decide."""
+    merged, extent = [], 1
+    for d in sorted((d for d in range(len(t.shape)) if t.shape[d] > 1), key=lambda d: t.strides[d]):
+        if t.strides[d] != extent:
+            break
+        merged.append(d)
+        extent *= t.shape[d]
+    ok, groups = ctx.regular_groups(rows)
+    for pat, members in groups:
+        iv = pattern_intervals(pat, ctx.row_base[members]) if len(pat) else None
+        if iv is None:
+            ok[np.isin(rows, members)] = False
+            continue
+        starts, length = iv[0], iv[1] - iv[0]
+        inside, idx = view_positions(t, starts)
+        at = (idx[:, merged] * np.array([t.strides[d] for d in merged], dtype=np.int64)).sum(axis=1)
+        inside &= at + length <= extent            # (no contiguous dimension: extent 1, runs of one)
+        per_row = inside.reshape(len(members), -1).all(axis=1)
+        ok[np.isin(rows, members[~per_row])] = False
+    return rows[~ok]
+
+
+def _lanes_of_rows(ctx: LaunchContext, rows: np.ndarray) -> tuple:
     lanes, off, msk = ctx.decode(rows)
     keep = msk & ctx.inb[lanes]
     return lanes[keep], off[keep]
