@@ -1,4 +1,4 @@
-"""Kernels with bugs the analysis finds, at scale: trace and analysis time, and the analysis' memory.
+"""Kernels that take the analysis' per-element paths, at scale: trace and analysis time, its memory.
 
     python tests/benchmarks/bench_findings.py [--programs 1024,4096] [--repeat 3]
 
@@ -8,7 +8,9 @@ Cases (each in a fresh child process, so the peak is its own), programs x 1024-e
 - ``halo``: 64x64 tiles in place, each also writing the next tile's first row (neighbours race on it);
 - ``accumulate``: each program adds into its block of a declared output never zeroed (uninitialised reads);
 - ``twice``: each program stores its block, then again half a block further on (double writes, and races
-  with the next program).
+  with the next program);
+- ``slice``: 64x64 tiles of a column slice of a wider matrix transposed (no finding: the out-of-view check
+  of a view that does not cover its storage).
 Times are medians of ``--repeat`` runs; "peak" is the child's high-water RSS above its RSS once the trace
 exists (the analysis' own memory). Not part of the test run: nothing here asserts a time.
 """
@@ -60,6 +62,20 @@ def _kernels():
     return one_block, halo, accumulate, twice
 
 
+def _transpose():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def transpose(x_ptr, y_ptr, M, N, sxm, sxn, sym, syn, BLOCK: tl.constexpr):
+        rm = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        rn = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        mask = (rm[:, None] < M) & (rn[None, :] < N)
+        x = tl.load(x_ptr + rm[:, None] * sxm + rn[None, :] * sxn, mask=mask)
+        tl.store(y_ptr + rn[None, :] * sym + rm[:, None] * syn, x, mask=mask)
+    return transpose
+
+
 def child(case: str, programs: int, repeat: int) -> dict:
     import torch
     import triton_trace
@@ -72,6 +88,13 @@ def child(case: str, programs: int, repeat: int) -> dict:
     elif case == "accumulate":
         out = torch.zeros(programs * 1024)
         run = lambda: triton_trace.trace(accumulate, outputs=("out_ptr",))[(programs,)](x, out, BLOCK=1024)
+    elif case == "slice":
+        side = int(round(programs ** 0.5)) * 64
+        view = torch.randn(side, side + 512)[:, 256:256 + side]
+        y = torch.empty(side, side)
+        transpose = _transpose()
+        run = lambda: triton_trace.trace(transpose)[(side // 64, side // 64)](
+            view, y, side, side, view.stride(0), view.stride(1), y.stride(0), y.stride(1), BLOCK=64)
     elif case == "twice":
         out = torch.zeros(programs * 1024)
         run = lambda: triton_trace.trace(twice, outputs=("out_ptr",))[(programs,)](x, out, x.numel(), BLOCK=1024)
@@ -107,7 +130,7 @@ def main() -> None:
         print(json.dumps(child(args.child[0], int(args.child[1]), args.repeat)))
         return
     print(f"{'case':10s} {'programs':>8s} {'lanes':>10s} {'traced s':>9s} {'analyze s':>9s} {'peak MB':>8s}  findings")
-    for case in ("one_block", "halo", "accumulate", "twice"):
+    for case in ("one_block", "halo", "accumulate", "twice", "slice"):
         for n in (int(v) for v in args.programs.split(",")):
             r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", case, str(n),
                                 "--repeat", str(args.repeat)], capture_output=True, text=True)
