@@ -81,7 +81,25 @@ EXTRA = {
     "add_slice_tail": lambda kw: K.add(torch.randn(3000)[7:2007], torch.randn(2000), kernel=trace(**kw)(K.make_add()),
                                        block=256),
     "transpose_past_the_view": lambda kw: _past_the_view(kw),
+    # declared outputs that are views (coverage from the views' runs): a column slice, a row slice with a
+    # tile band left unwritten, a transposed view (its elements one by one: lanes), a 3-D slice
+    "into_column_slice": lambda kw: _into(torch.empty(48, 80)[:, 9:73], (4, 3), kw),
+    "into_row_slice_band_missing": lambda kw: _into(torch.empty(80, 64)[7:55], (3, 4), kw),
+    "into_transposed": lambda kw: _into(torch.empty(64, 48).t(), (4, 3), kw),
+    "into_3d_slice": lambda kw: _into(torch.empty(2, 48, 70)[1, :, 3:67], (4, 2), kw),
+    # 8 columns past the slice: writes run on into the next row's padding (out of view), so written runs
+    # straddle the view's
+    "into_column_slice_and_past": lambda kw: _into(torch.empty(49, 80)[:48, 9:73], (5, 3), kw, cols=72),
 }
+
+
+def _into(y, grid, kw, cols=64):
+    """x.T written into the declared output view ``y`` (48 x 64), 16 x 16 tiles over ``grid``: a grid
+    short of the view leaves elements unwritten."""
+    x = torch.randn(cols, 48)
+    trace(outputs=("y_ptr",), **kw)(K.make_transpose())[grid](x, y, cols, 48, x.stride(0), x.stride(1), y.stride(0),
+                                                             y.stride(1), BLOCK_M=16, BLOCK_N=16)
+    return y
 
 
 def _past_the_view(kw):
@@ -154,6 +172,20 @@ def test_lanes_that_leave_a_sliced_view_are_still_found():
     triton_trace.reset()
     EXTRA["transpose_column_slice"]({})
     assert not triton_trace.analyze(triton_trace.current_trace()).findings
+
+
+def test_unwritten_elements_of_output_views_are_counted_from_runs():
+    """The coverage check on views that are not one range of their storage: what each grid leaves unwritten
+    (counted from the grid by hand: 16 x 16 tiles over a 48 x 64 view), and where the first of them is."""
+    for name, want in (("into_column_slice", 0), ("into_3d_slice", 48 * 64 - 32 * 64),
+                       ("into_row_slice_band_missing", 48 * 64 - 48 * 48), ("into_transposed", 0),
+                       ("into_column_slice_and_past", 0)):
+        triton_trace.reset()
+        (CASES.get(name) or EXTRA[name])({})
+        found = [f for f in triton_trace.analyze(triton_trace.current_trace()).findings if f.kind == "unwritten_output"]
+        assert sum(f.count for f in found) == want, name
+        if want:
+            assert found[0].indices[0] == ((0, 48) if name == "into_row_slice_band_missing" else (32, 0)), name
 
 
 def test_interval_shortcuts_against_direct_counts():

@@ -277,28 +277,52 @@ def _outputs(ctx: LaunchContext) -> list:
     return sorted({names[o] for o in ctx.launch.outputs if o in names})
 
 
-def _row_major(t: TensorInfo) -> bool:
-    """The view is one row-major range of its storage (element i at storage_offset + i)."""
-    step = 1
-    for size, stride in zip(reversed(t.shape), reversed(t.strides)):
-        if size > 1 and stride != step:
-            return False
-        step *= size
-    return True
+def _stretches(t: TensorInfo):
+    """The view's elements as runs of ``extent`` consecutive storage elements starting at ``starts``, in the
+    view's index order (row-major): (starts, extent) when its last dimensions are contiguous in that order
+    (a row-major tensor, a slice of one) and its runs do not meet; None otherwise, or when the runs are
+    short and many (a transposed view: its elements one by one)."""
+    extent, d = 1, len(t.shape) - 1
+    while d >= 0 and (t.shape[d] == 1 or t.strides[d] == extent):
+        extent *= t.shape[d]
+        d -= 1
+    outer = t.shape[:d + 1]
+    if int(np.prod(outer)) > max(1 << 16, int(np.prod(t.shape)) // 8):
+        return None
+    starts = np.full((), t.storage_offset, dtype=np.int64)
+    for size, stride in zip(outer, t.strides[:d + 1]):
+        starts = starts[..., None] + np.arange(size, dtype=np.int64) * stride
+    starts = starts.reshape(-1)
+    ordered = np.sort(starts)
+    return None if (np.diff(ordered) < extent).any() else (starts, extent)
 
 
 def _coverage_by_intervals(ctx: LaunchContext, ti: int, k: int):
-    """(elements of a contiguous output no program wrote, the first k of their offsets) from the write rows'
-    intervals; None when the output is not one contiguous range or a write row is irregular."""
+    """(elements of an output no program wrote, the first k of their offsets in the view's order) from the
+    write rows' intervals and the view's runs (``_stretches``); None when a write row is irregular or the
+    view has no such runs."""
     t = ctx.launch.tensors[ti]
-    if not t.shape or not _row_major(t):
+    view = _stretches(t) if t.shape and context.SHORTCUTS else None
+    if view is None:
         return None
     rows = _output_rows(ctx, ti)
     iv = intervals.row_intervals(ctx, rows[ctx.is_write[rows]])
     if iv is None:
         return None
-    lo = t.storage_offset
-    return intervals.missing(intervals.union(iv[0], iv[1]), lo, lo + int(np.prod(t.shape)), k)
+    s, e = intervals.union(iv[0], iv[1])
+    done = np.r_[0, np.cumsum(e - s)]
+
+    def written_before(x):          # elements of the union below x
+        j = np.searchsorted(s, x)
+        return done[j] - np.maximum(0, np.where(j > 0, e[np.maximum(j - 1, 0)], 0) - x) if len(s) else 0 * x
+    starts, extent = view
+    gaps = extent - (written_before(starts + extent) - written_before(starts))
+    first: list = []
+    for a in np.flatnonzero(gaps).tolist():
+        first += intervals.missing((s, e), int(starts[a]), int(starts[a]) + extent, k - len(first))[1]
+        if len(first) >= k:
+            break
+    return int(gaps.sum()), first
 
 
 def check_coverage(ctx: LaunchContext) -> list:
@@ -321,7 +345,7 @@ def check_coverage(ctx: LaunchContext) -> list:
             offs = tuple(int(vo[tuple(i)]) for i in idx)
         else:
             n, offs = found[0], tuple(found[1])
-            idx = [np.unravel_index(o - t.storage_offset, t.shape) for o in offs]
+            idx = view_positions(t, np.array(offs, dtype=np.int64))[1]
         if not n:
             continue
         out.append(Finding(
