@@ -198,7 +198,7 @@ class LaunchContext:
         self.n_static = len(uniq)
 
     # -- lanes --------------------------------------------------------------------------------------------
-    # The flat lane arrays (offsets, mask, lane_row, inb) are built on first use: rows whose lanes are a
+    # The flat lane arrays (offsets, mask, lane_row) are built on first use: rows whose lanes are a
     # known pattern (``row_sig``) give their per-row facts without decoding, and analyses that find every
     # row regular never expand the lanes at all.
     def _lanes(self, launch: Launch) -> None:
@@ -242,13 +242,11 @@ class LaunchContext:
         # Most rows lie inside their storage entirely; check lane by lane only the others.
         out = np.flatnonzero((self.row_lo[mem] < 0) | (self.row_hi[mem] >= self.row_limit[mem]))
         self._out_lanes = lane_index(excl[out], cnt[out])
-        self._out_inb = np.zeros(0, dtype=bool)
         self.oob_lane_index = np.zeros(0, dtype=np.int64)            # active out-of-bounds lanes, ascending
         if len(out):
             o, m = launch.lanes.gather(starts[out], cnt[out])
             limit = np.repeat(self.row_limit[mem[out]], cnt[out])
-            self._out_inb = (o >= 0) & (o < limit)
-            bad = m & ~self._out_inb
+            bad = m & ~((o >= 0) & (o < limit))
             self.oob_lane_index = self._out_lanes[bad]
             self.oob_lanes[mem[out]] = np.add.reduceat(bad.view(np.uint8), np.cumsum(cnt[out]) - cnt[out],
                                                        dtype=np.int64)
@@ -275,20 +273,14 @@ class LaunchContext:
         row_type = np.int32 if self.n_rows < 1 << 31 else np.int64
         return np.repeat(self.mem_rows.astype(row_type), self.lane_count[self.mem_rows])
 
-    @cached_property
-    def inb(self) -> np.ndarray:
-        """Per lane: inside its tensor's storage."""
-        inb = np.ones(self.n_lanes, dtype=bool)
-        inb[self._out_lanes] = self._out_inb
-        return inb
-
     def row_lanes(self, rows: np.ndarray) -> tuple:
         """(row, offset) of every active in-bounds lane of ``rows``, rows in the given order, decoding only
         those rows' lanes unless the launch's lanes are expanded already (or most are asked for)."""
         cnt = self.lane_count[rows]
         lanes, off, msk = self.decode(rows)
-        keep = msk & self.inb[lanes] if len(self._out_lanes) else msk
-        return np.repeat(rows, cnt)[keep], off[keep]
+        lr = np.repeat(rows, cnt)
+        keep = msk & (off >= 0) & (off < self.row_limit[lr]) if len(self._out_lanes) else msk
+        return lr[keep], off[keep]
 
     def rows_of_lanes(self, lanes: np.ndarray) -> np.ndarray:
         """The row of each lane, without the per-lane table unless it exists."""
