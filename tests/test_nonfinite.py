@@ -184,3 +184,66 @@ def test_batched_chunks_check_only_stores_until_one_writes_a_non_finite_value(mo
     # batched: the second chunk twice (lazy, then checking), the third and fourth checking: 3 checked divisions
     assert got[0][:-1] == got[1][:-1] and got[0][-1] == 3 and got[1][-1] == 16
     assert [f["program"] for f in got[0][:-1]] == [[5, 0, 0]] and got[0][0]["count"] == 1
+
+
+@triton.jit
+def double_in_place(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) * 2.0)
+
+
+@triton.jit
+def interleaved(y_ptr, d_ptr, z_ptr, P: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) + tl.arange(0, BLOCK) * P      # programs interleave: their ranges overlap
+    y = tl.load(y_ptr + offs)
+    d = tl.load(d_ptr + offs)
+    tl.store(z_ptr + offs, y / d)
+    tl.store(y_ptr + offs, y * 2.0)                         # y's loads were kept as ranges: checked again
+
+
+@triton.jit
+def masked_inf(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.where(m, tl.load(x_ptr + offs, mask=m, other=0.0), float("-inf")), mask=m)
+
+
+@pytest.mark.parametrize("batch", [4, True])
+def test_an_input_nan_of_an_in_place_kernel_is_reported_batched_as_one_at_a_time(batch):
+    """The chunk that stores the NaN runs again checking every operation; the store it made the first time
+    was undone, so the re-run's load still finds an argument nothing has written: an input, as in a
+    sequential run."""
+    got = []
+    for b in (False, batch):
+        x = torch.randn(256)
+        x[3] = float("nan")
+        got.append([f.to_dict() for f in findings(double_in_place, (8,), x, BLOCK=32, batch=b)])
+    assert got[0] == got[1] and [f["kind"] for f in got[0]] == ["nonfinite_input"]
+
+
+def test_a_chunk_rerun_for_both_reasons_stays_batched():
+    """A non-finite store and loads kept as ranges of a storage the chunk then writes: each asks for the
+    chunk again once; it still runs batched, with the sequential outputs and findings."""
+    outs, found = [], []
+    y0, d0 = torch.randn(256), torch.rand(256) + 1
+    d0[0] = 0.0
+    for b in (False, True):
+        y, d, z = y0.clone(), d0.clone(), torch.empty(256)
+        triton_trace.reset()
+        triton_trace.trace(interleaved, batch=b)[(8,)](y, d, z, P=8, BLOCK=32)
+        outs.append((y.clone(), z.clone()))
+        lc = triton_trace.current_trace().launches[0]
+        found.append([f.to_dict() for f in triton_trace.analyze(triton_trace.current_trace()).findings])
+    assert all(torch.equal(a.view(torch.int32), b.view(torch.int32)) for a, b in zip(*outs))
+    assert found[0] == found[1] and [f["kind"] for f in found[1]] == ["nonfinite"]
+    ex = lc.meta["execution"]
+    assert ex["batched_programs"] == 8 and not ex["fallbacks"], ex
+
+
+def test_non_finite_values_in_masked_lanes_keep_the_chunks_lazy(monkeypatch):
+    from triton_trace.record.interp import nonfinite_ops
+    calls = []
+    real = nonfinite_ops.all_finite
+    monkeypatch.setattr(nonfinite_ops, "all_finite", lambda v: calls.append(v.size) or real(v))
+    assert not findings(masked_inf, (4,), torch.randn(100), torch.empty(128), 100, BLOCK=32, batch=2)
+    assert calls == []

@@ -191,12 +191,14 @@ class Collector:
     def mark(self) -> tuple:
         return (len(self._events), len(self._chunk_pids), self._lanes.mark(), self._blob.used,
                 self._value_bytes, self._value_elems, self.values_truncated, set(self._files), set(self._dtypes),
-                self._stopped, len(self.limit_notes), self.nonfinite.mark(), self.overflow.mark())
+                self._stopped, len(self.limit_notes), self.nonfinite.mark(), self.overflow.mark(),
+                self.memory.stored_flags())
 
     def rollback(self, mark: tuple) -> None:
         """Forget everything recorded since ``mark`` (a chunk that is re-run program by program)."""
         (ne, nc, lanes, nv, self._value_bytes, self._value_elems, self.values_truncated, files, dtypes,
-         self._stopped, nn, nonfinite, overflow) = mark
+         self._stopped, nn, nonfinite, overflow, stored) = mark
+        self.memory.restore_stored(stored)
         self.nonfinite.rollback(nonfinite)
         self.overflow.rollback(overflow)
         del self.limit_notes[nn:]

@@ -41,7 +41,8 @@ class _Storage:
     base: int                 # address of the first data byte in the copy
     nbytes: int
     guard: int
-    written: bool = False
+    written: bool = False     # some op wrote it, kept or undone since (the chunk check's memory)
+    stored: bool = False      # a write that stays recorded: undone with its chunk (what loads see)
     copied: bool = True       # the buffer holds the storage's bytes (else accesses go to ``original``)
 
 
@@ -277,8 +278,18 @@ class HostMemory(Attribution):
             self._ensure_copied(sid)
 
     def is_written(self, tensor: int) -> bool:
-        """Whether the launch has stored to this argument's storage yet."""
-        return tensor >= 0 and self.storages[self._tensor_storage[tensor]].written
+        """Whether the launch has stored to this argument's storage yet (a write of a chunk that was undone
+        does not count: see ``stored_flags``)."""
+        return tensor >= 0 and self.storages[self._tensor_storage[tensor]].stored
+
+    def stored_flags(self) -> tuple:
+        return tuple(st.stored for st in self.storages)
+
+    def restore_stored(self, flags: tuple) -> None:
+        """Undo the ``stored`` marks of a chunk that is undone (``written`` stays: the chunk check keeps
+        the lanes of a storage's loads from then on)."""
+        for st, f in zip(self.storages, flags):
+            st.stored = f
 
     def mark_written(self, tensor: int) -> None:
         """Called before the first write executes: unless it is written in place, the storage's bytes
@@ -287,7 +298,7 @@ class HostMemory(Attribution):
             sid = self._tensor_storage[tensor]
             if not self.in_place:
                 self._ensure_copied(sid)
-            self.storages[sid].written = True
+            self.storages[sid].written = self.storages[sid].stored = True
 
     def snapshot(self, limit: int, finished: bool) -> tuple:
         """(inputs, finals, description) for a reproducer: every storage's bytes as the launch found them

@@ -156,10 +156,12 @@ class NonFinite:
     def store(self, tensor: int, file, line, values: np.ndarray, safe: np.ndarray, offsets: np.ndarray) -> None:
         if values.dtype.kind != "f" or all_finite(values):
             return
+        bad = safe & ~np.isfinite(np.broadcast_to(values, safe.shape))
         if self.lazy:
+            if next(self._programs(bad), None) is None:
+                return            # only lanes masked off, or programs sitting out: nothing is reported
             self._lazy_ok = self.lazy = False
             raise ChunkRetry("a store wrote a non-finite value: the chunk runs again, checking every operation")
-        bad = safe & ~np.isfinite(np.broadcast_to(values, safe.shape))
         for pid, lanes in self._programs(bad):
             cause = self._cause(pid, lanes)
             source = None if cause is not None else self.inputs.get(pid)

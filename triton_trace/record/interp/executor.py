@@ -140,10 +140,11 @@ def _batched(kernel, batched_args, call_args, pids, first: int, builder, rec, pr
     """``_run_batched`` of one chunk, as a generator: it yields each run of agreeing programs that is to run
     batched as (programs, launch position) and is sent back what running it returned."""
     why = _run_chunk(kernel, batched_args, pids, builder, rec, proxy)
-    if why is RETRY:                     # the same chunk again, keeping the lanes it lacked
-        why = _run_chunk(kernel, batched_args, pids, builder, rec, proxy)
-        if why is RETRY:
-            why = "the exact check lacked lanes twice"
+    for _ in range(2):                   # the same chunk again, keeping the lanes it lacked, or checking
+        if why is RETRY:                 # every float operation (record/nonfinite.py): each asks once
+            why = _run_chunk(kernel, batched_args, pids, builder, rec, proxy)
+    if why is RETRY:
+        why = "the exact check lacked lanes three times"
     if why is None:
         if on_done is not None:
             on_done(len(pids))
