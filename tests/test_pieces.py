@@ -65,8 +65,8 @@ def _launch(seed):
     limits = torch.tensor(rng.integers(0, block + 1, n_prog), dtype=torch.int32)
     x = torch.zeros(size)
     locks = torch.zeros(2, dtype=torch.int32)
-    # a third of the launches alias an int16 view onto x: x's rows then count in 2-byte units (lanes)
-    h = x.view(torch.int16) if seed % 3 == 0 else torch.zeros(2 * size, dtype=torch.int16)
+    # a fifth of the launches alias an int16 view onto x: its rows then count in 2-byte units (lanes)
+    h = x.view(torch.int16) if seed % 5 == 0 else torch.zeros(2 * size, dtype=torch.int16)
     triton_trace.trace(_mixed, outputs=("x_ptr",))[(n_prog,)](x, h, kinds, bases, limits, locks, BLOCK=block,
                                                               STRIDE=stride)
     return triton_trace.current_trace().launches[-1]
@@ -83,7 +83,7 @@ def _findings(lc, shortcuts, monkeypatch, checks=CHECKS):
                 for check in checks for f in check(ctx)]
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(60))
 def test_random_launches_find_what_the_lane_paths_find(seed, monkeypatch):
     triton_trace.reset()
     lc = _launch(seed)
@@ -103,12 +103,12 @@ def test_random_launches_take_the_pieces_and_find_races(monkeypatch):
         used += got is not None
         return got
     monkeypatch.setattr(pieces, "cut", counting)
-    for seed in range(40):
+    for seed in range(60):
         triton_trace.reset()
         for f in _findings(_launch(seed), True, monkeypatch):
             kind = f["kind"] if isinstance(f, dict) else "suppressed " + f[0]
             kinds[kind] = kinds.get(kind, 0) + 1
-    assert used >= 3 * 20, used
+    assert used >= 60, used     # of 180 (launches where a quarter of the lanes are scattered take the lanes)
     assert all(kinds.get(k, 0) >= 5 for k in ("race", "uninitialized_read", "double_write",
                                                "suppressed race", "suppressed uninitialized_read", "suppressed double_write")), kinds
 

@@ -31,9 +31,10 @@ class Pieces(NamedTuple):
 
 def cut(ctx: LaunchContext, rows: np.ndarray, unit: int, distinct: bool = False) -> Optional[Pieces]:
     """The entries of ``rows`` (ascending, in execution order) as pieces, in elements of ``unit`` bytes;
-    None when that would make more entries than the rows have lanes (intervals that each span many pieces:
-    the lanes are then the cheaper list). ``distinct``: an entry stands for as many lanes as its piece has
-    elements (a pattern that touches an element twice, a broadcast, gives its lanes instead)."""
+    None when a quarter of the lanes belong to irregular rows, or the pieces would make more entries than
+    the rows have lanes (intervals that each span many pieces): the lanes are then the cheaper list.
+    ``distinct``: an entry stands for as many lanes as its piece has elements (a pattern that touches an
+    element twice, a broadcast, gives its lanes instead)."""
     regular, groups = ctx.regular_groups(rows)
     regular &= ctx.eb[rows] == unit
     starts, ends, owners = [], [], []
@@ -49,6 +50,9 @@ def cut(ctx: LaunchContext, rows: np.ndarray, unit: int, distinct: bool = False)
         ends.append(iv[1])
         owners.append(np.repeat(members, len(iv[0]) // len(members)))
     irregular = rows[~regular]
+    total = int(ctx.lane_count[rows].sum())
+    if 4 * int(ctx.lane_count[irregular].sum()) > total:
+        return None                       # many gathers: their lanes are the list (the lane path filters)
     lanes, off, msk = ctx.decode(irregular)
     lr = np.repeat(irregular, ctx.lane_count[irregular])
     keep = msk & (off >= 0) & (off < ctx.row_limit[lr])          # active and inside the storage
@@ -61,11 +65,10 @@ def cut(ctx: LaunchContext, rows: np.ndarray, unit: int, distinct: bool = False)
     bounds = sorted_unique(np.concatenate([s, e]))
     first = np.searchsorted(bounds, s)
     spans = np.searchsorted(bounds, e) - first
-    total = int(spans.sum())
-    if total > int(ctx.lane_count[rows].sum()):
+    if int(spans.sum()) > total:
         return None
     entry = np.repeat(np.arange(len(s)), spans)
-    step = np.arange(total) - np.repeat(np.cumsum(spans) - spans, spans)
+    step = np.arange(len(entry)) - np.repeat(np.cumsum(spans) - spans, spans)
     piece, row = first[entry] + step, r[entry]
     order = np.lexsort((row, piece))
     return Pieces(row[order], piece[order], bounds[:-1], np.diff(bounds), ln[entry][order])
