@@ -126,13 +126,7 @@ def test_a_race_on_one_block_is_counted_without_lanes():
     x, out = torch.randn(1024 * 1024), torch.empty(1024)
     triton_trace.trace(_same_block)[(1024,)](x, out, BLOCK=1024)
     ctx = LaunchContext(triton_trace.current_trace().launches[-1], 0, Params().resolved())
-    decoded = _count_decoded(ctx)
-    tracemalloc.start()
-    try:
-        found = check_races(ctx)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    found, decoded, peak = _measured(check_races, ctx)
     assert [f.count for f in found] == [1024]
     assert found[0].program == (0, 0, 0) and found[0].other["program"] == (1, 0, 0)
     assert found[0].offsets[:4] == (0, 1, 2, 3)
@@ -140,11 +134,17 @@ def test_a_race_on_one_block_is_counted_without_lanes():
     assert peak < 4 << 20, f"race check peak {peak / 1e6:.1f} MB"
 
 
-def _count_decoded(ctx):
+def _measured(check, ctx):
+    """(what ``check(ctx)`` finds, the lanes of each ``decode`` call it made, its peak of traced memory)."""
     decoded = []
     decode = ctx.decode
     ctx.decode = lambda rows: decoded.append(int(ctx.lane_count[rows].sum())) or decode(rows)
-    return decoded
+    tracemalloc.start()
+    try:
+        found = check(ctx)
+        return found, decoded, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 @triton.jit
@@ -161,13 +161,7 @@ def test_reads_of_an_output_never_written_are_found_from_rows():
     x = torch.randn(1024 * 1024)
     triton_trace.trace(_accumulate, outputs=("out_ptr",))[(1024,)](x, torch.zeros(1024 * 1024), BLOCK=1024)
     ctx = LaunchContext(triton_trace.current_trace().launches[-1], 0, Params(max_findings=5).resolved())
-    decoded = _count_decoded(ctx)
-    tracemalloc.start()
-    try:
-        found = check_uninitialized(ctx)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    found, decoded, peak = _measured(check_uninitialized, ctx)
     shown = [f for f in found if isinstance(f, Finding)]
     assert [f.count for f in shown] == [1024] * 5
     assert [f.program for f in shown] == [(p, 0, 0) for p in range(5)]
