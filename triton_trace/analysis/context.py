@@ -276,11 +276,15 @@ class LaunchContext:
     def row_lanes(self, rows: np.ndarray) -> tuple:
         """(row, offset) of every active in-bounds lane of ``rows``, rows in the given order, decoding only
         those rows' lanes unless the launch's lanes are expanded already (or most are asked for)."""
-        cnt = self.lane_count[rows]
+        lr, _, off = self.inside_lanes(rows)
+        return lr, off
+
+    def inside_lanes(self, rows: np.ndarray) -> tuple:
+        """(row, lane index, offset) of the active lanes of ``rows`` that lie inside their storage."""
         lanes, off, msk = self.decode(rows)
-        lr = np.repeat(rows, cnt)
+        lr = np.repeat(rows, self.lane_count[rows])
         keep = msk & (off >= 0) & (off < self.row_limit[lr]) if len(self._out_lanes) else msk
-        return lr[keep], off[keep]
+        return lr[keep], lanes[keep], off[keep]
 
     def rows_of_lanes(self, lanes: np.ndarray) -> np.ndarray:
         """The row of each lane, without the per-lane table unless it exists."""

@@ -53,10 +53,7 @@ def cut(ctx: LaunchContext, rows: np.ndarray, unit: int, distinct: bool = False)
     total = int(ctx.lane_count[rows].sum())
     if 4 * int(ctx.lane_count[irregular].sum()) > total:
         return None                       # many gathers: their lanes are the list (the lane path filters)
-    lanes, off, msk = ctx.decode(irregular)
-    lr = np.repeat(irregular, ctx.lane_count[irregular])
-    keep = msk & (off >= 0) & (off < ctx.row_limit[lr])          # active and inside the storage
-    lanes, off, lr = lanes[keep], off[keep], lr[keep]
+    lr, lanes, off = ctx.inside_lanes(irregular)
     el = off * ctx.eb[lr] // unit
     s = np.concatenate(starts + [el]).astype(np.int64, copy=False)
     e = np.concatenate(ends + [el + 1]).astype(np.int64, copy=False)
@@ -77,11 +74,9 @@ def cut(ctx: LaunchContext, rows: np.ndarray, unit: int, distinct: bool = False)
 def lanes_in(ctx: LaunchContext, row: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The active in-bounds lanes of ``row`` (in the row's element size) whose element lies in one of the
     sorted, disjoint intervals [starts, ends), in order: one row decoded."""
-    lanes, off, msk = ctx.decode(np.array([row]))
-    keep = msk & (off >= 0) & (off < ctx.row_limit[row])
+    _, lanes, off = ctx.inside_lanes(np.array([row]))
     at = np.searchsorted(starts, off, side="right") - 1
-    keep &= (at >= 0) & (off < ends[np.maximum(at, 0)])
-    return lanes[keep]
+    return lanes[(at >= 0) & (off < ends[np.maximum(at, 0)])]
 
 
 def elements(ids: np.ndarray, pieces: Optional[Pieces], limit: int) -> tuple:

@@ -267,9 +267,8 @@ def _rows_maybe_outside(ctx: LaunchContext, t: TensorInfo, rows: np.ndarray) -> 
 
 
 def _lanes_of_rows(ctx: LaunchContext, rows: np.ndarray) -> tuple:
-    lanes, off, msk = ctx.decode(rows)
-    keep = msk & (off >= 0) & (off < ctx.row_limit[np.repeat(rows, ctx.lane_count[rows])])   # inside the storage
-    return lanes[keep], off[keep]
+    _, lanes, off = ctx.inside_lanes(rows)
+    return lanes, off
 
 
 def _outputs(ctx: LaunchContext) -> list:
