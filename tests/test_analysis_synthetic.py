@@ -120,7 +120,7 @@ def reference_lru(sets, lines, masks, reads, writes, n_sets, ways):
 
 
 @pytest.mark.parametrize("jit", [False, pytest.param(True, marks=pytest.mark.skipif(
-    not jitsteps.ENABLED, reason="numba is not installed"))])
+    not jitsteps.available(), reason="the compiled loops cannot be built here"))])
 @pytest.mark.parametrize("seed", range(4))
 def test_lockstep_lru_matches_a_plain_python_lru(seed, jit):
     rng = np.random.default_rng(seed)

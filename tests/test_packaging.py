@@ -28,6 +28,7 @@ def test_wheel_holds_every_module_and_the_frontend(wheel):
     front = {f"triton_trace/frontend/{p.name}" for p in (ROOT / "frontend").iterdir()
              if p.suffix in (".html", ".js", ".css")}
     assert front and front - names == set()
+    assert "triton_trace/analysis/loops.c" in names      # the cache simulation's loops, built where installed
 
 
 def test_the_wheel_alone_traces_analyses_and_serves(wheel, tmp_path):
@@ -49,11 +50,15 @@ assert r.to_dict()["launches"][0]["metrics"]["lanes"] == 256
 app = triton_trace.create_app(triton_trace.current_trace())
 page = app.test_client().get("/")
 assert page.status_code == 200 and b"<html" in page.data.lower()
+from triton_trace.analysis import native     # the loops were built from the wheel's source, in this cache
+assert native.library() is not None, native.failure()
+assert os.listdir(os.path.join(os.environ["TRITON_TRACE_CACHE_DIR"], "native"))
 print("ok")
 """
     script = tmp_path / "use_wheel.py"        # Triton reads a kernel's source from its file
     script.write_text(code)
-    env = {**os.environ, "PYTHONPATH": str(site), "SITE": str(site)}
+    env = {**os.environ, "PYTHONPATH": str(site), "SITE": str(site), "TRITON_TRACE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TRITON_TRACE_NO_JIT", None)
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env,
                        timeout=300)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]

@@ -6,8 +6,8 @@ is what makes the ratio readable):
   program (what every kind of operands falls back to), on the bench_suite cases named by ``--dot``;
 - ``threads``: ``analyze()`` on two cores against ``TRITON_TRACE_THREADS=1`` (analysis/parallel.py), on the
   cases named by ``--threads``; the two reports must be equal byte for byte (checked on every run);
-- ``jit``: ``analyze()`` with the cache simulation's compiled loops (analysis/jitsteps.py, numba; loaded before
-  the clock starts) against its numpy passes, whatever the stream's length, on the cases named by ``--jit``;
+- ``jit``: ``analyze()`` with the cache simulation's compiled loops (analysis/loops.c through native.py; built
+  and loaded before the clock starts) against its numpy passes, on the cases named by ``--jit``;
   the reports must be equal byte for byte.
 
     python tests/benchmarks/bench_ab.py [--dot matmul_1024,matmul_4096_fp16] [--threads matmul_1024,transpose]
@@ -104,7 +104,7 @@ def ab_jit(case: str, repeat: int, quick: bool) -> str:
     times, reports = {"numpy": [], "compiled": []}, {}
     try:
         jitsteps.use = lambda n: jitsteps.ENABLED
-        triton_trace.analyze(trace)                 # loads (or compiles) the loops, and the kernel's layouts
+        triton_trace.analyze(trace)                 # loads (or builds) the loops, and compiles the kernel's layouts
         for _ in range(repeat):
             for side in times:
                 jitsteps.use = (lambda n: False) if side == "numpy" else (lambda n: jitsteps.ENABLED)
@@ -135,8 +135,9 @@ def main(argv=None) -> None:
         print(ab_dot(case, args.repeat, args.quick), flush=True)
     for case in filter(None, args.threads.split(",")):
         print(ab_threads(case, args.repeat, args.quick), flush=True)
-    if not jitsteps.ENABLED:
-        print("# jit: numba is not installed (or TRITON_TRACE_NO_JIT is set): nothing to compare", flush=True)
+    if not jitsteps.available():
+        print("# jit: the compiled loops cannot be built here (no C compiler, or TRITON_TRACE_NO_JIT is set): "
+              "nothing to compare", flush=True)
         return
     for case in filter(None, args.jit.split(",")):
         print(ab_jit(case, args.repeat, args.quick), flush=True)

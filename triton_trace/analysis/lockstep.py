@@ -45,7 +45,7 @@ class L2:
         self.step = 0
         self.evicted = 0
         # stepped access by access in compiled code, with the state in jitsteps' layout (jitsteps.py)
-        self.jit = jitsteps.ENABLED if jit is None else jit
+        self.jit = jitsteps.available() if jit is None else jit
         if self.jit:
             self.state = jitsteps.new_state(n_sets, ways, line_dtype)
             return

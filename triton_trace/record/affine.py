@@ -168,15 +168,50 @@ def _runs(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple, wri
     return runs, starts.reshape(-1), axis
 
 
+def _strided(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple, writeable: bool
+             ) -> Optional[np.ndarray]:
+    """Every program's block as one strided view of ``view``, (programs, *shape), when the programs' first
+    offsets step evenly (a grid walking a tensor block after block) and no stride is negative, else None.
+    Writing needs more: that no two lanes of the chunk meet (see _disjoint), since numpy may copy in any
+    order. A contiguous chunk (a vector add's) is then one slice: copied at memory speed, where a run at a
+    time indexes a row per run."""
+    if view.ndim != 1 or not view.flags.c_contiguous or min(strides, default=0) < 0 or not len(first):
+        return None
+    step = int(first[1]) - int(first[0]) if len(first) > 1 else 0
+    if step < 0 or (len(first) > 2 and not (np.diff(first) == step).all()):
+        return None
+    full, full_strides = (len(first),) + tuple(shape), (step,) + tuple(strides)
+    if writeable and not _disjoint(full, full_strides):
+        return None
+    item = view.itemsize
+    return np.lib.stride_tricks.as_strided(view[int(first[0]):], shape=full,
+                                           strides=tuple(s * item for s in full_strides), writeable=writeable)
+
+
+def _disjoint(shape: tuple, strides: tuple) -> bool:
+    """Whether no two lanes of a strided layout meet, by the nesting test: taken by increasing stride, each
+    stride steps past everything the smaller ones reach (sufficient, and what a grid of tiles gives)."""
+    reach = 0
+    for s, n in sorted((s, n) for s, n in zip(strides, shape) if n > 1):
+        if s <= reach:
+            return False
+        reach += s * (n - 1)
+    return True
+
+
 def gather(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple) -> Optional[np.ndarray]:
     """``view[first[p] + pattern]`` for every program ``p`` (element ``first`` offsets and ``strides``, every
-    lane inside ``view``), copied a run of consecutive elements at a time along a dimension of stride 1 (the
-    last, or another for a transposed block): one row copy per run instead of one gather per lane. None when
+    lane inside ``view``): as one strided block where the programs step evenly (see _strided), else a run of
+    consecutive elements at a time along a dimension of stride 1 (the last, or another for a transposed
+    block): one row copy per run instead of one gather per lane. None when
     no dimension is such a run (the caller gathers lane by lane). Programs that all read the same block
     (layer norm's weights) get one copy, broadcast: later ops compute on it once (``core``)."""
     if len(first) > 1 and first[0] == first[-1] and (first == first[0]).all():
         one = gather(view, first[:1], strides, shape)
         return None if one is None else np.broadcast_to(one, (len(first),) + one.shape[1:])
+    block = _strided(view, first, strides, shape, False)
+    if block is not None:
+        return np.array(block, order="C")
     found = _runs(view, first, strides, shape, False)
     if found is None:
         return None
@@ -193,6 +228,10 @@ def scatter(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple, v
     when ``gather`` would give None or ``view`` is read-only."""
     if not view.flags.writeable:
         return False
+    block = _strided(view, first, strides, shape, True)
+    if block is not None:
+        np.copyto(block, values)
+        return True
     found = _runs(view, first, strides, shape, True)
     if found is None:
         return False

@@ -4,15 +4,9 @@ Nothing here knows about Triton; ``hooks`` decides what to patch and uses these 
 """
 from __future__ import annotations
 
-import threading
 from typing import Callable, Iterable
 
 _MISSING = object()
-
-# Held while a launch has Python's builtins patched (print, min, max: hooks.py), and by anything in this
-# process that imports code which captures those builtins when it is imported (numba registers print, min
-# and max by identity: imported under the patches it would key on ours, for good; analysis/jitsteps.py).
-BUILTINS_FENCE = threading.RLock()
 
 
 def _own(obj, name):

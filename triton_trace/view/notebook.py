@@ -158,26 +158,12 @@ class _ShellState:
 
     def __init__(self):
         self.sent = False
-        self.jit_hook = False
 
     def with_assets(self, body: str, needs: bool) -> str:
         if needs and not self.sent:
             self.sent = True
             return page_assets() + body
         return body
-
-
-def _load_jit_when_idle(ip):
-    """A post_run_cell callback: after the first cell that leaves a traced launch, the analysis' compiled
-    loops load on a background thread while the shell waits for the next cell (analysis/jitsteps.py), so
-    the first ``analyze()`` finds them loaded."""
-    def after_cell(*_):
-        from ..analysis import jitsteps
-        from ..record.session import current_trace
-        if current_trace().launches or not jitsteps.ENABLED:
-            jitsteps.prefetch()
-            ip.events.unregister("post_run_cell", after_cell)
-    return after_cell
 
 
 def _state(ip) -> _ShellState:
@@ -244,9 +230,6 @@ def register_formatters(ip=None) -> bool:
     if ip is None:
         return False
     state = _state(ip)
-    if not state.jit_hook:
-        state.jit_hook = True
-        ip.events.register("post_run_cell", _load_jit_when_idle(ip))
     fmt = ip.display_formatter.formatters["text/html"]
     fmt.for_type(Trace, lambda obj: state.with_assets(trace_html(obj), True))
     fmt.for_type(Launch, lambda obj: state.with_assets(launch_html(obj), True))

@@ -24,7 +24,7 @@ from triton.runtime.jit import JITFunction
 
 from .. import frames
 from ..frames import where
-from ..patching import BUILTINS_FENCE, Scope, Snapshot
+from ..patching import Scope, Snapshot
 from . import batch, batchtensor, debugops, looprewrite, nonfinite_ops, overflow_ops, pointers, provenance, pylogic, semantics
 from .proxy import MemoryProxy, install_pointer_casts
 
@@ -302,9 +302,8 @@ def _cached_np_dtype(scope) -> None:
 @contextmanager
 def interpreter_scope(fn, rec, debug: bool = False):
     """Install every hook for one launch of ``fn`` and restore Triton afterwards, whatever happens."""
-    with BUILTINS_FENCE:
-        with _installed(fn, rec, debug) as proxy:
-            yield proxy
+    with _installed(fn, rec, debug) as proxy:
+        yield proxy
 
 
 @contextmanager
