@@ -102,19 +102,33 @@ def _limit(l2) -> int:
     return -1 if l2.dirty_ways is None else int(l2.dirty_ways)
 
 
-def open_stream(l2, row, line, mask, near, rw, per_part: int, n_rows: int) -> tuple:
-    """streaming._all_open's (read sectors per row, write sectors per row, written back, totals)."""
+def stream_args(t, s_row, s_line, s_mask, base) -> tuple:
+    """A window's stream indices and the stream's rows, lines and masks, with each row's base line, as the loops
+    over stream indices take them: (name suffix, arrays kept alive for the call)."""
+    s_row, s_line = (a if a.dtype in (np.int32, np.int64) else a.astype(np.int64) for a in (s_row, s_line))
+    ltype = np.int32 if base.dtype == np.int32 else np.int64
+    keep = (_as(t, np.int64), np.ascontiguousarray(s_row), np.ascontiguousarray(s_line), native.as_bytes(s_mask),
+            _as(base, ltype))
+    return f"{native.suffix(s_row.dtype)}_{native.suffix(s_line.dtype)}_{native.suffix(ltype)}", keep
+
+
+def open_stream(co, t, rows, l2, n_rows: int, lines: int):
+    """streaming.plan's closed form in compiled passes (loops.c's tt_open): (read sectors per row, write sectors
+    per row, written back, totals), or None when a line enters L2 twice (the first repeat ends the pass)."""
     lib = _lib()
     read_s = np.zeros(n_rows, dtype=np.int64)
     write_s = np.zeros(n_rows, dtype=np.int64)
     totals = np.zeros(5, dtype=np.int64)
-    home = l2.home_sets(line)
-    t = np.int32 if home.dtype == np.int32 else np.int64        # (only sets are read: lines are not)
+    name, keep = stream_args(t, co.stream_row, co.stream_line, co.stream_mask, rows.base)
+    near, rw = _as(rows.near, np.int64), native.as_bytes(rows.rw)
     limit = 1 << 62 if l2.dirty_ways is None else int(l2.dirty_ways)
-    keep = (_as(row, np.int64), _as(home, t), _as(mask, np.uint8), _as(rw, np.uint8), _as(near, np.int64))
-    fn = getattr(lib, "tt_open_" + native.suffix(t))
-    ev = int(fn(*(native.ptr(a) for a in keep), len(keep[0]), per_part, native.ptr(l2.widen), l2.ways, limit,
-                l2.n_sets, native.ptr(read_s), native.ptr(write_s), native.ptr(totals)))
+    ev = int(getattr(lib, "tt_open_" + name)(native.ptr(keep[0]), len(keep[0]), *(native.ptr(a) for a in keep[1:]),
+                                            lines, native.ptr(near), native.ptr(rw), l2.per_part,
+                                            native.ptr(l2.widen), l2.ways, limit, l2.n_sets, native.ptr(read_s),
+                                            native.ptr(write_s), native.ptr(totals)))
+    if ev == -2:
+        return None
     if ev < 0:
-        raise MemoryError("the cache simulation's open-set pass could not allocate its counters")
+        raise MemoryError("the cache simulation's closed form could not allocate its tables") if ev == -1 else \
+            ValueError(f"a cache line of the stream lies outside 0..{lines}")
     return read_s, write_s, ev, tuple(int(x) for x in totals)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import native
+from . import jitsteps, native
 from .jitsteps import _as, _lib
 
 
@@ -57,11 +57,9 @@ def l1_window(t, s_row, s_line, s_mask, base, owner, wr, load, line_bytes: int, 
     sent = np.empty(n, dtype=np.uint8)
     if not n:
         return row, line, sent, 0
-    s_row, s_line = (a if a.dtype in (np.int32, np.int64) else a.astype(np.int64) for a in (s_row, s_line))
-    keep = (_as(t, np.int64), np.ascontiguousarray(s_row), np.ascontiguousarray(s_line), native.as_bytes(s_mask),
-            _as(base, ltype))
+    name, keep = jitsteps.stream_args(t, s_row, s_line, s_mask, base)
     lo_hi = np.empty(2, dtype=np.int64)
-    getattr(lib, f"tt_gather_{native.suffix(s_row.dtype)}_{native.suffix(s_line.dtype)}_{native.suffix(ltype)}")(
+    getattr(lib, "tt_gather_" + name)(
         native.ptr(keep[0]), n, *(native.ptr(a) for a in keep[1:]), native.ptr(row), native.ptr(line),
         native.ptr(mask), native.ptr(lo_hi))
     at, n_lines = _table(line, int(lo_hi[0]), int(lo_hi[1]))

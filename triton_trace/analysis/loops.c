@@ -136,39 +136,66 @@ int64_t tt_entries_##SUF(T *st, int64_t row_len, const int64_t *row, const T *li
     return evicted;                                                                                            \
 }
 
-/* streaming._all_open in two passes (no line enters its set twice: every lookup misses, and a dirty line is
-   written back when ``ways`` more lines, or ``dirty_ways`` more dirty ones, enter its set after it); returns
-   the sectors written back while the kernel ran. */
-#define DEFINE_OPEN(T, SUF)                                                                                      \
-int64_t tt_open_##SUF(const int64_t *row, const T *home, const uint8_t *mask, const uint8_t *rw,              \
-                      const int64_t *near, int64_t n, int64_t per_part, const uint8_t *widen, int64_t ways,      \
-                      int64_t dirty_ways, int64_t n_sets, int64_t *read_s, int64_t *write_s, int64_t *totals) { \
+/* A line's home set (lockstep.L2._hash, in the same wrapping 64-bit arithmetic): the slot by Fibonacci
+   hashing, the partition by an independent hash bit. */
+static inline int64_t home_set(int64_t line, int64_t per_part) {
+    uint64_t u = (uint64_t)line;
+    uint64_t slot = ((u * 0x9E3779B97F4A7C15ull) >> 40) % (uint64_t)per_part;
+    uint64_t home = (u * 0xC2B2AE3D27D4EB4Full) >> 63;
+    return (int64_t)(home * (uint64_t)per_part + slot);
+}
+
+/* streaming.plan's closed form for a stream (stream indices t, in issue order) in which no line enters L2
+   twice: every lookup misses, and a dirty line is written back when ``ways`` more lines, or ``dirty_ways``
+   more dirty ones, enter its set after it. First pass: each entry's line (its tensor's base added) and home
+   set, stopping at the first line seen twice, and the counts; second: fills counted down. Returns the sectors
+   written back while the kernel ran; -2 when a line repeats (the counts are then partial: discard them), -3
+   when a line falls outside 0..lines, -1 when out of memory. */
+#define DEFINE_OPEN(R, RS, S, SS, T, TS)                                                                         \
+int64_t tt_open_##RS##_##SS##_##TS(const int64_t *t, int64_t n, const R *s_row, const S *s_line,              \
+                                   const uint8_t *s_mask, const T *base, int64_t lines, const int64_t *near,    \
+                                   const uint8_t *rw, int64_t per_part, const uint8_t *widen, int64_t ways,     \
+                                   int64_t dirty_ways, int64_t n_sets, int64_t *read_s, int64_t *write_s,       \
+                                   int64_t *totals) {                                                          \
+    uint8_t *seen = calloc((size_t)(lines + 1), 1);                                                            \
     int64_t *fills = calloc((size_t)(2 * n_sets > 0 ? 2 * n_sets : 1), sizeof(int64_t));                       \
-    if (!fills) return -1;                                                                                     \
+    int64_t *home = malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));                                         \
+    int64_t out = -1;                                                                                          \
+    if (!seen || !fills || !home) goto done;                                                                   \
     int64_t *dirty_fills = fills + n_sets;                                                                     \
     for (int64_t i = 0; i < n; i++) {                                                                          \
-        int64_t r = row[i], h = (int64_t)home[i], m = (int64_t)mask[i] & 15, k = (int64_t)rw[r];              \
-        int64_t sec = POP[m];                                                                                  \
+        int64_t j = t[i], m = (int64_t)s_mask[j] & 15;                                                         \
+        home[i] = -1;                                                                                          \
+        if (!m) continue;                            /* asks for no sector: never reaches L2 */                \
+        int64_t r = (int64_t)s_row[j], ln = (int64_t)s_line[j] + (int64_t)base[r];                             \
+        if (ln < 0 || ln > lines) { out = -3; goto done; }                                                     \
+        if (seen[ln]) { out = -2; goto done; }                                                                 \
+        seen[ln] = 1;                                                                                          \
+        int64_t h = home_set(ln, per_part), k = (int64_t)rw[r], sec = POP[m];                                  \
+        home[i] = h;                                                                                           \
         if (k & 4) { read_s[r] += POP[(int64_t)widen[m] & 15]; totals[0] += sec; }                            \
-        if (k & 2) { write_s[r] += sec; totals[2] += sec; totals[3] += sec; dirty_fills[h] += sec ? 1 : 0; }  \
+        if (k & 2) { write_s[r] += sec; totals[2] += sec; totals[3] += sec; dirty_fills[h] += 1; }            \
         fills[h] += 1;                                                                                         \
         if (near[r] != h / per_part && !(k & 2))     /* a far read's copy in the near partition */             \
             fills[h >= per_part ? h - per_part : h + per_part] += 1;                                           \
     }                                                                                                          \
-    int64_t evicted = 0;                                                                                       \
+    out = 0;                                                                                                   \
     for (int64_t i = 0; i < n; i++) {                /* fills counted down: what is left enters after */       \
-        int64_t r = row[i], h = (int64_t)home[i], k = (int64_t)rw[r];                                          \
-        int64_t sec = (k & 2) ? POP[(int64_t)mask[i] & 15] : 0;                                                \
+        int64_t h = home[i];                                                                                   \
+        if (h < 0) continue;                                                                                   \
+        int64_t j = t[i], r = (int64_t)s_row[j], k = (int64_t)rw[r];                                           \
+        int64_t sec = (k & 2) ? POP[(int64_t)s_mask[j] & 15] : 0;                                              \
         fills[h] -= 1;                                                                                         \
         if (sec) {                                                                                             \
             dirty_fills[h] -= 1;                                                                               \
-            if (fills[h] >= ways || dirty_fills[h] >= dirty_ways) evicted += sec;                              \
+            if (fills[h] >= ways || dirty_fills[h] >= dirty_ways) out += sec;                                  \
         }                                                                                                      \
         if (near[r] != h / per_part && !(k & 2))                                                               \
             fills[h >= per_part ? h - per_part : h + per_part] -= 1;                                           \
     }                                                                                                          \
-    free(fills);                                                                                               \
-    return evicted;                                                                                            \
+done:                                                                                                          \
+    free(seen); free(fills); free(home);                                                                       \
+    return out;                                                                                                \
 }
 
 /* A window's entries (stream indices t) gathered in one pass: each one's row, line in the simulated address
@@ -187,11 +214,13 @@ void tt_gather_##RS##_##SS##_##SUF(const int64_t *t, int64_t n, const R *s_row, 
     }                                                                                                          \
     lo_hi[0] = lo; lo_hi[1] = hi;                                                                              \
 }
+/* both loops over a window's stream indices, for each type of the stream's lines and of the lines out */
+#define DEFINE_BY_STREAM(R, RS, S, SS, T, TS) DEFINE_GATHER(R, RS, S, SS, T, TS) DEFINE_OPEN(R, RS, S, SS, T, TS)
 #define DEFINE_GATHERS(R, RS)                                                                                    \
-DEFINE_GATHER(R, RS, int32_t, i32, int32_t, i32)                                                               \
-DEFINE_GATHER(R, RS, int32_t, i32, int64_t, i64)                                                               \
-DEFINE_GATHER(R, RS, int64_t, i64, int32_t, i32)                                                               \
-DEFINE_GATHER(R, RS, int64_t, i64, int64_t, i64)
+DEFINE_BY_STREAM(R, RS, int32_t, i32, int32_t, i32)                                                            \
+DEFINE_BY_STREAM(R, RS, int32_t, i32, int64_t, i64)                                                            \
+DEFINE_BY_STREAM(R, RS, int64_t, i64, int32_t, i32)                                                            \
+DEFINE_BY_STREAM(R, RS, int64_t, i64, int64_t, i64)
 
 DEFINE_ONE(int32_t, i32)
 DEFINE_ONE(int64_t, i64)
@@ -199,8 +228,6 @@ DEFINE_STEPS(int32_t, i32)
 DEFINE_STEPS(int64_t, i64)
 DEFINE_ENTRIES(int32_t, i32)
 DEFINE_ENTRIES(int64_t, i64)
-DEFINE_OPEN(int32_t, i32)
-DEFINE_OPEN(int64_t, i64)
 DEFINE_GATHERS(int32_t, i32)
 DEFINE_GATHERS(int64_t, i64)
 

@@ -36,7 +36,6 @@ _I = ctypes.c_int64
 _SIGNATURES = {
     "tt_steps_{T}": (_P, _I, _P, _P, _P, _I, _P, _I, _P, _P, _P),
     "tt_entries_{T}": (_P, _I, _P, _P, _P, ctypes.c_int, _P, _P, _P, _I, _I, _P, _I, _I, _P, _P, _P),
-    "tt_open_{T}": (_P, _P, _P, _P, _P, _I, _I, _P, _I, _I, _I, _P, _P, _P),
 }
 
 
@@ -87,6 +86,8 @@ def _load():
             for t in ("i32", "i64"):
                 fn = getattr(lib, f"tt_gather_{r}_{s}_{t}")
                 fn.argtypes, fn.restype = (_P, _I, _P, _P, _P, _P, _P, _P, _P, _P), None
+                fn = getattr(lib, f"tt_open_{r}_{s}_{t}")
+                fn.argtypes, fn.restype = (_P, _I, _P, _P, _P, _P, _I, _P, _P, _I, _P, _I, _I, _I, _P, _P, _P), _I
     lib.tt_l1.argtypes, lib.tt_l1.restype = (_P, _P, _I, _I, _P, _I, _P, _P, _P, _I, _I, _P), _I
     return lib
 

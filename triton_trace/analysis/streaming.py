@@ -92,14 +92,14 @@ def plan(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, lines: 
     cache (only its shape and set hash are used here); ``lines``: an upper bound of the stream's lines."""
     if not context.SHORTCUTS or not len(t) or len(t) > REUSE * lines or lines > MAX_TABLE:
         return None, None                 # lines repeat in most sets (or too many lines to count)
+    if l2.jit:                # whether a line repeats, and if none does the counts, in compiled passes
+        return jitsteps.open_stream(co, t, rows, l2, n_rows, lines), None
     counts = np.zeros(lines + 1, dtype=np.int64)
     for a in range(0, len(t), COUNT_SLICE):       # in slices: temporaries of a few MB
         k = t[a:a + COUNT_SLICE]
         k = k[(co.stream_mask[k] & 15) != 0]       # entries that ask for no sector never reach L2
         counts += np.bincount(co.stream_line[k] + rows.base[co.stream_row[k]], minlength=lines + 1)
     if int(counts.max(initial=0)) > 1:
-        if l2.jit:            # the compiled loop steps every set for less than splitting the stream costs
-            return None, None
         again = np.flatnonzero(counts > 1)
         home = l2.home_sets(again)
         stepped = np.zeros(l2.n_sets, dtype=bool)
@@ -109,9 +109,6 @@ def plan(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, lines: 
     mask = co.stream_mask[t].astype(np.uint8) & 15
     tt = t[mask != 0]
     row = co.stream_row[tt]
-    if l2.jit:                # the same counts in two compiled passes (jitsteps.py)
-        return jitsteps.open_stream(l2, row, co.stream_line[tt] + rows.base[row], mask[mask != 0], rows.near,
-                                    rows.rw, l2.per_part, n_rows), None
     return _all_open(row, co.stream_line[tt] + rows.base[row], mask[mask != 0], rows, l2, popcount, n_rows), None
 
 
