@@ -72,12 +72,10 @@ def entries(l2, row, line, mask, near, rw, read_s, write_s, totals) -> None:
     lib = _lib()
     st = l2.state
     t = st.dtype
-    table = l2.home_table(line)
-    home = _as(l2.home_sets(line) if table is None else table, t)
-    keep = (_as(row, np.int64), _as(line, t), home, native.as_bytes(mask), _as(near, np.int64), native.as_bytes(rw))
+    keep = (_as(row, np.int64), _as(line, t), native.as_bytes(mask), _as(near, np.int64), native.as_bytes(rw))
     fn = getattr(lib, "tt_entries_" + native.suffix(t))
-    head = (native.ptr(st), st.shape[1], *(native.ptr(a) for a in keep[:3]), table is not None,
-            *(native.ptr(a) for a in keep[3:]), len(row), l2.per_part, native.ptr(l2.widen), _limit(l2))
+    head = (native.ptr(st), st.shape[1], *(native.ptr(a) for a in keep), len(row), l2.per_part,
+            native.ptr(l2.widen), _limit(l2))
 
     def run(part, r, w, tot):
         return int(fn(*head, part, native.ptr(r), native.ptr(w), native.ptr(tot)))
@@ -105,11 +103,15 @@ def _limit(l2) -> int:
 def stream_args(t, s_row, s_line, s_mask, base) -> tuple:
     """A window's stream indices and the stream's rows, lines and masks, with each row's base line, as the loops
     over stream indices take them: (name suffix, arrays kept alive for the call)."""
-    s_row, s_line = (a if a.dtype in (np.int32, np.int64) else a.astype(np.int64) for a in (s_row, s_line))
+    t, s_row, s_line = (_ints(a) for a in (t, s_row, s_line))
     ltype = np.int32 if base.dtype == np.int32 else np.int64
-    keep = (_as(t, np.int64), np.ascontiguousarray(s_row), np.ascontiguousarray(s_line), native.as_bytes(s_mask),
-            _as(base, ltype))
-    return f"{native.suffix(s_row.dtype)}_{native.suffix(s_line.dtype)}_{native.suffix(ltype)}", keep
+    keep = (t, s_row, s_line, native.as_bytes(s_mask), _as(base, ltype))
+    return "_".join(native.suffix(a.dtype) for a in (t, s_row, s_line, keep[-1])), keep
+
+
+def _ints(a: np.ndarray) -> np.ndarray:
+    """``a`` as C-ordered int32 or int64 (as it is, where it is one: the loops take either)."""
+    return np.ascontiguousarray(a) if a.dtype in (np.int32, np.int64) else a.astype(np.int64)
 
 
 def open_stream(co, t, rows, l2, n_rows: int, lines: int):

@@ -15,8 +15,8 @@ def _table(line, lo: int, hi: int) -> tuple:
     lines lie far apart, its rank among the distinct ones."""
     if hi - lo + 1 > max(4 * len(line), 1 << 22):
         uniq, at = np.unique(line, return_inverse=True)
-        return _as(at, np.int64), len(uniq)
-    return _as(line - lo, np.int64), hi - lo + 1
+        return jitsteps._ints(at), len(uniq)
+    return jitsteps._ints(line - lo), hi - lo + 1      # (int32 lines stay int32: fewer than 2^31 apart)
 
 
 def _l1(row, at, n_lines: int, owner, n_owners: int, mask, wr, load, line_bytes: int, l1_bytes: int, res) -> int:
@@ -25,8 +25,9 @@ def _l1(row, at, n_lines: int, owner, n_owners: int, mask, wr, load, line_bytes:
     served."""
     keep = (_as(row, np.int64), at, _as(owner, np.int64), native.as_bytes(mask), native.as_bytes(wr),
             native.as_bytes(load))
-    served = int(_lib().tt_l1(native.ptr(keep[0]), native.ptr(keep[1]), len(keep[0]), n_lines, native.ptr(keep[2]),
-                              n_owners, *(native.ptr(a) for a in keep[3:]), line_bytes, l1_bytes, native.ptr(res)))
+    fn = getattr(_lib(), "tt_l1_" + native.suffix(at.dtype))
+    served = int(fn(native.ptr(keep[0]), native.ptr(keep[1]), len(keep[0]), n_lines, native.ptr(keep[2]),
+                    n_owners, *(native.ptr(a) for a in keep[3:]), line_bytes, l1_bytes, native.ptr(res)))
     if served < 0:
         raise MemoryError(f"the L1 filter could not allocate its table of {n_lines} lines")
     return served

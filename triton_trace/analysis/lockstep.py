@@ -38,14 +38,15 @@ class L2:
                  lines: Optional[int] = None, jit: Optional[bool] = None):
         self.n_sets, self.ways, self.dirty_ways = n_sets, ways, dirty_ways
         self.per_part = n_sets // PARTITIONS
-        # lines 0..lines-1 hashed once into a table (when the stream is long enough to pay for it)
-        self._table = None if lines is None else self._hash(np.arange(lines + 1, dtype=np.int64))
+        # stepped access by access in compiled code, with the state in jitsteps' layout (jitsteps.py)
+        self.jit = jitsteps.available() if jit is None else jit
+        # lines 0..lines-1 hashed once into a table (when the stream is long enough to pay for it; the
+        # compiled loops hash as they go)
+        self._table = None if lines is None or self.jit else self._hash(np.arange(lines + 1, dtype=np.int64))
         self.open = None             # streaming.OpenSets: sets left out of the stepping
         self.widen = _PAIRS if fetch_sectors == 2 else np.arange(16, dtype=np.uint8)
         self.step = 0
         self.evicted = 0
-        # stepped access by access in compiled code, with the state in jitsteps' layout (jitsteps.py)
-        self.jit = jitsteps.available() if jit is None else jit
         if self.jit:
             self.state = jitsteps.new_state(n_sets, ways, line_dtype)
             return

@@ -82,6 +82,15 @@ static inline int64_t one_##SUF(T *st, int64_t row_len, int64_t ways, int64_t s,
     return evicted;                                                                                            \
 }
 
+/* A line's home set (lockstep.L2._hash, in the same wrapping 64-bit arithmetic): the slot by Fibonacci
+   hashing, the partition by an independent hash bit. */
+static inline int64_t home_set(int64_t line, int64_t per_part) {
+    uint64_t u = (uint64_t)line;
+    uint64_t slot = ((u * 0x9E3779B97F4A7C15ull) >> 40) % (uint64_t)per_part;
+    uint64_t home = (u * 0xC2B2AE3D27D4EB4Full) >> 63;
+    return (int64_t)(home * (uint64_t)per_part + slot);
+}
+
 /* Accesses applied in order (lockstep.L2.run's counts per access); returns the sectors written back. */
 #define DEFINE_STEPS(T, SUF)                                                                                     \
 int64_t tt_steps_##SUF(T *st, int64_t row_len, const T *sets, const T *line, const uint8_t *kind, int64_t n,   \
@@ -94,24 +103,24 @@ int64_t tt_steps_##SUF(T *st, int64_t row_len, const T *sets, const T *line, con
 }
 
 /* A window's stream entries in time order (cache._l2_slice): each entry L1 sent sectors on for looks its line
-   up at home, and a far one then in its near partition (a copy). ``part`` >= 0: only the lookups in that
+   up at its home set (hashed here), and a far one then in its near partition (a copy). ``part`` >= 0: only the lookups in that
    partition's sets (the partitions share no set: two threads take one each; an entry's lookups and hits are
    counted by its near partition, its DRAM sectors by its home). Adds DRAM sectors per row to read_s/write_s and
    (read lookups, read hits, write lookups, write hits) to totals; returns the sectors written back. */
 #define DEFINE_ENTRIES(T, SUF)                                                                                   \
-int64_t tt_entries_##SUF(T *st, int64_t row_len, const int64_t *row, const T *line, const T *home, int by_line, \
+int64_t tt_entries_##SUF(T *st, int64_t row_len, const int64_t *row, const T *line,                          \
                          const uint8_t *mask, const int64_t *near, const uint8_t *rw, int64_t n, int64_t per_part, \
                          const uint8_t *widen, int64_t dirty_ways, int64_t part, int64_t *read_s, int64_t *write_s, \
                          int64_t *totals) {                                                                    \
     int64_t ways = (row_len - 4) / 3, evicted = 0, got, made, found;                                          \
     for (int64_t i = 0; i < n; i++) {                                                                          \
         if (i + AHEAD < n) {         /* sets are hashed: each lookup is a random row, fetched ahead of time */ \
-            int64_t h = by_line ? (int64_t)home[line[i + AHEAD]] : (int64_t)home[i + AHEAD];                   \
+            int64_t h = home_set((int64_t)line[i + AHEAD], per_part);                                          \
             prefetch_row(st + h * row_len, row_len * (int64_t)sizeof(T));                                      \
         }                                                                                                      \
         if (mask[i] == 0) continue;                  /* served by L1 entirely */                                \
         int64_t r = row[i];                                                                                    \
-        int64_t hs = by_line ? (int64_t)home[line[i]] : (int64_t)home[i];                                     \
+        int64_t hs = home_set((int64_t)line[i], per_part);                                                     \
         int64_t hp = hs / per_part;                                                                            \
         int far = near[r] != hp;                                                                               \
         int mine_home = part < 0 || hp == part, mine_near = part < 0 || near[r] == part;                       \
@@ -136,23 +145,14 @@ int64_t tt_entries_##SUF(T *st, int64_t row_len, const int64_t *row, const T *li
     return evicted;                                                                                            \
 }
 
-/* A line's home set (lockstep.L2._hash, in the same wrapping 64-bit arithmetic): the slot by Fibonacci
-   hashing, the partition by an independent hash bit. */
-static inline int64_t home_set(int64_t line, int64_t per_part) {
-    uint64_t u = (uint64_t)line;
-    uint64_t slot = ((u * 0x9E3779B97F4A7C15ull) >> 40) % (uint64_t)per_part;
-    uint64_t home = (u * 0xC2B2AE3D27D4EB4Full) >> 63;
-    return (int64_t)(home * (uint64_t)per_part + slot);
-}
-
 /* streaming.plan's closed form for a stream (stream indices t, in issue order) in which no line enters L2
    twice: every lookup misses, and a dirty line is written back when ``ways`` more lines, or ``dirty_ways``
    more dirty ones, enter its set after it. First pass: each entry's line (its tensor's base added) and home
    set, stopping at the first line seen twice, and the counts; second: fills counted down. Returns the sectors
    written back while the kernel ran; -2 when a line repeats (the counts are then partial: discard them), -3
    when a line falls outside 0..lines, -1 when out of memory. */
-#define DEFINE_OPEN(R, RS, S, SS, T, TS)                                                                         \
-int64_t tt_open_##RS##_##SS##_##TS(const int64_t *t, int64_t n, const R *s_row, const S *s_line,              \
+#define DEFINE_OPEN(X, XS, R, RS, S, SS, T, TS)                                                                  \
+int64_t tt_open_##XS##_##RS##_##SS##_##TS(const X *t, int64_t n, const R *s_row, const S *s_line,             \
                                    const uint8_t *s_mask, const T *base, int64_t lines, const int64_t *near,    \
                                    const uint8_t *rw, int64_t per_part, const uint8_t *widen, int64_t ways,     \
                                    int64_t dirty_ways, int64_t n_sets, int64_t *read_s, int64_t *write_s,       \
@@ -164,7 +164,7 @@ int64_t tt_open_##RS##_##SS##_##TS(const int64_t *t, int64_t n, const R *s_row, 
     if (!seen || !fills || !home) goto done;                                                                   \
     int64_t *dirty_fills = fills + n_sets;                                                                     \
     for (int64_t i = 0; i < n; i++) {                                                                          \
-        int64_t j = t[i], m = (int64_t)s_mask[j] & 15;                                                         \
+        int64_t j = (int64_t)t[i], m = (int64_t)s_mask[j] & 15;                                                \
         home[i] = -1;                                                                                          \
         if (!m) continue;                            /* asks for no sector: never reaches L2 */                \
         int64_t r = (int64_t)s_row[j], ln = (int64_t)s_line[j] + (int64_t)base[r];                             \
@@ -183,7 +183,7 @@ int64_t tt_open_##RS##_##SS##_##TS(const int64_t *t, int64_t n, const R *s_row, 
     for (int64_t i = 0; i < n; i++) {                /* fills counted down: what is left enters after */       \
         int64_t h = home[i];                                                                                   \
         if (h < 0) continue;                                                                                   \
-        int64_t j = t[i], r = (int64_t)s_row[j], k = (int64_t)rw[r];                                           \
+        int64_t j = (int64_t)t[i], r = (int64_t)s_row[j], k = (int64_t)rw[r];                                  \
         int64_t sec = (k & 2) ? POP[(int64_t)s_mask[j] & 15] : 0;                                              \
         fills[h] -= 1;                                                                                         \
         if (sec) {                                                                                             \
@@ -200,13 +200,13 @@ done:                                                                           
 
 /* A window's entries (stream indices t) gathered in one pass: each one's row, line in the simulated address
    space (its tensor's base added) and sector mask; writes the lowest and highest line to lo_hi. */
-#define DEFINE_GATHER(R, RS, S, SS, T, SUF)                                                                      \
-void tt_gather_##RS##_##SS##_##SUF(const int64_t *t, int64_t n, const R *s_row, const S *s_line,              \
+#define DEFINE_GATHER(X, XS, R, RS, S, SS, T, SUF)                                                               \
+void tt_gather_##XS##_##RS##_##SS##_##SUF(const X *t, int64_t n, const R *s_row, const S *s_line,             \
                                    const uint8_t *s_mask, const T *base, int64_t *row, T *line, uint8_t *mask,  \
                                    int64_t *lo_hi) {                                                           \
     int64_t lo = (int64_t)1 << 62, hi = -1;                                                                    \
     for (int64_t i = 0; i < n; i++) {                                                                          \
-        int64_t j = t[i], r = (int64_t)s_row[j];                                                               \
+        int64_t j = (int64_t)t[i], r = (int64_t)s_row[j];                                                      \
         int64_t ln = (int64_t)s_line[j] + (int64_t)base[r];                                                    \
         row[i] = r; line[i] = (T)ln; mask[i] = s_mask[j];                                                      \
         if (ln < lo) lo = ln;                                                                                  \
@@ -214,13 +214,17 @@ void tt_gather_##RS##_##SS##_##SUF(const int64_t *t, int64_t n, const R *s_row, 
     }                                                                                                          \
     lo_hi[0] = lo; lo_hi[1] = hi;                                                                              \
 }
-/* both loops over a window's stream indices, for each type of the stream's lines and of the lines out */
-#define DEFINE_BY_STREAM(R, RS, S, SS, T, TS) DEFINE_GATHER(R, RS, S, SS, T, TS) DEFINE_OPEN(R, RS, S, SS, T, TS)
-#define DEFINE_GATHERS(R, RS)                                                                                    \
-DEFINE_BY_STREAM(R, RS, int32_t, i32, int32_t, i32)                                                            \
-DEFINE_BY_STREAM(R, RS, int32_t, i32, int64_t, i64)                                                            \
-DEFINE_BY_STREAM(R, RS, int64_t, i64, int32_t, i32)                                                            \
-DEFINE_BY_STREAM(R, RS, int64_t, i64, int64_t, i64)
+/* both loops over a window's stream indices, for each type of the indices, the stream's rows and lines, and
+   the lines out */
+#define DEFINE_BY_STREAM(X, XS, R, RS, S, SS, T, TS)                                                             \
+    DEFINE_GATHER(X, XS, R, RS, S, SS, T, TS) DEFINE_OPEN(X, XS, R, RS, S, SS, T, TS)
+#define DEFINE_BY_LINES(X, XS, R, RS)                                                                            \
+    DEFINE_BY_STREAM(X, XS, R, RS, int32_t, i32, int32_t, i32)                                                 \
+    DEFINE_BY_STREAM(X, XS, R, RS, int32_t, i32, int64_t, i64)                                                 \
+    DEFINE_BY_STREAM(X, XS, R, RS, int64_t, i64, int32_t, i32)                                                 \
+    DEFINE_BY_STREAM(X, XS, R, RS, int64_t, i64, int64_t, i64)
+#define DEFINE_GATHERS(X, XS)                                                                                    \
+    DEFINE_BY_LINES(X, XS, int32_t, i32) DEFINE_BY_LINES(X, XS, int64_t, i64)
 
 DEFINE_ONE(int32_t, i32)
 DEFINE_ONE(int64_t, i64)
@@ -237,7 +241,7 @@ DEFINE_GATHERS(int64_t, i64)
    nothing. Fills res (the sectors sent on); returns the load sectors L1 served, or -1 when out of memory.
    Entries are taken L1 by L1 (a counting sort keeps time order within each), each L1's lines keeping their
    state in one table stamped with the L1 it belongs to (never cleared between L1s). */
-int64_t tt_l1(const int64_t *row, const int64_t *at, int64_t n, int64_t n_lines, const int64_t *owner,
+static int64_t l1_(const int64_t *row, const int32_t *at32, const int64_t *at64, int64_t n, int64_t n_lines, const int64_t *owner,
               int64_t n_owners, const uint8_t *mask, const uint8_t *wr, const uint8_t *load, int64_t line_bytes,
               int64_t l1_bytes, uint8_t *res) {
     int64_t *start = calloc((size_t)(n_owners + 1), sizeof(int64_t));
@@ -256,7 +260,7 @@ int64_t tt_l1(const int64_t *row, const int64_t *at, int64_t n, int64_t n_lines,
     for (int64_t o = 0; o < n_owners; o++) {
         int64_t lines = 0;
         for (int64_t j = start[o]; j < start[o + 1]; j++) {
-            int64_t i = order[j], r = row[i], a = at[i], m = mask[i], acc;
+            int64_t i = order[j], r = row[i], a = at32 ? (int64_t)at32[i] : at64[i], m = mask[i], acc;
             int first = stamp[a] != o;               /* the L1's first access to the line */
             if (first) { stamp[a] = o; acc = 0; }
             else { int64_t s = state[a]; acc = (s >> 4) ? 0 : (s & 15); }   /* loaded again after a write: afresh */
@@ -274,4 +278,16 @@ int64_t tt_l1(const int64_t *row, const int64_t *at, int64_t n, int64_t n_lines,
 done:
     free(start); free(nxt); free(order); free(stamp); free(state);
     return served;
+}
+
+int64_t tt_l1_i32(const int64_t *row, const int32_t *at, int64_t n, int64_t n_lines, const int64_t *owner,
+                  int64_t n_owners, const uint8_t *mask, const uint8_t *wr, const uint8_t *load, int64_t line_bytes,
+                  int64_t l1_bytes, uint8_t *res) {
+    return l1_(row, at, NULL, n, n_lines, owner, n_owners, mask, wr, load, line_bytes, l1_bytes, res);
+}
+
+int64_t tt_l1_i64(const int64_t *row, const int64_t *at, int64_t n, int64_t n_lines, const int64_t *owner,
+                  int64_t n_owners, const uint8_t *mask, const uint8_t *wr, const uint8_t *load, int64_t line_bytes,
+                  int64_t l1_bytes, uint8_t *res) {
+    return l1_(row, NULL, at, n, n_lines, owner, n_owners, mask, wr, load, line_bytes, l1_bytes, res);
 }

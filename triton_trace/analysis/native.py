@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import os
 import platform
 import shutil
@@ -35,7 +36,7 @@ _I = ctypes.c_int64
 # argument types of each exported loop (T: the state's integer type, i32 or i64)
 _SIGNATURES = {
     "tt_steps_{T}": (_P, _I, _P, _P, _P, _I, _P, _I, _P, _P, _P),
-    "tt_entries_{T}": (_P, _I, _P, _P, _P, ctypes.c_int, _P, _P, _P, _I, _I, _P, _I, _I, _P, _P, _P),
+    "tt_entries_{T}": (_P, _I, _P, _P, _P, _P, _P, _I, _I, _P, _I, _I, _P, _P, _P),
 }
 
 
@@ -81,14 +82,15 @@ def _load():
         for t in ("i32", "i64"):
             fn = getattr(lib, name.format(T=t))
             fn.argtypes, fn.restype = args, _I
-    for r in ("i32", "i64"):
-        for s in ("i32", "i64"):
-            for t in ("i32", "i64"):
-                fn = getattr(lib, f"tt_gather_{r}_{s}_{t}")
-                fn.argtypes, fn.restype = (_P, _I, _P, _P, _P, _P, _P, _P, _P, _P), None
-                fn = getattr(lib, f"tt_open_{r}_{s}_{t}")
-                fn.argtypes, fn.restype = (_P, _I, _P, _P, _P, _P, _I, _P, _P, _I, _P, _I, _I, _I, _P, _P, _P), _I
-    lib.tt_l1.argtypes, lib.tt_l1.restype = (_P, _P, _I, _I, _P, _I, _P, _P, _P, _I, _I, _P), _I
+    for types in itertools.product(("i32", "i64"), repeat=4):     # indices, rows, lines in, lines out
+        name = "_".join(types)
+        fn = getattr(lib, f"tt_gather_{name}")
+        fn.argtypes, fn.restype = (_P, _I, _P, _P, _P, _P, _P, _P, _P, _P), None
+        fn = getattr(lib, f"tt_open_{name}")
+        fn.argtypes, fn.restype = (_P, _I, _P, _P, _P, _P, _I, _P, _P, _I, _P, _I, _I, _I, _P, _P, _P), _I
+    for t in ("i32", "i64"):
+        fn = getattr(lib, f"tt_l1_{t}")
+        fn.argtypes, fn.restype = (_P, _P, _I, _I, _P, _I, _P, _P, _P, _I, _I, _P), _I
     return lib
 
 
@@ -125,5 +127,5 @@ def as_bytes(a: np.ndarray) -> np.ndarray:
 
 
 def suffix(dtype) -> str:
-    """The loops' name suffix for an integer type of lines and sets."""
+    """The loops' name suffix for an integer type (of indices, rows, lines or sets)."""
     return "i32" if np.dtype(dtype).itemsize == 4 else "i64"
