@@ -136,3 +136,15 @@ def test_no_jit_keeps_the_numpy_passes(tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:3] == ["False TRITON_TRACE_NO_JIT is set", "False", "False"]
+
+
+def test_a_build_others_could_have_written_is_not_loaded(monkeypatch, tmp_path):
+    if not hasattr(os, "getuid") or native._compiler() is None:
+        pytest.skip("needs POSIX permissions and a C compiler")
+    _fresh(monkeypatch, tmp_path)
+    assert native.library() is not None                      # built, private: loaded
+    (built,) = (tmp_path / "cache" / "native").iterdir()
+    built.chmod(0o666)                                         # now anyone could have replaced it
+    monkeypatch.setattr(native, "_lib", None)
+    assert native.library() is None
+    assert "not this user's alone" in native.failure() and "TRITON_TRACE_CACHE_DIR" in native.failure()

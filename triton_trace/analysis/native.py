@@ -62,10 +62,22 @@ def _build(cc: str, source: bytes, path: str) -> None:
         done = subprocess.run([cc, *FLAGS, "-o", tmp, SOURCE], capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise OSError(f"{cc} could not compile {SOURCE}: {done.stderr.strip()[-2000:]}")
+        os.chmod(tmp, 0o755)          # (whatever the umask: _check_private refuses what others may write)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _check_private(path: str) -> None:
+    """Refuse a build that someone else could have written: loading it runs its code in this process."""
+    if not hasattr(os, "getuid"):
+        return
+    for p in (path, os.path.dirname(path)):
+        st = os.stat(p)
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise OSError(f"{p} is not this user's alone (owner uid {st.st_uid}, mode {oct(st.st_mode & 0o777)}): "
+                          f"not loading the compiled loops from it; set TRITON_TRACE_CACHE_DIR to a private folder")
 
 
 def _load():
@@ -77,6 +89,7 @@ def _load():
         if cc is None:
             raise OSError("no C compiler (cc, gcc or clang) on PATH, and the loops were never built here")
         _build(cc, source, path)
+    _check_private(path)
     lib = ctypes.CDLL(path)
     for name, args in _SIGNATURES.items():
         for t in ("i32", "i64"):
