@@ -32,7 +32,8 @@ USE = textwrap.dedent('''
 ''')
 
 
-def _python(code: str, cache: str, path: str = None) -> list:
+def _python(code: str, cache: str, path: str = None, err: list = None) -> list:
+    """The lines ``code`` prints in a fresh interpreter (its stderr appended to ``err``)."""
     env = {**os.environ, "PYTHONPATH": ROOT, "TRITON_TRACE_CACHE_DIR": cache}
     env.pop("TRITON_TRACE_NO_JIT", None)
     env.pop("CC", None)
@@ -41,6 +42,8 @@ def _python(code: str, cache: str, path: str = None) -> list:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    if err is not None:
+        err.append(done.stderr)
     return done.stdout.strip().splitlines()
 
 
@@ -57,10 +60,12 @@ def test_built_once_then_loaded_by_a_process_without_a_compiler(tmp_path):
 
 
 def test_without_a_compiler_or_a_build_the_numpy_passes_run(tmp_path):
+    err = []
     out = _python(USE.replace('print(sorted(os.listdir(os.path.join(os.environ["TRITON_TRACE_CACHE_DIR"], '
                               '"native"))))', 'print(os.path.exists(os.environ["TRITON_TRACE_CACHE_DIR"]))'),
-                  str(tmp_path / "cache"), path=str(tmp_path / "empty"))
+                  str(tmp_path / "cache"), path=str(tmp_path / "empty"), err=err)
     assert out[0].startswith("False OSError: no C compiler") and out[1:] == ["False", "False"]
+    assert "numpy passes: the same report" in err[0]         # said once, on stderr
 
 
 def _fresh(monkeypatch, tmp_path):
@@ -87,7 +92,8 @@ def test_a_compiler_that_fails_leaves_the_numpy_passes_with_the_same_report(monk
         real_init(self, *a, **kw)
         made.append(self.jit)
     monkeypatch.setattr(lockstep.L2, "__init__", recording)
-    got = triton_trace.analyze(trace, layouts="model").to_dict()
+    with pytest.warns(RuntimeWarning, match="compiled loops are not available .*could not compile.*the same report"):
+        got = triton_trace.analyze(trace, layouts="model").to_dict()
     assert "could not compile" in native.failure()
     assert made and not any(made)
     assert got == want
@@ -146,5 +152,6 @@ def test_a_build_others_could_have_written_is_not_loaded(monkeypatch, tmp_path):
     (built,) = (tmp_path / "cache" / "native").iterdir()
     built.chmod(0o666)                                         # now anyone could have replaced it
     monkeypatch.setattr(native, "_lib", None)
-    assert native.library() is None
+    with pytest.warns(RuntimeWarning, match="not this user's alone"):
+        assert native.library() is None
     assert "not this user's alone" in native.failure() and "TRITON_TRACE_CACHE_DIR" in native.failure()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -118,6 +119,10 @@ def library():
                 _lib = _load()
             except (OSError, subprocess.SubprocessError, AttributeError) as exc:
                 _failed = f"{type(exc).__name__}: {exc}"
+                # said once per process: the analysis stays exact, only slower (TRITON_TRACE_NO_JIT=1 silences it)
+                warnings.warn(f"triton_trace: the cache simulation's compiled loops are not available ({_failed}); "
+                              f"analyze() uses its numpy passes: the same report, several times slower",
+                              RuntimeWarning, stacklevel=2)
     return _lib
 
 
