@@ -630,3 +630,66 @@ def test_masks_and_ed_with_an_all_true_side_load_and_record_what_one_program_at_
     # the recorded masks, against the bounds computed here
     active = sum(int(np.asarray(a.mask).sum()) for a in t_bat.launches[0].accesses() if a.kind == "load")
     assert active == M * N
+
+
+@triton.jit
+def _stores_that_overlap(x_ptr, out_ptr, n, HOW: tl.constexpr, BLOCK: tl.constexpr):
+    """Two or more stores whose blocks overlap the next program's (offsets off by half a block): a plain
+    overlap, a masked loop of three stores whose trip counts differ by program, or a load of the stored
+    block (an in-place update: the chunk must run one program at a time)."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x_ptr + offs)
+    if HOW == 0:
+        tl.store(out_ptr + offs, v)
+        tl.store(out_ptr + offs + BLOCK // 2, v * 2, mask=offs + BLOCK // 2 < n)
+    elif HOW == 1:
+        for i in range(pid % 3 + 1):
+            tl.store(out_ptr + offs + i * (BLOCK // 4), v + i, mask=offs + i * (BLOCK // 4) < n)
+    else:
+        tl.store(out_ptr + offs, v)
+        w = tl.load(out_ptr + offs + BLOCK // 2, mask=offs + BLOCK // 2 < n, other=0.0)
+        tl.store(out_ptr + offs + BLOCK // 2, v + w, mask=offs + BLOCK // 2 < n)
+
+
+def _overlapping(how, programs=48, block=32):
+    x = torch.randn(programs * block)
+
+    def run(o):
+        out = torch.full((programs * block,), -1.0)
+        trace(_stores_that_overlap, **o)[(programs,)](x, out, x.numel(), HOW=how, BLOCK=block)
+        return out
+    return run
+
+
+@pytest.mark.parametrize("how", [0, 1])
+def test_stores_of_different_ops_that_programs_share_stay_batched_with_the_sequential_values(how):
+    """Programs whose stores (two ops, or one op on several trips of a masked loop) overlap their
+    neighbours': the chunk stays batched, and each shared element ends with its sequentially last writer's
+    value (program, then op), bit for bit, with the same trace and findings."""
+    (seq, t_seq), (bat, t_bat) = run_both(_overlapping(how), True)
+    assert seq.numpy().tobytes() == bat.numpy().tobytes()
+    assert_same_traces(t_seq, t_bat)
+    ex = t_bat.launches[0].meta["execution"]
+    assert ex["batched_programs"] == 48 and not ex["fallbacks"], ex
+    found = [sorted((f.kind, f.line) for f in triton_trace.analyze(t).findings) for t in (t_seq, t_bat)]
+    assert found[0] == found[1] and any(k == "race" for k, _ in found[0])
+
+
+def test_without_the_fix_up_the_batched_values_differ(monkeypatch):
+    """The check above can fail: op after op, the chunk leaves the last op's value on a shared element, not
+    the last program's."""
+    from triton_trace.record import chunkcheck
+    (seq, _), _ = run_both(_overlapping(0), True)
+    monkeypatch.setattr(chunkcheck.ChunkConflicts, "_fix_up", lambda self, sid, accesses, shared: True)
+    triton_trace.reset()
+    bat = _overlapping(0)({"batch": True})
+    assert not torch.equal(seq, bat)
+
+
+def test_a_storage_the_chunk_also_reads_still_runs_one_program_at_a_time():
+    (seq, t_seq), (bat, t_bat) = run_both(_overlapping(2), True)
+    assert seq.numpy().tobytes() == bat.numpy().tobytes()
+    assert_same_traces(t_seq, t_bat)
+    fb = t_bat.launches[0].meta["execution"]["fallbacks"]
+    assert fb and "share elements of 'out_ptr'" in fb[0]["reason"]

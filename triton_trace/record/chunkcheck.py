@@ -23,6 +23,10 @@ class ChunkConflicts:
         self._scratch = scratch          # storage -> shadow array, reused by every chunk of a launch
         # storage -> list of (offsets or None, safe, is_write, elem_bytes, lo, hi, affine, programs)
         self._by_storage: dict = {}
+        # (storage, entry index) -> (tensor, the values a plain store wrote): where programs of the chunk store
+        # to shared elements and nothing else touches the storage, the sequential result is put back (fix_up)
+        self._stored: dict = {}
+        self._last = None
 
     def add(self, tensor: int, offsets: np.ndarray, safe: np.ndarray, is_write: bool, elem_bytes: int,
             affine=None, programs=None) -> None:
@@ -60,6 +64,13 @@ class ChunkConflicts:
                 lo, hi = self._span(offsets, safe)
             entry = (None, None, False, elem_bytes, lo, hi, None, programs)
         self._by_storage.setdefault(sid, []).append(entry)
+        self._last = (sid, len(self._by_storage[sid]) - 1)
+
+    def stored(self, tensor: int, values: np.ndarray) -> None:
+        """The values the plain store just added (``add``) writes, for ``check``'s fix-up."""
+        if self._last is not None:
+            self._stored[self._last] = (tensor, values)
+            self._last = None
 
     def _span(self, offsets: np.ndarray, safe: np.ndarray) -> tuple:
         """Per program: the smallest and largest offset of its safe lanes (lo > hi when it has none)."""
@@ -149,6 +160,36 @@ class ChunkConflicts:
                     writes.append(offsets[safe])
             el = np.concatenate(els)
             shared = shared_elements(el, np.concatenate(progs), size, scratch)
-            if shared[np.concatenate(writes)].any():
+            if shared[np.concatenate(writes)].any() and not self._fix_up(sid, accesses, shared):
                 name = self.memory.tensors[self.memory.tensor_of_storage(sid)].name
                 raise BatchFallback(f"programs of one chunk share elements of '{name}' that one of them writes")
+
+    def _fix_up(self, sid: int, accesses, shared: np.ndarray) -> bool:
+        """Where the chunk only stores to this storage (plain stores, no load or atomic), with values of one
+        type: each element that programs share ends as one program after another leaves it, the value of its
+        last writer in that order (program, then op), where the chunk, op after op, left the last op's. The
+        values do not depend on the storage (nothing reads it), so this is the sequential result exactly.
+        False (nothing changed) otherwise: the chunk then runs one program at a time."""
+        stored = [self._stored.get((sid, k)) for k in range(len(accesses))]
+        if any(v is None for v in stored) or len({np.asarray(v).dtype.str for _, v in stored}) != 1:
+            return False
+        view = self.memory.typed_view(stored[0][0], np.asarray(stored[0][1]).dtype)
+        if not view.flags.writeable or not view.size:
+            return False
+        els, progs, ops, vals = [], [], [], []
+        for k, ((offsets, safe, _, _, _, _, _, programs), (_, values)) in enumerate(zip(accesses, stored)):
+            offsets = np.asarray(offsets)
+            lanes = np.broadcast_to(safe, offsets.shape) & shared[np.where(safe, offsets, 0)]
+            if not lanes.any():
+                continue
+            prog = np.broadcast_to(programs.reshape((-1,) + (1,) * (offsets.ndim - 1)), offsets.shape)
+            els.append(offsets[lanes])
+            progs.append(prog[lanes])
+            ops.append(np.full(int(lanes.sum()), k))
+            vals.append(np.broadcast_to(values, offsets.shape)[lanes])
+        el, prog, op, val = (np.concatenate(a) for a in (els, progs, ops, vals))
+        order = np.lexsort((op, prog, el))               # by element, then program, then op
+        el, val = el[order], val[order]
+        last = np.r_[el[1:] != el[:-1], True]
+        view[el[last]] = val[last]
+        return True

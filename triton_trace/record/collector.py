@@ -278,6 +278,12 @@ class Collector:
                 f"element offset {int(offsets[tuple(bad[0])])}, valid 0..{self.memory.tensors[tensor].storage_size - 1 if tensor >= 0 else '?'})")
         return MemoryAccess(safe, row, tensor, offsets, self.memory.aligned)
 
+    def stored_values(self, tensor: int, values) -> None:
+        """The values of the plain store ``memory_op`` just checked (a batched chunk's exact check may need
+        them: chunkcheck.ChunkConflicts.stored)."""
+        if self._conflicts is not None and tensor >= 0:
+            self._conflicts.stored(tensor, values)
+
     def record_values(self, row: int, values) -> None:
         if row < 0 or self.values_truncated or self.values_cap <= 0:
             if row >= 0 and self.values_cap > 0:

@@ -157,6 +157,8 @@ class MemoryProxy:
         """``ptrs``: the addresses, or (a batched store through a lazy pointer block) described.Addresses."""
         file, line = where()
         safe, row = self._check("store", file, line, ptrs, mask, value.dtype.itemsize)
+        if self._access.aligned:       # (element offsets index the storage's typed view)
+            self._rec.stored_values(self._access.tensor, value)
         self._rec.record_values(row, value)
         if value.dtype.kind == "f":
             self._rec.nonfinite.store(self._access.tensor, file, line, value, safe, self._access.offsets)
