@@ -188,8 +188,9 @@ class ChunkConflicts:
             ops.append(np.full(int(lanes.sum()), k))
             vals.append(np.broadcast_to(values, offsets.shape)[lanes])
         el, prog, op, val = (np.concatenate(a) for a in (els, progs, ops, vals))
-        order = np.lexsort((op, prog, el))               # by element, then program, then op
-        el, val = el[order], val[order]
-        last = np.r_[el[1:] != el[:-1], True]
+        key = prog.astype(np.int64) * len(accesses) + op     # sequential order: program, then op
+        latest = np.full(len(shared), -1, dtype=np.int64)
+        np.maximum.at(latest, el, key)
+        last = key == latest[el]        # (a program's lanes that meet within one op: the last in C order wins)
         view[el[last]] = val[last]
         return True
