@@ -116,7 +116,8 @@ def _ints(a: np.ndarray) -> np.ndarray:
 
 def open_stream(co, t, rows, l2, n_rows: int, lines: int):
     """streaming.plan's closed form in compiled passes (loops.c's tt_open): (read sectors per row, write sectors
-    per row, written back, totals), or None when a line enters L2 twice (the first repeat ends the pass)."""
+    per row, written back, totals); -2 when a line enters L2 twice (the first repeat ends the pass), -3 when a
+    line lies outside 0..``lines``."""
     lib = _lib()
     read_s = np.zeros(n_rows, dtype=np.int64)
     write_s = np.zeros(n_rows, dtype=np.int64)
@@ -128,9 +129,8 @@ def open_stream(co, t, rows, l2, n_rows: int, lines: int):
                                             lines, native.ptr(near), native.ptr(rw), l2.per_part,
                                             native.ptr(l2.widen), l2.ways, limit, l2.n_sets, native.ptr(read_s),
                                             native.ptr(write_s), native.ptr(totals)))
-    if ev == -2:
-        return None
-    if ev < 0:
-        raise MemoryError("the cache simulation's closed form could not allocate its tables") if ev == -1 else \
-            ValueError(f"a cache line of the stream lies outside 0..{lines}")
+    if ev == -1:
+        raise MemoryError("the cache simulation's closed form could not allocate its tables")
+    if ev < 0:           # -2: a line repeats; -3: one lies outside the table (numpy's passes then decide)
+        return ev
     return read_s, write_s, ev, tuple(int(x) for x in totals)

@@ -93,13 +93,19 @@ def plan(co, t: np.ndarray, rows, l2, popcount: np.ndarray, n_rows: int, lines: 
     if not context.SHORTCUTS or not len(t) or len(t) > REUSE * lines or lines > MAX_TABLE:
         return None, None                 # lines repeat in most sets (or too many lines to count)
     if l2.jit:                # whether a line repeats, and if none does the counts, in compiled passes
-        return jitsteps.open_stream(co, t, rows, l2, n_rows, lines), None
+        got = jitsteps.open_stream(co, t, rows, l2, n_rows, lines)
+        if got == -2:         # the compiled loop steps every set for less than splitting the stream costs
+            return None, None
+        if got != -3:
+            return got, None
     counts = np.zeros(lines + 1, dtype=np.int64)
     for a in range(0, len(t), COUNT_SLICE):       # in slices: temporaries of a few MB
         k = t[a:a + COUNT_SLICE]
         k = k[(co.stream_mask[k] & 15) != 0]       # entries that ask for no sector never reach L2
         counts += np.bincount(co.stream_line[k] + rows.base[co.stream_row[k]], minlength=lines + 1)
     if int(counts.max(initial=0)) > 1:
+        if l2.jit:
+            return None, None
         again = np.flatnonzero(counts > 1)
         home = l2.home_sets(again)
         stepped = np.zeros(l2.n_sets, dtype=bool)
