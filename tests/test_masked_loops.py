@@ -432,3 +432,49 @@ def test_masked_loops_with_a_program_filter_record_what_one_program_at_a_time_re
     assert_same_traces(traces[0], traces[1])
     launch = traces[1].launches[0]
     assert 0 < launch.recorded_programs < launch.meta["execution"]["batched_programs"]
+
+
+@triton.jit
+def _rows_in_trips(x_ptr, out_ptr, BLOCK: tl.constexpr, SHARE: tl.constexpr):
+    """Program p makes p % 5 + 1 trips; each loads a block (its lanes all read or, for programs whose loop
+    has ended, none) and stores one. SHARE: the stores overlap the next program's and a load reads them
+    back, so the chunk is undone (its saved blocks put back) and runs one program at a time."""
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for i in range(pid % 5 + 1):
+        acc += tl.load(x_ptr + (pid * 5 + i) * BLOCK + lanes)
+        if SHARE:
+            acc += tl.load(out_ptr + pid * BLOCK + BLOCK // 2 + lanes)
+            tl.store(out_ptr + pid * BLOCK + lanes, acc)
+        else:
+            tl.store(out_ptr + (pid * 5 + i) * BLOCK + lanes, acc * (i + 1))
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_blocks_of_programs_that_sit_out_a_trip_move_a_run_at_a_time(share, monkeypatch):
+    """Loads, stores and the undo log of a masked loop's trips, where the programs that sit out have no
+    safe lane: the others' blocks are moved whole (affine runs), not lane by lane; outputs and traces are
+    those of one program at a time (and, sharing, after the chunk was undone and re-run)."""
+    from triton_trace.record.interp.proxy import MemoryProxy
+    taken = []
+    real = MemoryProxy._whole_rows
+
+    def whole_rows(self, *a):
+        found = real(self, *a)
+        taken.append(found is not None)
+        return found
+    monkeypatch.setattr(MemoryProxy, "_whole_rows", whole_rows)
+    x = torch.randn(40 * 5 * 128)
+    outs = []
+    for batch in (False, True):
+        triton_trace.reset()
+        out = torch.zeros(40 * 5 * 128 + 256)
+        triton_trace.trace(_rows_in_trips, batch=batch)[(40,)](x, out, BLOCK=128, SHARE=share)
+        outs.append((out, triton_trace.current_trace()))
+    (seq, t_seq), (bat, t_bat) = outs
+    assert seq.numpy().tobytes() == bat.numpy().tobytes()
+    assert_same_traces(t_seq, t_bat)
+    ex = t_bat.launches[0].meta["execution"]
+    assert bool(ex["fallbacks"]) == share, ex
+    assert any(taken)

@@ -105,6 +105,18 @@ class MemoryProxy:
         aff = self._rec.memory.affine
         return None if aff is None or not safe.all() else (aff[0], aff[1], shape[1:])
 
+    def _whole_rows(self, safe, shape):
+        """(the programs whose lanes are all safe, their runs as ``_runs`` gives them) when every other
+        program has no safe lane (programs sitting out a masked loop's trip), else None."""
+        aff = self._rec.memory.affine
+        if aff is None or len(shape) < 2:
+            return None
+        rows = np.broadcast_to(safe, shape).reshape(shape[0], -1)
+        full = rows.all(axis=1)
+        if not (full | ~rows.any(axis=1)).all():
+            return None
+        return full, (aff[0][full], aff[1], shape[1:])
+
     def _save(self, ptrs, safe, dtype) -> None:
         # In a batched chunk, keep what a write overwrites so the chunk can be undone and re-run
         log = self._log
@@ -112,6 +124,9 @@ class MemoryProxy:
             return
         view, runs = self._typed(dtype), self._runs(safe, ptrs.shape)
         at = (self._access.tensor, dtype)
+        if view is not None and runs is None:          # programs sitting out a trip: the others' blocks
+            found = self._whole_rows(safe, ptrs.shape)
+            runs = None if found is None else found[1]
         if view is not None and runs is not None and view.flags.writeable:
             old = affine.gather(view, *runs)
             if old is not None:
@@ -141,8 +156,10 @@ class MemoryProxy:
             if out is None:
                 out = view[np.asarray(a.offsets)]
         else:
-            off = np.asarray(a.offsets)
-            out = np.where(safe, view[np.where(safe, off, 0)], other).astype(dtype, copy=False)
+            out = self._load_rows(view, safe, ptrs.shape, other, dtype)
+            if out is None:
+                off = np.asarray(a.offsets)
+                out = np.where(safe, view[np.where(safe, off, 0)], other).astype(dtype, copy=False)
         if not out.flags.c_contiguous and 0 not in out.strides:
             # Triton's load makes a C-ordered block; numpy follows the offsets' order (a transposed pattern
             # gives a column-major block), and a reduction over a block sums in its memory order
@@ -151,6 +168,24 @@ class MemoryProxy:
         if out.dtype.kind == "f" and a.tensor >= 0:
             self._rec.nonfinite.load(a.tensor, self._rec.memory.is_written(a.tensor), file, line, out, safe, a.offsets,
                                      view)
+        return out
+
+    def _load_rows(self, view, safe, shape, other, dtype):
+        """A load whose programs read all their lanes or none (a masked loop's trip): the reading programs'
+        blocks a run at a time, ``other`` for the rest (what the lane-by-lane path gives); None otherwise."""
+        found = self._whole_rows(safe, shape)
+        if found is None:
+            return None
+        full, runs = found
+        got = affine.gather(view, *runs) if full.any() else None
+        if got is None and full.any():
+            return None
+        out = np.empty(shape, dtype=dtype)
+        rest = ~full
+        if rest.any():
+            out[rest] = np.broadcast_to(other, shape)[rest]
+        if got is not None:
+            out[full] = got
         return out
 
     def store(self, ptrs, value, mask):
@@ -170,6 +205,9 @@ class MemoryProxy:
             return None       # nothing to write (an input's view may be read-only)
         if runs is not None and affine.scatter(view, *runs, value):
             return None       # written a run at a time (described or probed pointers: no offsets built)
+        found = None if runs is not None else self._whole_rows(safe, ptrs.shape)
+        if found is not None and affine.scatter(view, *found[1], np.broadcast_to(value, ptrs.shape)[found[0]]):
+            return None       # the same for the programs that store, where the others sit out a trip
         off = np.asarray(self._access.offsets)
         value = np.broadcast_to(value, ptrs.shape)
         if safe.all():
