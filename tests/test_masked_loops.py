@@ -456,7 +456,9 @@ def test_blocks_of_programs_that_sit_out_a_trip_move_a_run_at_a_time(share, monk
     """Loads, stores and the undo log of a masked loop's trips, where the programs that sit out have no
     safe lane: the others' blocks are moved whole (affine runs), not lane by lane; outputs and traces are
     those of one program at a time (and, sharing, after the chunk was undone and re-run)."""
+    from triton_trace.record.interp import maskedloops
     from triton_trace.record.interp.proxy import MemoryProxy
+    monkeypatch.setattr(maskedloops, "COMPACT_AT", 0.0)     # trips masked, never cut to the running programs
     taken = []
     real = MemoryProxy._whole_rows
 

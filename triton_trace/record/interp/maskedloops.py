@@ -94,7 +94,11 @@ def _per_program(x, chunk) -> np.ndarray:
 
 
 MIN_MASKED_RUN = 4     # programs that agree with their neighbours, on average: fewer, and the loop is masked
-COMPACT_AT = 0.75      # a trip that this share of the running programs makes, or less, runs on them alone
+# A trip that this share of the running programs makes, or less, runs on them alone. Cut as soon as a few
+# programs have left: a cut takes the running programs' values once, where a masked trip computes the finished
+# programs' lanes too and merges every loop value of every program (causal attention, S=2048: 0.8-0.9 s
+# traced when cut at 75%, 0.45-0.6 s at 99%; bench_divergent.py, RESULTS_divergent.txt).
+COMPACT_AT = 0.99
 
 
 def _long_runs(starts: np.ndarray, stops: np.ndarray, chunk) -> bool:
