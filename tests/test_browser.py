@@ -143,7 +143,9 @@ def test_click_a_program_highlights_exactly_what_it_loaded(page, matmul_run):
         click_program(pg, lin)
         tensor_key(pg, f"program|0|{lin},0,0|")
         assert pg.evaluate("location.hash") == f"#/launch/0/program/{lin},0,0"
-        assert pg.locator("#ops tbody tr").count() == len(matmul_run["trace"].launches[0].all_ops(program=lin))
+        # the program's ops arrive by their own request, beside the tensor view's: wait for them (bounded)
+        want = len(matmul_run["trace"].launches[0].all_ops(program=lin))
+        pg.wait_for_function(f"document.querySelectorAll('#ops tbody tr').length === {want}", timeout=10_000)
         assert np.array_equal(highlighted(pg), K.matmul_loaded_a(lin, args))
         pg.select_option("#tensor", "1")                         # B: a transposed, non-contiguous view
         tensor_key(pg, f"program|1|{lin},0,0|")
