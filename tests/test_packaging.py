@@ -29,6 +29,7 @@ def test_wheel_holds_every_module_and_the_frontend(wheel):
              if p.suffix in (".html", ".js", ".css")}
     assert front and front - names == set()
     assert "triton_trace/analysis/loops.c" in names      # the cache simulation's loops, built where installed
+    assert "triton_trace/arena.c" in names                # the traced launch's allocator, likewise
 
 
 def test_the_wheel_alone_traces_analyses_and_serves(wheel, tmp_path):
@@ -52,7 +53,10 @@ page = app.test_client().get("/")
 assert page.status_code == 200 and b"<html" in page.data.lower()
 from triton_trace.analysis import native     # the loops were built from the wheel's source, in this cache
 assert native.library() is not None, native.failure()
-assert os.listdir(os.path.join(os.environ["TRITON_TRACE_CACHE_DIR"], "native"))
+from triton_trace import arena               # so was the allocator, at the first traced launch
+assert arena._state is not None, arena.failure()       # (loaded by the launch above)
+assert sorted(n.split("-")[0] for n in os.listdir(os.path.join(os.environ["TRITON_TRACE_CACHE_DIR"], "native"))) == \
+    ["arena", "loops"]
 print("ok")
 """
     script = tmp_path / "use_wheel.py"        # Triton reads a kernel's source from its file

@@ -1,6 +1,6 @@
 """The cache simulation's loops (loops.c) built with the machine's C compiler and called through ctypes.
 
-Built once per machine and source (``cc -O2``, about a second), kept in the cache directory
+Built by cbuild.py once per machine and source (``cc -O2``, about a second), kept in the cache directory
 (``TRITON_TRACE_CACHE_DIR``, default ``~/.cache/triton_trace``, the compiled kernels' one) under a name
 holding the source's hash, and loaded in a millisecond by any later process: every analysis, however short,
 takes the compiled loops. ctypes lets go of the interpreter lock for each call, so the L2's two partitions
@@ -10,23 +10,19 @@ says why, and the analysis keeps its numpy passes (lockstep.py, cache.py: the sa
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import itertools
 import os
-import platform
-import shutil
 import subprocess
-import sys
-import tempfile
 import threading
 import warnings
 from typing import Optional
 
 import numpy as np
 
+from .. import cbuild
+
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loops.c")
-FLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
-DISABLED = bool(os.environ.get("TRITON_TRACE_NO_JIT"))
+DISABLED = cbuild.DISABLED
 
 _lock = threading.Lock()
 _lib = None
@@ -39,59 +35,13 @@ _SIGNATURES = {
     "tt_steps_{T}": (_P, _I, _P, _P, _P, _I, _P, _I, _P, _P, _P),
     "tt_entries_{T}": (_P, _I, _P, _P, _P, _P, _P, _I, _I, _P, _I, _I, _P, _P, _P),
 }
-
-
-def _compiler() -> Optional[str]:
-    cc = os.environ.get("CC")
-    return cc if cc and shutil.which(cc) else (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang"))
-
-
-def _target(source: bytes) -> str:
-    """Where the build of ``source`` lives: any compiler's build serves (a process without one loads it)."""
-    from ..compiled import cache_dir
-    key = hashlib.sha256(source + repr((FLAGS, sys.platform, platform.machine())).encode()).hexdigest()[:20]
-    return os.path.join(cache_dir(), "native", f"loops-{key}.so")
-
-
-def _build(cc: str, source: bytes, path: str) -> None:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    # compiled beside its final name, then renamed: two processes building at once each load a whole file
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
-    os.close(fd)
-    try:
-        done = subprocess.run([cc, *FLAGS, "-o", tmp, SOURCE], capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            raise OSError(f"{cc} could not compile {SOURCE}: {done.stderr.strip()[-2000:]}")
-        os.chmod(tmp, 0o755)          # (whatever the umask: _check_private refuses what others may write)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _check_private(path: str) -> None:
-    """Refuse a build that someone else could have written: loading it runs its code in this process."""
-    if not hasattr(os, "getuid"):
-        return
-    for p in (path, os.path.dirname(path)):
-        st = os.stat(p)
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            raise OSError(f"{p} is not this user's alone (owner uid {st.st_uid}, mode {oct(st.st_mode & 0o777)}): "
-                          f"not loading the compiled loops from it; set TRITON_TRACE_CACHE_DIR to a private folder")
+_compiler = cbuild.compiler
+_build = cbuild.build
 
 
 def _load():
-    with open(SOURCE, "rb") as f:
-        source = f.read()
-    cc = _compiler()
-    path = _target(source)
-    if not os.path.exists(path):
-        if cc is None:
-            raise OSError("no C compiler (cc, gcc or clang) on PATH, and the loops were never built here")
-        _build(cc, source, path)
-    _check_private(path)
-    lib = ctypes.CDLL(path)
+    # (late bound: tests count the builds and take the compiler away)
+    lib = cbuild.load(SOURCE, "loops", lambda *a: _build(*a), lambda: _compiler())
     for name, args in _SIGNATURES.items():
         for t in ("i32", "i64"):
             fn = getattr(lib, name.format(T=t))

@@ -14,6 +14,7 @@ import os
 import threading
 from dataclasses import dataclass, field
 
+from .. import cbuild
 from ..errors import CompileError, TraceUsageError
 from ..record.interp import toolchain
 from . import ir
@@ -23,8 +24,7 @@ from .source import constant_node, kernel_module
 IR_STAGES = ("ttir", "ttgir", "llir", "ptx")
 
 
-def cache_dir() -> str:
-    return os.environ.get("TRITON_TRACE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "triton_trace")
+cache_dir = cbuild.cache_dir
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Callable, Iterable, Optional, Union
 
 from ..errors import TraceUsageError, TritonTraceError, program_error
 from ..model import Launch, Trace
+from .. import arena
 from . import frames, kernelmodule
 from .interp import executor as _grid, hooks
 from .collector import Collector
@@ -141,34 +142,36 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
 
     for hook in hooks.pre_run_hooks(kernel_obj):
         hook(*args, **{k: v for k, v in kwargs.items() if k in bound})
-    try:
-        _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug, grow=opts.grow)
-    except BaseException as e:
-        # Keep what was recorded, and give the caller what the completed programs stored, as a GPU would.
-        error = None
-        if isinstance(e, _grid.ProgramFailure):
-            cause = hooks.unwrap_interpreter_error(e.cause)
-            error = _failure_error(name, e, cause)
-            why = f"program {e.pid}: {type(cause).__name__}: {cause}"
-            detail = hooks.assert_detail(cause)
-            if detail is not None:
-                rec.meta_extra["assert_failed"] = {**detail, "program": list(e.pid)}
-        elif isinstance(e, KeyboardInterrupt):
-            why = f"interrupted after {done[0]} of {total} programs"
-        else:
-            why = f"{type(e).__name__}: {e}"
-        with _interrupts_deferred():
+    # large temporaries reuse pages the launch already touched (arena.py); the values are the same
+    with arena.active():
+        try:
+            _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug, grow=opts.grow)
+        except BaseException as e:
+            # Keep what was recorded, and give the caller what the completed programs stored, as a GPU would.
+            error = None
+            if isinstance(e, _grid.ProgramFailure):
+                cause = hooks.unwrap_interpreter_error(e.cause)
+                error = _failure_error(name, e, cause)
+                why = f"program {e.pid}: {type(cause).__name__}: {cause}"
+                detail = hooks.assert_detail(cause)
+                if detail is not None:
+                    rec.meta_extra["assert_failed"] = {**detail, "program": list(e.pid)}
+            elif isinstance(e, KeyboardInterrupt):
+                why = f"interrupted after {done[0]} of {total} programs"
+            else:
+                why = f"{type(e).__name__}: {e}"
+            with _interrupts_deferred():
+                if opts.keep:
+                    _SESSION.add(finished(False, error=why))
+                memory.copy_back()
+            if error is not None:
+                raise error from cause
+            raise
+        with _interrupts_deferred():          # a Ctrl-C now would lose the whole launch and its outputs
+            launch = finished()
             if opts.keep:
-                _SESSION.add(finished(False, error=why))
+                _SESSION.add(launch)
             memory.copy_back()
-        if error is not None:
-            raise error from cause
-        raise
-    with _interrupts_deferred():          # a Ctrl-C now would lose the whole launch and its outputs
-        launch = finished()
-        if opts.keep:
-            _SESSION.add(launch)
-        memory.copy_back()
     return launch
 
 

@@ -1,0 +1,178 @@
+"""numpy's allocations during a traced launch come from the arena (triton_trace/arena.py, arena.c): values
+and zeros are what numpy would give, the handler is numpy's own again after every launch (failed ones too,
+and in other threads all along), what the arena kept is unmapped when the last launch ends, and a launch
+records the same bits with it as without it."""
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_trace
+from triton_trace import arena, cbuild
+
+from test_batch import assert_same_traces
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+needs_arena = pytest.mark.skipif(cbuild.compiler() is None or arena.DISABLED,
+                                 reason="no C compiler here (or the arena is turned off)")
+BIG = 3 << 20            # elements: float64 arrays of 24 MB, well above the arena's 1 MB threshold
+
+
+def _handler() -> str:
+    return arena._numpy_modules()[1].get_handler_name()
+
+
+@needs_arena
+def test_values_zeros_and_resizes_inside_the_arena_are_numpy_s():
+    default = _handler()
+    before = arena.stats()
+    with arena.active():
+        assert _handler() == arena.NAME
+        a = np.arange(BIG, dtype=np.float64)
+        a[:] = 7.0
+        del a                                             # kept, dirty
+        z = np.zeros(BIG)                                 # served from the kept block: must be zeroed
+        assert not z.any()
+        half = np.zeros(BIG // 2, dtype=np.float64)       # a part of a larger kept block
+        assert not half.any()
+        r = np.arange(BIG // 2, dtype=np.float64)
+        r.resize(BIG, refcheck=False)                     # through the handler's realloc
+        assert (r[:BIG // 2] == np.arange(BIG // 2)).all()
+        small = np.arange(10) * 3                         # below the threshold: malloc's
+        assert small.tolist() == list(range(0, 30, 3))
+        survivor = np.full(BIG, 2.5)
+        during = arena.stats()
+    assert _handler() == default
+    after = arena.stats()
+    assert during["hits"] > before["hits"] and during["launches"] == 1
+    assert after["kept_bytes"] == 0 and after["kept_blocks"] == 0 and after["launches"] == 0
+    assert (survivor == 2.5).all()                        # outlives the arena's launch, freed by its handler later
+    del survivor, z, half, r
+
+
+@needs_arena
+def test_other_threads_keep_numpy_s_allocator():
+    seen = []
+    ready, done = threading.Event(), threading.Event()
+
+    def other():
+        ready.wait()
+        seen.append(_handler())
+        done.set()
+    t = threading.Thread(target=other)
+    t.start()
+    with arena.active():
+        ready.set()
+        done.wait(10)
+    t.join()
+    assert seen == ["default_allocator"]
+
+
+@triton.jit
+def _acc_kernel(a_ptr, b_ptr, out_ptr, K, M: tl.constexpr, BK: tl.constexpr, N: tl.constexpr):
+    pid = tl.program_id(0)
+    rm, rk, rn = tl.arange(0, M), tl.arange(0, BK), tl.arange(0, N)
+    acc = tl.zeros((M, N), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + pid * M * K + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+        acc = tl.dot(a, b, acc)
+    acc = tl.where(acc > 0, acc, acc * 0.5)
+    tl.store(out_ptr + pid * M * N + rm[:, None] * N + rn[None, :], tl.exp(acc * 1e-2))
+
+
+def _run(P=64, M=64, K=256, BK=64, N=64):
+    torch.manual_seed(0)
+    a, b = torch.randn(P * M, K).half(), torch.randn(K, N).half()
+    out = torch.empty(P * M, N)
+    triton_trace.trace(_acc_kernel)[(P,)](a, b, out, K, M, BK, N)
+    return out
+
+
+@needs_arena
+def test_a_launch_records_the_same_bits_with_and_without_the_arena(monkeypatch):
+    triton_trace.reset()
+    before = arena.stats()
+    with_arena = _run()
+    used = arena.stats()
+    t1 = triton_trace.current_trace()
+    triton_trace.reset()
+    monkeypatch.setattr(arena, "_state", None)
+    monkeypatch.setattr(arena, "DISABLED", True)         # numpy's own allocator
+    without = _run()
+    t2 = triton_trace.current_trace()
+    assert used["hits"] + used["misses"] > before["hits"] + before["misses"]     # it was in use
+    assert used["kept_bytes"] == 0 and used["launches"] == 0
+    assert torch.equal(with_arena.view(torch.int32), without.view(torch.int32))
+    assert_same_traces(t1, t2)
+    assert t1.launches[0].meta["execution"]["batched_programs"] == 64
+
+
+@triton.jit(debug=True)
+def _fails(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.device_assert(x < 100.0, "x must stay below 100")
+    tl.store(x_ptr + offs, x * 2, mask=offs < n)
+
+
+@needs_arena
+def test_a_failing_launch_gives_numpy_its_allocator_back():
+    default = _handler()
+    x = torch.zeros(1 << 20)
+    x[123_456] = 1000.0
+    with pytest.raises(Exception, match="x must stay below 100"):
+        triton_trace.trace(_fails)[(256,)](x, x.numel(), BLOCK=4096)
+    assert _handler() == default
+    assert arena.stats()["launches"] == 0 and arena.stats()["kept_bytes"] == 0
+
+
+@needs_arena
+def test_what_is_kept_stays_until_the_last_launch_inside_ends():
+    """A launch that ends while another thread is still inside leaves the kept blocks to it."""
+    want = _run().clone()
+    inside, go_on, seen = threading.Event(), threading.Event(), []
+
+    def other():
+        with arena.active():
+            big = np.ones(BIG)
+            del big                                   # kept for this thread's launch
+            inside.set()
+            go_on.wait(30)
+            seen.append(arena.stats())
+    t = threading.Thread(target=other)
+    t.start()
+    inside.wait(30)
+    got = _run()                                      # enters and leaves while the other is inside
+    after_mine = arena.stats()
+    go_on.set()
+    t.join()
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+    assert after_mine["launches"] == 1 and after_mine["kept_bytes"] > 0     # (its launch may have used a part)
+    assert seen[0]["launches"] == 1
+    assert arena.stats()["launches"] == 0 and arena.stats()["kept_bytes"] == 0
+
+
+def test_without_a_compiler_tracing_keeps_numpy_s_allocator(tmp_path):
+    code = ("import torch, triton_trace\n"
+            "from triton_trace import arena\n"
+            "from test_arena import _run, _handler\n"
+            "out = _run()\n"
+            "print(arena.failure())\n"
+            "print(_handler(), float(out.sum()) == float(out.sum()))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]),
+           "TRITON_TRACE_CACHE_DIR": str(tmp_path / "cache"), "PATH": str(tmp_path / "empty"),
+           "TRITON_TRACE_NO_JIT": ""}
+    env.pop("CC", None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("OSError: no C compiler") and "arena.c" in lines[0]
+    assert lines[1] == "default_allocator True"

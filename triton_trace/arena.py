@@ -1,0 +1,143 @@
+"""numpy's allocations during a traced launch from blocks the launch already touched (arena.c).
+
+A batched chunk allocates and frees large temporaries op after op. Through glibc each comes back as fresh
+pages (zeroed by the kernel on first touch) and each unmap interrupts the process's other threads, BLAS's
+among them, to flush their TLBs: on this project's virtual machines a 4096^3 fp16 matmul spent half of its
+stacked products waiting on that. ``active()`` installs arena.c as numpy's memory handler for the launch
+(numpy keeps the handler in a context variable: other threads and contexts keep theirs), and the last one out
+unmaps what it kept. Values are untouched: only where the bytes live changes.
+
+The handler is set through numpy's C API (``PyDataMem_SetHandler``, slot 304 of its API table, numpy 1.22
+and later; checked by the name numpy reports once it is set). Where the source cannot be built or numpy
+lacks the slot, ``active()`` does nothing (``failure()`` says why); ``TRITON_TRACE_NO_ARENA=1`` or
+``TRITON_TRACE_NO_JIT=1`` turn it off.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import threading
+from contextlib import contextmanager
+from typing import Optional
+
+import numpy as np
+
+from . import cbuild
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "arena.c")
+DISABLED = cbuild.DISABLED or bool(os.environ.get("TRITON_TRACE_NO_ARENA"))
+NAME = "triton_trace_arena"
+KEEP_MAX = 1 << 30                # bytes of freed blocks kept at most (and an eighth of the machine's memory)
+_SET_HANDLER_SLOT = 304           # numpy/__multiarray_api.h: PyDataMem_SetHandler
+
+_lock = threading.Lock()
+_state: Optional[tuple] = None    # (library, our handler capsule, numpy's set-handler function)
+_failed: Optional[str] = None
+
+
+def _numpy_modules():
+    try:
+        from numpy._core import _multiarray_umath as umath, multiarray
+    except ImportError:                        # numpy 1.x
+        from numpy.core import _multiarray_umath as umath, multiarray
+    return umath, multiarray
+
+
+def _setup() -> tuple:
+    if np.lib.NumpyVersion(np.__version__) < "1.22.0":
+        raise OSError(f"numpy {np.__version__} has no memory handlers (1.22 and later do)")
+    lib = cbuild.load(SOURCE, "arena")
+    lib.tt_arena_enter.argtypes, lib.tt_arena_enter.restype = (ctypes.c_int64,), None
+    lib.tt_arena_exit.argtypes, lib.tt_arena_exit.restype = (), ctypes.c_int64
+    lib.tt_arena_stats.argtypes, lib.tt_arena_stats.restype = (ctypes.c_void_p,), None
+    api = ctypes.pythonapi
+    # function objects of our own: setting argtypes on ctypes.pythonapi's would change them for everyone
+    get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_GetPointer", api))
+    new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
+        ("PyCapsule_New", api))
+    umath, _ = _numpy_modules()
+    table = ctypes.cast(get_pointer(umath._ARRAY_API, None), ctypes.POINTER(ctypes.c_void_p))
+    set_handler = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object)(table[_SET_HANDLER_SLOT])
+    # the handler and the capsule's name are statics of the library, which is never unloaded
+    capsule = new_capsule(ctypes.addressof(ctypes.c_char.in_dll(lib, "tt_arena_handler")),
+                          ctypes.addressof(ctypes.c_char.in_dll(lib, "tt_arena_capsule_name")), None)
+    return lib, capsule, set_handler
+
+
+_dec_ref = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)(("Py_DecRef", ctypes.pythonapi))
+
+
+def _swap(set_handler, handler):
+    """Make ``handler`` numpy's in this context; the one it replaces."""
+    p = set_handler(handler)            # a new reference
+    old = ctypes.cast(p, ctypes.py_object).value
+    _dec_ref(p)
+    return old
+
+
+def _ready() -> Optional[tuple]:
+    global _state, _failed
+    if _state is not None or _failed is not None or DISABLED:
+        return _state
+    with _lock:
+        if _state is None and _failed is None:
+            try:
+                state = _setup()
+                _, multiarray = _numpy_modules()
+                old = _swap(state[2], state[1])
+                name = multiarray.get_handler_name()
+                _swap(state[2], old)
+                if name != NAME:
+                    raise OSError(f"numpy reports the handler {name!r} after setting {NAME!r}")
+                _state = state
+            except (OSError, subprocess.SubprocessError, AttributeError, ValueError) as exc:
+                _failed = f"{type(exc).__name__}: {exc}"
+    return _state
+
+
+def failure() -> Optional[str]:
+    """Why the arena is not used (None: it is, or was never asked for)."""
+    if DISABLED:
+        return "TRITON_TRACE_NO_ARENA or TRITON_TRACE_NO_JIT is set"
+    return _failed
+
+
+def _keep_limit() -> int:
+    try:
+        return min(KEEP_MAX, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 8)
+    except (ValueError, OSError, AttributeError):
+        return KEEP_MAX // 4
+
+
+@contextmanager
+def active():
+    """numpy allocates from the arena inside; on leaving, numpy's previous handler is back and, unless
+    another launch is inside, what the arena kept is unmapped."""
+    state = _ready()
+    if state is None:
+        yield
+        return
+    lib, capsule, set_handler = state
+    lib.tt_arena_enter(_keep_limit())
+    try:
+        old = _swap(set_handler, capsule)
+    except BaseException:
+        lib.tt_arena_exit()
+        raise
+    try:
+        yield
+    finally:
+        _swap(set_handler, old)
+        lib.tt_arena_exit()
+
+
+def stats() -> dict:
+    """Large requests served from kept blocks (hits) or newly mapped (misses) since the process started, and
+    what is kept now."""
+    state = _ready()
+    if state is None:
+        return {}
+    out = np.zeros(5, np.int64)
+    state[0].tt_arena_stats(out.ctypes.data)
+    return dict(zip(("hits", "misses", "kept_bytes", "kept_blocks", "launches"), (int(v) for v in out)))
