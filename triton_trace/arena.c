@@ -4,8 +4,8 @@
    glibc, blocks of a few MB and more are mapped fresh and unmapped again, or sit at the top of a heap that is
    trimmed: every one comes back as fresh pages the kernel must zero on first touch, and every unmap stops the
    other threads of the process (BLAS's) to flush their TLBs; on a virtual machine both are slow. Here freed
-   large blocks are kept and handed to the next request of about their size, so a chunk's temporaries reuse
-   pages it already touched. Small blocks go to malloc. Each block carries a header before the data saying
+   large blocks are kept and handed to the next request they can hold (split where much larger), so a chunk's
+   temporaries reuse pages it already touched. Small blocks go to malloc. Each block carries a header before the data saying
    how it was allocated, since numpy frees an array through the handler that allocated it, whenever that is. */
 #define _GNU_SOURCE
 #include <pthread.h>
