@@ -134,8 +134,10 @@ class NonFinite:
     def load(self, tensor: int, written: bool, file, line, values: np.ndarray, safe: np.ndarray,
              offsets: np.ndarray, storage: Optional[np.ndarray] = None) -> None:
         """``storage``: the typed view of the argument's storage the values were read from, when they were:
-        an argument no program wrote is scanned once, not at every load from it."""
-        if tensor < 0 or written or values.dtype.kind != "f" or self._tensors[tensor].name in self._undefined:
+        an argument no program wrote is scanned once, not at every load from it. A lazy chunk skips it: an
+        input only matters once a store writes a non-finite value, and that store runs the chunk again,
+        checking its loads."""
+        if self.lazy or tensor < 0 or written or values.dtype.kind != "f" or self._tensors[tensor].name in self._undefined:
             return
         if storage is not None and storage.dtype == values.dtype:
             key = (tensor, values.dtype.str)
