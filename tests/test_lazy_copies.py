@@ -153,3 +153,82 @@ def test_unaligned_loads_of_an_unwritten_input_read_its_bytes():
     np.testing.assert_array_equal(out.numpy(), want)
     lc = triton_trace.current_trace().launches[-1]
     assert lc.completed
+
+
+# ---------------------------------------------------------------------------------------------------------
+# a batched chunk's contiguous loads of storages no op wrote yet are views, not copies (proxy.load,
+# memory.may_view); a write to such a storage in the same chunk sends the chunk back to copy them
+# ---------------------------------------------------------------------------------------------------------
+def _spy_views(monkeypatch):
+    """Count the loads handed out as views of a storage, by tensor name."""
+    from triton_trace.record import memory as M
+    seen = []
+    real = M.HostMemory.note_view
+
+    def note(self, tensor):
+        seen.append(self.tensors[tensor].name)
+        return real(self, tensor)
+    monkeypatch.setattr(M.HostMemory, "note_view", note)
+    return seen
+
+
+@triton.jit
+def _axpy(x_ptr, y_ptr, out_ptr, n, a, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    tl.store(out_ptr + offs, a * x + y)
+
+
+def test_contiguous_loads_of_unwritten_inputs_are_views_and_give_the_same_bits(monkeypatch):
+    seen = _spy_views(monkeypatch)
+    x, y = torch.randn(64 * 256), torch.randn(64 * 256)
+    x0, y0 = x.clone(), y.clone()
+
+    def run(opts):
+        out = torch.empty_like(x)
+        trace(**opts)(_axpy)[(64,)](x, y, out, x.numel(), 1.5, BLOCK=256)
+        return out
+    (o1, t1), (o2, t2) = run_both(run, 64)
+    assert sorted(set(seen)) == ["x_ptr", "y_ptr"]            # the batched run read both without copying
+    assert torch.equal(o1, o2) and torch.equal(o2, 1.5 * x0 + y0)
+    assert torch.equal(x, x0) and torch.equal(y, y0)          # (views are read-only: nothing wrote through one)
+    assert_same_traces(t1, t2)
+    assert t2.launches[0].meta["execution"]["fallbacks"] == []
+
+
+@triton.jit
+def _update_then_copy(x_ptr, keep_ptr, BLOCK: tl.constexpr):
+    # reads x, overwrites it, then stores what it read: the value held must be the one loaded
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(x_ptr + offs, x * 2 + 1)
+    tl.store(keep_ptr + offs, x)
+
+
+def test_a_chunk_that_writes_what_it_read_as_views_runs_again_with_copies(monkeypatch):
+    from triton_trace.record.interp import executor
+    seen = _spy_views(monkeypatch)
+    retries = []
+    real = executor._run_chunk
+
+    def counting(*a, **kw):
+        why = real(*a, **kw)
+        retries.append(why)
+        return why
+    monkeypatch.setattr(executor, "_run_chunk", counting)
+    torch.manual_seed(0)
+    base = torch.randn(32 * 128)
+
+    def run(opts):
+        x, keep = base.clone(), torch.empty_like(base)
+        trace(**opts)(_update_then_copy)[(32,)](x, keep, BLOCK=128)
+        return x, keep
+    (o1, t1), (o2, t2) = run_both(run, 32)
+    assert seen == ["x_ptr"]                                  # the first batched run read x as a view ...
+    assert executor.RETRY in retries                          # ... then wrote it: run again, copying
+    for a, b in zip(o1, o2):
+        assert torch.equal(a, b)
+    assert torch.equal(o2[1], base) and torch.equal(o2[0], base * 2 + 1)
+    assert_same_traces(t1, t2)
+    assert t2.launches[0].meta["execution"]["batched_programs"] == 32

@@ -199,19 +199,22 @@ def _disjoint(shape: tuple, strides: tuple) -> bool:
     return True
 
 
-def gather(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple) -> Optional[np.ndarray]:
+def gather(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple, copy: bool = True
+           ) -> Optional[np.ndarray]:
     """``view[first[p] + pattern]`` for every program ``p`` (element ``first`` offsets and ``strides``, every
     lane inside ``view``): as one strided block where the programs step evenly (see _strided), else a run of
     consecutive elements at a time along a dimension of stride 1 (the last, or another for a transposed
     block): one row copy per run instead of one gather per lane. None when
     no dimension is such a run (the caller gathers lane by lane). Programs that all read the same block
-    (layer norm's weights) get one copy, broadcast: later ops compute on it once (``core``)."""
+    (layer norm's weights) get one copy, broadcast: later ops compute on it once (``core``). With ``copy``
+    false, a strided block that is C-contiguous comes back as a read-only view of ``view`` (the caller makes
+    sure nothing writes there while it is in use)."""
     if len(first) > 1 and first[0] == first[-1] and (first == first[0]).all():
-        one = gather(view, first[:1], strides, shape)
+        one = gather(view, first[:1], strides, shape, copy)
         return None if one is None else np.broadcast_to(one, (len(first),) + one.shape[1:])
     block = _strided(view, first, strides, shape, False)
     if block is not None:
-        return np.array(block, order="C")
+        return block if not copy and block.flags.c_contiguous else np.array(block, order="C")
     found = _runs(view, first, strides, shape, False)
     if found is None:
         return None

@@ -95,6 +95,7 @@ class Collector:
             self._stopped = True
             self.limit_notes.append(f"memory_limit: programs from {self.pid} on ran without being recorded")
         self._chunk_start_bytes = self.nbytes
+        self.memory.end_views()
         if self._stopped:
             keep, kept = np.zeros(len(pids), bool), pids[:0]
         elif self.program_filter is None:

@@ -24,7 +24,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ..errors import TraceUsageError
+from ..errors import ChunkRetry, TraceUsageError
 from ..model import TensorInfo
 from .attribution import Attribution
 from .livestorages import LiveStorages, torch_dtype
@@ -44,6 +44,7 @@ class _Storage:
     written: bool = False     # some op wrote it, kept or undone since (the chunk check's memory)
     stored: bool = False      # a write that stays recorded: undone with its chunk (what loads see)
     copied: bool = True       # the buffer holds the storage's bytes (else accesses go to ``original``)
+    viewed: bool = False      # the running chunk holds loads of it that are views, not copies (see mark_written)
 
 
 def _unwrap(arg):
@@ -291,11 +292,30 @@ class HostMemory(Attribution):
         for st, f in zip(self.storages, flags):
             st.stored = f
 
+    def may_view(self, tensor: int) -> bool:
+        """Whether a batched chunk's load of ``tensor`` may be a view of its storage instead of a copy: no op
+        of the launch wrote the storage yet (a write in the same chunk sends it back: mark_written)."""
+        return tensor >= 0 and not self.storages[self._tensor_storage[tensor]].written
+
+    def note_view(self, tensor: int) -> None:
+        self.storages[self._tensor_storage[tensor]].viewed = True
+
+    def end_views(self) -> None:
+        """A chunk begins: the loads of the last one are no longer in use."""
+        for st in self.storages:
+            st.viewed = False
+
     def mark_written(self, tensor: int) -> None:
         """Called before the first write executes: unless it is written in place, the storage's bytes
-        move into its buffer now."""
+        move into its buffer now. A write to a storage the running chunk read as views (loads not copied)
+        would change values the chunk still holds: the chunk is sent back to run again, its loads of the
+        storage copied (it is written now)."""
         if tensor >= 0:
             sid = self._tensor_storage[tensor]
+            if self.storages[sid].viewed:
+                self.storages[sid].written = True
+                self.storages[sid].viewed = False
+                raise ChunkRetry(f"'{self.tensors[tensor].name}' is written after the chunk read it without copying")
             if not self.in_place:
                 self._ensure_copied(sid)
             self.storages[sid].written = self.storages[sid].stored = True

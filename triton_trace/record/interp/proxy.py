@@ -152,9 +152,13 @@ class MemoryProxy:
             out = self._raw().load(_lanes(ptrs), np.ascontiguousarray(safe), np.ascontiguousarray(other), dtype)
         elif safe.all():
             runs = self._runs(safe, ptrs.shape)
-            out = None if runs is None else affine.gather(view, *runs)
+            # a batched chunk reads a storage no op wrote yet without copying it (memory.may_view)
+            no_copy = self._rec.batched and self._rec.memory.may_view(a.tensor)
+            out = None if runs is None else affine.gather(view, *runs, copy=not no_copy)
             if out is None:
                 out = view[np.asarray(a.offsets)]
+            elif no_copy and np.may_share_memory(out, view):
+                self._rec.memory.note_view(a.tensor)
         else:
             out = self._load_rows(view, safe, ptrs.shape, other, dtype)
             if out is None:
