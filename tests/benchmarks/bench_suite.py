@@ -9,7 +9,8 @@ Each (case, mode) runs in a fresh child process, so its peak memory is its own: 
 ``TRITON_INTERPRET=1`` before Triton is imported and runs the bare kernels, as a user would; ``traced``
 runs them under ``triton_trace.trace(**trace_opts)``; ``analysed`` traces and then runs
 ``triton_trace.analyze`` on the trace; ``torch`` does the same math with torch on the CPU (the reference
-the performance targets are stated against: traced / torch, (traced + analysis) / torch). Times are
+the performance targets are stated against: traced / torch, (traced + analysis) / torch); ``numpy`` does it
+with numpy, as Triton's interpreter computes (the floor of anything that runs the kernel the interpreter's way). Times are
 medians over ``--repeat`` runs (torch's over at least 21: its time alone moves 3x between children); ratios compare the modes of one run of this script, measured one after the
 other on the same machine, so they are what to read
 (absolute times depend on the machine's load). Peak memory is the child's high-water RSS above its RSS
@@ -38,7 +39,7 @@ if __name__ == "__main__" and "--child" in sys.argv and sys.argv[sys.argv.index(
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-MODES = ("plain", "traced", "analysed", "torch")
+MODES = ("plain", "traced", "analysed", "torch", "numpy")
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -55,11 +56,13 @@ def _add(n_full, n_quick):
         def make(wrap):
             k = wrap(K.make_add())
             return lambda: K.add(x, y, kernel=k, block=1024)
-        return n, make, lambda: x + y
+        xn, yn = x.numpy(), y.numpy()
+        return n, make, lambda: x + y, lambda: xn + yn
     return setup
 
 
 def _softmax(quick):
+    import numpy as np
     import torch
     import kernels as K
     s = torch.randn(1024 if quick else 4096, 1024)
@@ -67,10 +70,16 @@ def _softmax(quick):
     def make(wrap):
         k = wrap(K.make_softmax())
         return lambda: K.softmax(s, kernel=k)
-    return list(s.shape), make, lambda: torch.softmax(s, dim=1)
+    sn = s.numpy()
+
+    def with_numpy():
+        e = np.exp(sn - sn.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+    return list(s.shape), make, lambda: torch.softmax(s, dim=1), with_numpy
 
 
 def _ln_fwd(quick):
+    import numpy as np
     import torch
     import kernels as K
     M, N = (1024 if quick else 4096), 1024
@@ -79,7 +88,12 @@ def _ln_fwd(quick):
     def make(wrap):
         k = wrap(K.make_layer_norm_fwd())
         return lambda: K.layer_norm_fwd(x, w, b, kernel=k, block=1024)
-    return [M, N], make, lambda: torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5)
+    xn, wn, bn = x.numpy(), w.numpy(), b.numpy()
+
+    def with_numpy():
+        xc = xn - xn.mean(axis=1, keepdims=True)
+        return xc / np.sqrt((xc * xc).mean(axis=1, keepdims=True) + 1e-5) * wn + bn
+    return [M, N], make, lambda: torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5), with_numpy
 
 
 def _ln_bwd(quick):
@@ -116,11 +130,13 @@ def _matmul(full, quick_size, tiles, half=False):
         def make(wrap):
             k = wrap(K.make_matmul())
             return lambda: K.matmul(ka, kb, kernel=k, block_m=bm, block_n=bn, block_k=bk, group_m=8)
-        return [n, n, n], make, lambda: a @ b
+        an, bn = a.numpy(), b.numpy()
+        return [n, n, n], make, lambda: a @ b, lambda: an @ bn
     return setup
 
 
 def _transpose(quick):
+    import numpy as np
     import torch
     import kernels as K
     x = torch.randn(*(2 * [2048 if quick else 4096]))
@@ -128,7 +144,8 @@ def _transpose(quick):
     def make(wrap):
         k = wrap(K.make_transpose())
         return lambda: K.transpose(x, kernel=k, block_m=64, block_n=64)
-    return list(x.shape), make, lambda: x.t().contiguous()
+    xn = x.numpy()
+    return list(x.shape), make, lambda: x.t().contiguous(), lambda: np.ascontiguousarray(xn.T)
 
 
 CASES = {
@@ -189,9 +206,13 @@ def child(mode: str, case: str, repeat: int, quick: bool, trace_opts: dict) -> d
     import triton
     torch.manual_seed(0)
     np.random.seed(0)
-    size, make, eager = CASES[case][1](quick)
+    size, make, eager, *with_numpy = CASES[case][1](quick)
     if mode == "torch":              # the same math by torch on the CPU: the reference for "how fast"
         run, reset = eager, (lambda: None)
+    elif mode == "numpy":            # the same math by numpy, as Triton's interpreter computes (what tracing runs on)
+        if not with_numpy:
+            raise SystemExit(f"no numpy version of {case}")
+        run, reset = with_numpy[0], (lambda: None)
     elif mode == "plain":
         run = make(lambda k: k)
         reset = lambda: None
@@ -206,7 +227,7 @@ def child(mode: str, case: str, repeat: int, quick: bool, trace_opts: dict) -> d
     sizes = None
     # torch's own time moves 3x between children on this machine (page faults, the allocator's state): the
     # reference takes the median of at least TORCH_RUNS runs
-    for i in range(max(repeat, TORCH_RUNS) if mode == "torch" else repeat):
+    for i in range(max(repeat, TORCH_RUNS) if mode in ("torch", "numpy") else repeat):
         reset()
         t0 = time.perf_counter()
         run()
@@ -220,7 +241,7 @@ def child(mode: str, case: str, repeat: int, quick: bool, trace_opts: dict) -> d
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base_rss
     out = {"case": case, "mode": mode, "size": size, "times": times, "peak_bytes": peak,
            "base_rss": base_rss, "triton": triton.__version__}
-    if mode not in ("plain", "torch"):
+    if mode not in ("plain", "torch", "numpy"):
         tr = triton_trace.current_trace()
         execution = [getattr(lc, "meta", {}).get("execution") for lc in tr.launches]
         out["execution"] = execution if any(execution) else None
@@ -328,7 +349,7 @@ def _med(xs):
 def summarise(results: dict) -> list:
     rows = []
     for case, by_mode in results.items():
-        p, t, a, e = (by_mode.get(m, {}) for m in MODES)
+        p, t, a, e, nu = (by_mode.get(m, {}) for m in MODES)
         plain, traced = _med(p.get("times", [])), _med(t.get("times", []))
         an_times = [x + y for x, y in zip(a.get("times", []), a.get("analyse_times", []))]
         analysed = _med(an_times)
@@ -336,11 +357,14 @@ def summarise(results: dict) -> list:
         lanes = t.get("lanes") or a.get("lanes") or 0
         per = lambda key: t[key] / lanes if lanes and key in t else float("nan")
         eager = _med(e.get("times", []))
+        floor = _med(nu.get("times", []))
         rows.append({
             "case": case, "lanes": lanes, "plain_s": plain, "traced_s": traced, "traced_ratio": traced / plain,
             # the issue-20 reference: the same math by torch on this CPU, in the same process conditions
             "torch_s": eager, "traced_torch": traced / eager, "analysed_torch": (traced + analyse_only) / eager,
             "peak_mb_torch": e.get("peak_bytes", float("nan")) / 2 ** 20,
+            # the same math by numpy: what an interpreter computing as Triton's does cannot go below
+            "numpy_s": floor, "numpy_torch": floor / eager,
             # the analysis time is measured on its own in the analysed child: a difference of two
             # children's medians would carry both children's noise
             "analysed_s": analysed, "analyse_only_s": analyse_only, "analyse_ratio": analyse_only / plain,
@@ -356,13 +380,15 @@ def summarise(results: dict) -> list:
 
 def table(rows: list) -> str:
     head = (f"{'case':16s} {'lanes':>10s} {'plain s':>8s} {'traced s':>9s} {'tr/plain':>8s} {'analysed s':>10s} "
-            f"{'(an-tr)/pl':>10s} {'torch s':>8s} {'tr/torch':>8s} {'(tr+an)/torch':>13s} {'peakMB pl':>9s} "
+            f"{'(an-tr)/pl':>10s} {'torch s':>8s} {'tr/torch':>8s} {'(tr+an)/torch':>13s} {'numpy s':>8s} "
+            f"{'np/torch':>8s} {'peakMB pl':>9s} "
             f"{'peakMB tr':>9s} {'peakMB an':>9s} {'mem B/ln':>8s} {'disk B/ln':>9s} {'file B/ln':>9s}")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(f"{r['case']:16s} {r['lanes']:10d} {r['plain_s']:8.2f} {r['traced_s']:9.2f} "
                      f"{r['traced_ratio']:7.2f}x {r['analysed_s']:10.2f} {r['analyse_ratio']:9.2f}x "
                      f"{r['torch_s']:8.4f} {r['traced_torch']:7.1f}x {r['analysed_torch']:12.1f}x "
+                     f"{r['numpy_s']:8.4f} {r['numpy_torch']:7.1f}x "
                      f"{r['peak_mb_plain']:9.0f} {r['peak_mb_traced']:9.0f} {r['peak_mb_analysed']:9.0f} "
                      f"{r['mem_b_per_lane']:8.3f} "
                      f"{r['disk_lanes_b_per_lane']:9.3f} {r['file_b_per_lane']:9.3f}")
@@ -378,7 +404,7 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smaller sizes (minutes instead of tens of minutes)")
     ap.add_argument("--trace-opt", action="append", type=parse_opt, default=[], metavar="KEY=VALUE",
                     help="passed to triton_trace.trace(...), e.g. batch=False, values=False (repeatable)")
-    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of plain,traced,analysed,torch")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of plain,traced,analysed,torch,numpy")
     ap.add_argument("--json", help="also write every measurement to this file")
     ap.add_argument("--micro", action="store_true", help="only time LaneWriter.add() on typical blocks")
     ap.add_argument("--budget", metavar="SIZE", help="only trace a 16M-element vector add (16384 programs of "
@@ -417,7 +443,7 @@ def main(argv=None):
     rows = summarise(results)
     print(table(rows))
     print("lanes: recorded lanes (all launches); tr/plain: traced / plain time; analysed s: trace + analyze in "
-          "one child; (an-tr)/pl: the analyze() time alone / plain time; peakMB: high-water RSS above the inputs (an: trace + analyze); mem B/ln: Lanes.nbytes per lane; disk B/ln: the lane "
+          "one child; (an-tr)/pl: the analyze() time alone / plain time; numpy s: the same math by numpy (median of 21); peakMB: high-water RSS above the inputs (an: trace + analyze); mem B/ln: Lanes.nbytes per lane; disk B/ln: the lane "
           "arrays in the saved file per lane; file B/ln: the whole file (values included) per lane")
     if args.json:
         with open(args.json, "w") as f:

@@ -117,13 +117,15 @@ class MemoryProxy:
             return None
         return full, (aff[0][full], aff[1], shape[1:])
 
-    def _save(self, ptrs, safe, dtype) -> None:
-        # In a batched chunk, keep what a write overwrites so the chunk can be undone and re-run
+    def _save(self, ptrs, safe, dtype):
+        """In a batched chunk, keep what a write overwrites so the chunk can be undone and re-run. Returns
+        the programs' whole rows (``_whole_rows``) where it had to find them, for the write itself."""
         log = self._log
         if log is None or not safe.any():
-            return
+            return None
         view, runs = self._typed(dtype), self._runs(safe, ptrs.shape)
         at = (self._access.tensor, dtype)
+        found = None
         if view is not None and runs is None:          # programs sitting out a trip: the others' blocks
             found = self._whole_rows(safe, ptrs.shape)
             runs = None if found is None else found[1]
@@ -131,7 +133,7 @@ class MemoryProxy:
             old = affine.gather(view, *runs)
             if old is not None:
                 log.append(("runs", at, runs, old))
-                return
+                return found
         if view is not None:
             off = np.asarray(self._access.offsets)
             idx = off.reshape(-1) if safe.all() else off[safe]
@@ -140,6 +142,7 @@ class MemoryProxy:
             dtype = np.dtype(dtype)
             ptrs = _lanes(ptrs)
             log.append(("raw", ptrs, self._raw().load(ptrs, safe, np.zeros(ptrs.shape, dtype), dtype), safe))
+        return found
 
     def load(self, ptrs, mask, other, dtype):
         """``ptrs``: the addresses, or (a batched load of a lazy pointer block) described.Addresses, whose
@@ -201,7 +204,7 @@ class MemoryProxy:
         self._rec.record_values(row, value)
         if value.dtype.kind == "f":
             self._rec.nonfinite.store(self._access.tensor, file, line, value, safe, self._access.offsets)
-        self._save(ptrs, safe, value.dtype)
+        rows_found = self._save(ptrs, safe, value.dtype)
         view, runs = self._typed(value.dtype), self._runs(safe, ptrs.shape)
         if view is None:
             return self._raw().store(_lanes(ptrs), value, safe)
@@ -209,7 +212,7 @@ class MemoryProxy:
             return None       # nothing to write (an input's view may be read-only)
         if runs is not None and affine.scatter(view, *runs, value):
             return None       # written a run at a time (described or probed pointers: no offsets built)
-        found = None if runs is not None else self._whole_rows(safe, ptrs.shape)
+        found = None if runs is not None else (rows_found or self._whole_rows(safe, ptrs.shape))
         if found is not None and affine.scatter(view, *found[1], np.broadcast_to(value, ptrs.shape)[found[0]]):
             return None       # the same for the programs that store, where the others sit out a trip
         off = np.asarray(self._access.offsets)
