@@ -130,8 +130,8 @@ def _matmul(full, quick_size, tiles, half=False):
         def make(wrap):
             k = wrap(K.make_matmul())
             return lambda: K.matmul(ka, kb, kernel=k, block_m=bm, block_n=bn, block_k=bk, group_m=8)
-        an, bn = a.numpy(), b.numpy()
-        return [n, n, n], make, lambda: a @ b, lambda: an @ bn
+        a_np, b_np = a.numpy(), b.numpy()
+        return [n, n, n], make, lambda: a @ b, lambda: a_np @ b_np
     return setup
 
 
