@@ -149,7 +149,6 @@ class _Rows(NamedTuple):
 STREAM_WINDOW = 1 << 21      # stream entries through L1 at once (whole waves): bounds the temporaries
 L2_SLICE = 1 << 20           # entries through the L2 at once (its state carries over: any cut is exact)
 PIPELINE_WINDOWS = 4         # on two cores a stream is cut into about this many windows, so that the L1
-ISSUE_SLICE = 1 << 20      # entries of the issue order completed at a time (_issue_sorted)
 MIN_WINDOW = 1 << 18         # filters of later ones run beside the L2 (windows of at least MIN_WINDOW entries)
 
 
@@ -196,11 +195,7 @@ def _issue_sorted(stream_row: np.ndarray, row_order: np.ndarray, runs: tuple) ->
     # entry j of the sorted stream: its run's start plus j less where that run begins in the sorted stream
     shift = starts - (np.cumsum(lengths, dtype=idx) - lengths)
     t = np.repeat(shift, lengths)
-    step = np.arange(min(n, ISSUE_SLICE), dtype=idx)      # j added a slice at a time: no arange of the stream's size
-    for a in range(0, n, ISSUE_SLICE):
-        part = t[a:a + ISSUE_SLICE]
-        part += step[:len(part)]
-        part += idx(a)
+    t += np.arange(n, dtype=idx)
     return t
 
 
