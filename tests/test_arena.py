@@ -176,3 +176,131 @@ def test_without_a_compiler_tracing_keeps_numpy_s_allocator(tmp_path):
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith("OSError: no C compiler") and "arena.c" in lines[0]
     assert lines[1] == "default_allocator True"
+
+
+# ------------------------------------------------------------------------------------------------------
+# small pages (arena.small_pages): no huge-page advice for arrays made while a launch or an analysis runs
+# ------------------------------------------------------------------------------------------------------
+has_madvise = pytest.mark.skipif(arena._madvise_setter() is None or arena.HUGE_PAGES or
+                                 not os.path.exists("/proc/self/smaps"),
+                                 reason="numpy here gives no huge-page advice (not Linux), or "
+                                        "TRITON_TRACE_HUGEPAGES=1")
+
+
+def _numpy_advises() -> bool:
+    setter = arena._madvise_setter()
+    before = setter(True)
+    setter(before)
+    return bool(before)
+
+
+def _advised_huge(a: np.ndarray) -> bool:
+    """Whether the kernel holds huge-page advice ("hg" in VmFlags) for the mapping under the middle of a's
+    data (numpy advises from the first whole page on)."""
+    addr, flags, inside = a.ctypes.data + a.nbytes // 2, "", False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and head == "VmFlags:":
+                flags = line.split()[1:]
+    return "hg" in flags
+
+
+@has_madvise
+def test_launches_and_analyses_run_with_small_pages(monkeypatch):
+    from triton_trace.analysis import analyzer
+    from triton_trace.record import session
+    setter = arena._madvise_setter()
+    before = setter(True)
+    try:
+        seen = []
+        run_grid, analyse = session._grid.run_grid, analyzer._analyze_launch
+
+        def watched_run(*a, **k):
+            seen.append(("launch", _numpy_advises()))
+            return run_grid(*a, **k)
+
+        def watched_analysis(ctx):
+            seen.append(("analysis", _numpy_advises()))
+            return analyse(ctx)
+        monkeypatch.setattr(session._grid, "run_grid", watched_run)
+        monkeypatch.setattr(analyzer, "_analyze_launch", watched_analysis)
+        triton_trace.reset()
+        _run(P=4)
+        triton_trace.analyze(triton_trace.current_trace(), layouts="model")
+        x = torch.zeros(1 << 20)
+        x[5] = 1000.0
+        with pytest.raises(Exception, match="x must stay below 100"):
+            triton_trace.trace(_fails)[(256,)](x, x.numel(), BLOCK=4096)
+        assert seen == [("launch", False), ("analysis", False), ("launch", False)]
+        assert _numpy_advises() is True                  # numpy's setting back, after a failing launch too
+    finally:
+        setter(before)
+
+
+@has_madvise
+def test_the_setting_comes_back_when_the_last_thread_leaves():
+    setter = arena._madvise_setter()
+    before = setter(True)
+    try:
+        inside, go_on, seen = threading.Event(), threading.Event(), []
+
+        def other():
+            with arena.small_pages():
+                inside.set()
+                go_on.wait(30)
+                seen.append(_numpy_advises())
+        t = threading.Thread(target=other)
+        t.start()
+        inside.wait(30)
+        with arena.small_pages():
+            with arena.small_pages():
+                seen.append(_numpy_advises())
+        seen.append(_numpy_advises())                     # the other thread is still inside
+        go_on.set()
+        t.join()
+        assert seen == [False, False, False] and _numpy_advises() is True
+    finally:
+        setter(before)
+
+
+@has_madvise
+def test_arrays_made_inside_are_mapped_without_huge_page_advice(monkeypatch):
+    """Checked on the mappings themselves (the kernel's VmFlags): numpy's arrays of 24 MB get huge-page advice
+    outside, none inside, whether the arena or numpy's allocator serves them."""
+    setter = arena._madvise_setter()
+    before = setter(True)
+    try:
+        outside = np.ones(BIG)
+        assert _advised_huge(outside)
+        got = []
+        for use_arena in ([True] if cbuild.compiler() is not None and not arena.DISABLED else []) + [False]:
+            if not use_arena:
+                monkeypatch.setattr(arena, "_state", None)
+                monkeypatch.setattr(arena, "DISABLED", True)
+            with arena.active():
+                inside = np.ones(BIG)
+                got.append((use_arena, _handler() == arena.NAME, _advised_huge(inside)))
+                del inside
+        assert all(served == use_arena and not huge for use_arena, served, huge in got), got
+        assert _advised_huge(np.ones(BIG))
+    finally:
+        setter(before)
+
+
+def test_hugepages_1_keeps_numpy_s_advice():
+    code = ("import numpy as np\n"
+            "from triton_trace import arena\n"
+            "from test_arena import _numpy_advises, _advised_huge\n"
+            "with arena.active():\n"
+            "    print(arena.HUGE_PAGES, _numpy_advises(), _advised_huge(np.ones(3 << 20)))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")]),
+           "TRITON_TRACE_HUGEPAGES": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    want = "True True True" if os.path.exists("/proc/self/smaps") and arena._madvise_setter() else "True"
+    assert done.stdout.split()[:len(want.split())] == want.split()

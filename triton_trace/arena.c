@@ -43,6 +43,7 @@ static int n_free;
 static size_t cached, cap;
 static int users;                        /* launches inside tt_arena_enter .. tt_arena_exit */
 static int64_t hits, misses;
+static int huge_advice;                  /* 1: huge-page advice on large mappings, as numpy gives (arena.py) */
 
 /* header words before the data: [-2] the bytes asked for, [-1] the mapping's length (0: from malloc) */
 static void *tag(char *raw, size_t head, size_t asked, size_t mapped) {
@@ -98,7 +99,7 @@ static void *big(size_t size, int zero) {
     if (raw == MAP_FAILED)
         return NULL;
 #ifdef MADV_HUGEPAGE
-    if (need >= HUGE)
+    if (need >= HUGE && __atomic_load_n(&huge_advice, __ATOMIC_RELAXED))
         madvise(raw, need, MADV_HUGEPAGE);
 #endif
     return tag(raw, BIG_HEAD, size, need);       /* fresh pages read as zeros */
@@ -205,6 +206,11 @@ int64_t tt_arena_exit(void) {
     for (int i = 0; i < n; i++)
         munmap(drop[i], len[i]);
     return (int64_t)total;
+}
+
+/* Whether new large mappings get huge-page advice (arena.py decides: by default not, see small_pages). */
+void tt_arena_huge(int on) {
+    __atomic_store_n(&huge_advice, on ? 1 : 0, __ATOMIC_RELAXED);
 }
 
 /* hits, misses (large requests served from the kept blocks or mapped), bytes kept, blocks kept, launches in */
