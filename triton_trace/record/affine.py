@@ -229,18 +229,32 @@ def scatter(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple, v
     a time as ``gather`` reads; lanes that meet are written in the same order as lane by lane (programs in
     order; within one, runs in C order, each left to right: the last write wins). False, writing nothing,
     when ``gather`` would give None or ``view`` is read-only."""
-    if not view.flags.writeable:
+    plan = scatter_plan(view, first, strides, shape)
+    if plan is None:
         return False
+    write(plan, values)
+    return True
+
+
+def scatter_plan(view: np.ndarray, first: np.ndarray, strides: tuple, shape: tuple) -> Optional[tuple]:
+    """Where ``scatter`` would write, for ``write`` (now or later: the plan holds views of ``view``'s
+    memory); None where it would not."""
+    if not view.flags.writeable:
+        return None
     block = _strided(view, first, strides, shape, True)
     if block is not None:
-        np.copyto(block, values)
-        return True
+        return (block,)
     found = _runs(view, first, strides, shape, True)
-    if found is None:
-        return False
-    runs, starts, axis = found
-    values = np.broadcast_to(values, (len(first),) + tuple(shape))
+    return None if found is None else found + (len(first), tuple(shape))
+
+
+def write(plan: tuple, values: np.ndarray) -> None:
+    """Write ``values`` (programs, *shape) where ``plan`` (scatter_plan) says."""
+    if len(plan) == 1:
+        np.copyto(plan[0], values)
+        return
+    runs, starts, axis, programs, shape = plan
+    values = np.broadcast_to(values, (programs,) + shape)
     if axis != len(shape) - 1:
         values = np.moveaxis(values, axis + 1, -1)
     runs[starts] = values.reshape(len(starts), shape[axis])
-    return True

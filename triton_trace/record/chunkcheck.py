@@ -173,6 +173,7 @@ class ChunkConflicts:
         stored = [self._stored.get((sid, k)) for k in range(len(accesses))]
         if any(v is None for v in stored) or len({np.asarray(v).dtype.str for _, v in stored}) != 1:
             return False
+        self.memory.settle(sid)               # the chunk's held stores to it are written first
         view = self.memory.typed_view(stored[0][0], np.asarray(stored[0][1]).dtype)
         if not view.flags.writeable or not view.size:
             return False

@@ -238,6 +238,12 @@ class HostMemory(Attribution):
         self._order = np.argsort(starts, kind="stable")
         self._starts = starts[self._order]
 
+    @staticmethod
+    def settle(sid=None) -> None:
+        """Write what a batched chunk's stores to storage ``sid`` (None: every storage) hold back, before
+        something rewrites its bytes outside the memory seam (the chunk check's fix-up). The seam
+        (record/interp/proxy.py) puts its own here."""
+
     def storage_of(self, tensor: int) -> int:
         return self._tensor_storage[tensor]
 

@@ -182,6 +182,7 @@ def _run_chunk(kernel, batched_args, pids, builder, rec, proxy):
         rec.begin_chunk(pids, batched=True)
         kernel(**batched_args)
         rec.end_chunk()
+        proxy.commit()                        # the held stores (proxy._hold), once the chunk is kept
     except ChunkRetry:
         why = RETRY
     except ChunkDiverged as e:

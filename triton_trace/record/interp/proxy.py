@@ -51,13 +51,17 @@ class MemoryProxy:
         self._rec = rec
         self._log: Optional[list] = None     # what writes overwrote, while a batched chunk may be undone
         self._access = None                  # the running op's Access (tensor, element offsets, aligned)
+        self._held: list = []                # a batched chunk's stores not written yet (see _hold)
+        rec.memory.settle = self.settle      # (the chunk check rewrites shared elements after settling them)
 
     def __getattr__(self, name):
+        self.settle()                        # any other C++ function may read or write any storage
         return getattr(self._real, name)
 
     def _raw(self):
         """The interpreter's C++ functions, which dereference raw addresses in the padded buffers: every
         storage is copied into its buffer first (record/memory.py copies lazily)."""
+        self.settle()
         self._rec.memory.copy_all()
         return self._real
 
@@ -72,6 +76,7 @@ class MemoryProxy:
     def rollback(self) -> None:
         """Put back, newest first, everything written since ``begin_log``; stop logging."""
         log, self._log = self._log or [], None
+        self._held = []                       # never written: nothing to put back
         # Entries are tagged: a typed view of uint64 storage is itself a uint64 array, so the array's
         # dtype cannot tell a view apart from raw pointers (taking values for addresses crashed the process).
         # Views are looked up again here: a storage written in place may have moved into its buffer since
@@ -85,10 +90,56 @@ class MemoryProxy:
             else:                   # (raw pointers, old values, lanes)
                 self._raw().store(a, b, c)
 
+    # -- stores held until the chunk is kept ----------------------------------------------------------------
+    def _hold(self, ptrs, value, safe, view) -> bool:
+        """In a batched chunk, a store of whole blocks (every lane safe, or programs sitting out a masked
+        trip) is held and written when the chunk is kept (``commit``): an undone chunk has nothing of it to
+        put back, so no copy of what it overwrites is made (the output's bytes are read once less). Any other
+        access to the storage before then writes the held stores first (``settle``), so every access sees
+        the bytes a program-order run would."""
+        if self._log is None or not view.flags.writeable:
+            return False
+        runs = self._runs(safe, ptrs.shape)
+        if runs is None:
+            found = self._whole_rows(safe, ptrs.shape)
+            if found is None:
+                return False
+            runs, value = found[1], np.broadcast_to(value, ptrs.shape)[found[0]]
+        plan = affine.scatter_plan(view, *runs)
+        if plan is None:
+            return False
+        tensor = self._access.tensor
+        self._held.append((self._rec.memory.storage_of(tensor), (tensor, value.dtype), runs, plan, value))
+        return True
+
+    def settle(self, sid: Optional[int] = None) -> None:
+        """Write the held stores to storage ``sid`` (to every storage: None) now, in order, logging what they
+        overwrite as an unheld store does."""
+        if not self._held:
+            return
+        keep = []
+        for entry in self._held:
+            if sid is not None and entry[0] != sid:
+                keep.append(entry)
+                continue
+            _, at, runs, plan, value = entry
+            if self._log is not None:
+                self._log.append(("runs", at, runs, affine.gather(self._rec.memory.typed_view(*at), *runs)))
+            affine.write(plan, value)
+        self._held = keep
+
+    def commit(self) -> None:
+        """The chunk is kept: write its held stores (nothing to log: it is no longer undone)."""
+        held, self._held = self._held, []
+        for _, _, _, plan, value in held:
+            affine.write(plan, value)
+
     # -- the accesses --------------------------------------------------------------------------------------
     def _check(self, kind, file, line, ptrs, mask, elem_bytes):
         access = self._rec.memory_op(kind, file, line, ptrs, mask, elem_bytes)
         self._access = access
+        if self._held and kind != "store":     # (a store settles what it must in ``store``)
+            self.settle(self._rec.memory.storage_of(access.tensor) if access.tensor >= 0 else None)
         return access.safe, access.row
 
     def _typed(self, dtype):
@@ -204,8 +255,13 @@ class MemoryProxy:
         self._rec.record_values(row, value)
         if value.dtype.kind == "f":
             self._rec.nonfinite.store(self._access.tensor, file, line, value, safe, self._access.offsets)
+        view = self._typed(value.dtype)
+        if view is not None and safe.any() and self._hold(ptrs, value, safe, view):
+            return None       # written when the chunk is kept
+        if self._held:
+            self.settle(self._rec.memory.storage_of(self._access.tensor) if self._access.tensor >= 0 else None)
         rows_found = self._save(ptrs, safe, value.dtype)
-        view, runs = self._typed(value.dtype), self._runs(safe, ptrs.shape)
+        runs = self._runs(safe, ptrs.shape)
         if view is None:
             return self._raw().store(_lanes(ptrs), value, safe)
         if not safe.any():
