@@ -189,3 +189,30 @@ def test_the_chunk_check_fixes_up_shared_elements_after_the_held_stores():
     assert_same_traces(t1, t2)
     ex = t2.launches[0].meta["execution"]
     assert ex["batched_programs"] == GRID[0] and not ex["fallbacks"], ex
+
+
+def test_the_launch_s_memory_is_freed_when_the_launch_is_without_the_cycle_collector():
+    """The launch's memory holds views of the caller's storages (an output of hundreds of MB): nothing may
+    tie it into a reference cycle, or it stays until Python's cycle collector happens to run."""
+    import gc
+    import warnings
+    from triton_trace.record.memory import HostMemory
+
+    def memories():           # (isinstance on every object wakes torch's deprecated module attributes)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return [o for o in gc.get_objects() if isinstance(o, HostMemory)]
+    x, y = torch.randn(N), torch.randn(N)
+    gc.collect()
+    before = {id(o) for o in memories()}    # (earlier tests' failures keep theirs)
+    gc.disable()
+    try:
+        triton_trace.reset()
+        out = torch.zeros(N)
+        trace(_add, batch=16)[GRID](x, y, out, BLOCK)
+        triton_trace.reset()
+        alive = [o for o in memories() if id(o) not in before]
+    finally:
+        gc.enable()
+    assert torch.equal(out, x + y)
+    assert alive == []

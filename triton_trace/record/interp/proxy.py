@@ -7,6 +7,7 @@ go to the real C++ functions with the unsafe lanes masked off.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Optional
 
 import numpy as np
@@ -52,7 +53,10 @@ class MemoryProxy:
         self._log: Optional[list] = None     # what writes overwrote, while a batched chunk may be undone
         self._access = None                  # the running op's Access (tensor, element offsets, aligned)
         self._held: list = []                # a batched chunk's stores not written yet (see _hold)
-        rec.memory.settle = self.settle      # (the chunk check rewrites shared elements after settling them)
+        # (the chunk check rewrites shared elements after settling them): by a weak reference, so that the
+        # launch's memory, which holds views of the caller's storages, is freed when the launch is
+        settle = weakref.WeakMethod(self.settle)
+        rec.memory.settle = lambda sid=None: settle()(sid) if settle() is not None else None
 
     def __getattr__(self, name):
         self.settle()                        # any other C++ function may read or write any storage
