@@ -3,7 +3,6 @@
 storage in the same chunk (a load, an atomic, an unheld store, the chunk check's fix-up) must see the
 bytes a program-order run leaves, and a chunk that fails or is undone must leave nothing of them. Each
 case is compared with one program at a time (``batch=False``), and with values computed here by torch."""
-import numpy as np
 import pytest
 import torch
 import triton
