@@ -41,6 +41,7 @@ static char *blocks[SLOTS];
 static size_t sizes[SLOTS];
 static int n_free;
 static size_t cached, cap;
+static size_t linger_cap;                /* while no launch is in: what may stay kept until tt_arena_trim */
 static int users;                        /* launches inside tt_arena_enter .. tt_arena_exit */
 static int64_t hits, misses;
 static int huge_advice;                  /* 1: huge-page advice on large mappings, as numpy gives (arena.py) */
@@ -107,7 +108,7 @@ static void *big(size_t size, int zero) {
 
 static void give_back(char *raw, size_t mapped) {
     pthread_mutex_lock(&mu);
-    if (users > 0 && cached + mapped <= cap && n_free < SLOTS) {
+    if (cached + mapped <= (users > 0 ? cap : linger_cap) && n_free < SLOTS) {
         blocks[n_free] = raw;
         sizes[n_free] = mapped;
         n_free++;
@@ -183,29 +184,56 @@ void tt_arena_enter(int64_t limit) {
     pthread_mutex_unlock(&mu);
 }
 
-/* A launch ended: the last one out unmaps what is kept (blocks still in use are unmapped when freed).
-   Returns the bytes unmapped. */
-int64_t tt_arena_exit(void) {
+/* Unmap kept blocks, under the lock's protection, until at most keep bytes stay kept (the smallest blocks
+   stay: they serve the most requests). Returns the bytes unmapped. */
+static int64_t shrink(size_t keep) {
     char *drop[SLOTS];
     size_t len[SLOTS], total = 0;
     int n = 0;
     pthread_mutex_lock(&mu);
-    if (users > 0)
-        users--;
-    if (users == 0) {
-        for (; n < n_free; n++) {
-            drop[n] = blocks[n];
-            len[n] = sizes[n];
-            total += sizes[n];
-        }
-        n_free = 0;
-        cached = 0;
-        cap = 0;
+    while (cached > keep && n_free > 0) {
+        int big = 0;
+        for (int i = 1; i < n_free; i++)
+            if (sizes[i] > sizes[big])
+                big = i;
+        drop[n] = blocks[big];
+        len[n] = sizes[big];
+        total += sizes[big];
+        cached -= sizes[big];
+        n++;
+        n_free--;
+        blocks[big] = blocks[n_free];
+        sizes[big] = sizes[n_free];
     }
     pthread_mutex_unlock(&mu);
     for (int i = 0; i < n; i++)
         munmap(drop[i], len[i]);
     return (int64_t)total;
+}
+
+/* A launch ended. When it was the last one in, what is kept beyond linger bytes is unmapped; the rest, and
+   blocks freed meanwhile (the launch's recording, dropped before the next launch), up to linger bytes in
+   all, wait for the next launch (arena.py calls tt_arena_trim a moment later if none comes; after it, freed
+   blocks are unmapped). Returns the bytes unmapped. */
+int64_t tt_arena_exit(int64_t linger) {
+    pthread_mutex_lock(&mu);
+    if (users > 0)
+        users--;
+    int last = users == 0;
+    if (last)
+        linger_cap = linger > 0 ? (size_t)linger : 0;
+    pthread_mutex_unlock(&mu);
+    return last ? shrink(linger_cap) : 0;
+}
+
+/* No launch came for a while: unmap everything kept, unless a launch is in now. */
+int64_t tt_arena_trim(void) {
+    pthread_mutex_lock(&mu);
+    int idle = users == 0;
+    if (idle)
+        linger_cap = 0;
+    pthread_mutex_unlock(&mu);
+    return idle ? shrink(0) : 0;
 }
 
 /* Whether new large mappings get huge-page advice (arena.py decides: by default not, see small_pages). */
