@@ -35,26 +35,11 @@ def op_rows(events: list, chunk_pids: list) -> np.ndarray:
     pid_start = np.concatenate([[0], np.cumsum(sizes)[:-1]]) if len(sizes) else np.zeros(0, np.int64)
     all_pids = np.concatenate(chunk_pids) if chunk_pids else np.zeros((0, 3), np.int32)
     subset = np.fromiter((e.rows is not None for e in events), dtype=bool, count=n_ev)
-    full = np.flatnonzero(~subset)
-    reps = sizes[chunk[full]]
-    idx = np.repeat(full, reps)
-    first = np.cumsum(reps) - reps                    # (no event for every program: none at all)
-    prog = np.arange(len(idx)) - np.repeat(first, reps)          # index of the program within its chunk
-    rank = prog                                                  # and its row within the event's block
-    if subset.any():
-        # events of a masked loop's trips that some programs sat out: only the programs that ran them
-        part = [np.flatnonzero(events[i].rows) for i in np.flatnonzero(subset)]
-        counts = np.array([len(p) for p in part], dtype=np.int64)
-        idx = np.concatenate([idx, np.repeat(np.flatnonzero(subset), counts)])
-        prog = np.concatenate([prog] + part)
-        rank = np.concatenate([rank] + [np.arange(c) for c in counts])
-    # a program's ops in the order it ran them; its seq counts only the ops it ran
-    order = np.lexsort((idx, prog, chunk[idx]))
-    idx, prog, rank = idx[order], prog[order], rank[order]
-    new_group = np.r_[True, (chunk[idx][1:] != chunk[idx][:-1]) | (prog[1:] != prog[:-1])] if len(idx) else \
-        np.zeros(0, dtype=bool)
-    starts = np.flatnonzero(new_group)
-    seq = np.arange(len(idx)) - np.repeat(starts, np.diff(np.r_[starts, len(idx)]))
+    if not subset.any() and (np.diff(chunk) >= 0).all():
+        idx, prog, seq = _blocks(chunk, sizes)
+        rank = prog
+    else:
+        idx, prog, rank, seq = _sorted(events, chunk, sizes, subset)
     total = len(idx)
     ops = empty_ops(total)
     ops["program"] = all_pids[pid_start[chunk[idx]] + prog]
@@ -78,3 +63,45 @@ def op_rows(events: list, chunk_pids: list) -> np.ndarray:
     ops["value_start"] = np.where(vdt[idx] >= 0, vstart, -1)
     ops["aux"] = np.array([e.aux for e in events], dtype=np.int64).reshape(n_ev, 3)[idx]
     return ops
+
+
+def _blocks(chunk: np.ndarray, sizes: np.ndarray) -> tuple:
+    """(event, program within its chunk, seq) of every row, where every program of a chunk ran all of the
+    chunk's events and the events come chunk after chunk: each chunk's rows are its programs in turn, each
+    running the chunk's events in order (what ``_sorted`` finds by sorting, built directly)."""
+    present, starts, k = np.unique(chunk, return_index=True, return_counts=True)
+    n = sizes[present]
+    cnt = k * n
+    total = int(cnt.sum())
+    slot = np.repeat(np.arange(len(cnt)), cnt)
+    j = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    kk = k[slot]
+    prog = j // kk
+    seq = j - prog * kk
+    return starts[slot] + seq, prog, seq
+
+
+def _sorted(events: list, chunk: np.ndarray, sizes: np.ndarray, subset: np.ndarray) -> tuple:
+    """(event, program within its chunk, row within the event's block, seq) of every row, by sorting: for
+    chunks whose events some programs sat out (a masked loop's trips)."""
+    full = np.flatnonzero(~subset)
+    reps = sizes[chunk[full]]
+    idx = np.repeat(full, reps)
+    first = np.cumsum(reps) - reps                    # (no event for every program: none at all)
+    prog = np.arange(len(idx)) - np.repeat(first, reps)          # index of the program within its chunk
+    rank = prog                                                  # and its row within the event's block
+    if subset.any():
+        # events of a masked loop's trips that some programs sat out: only the programs that ran them
+        part = [np.flatnonzero(events[i].rows) for i in np.flatnonzero(subset)]
+        counts = np.array([len(p) for p in part], dtype=np.int64)
+        idx = np.concatenate([idx, np.repeat(np.flatnonzero(subset), counts)])
+        prog = np.concatenate([prog] + part)
+        rank = np.concatenate([rank] + [np.arange(c) for c in counts])
+    # a program's ops in the order it ran them; its seq counts only the ops it ran
+    order = np.lexsort((idx, prog, chunk[idx]))
+    idx, prog, rank = idx[order], prog[order], rank[order]
+    new_group = np.r_[True, (chunk[idx][1:] != chunk[idx][:-1]) | (prog[1:] != prog[:-1])] if len(idx) else \
+        np.zeros(0, dtype=bool)
+    starts = np.flatnonzero(new_group)
+    seq = np.arange(len(idx)) - np.repeat(starts, np.diff(np.r_[starts, len(idx)]))
+    return idx, prog, rank, seq
