@@ -3,6 +3,7 @@
 storage in the same chunk (a load, an atomic, an unheld store, the chunk check's fix-up) must see the
 bytes a program-order run leaves, and a chunk that fails or is undone must leave nothing of them. Each
 case is compared with one program at a time (``batch=False``), and with values computed here by torch."""
+import numpy as np
 import pytest
 import torch
 import triton
@@ -215,3 +216,18 @@ def test_the_launch_s_memory_is_freed_when_the_launch_is_without_the_cycle_colle
         gc.enable()
     assert torch.equal(out, x + y)
     assert alive == []
+
+
+def test_held_stores_of_a_launch_that_keeps_its_inputs():
+    """trace(inputs=True) copies a storage into its buffer when first written: the held stores land there,
+    the caller's tensor gets them at the end, and the kept inputs are the bytes before the launch."""
+    x, y = torch.randn(N), torch.randn(N)
+    out = torch.full((N,), 5.0)
+    triton_trace.reset()
+    trace(_add, batch=16, inputs=True)[GRID](x, y, out, BLOCK)
+    assert torch.equal(out, x + y)
+    lc = triton_trace.current_trace().launches[-1]
+    assert lc.meta["execution"]["batched_programs"] == GRID[0]
+    kept = lc.inputs.view(np.float32)
+    assert (kept == 5.0).sum() == N                                   # out as the launch found it
+    assert torch.equal(torch.from_numpy(lc.finals.view(np.float32).copy()), x + y)
