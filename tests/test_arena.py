@@ -351,3 +351,15 @@ def test_hugepages_1_keeps_numpy_s_advice():
     assert done.returncode == 0, done.stdout + done.stderr
     want = "True True True" if os.path.exists("/proc/self/smaps") and arena._madvise_setter() else "True"
     assert done.stdout.split()[:len(want.split())] == want.split()
+
+
+@needs_arena
+def test_an_analysis_unmaps_what_the_last_launch_left(monkeypatch):
+    monkeypatch.setattr(arena, "LINGER_S", 60.0)
+    triton_trace.reset()
+    _run(P=4)
+    with arena.active():                                  # a launch whose temporaries were large
+        np.ones(BIG)
+    assert arena.stats()["kept_bytes"] > 0
+    triton_trace.analyze(triton_trace.current_trace(), layouts="model")
+    assert arena.stats()["kept_bytes"] == 0

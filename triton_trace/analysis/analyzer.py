@@ -60,7 +60,9 @@ def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 
         raise TraceUsageError(f"analyze() takes a triton_trace.Trace (e.g. triton_trace.current_trace() or "
                               f"triton_trace.load(path)) or a Launch; got {type(trace).__name__}")
     reports, found = [], []
-    # most of the analysis' memory is touched once: small pages map it fastest (arena.small_pages)
+    # what the last launch left for the next one cannot serve the analysis' arrays: unmapped now, not a
+    # second later (arena.release); most of the analysis' memory is touched once: small pages map it fastest
+    arena.release()
     with arena.small_pages():
         for i, lc in enumerate(launches):
             report, findings = _analyze_launch(LaunchContext(lc, i, params))
