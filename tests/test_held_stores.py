@@ -18,6 +18,17 @@ N, BLOCK = 4096, 256
 GRID = (N // BLOCK,)
 
 
+def _both(kernel, args, outputs=(1,)):
+    """``kernel(*args)`` one program at a time and in chunks of 16, each on fresh copies of the arguments at
+    the positions ``outputs``: [(outputs, trace)] * 2, the outputs a tensor, or a tuple of several."""
+    def run(o):
+        fresh = [a.clone() if i in outputs else a for i, a in enumerate(args)]
+        trace(kernel, **o)[GRID](*fresh)
+        outs = tuple(fresh[i] for i in outputs)
+        return outs[0] if len(outs) == 1 else outs
+    return run_both(run, 16)
+
+
 @triton.jit
 def _store_then_read(x_ptr, out_ptr, out2_ptr, BLOCK: tl.constexpr, PREVIOUS: tl.constexpr):
     pid = tl.program_id(0)
@@ -37,9 +48,7 @@ def test_a_load_after_a_held_store_reads_what_was_stored(previous):
     x = torch.randn(N)
     want_out = x + 1
     want2 = (torch.cat([torch.full((BLOCK,), -5.0), want_out[:-BLOCK]]) if previous else want_out) * 2
-    results = run_both(lambda o: (lambda out, out2: (trace(_store_then_read, **o)[GRID](x, out, out2, BLOCK, previous),
-                                                     (out, out2))[1])(torch.zeros(N), torch.zeros(N)), 16)
-    (seq, t1), (bat, t2) = results
+    (seq, t1), (bat, t2) = _both(_store_then_read, (x, torch.zeros(N), torch.zeros(N), BLOCK, previous), outputs=(1, 2))
     for a, b, want in zip(seq, bat, (want_out, want2)):
         assert torch.equal(a, want) and torch.equal(b, want)
     assert_same_traces(t1, t2)
@@ -58,8 +67,7 @@ def _store_then_add(x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 def test_an_atomic_after_a_held_store_updates_the_stored_value():
     x = torch.randn(N)
-    (seq, t1), (bat, t2) = run_both(
-        lambda o: (lambda out: (trace(_store_then_add, **o)[GRID](x, out, BLOCK), out)[1])(torch.full((N,), 9.0)), 16)
+    (seq, t1), (bat, t2) = _both(_store_then_add, (x, torch.full((N,), 9.0), BLOCK))
     assert torch.equal(seq, x + 1) and torch.equal(bat, x + 1)
     assert_same_traces(t1, t2)
 
@@ -128,9 +136,7 @@ def test_held_stores_to_one_storage_keep_their_order():
         out[lo:lo + BLOCK] = x[lo:lo + BLOCK]
         out[lo + BLOCK // 2:lo + BLOCK // 2 + BLOCK] = x[lo:lo + BLOCK] * 10
         sums[p] = out[lo:lo + BLOCK].sum()
-    (seq, t1), (bat, t2) = run_both(
-        lambda o: (lambda o1, s1: (trace(_twice_then_read, **o)[GRID](x, o1, s1, BLOCK), (o1, s1))[1])(
-            torch.zeros(N + BLOCK), torch.zeros(GRID[0])), 16)
+    (seq, t1), (bat, t2) = _both(_twice_then_read, (x, torch.zeros(N + BLOCK), torch.zeros(GRID[0]), BLOCK), outputs=(1, 2))
     assert torch.equal(seq[0], out) and torch.equal(bat[0], out)
     torch.testing.assert_close(seq[1], sums)
     assert torch.equal(seq[1], bat[1])
@@ -158,8 +164,7 @@ def test_stores_of_a_masked_loop_trip_are_held_for_the_running_programs():
         for t in range(int(trips[p])):
             acc = acc * 0.5 + t
             want[p * BLOCK:(p + 1) * BLOCK] = acc
-    (seq, t1), (bat, t2) = run_both(
-        lambda o: (lambda out: (trace(_masked_trips, **o)[GRID](x, out, trips, BLOCK), out)[1])(torch.full((N,), 8.0)), 16)
+    (seq, t1), (bat, t2) = _both(_masked_trips, (x, torch.full((N,), 8.0), trips, BLOCK))
     assert torch.equal(seq, want) and torch.equal(bat, want)
     assert_same_traces(t1, t2)
     assert t2.launches[0].meta["execution"]["batched_programs"] == GRID[0]
@@ -183,8 +188,7 @@ def test_the_chunk_check_fixes_up_shared_elements_after_the_held_stores():
         lo = p * BLOCK
         want[lo:lo + BLOCK] = x[lo:lo + BLOCK]
         want[lo + BLOCK // 2:lo + BLOCK // 2 + BLOCK] = x[lo:lo + BLOCK] * 10
-    (seq, t1), (bat, t2) = run_both(
-        lambda o: (lambda out: (trace(_twice, **o)[GRID](x, out, BLOCK), out)[1])(torch.zeros(N + BLOCK)), 16)
+    (seq, t1), (bat, t2) = _both(_twice, (x, torch.zeros(N + BLOCK), BLOCK))
     assert torch.equal(seq, want) and torch.equal(bat, want)
     assert_same_traces(t1, t2)
     ex = t2.launches[0].meta["execution"]
