@@ -187,7 +187,7 @@ def _arena():
         yield
     finally:
         _swap(set_handler, old)
-        lib.tt_arena_exit(_linger_limit())
+        lib.tt_arena_exit(_linger_limit(keep))
         _trim_later(lib)
 
 
@@ -230,8 +230,8 @@ def release() -> int:
     return 0 if state is None else int(state[0].tt_arena_trim())
 
 
-def _linger_limit() -> int:
-    return min(LINGER_MAX, _keep_limit() // 8)
+def _linger_limit(keep: Optional[int] = None) -> int:
+    return min(LINGER_MAX, (_keep_limit() if keep is None else keep) // 8)
 
 
 def stats() -> dict:

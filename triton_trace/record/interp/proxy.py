@@ -142,9 +142,15 @@ class MemoryProxy:
     def _check(self, kind, file, line, ptrs, mask, elem_bytes):
         access = self._rec.memory_op(kind, file, line, ptrs, mask, elem_bytes)
         self._access = access
-        if self._held and kind != "store":     # (a store settles what it must in ``store``)
-            self.settle(self._rec.memory.storage_of(access.tensor) if access.tensor >= 0 else None)
+        if kind != "store":                   # (a store settles what it must in ``store``)
+            self._settle_accessed()
         return access.safe, access.row
+
+    def _settle_accessed(self) -> None:
+        """Write the held stores to the running op's storage (to every storage, where it has none)."""
+        if self._held:
+            t = self._access.tensor
+            self.settle(self._rec.memory.storage_of(t) if t >= 0 else None)
 
     def _typed(self, dtype):
         """The accessed storage as a numpy array of ``dtype`` when numpy can serve the op, else None."""
@@ -262,8 +268,7 @@ class MemoryProxy:
         view = self._typed(value.dtype)
         if view is not None and safe.any() and self._hold(ptrs, value, safe, view):
             return None       # written when the chunk is kept
-        if self._held:
-            self.settle(self._rec.memory.storage_of(self._access.tensor) if self._access.tensor >= 0 else None)
+        self._settle_accessed()
         rows_found = self._save(ptrs, safe, value.dtype)
         runs = self._runs(safe, ptrs.shape)
         if view is None:
