@@ -7,10 +7,12 @@ import { mount, parsePlace, placeKey } from "./view.js";
 // requests in flight, so a prefetch and the click that follows it share one request).
 const CACHE = new Map(), CACHE_SIZE = 256;
 
-// A shared server's token, from the page's own URL (?token=): sent as a header because, inside a
-// notebook's cross-site iframe, the browser does not send the SameSite cookie that carries it elsewhere.
+// A shared server's token, from the page's own URL (?token=), sent as a header (there is no cookie).
+// X-TT-Client marks a request as this page's: a page on another site cannot send a custom header to the
+// server (that needs a CORS preflight, which the server never approves), so the server refuses API
+// requests without it (triton_trace/view/app.py, CLIENT_HEADER).
 const TOKEN = new URLSearchParams(location.search).get("token");
-const HEADERS = TOKEN ? { Accept: "application/json", "X-TT-Token": TOKEN } : { Accept: "application/json" };
+const HEADERS = { Accept: "application/json", "X-TT-Client": "1", ...(TOKEN ? { "X-TT-Token": TOKEN } : {}) };
 
 async function fetchJson(path) {
   const r = await fetch(path, { credentials: "same-origin", headers: HEADERS });

@@ -18,16 +18,21 @@ def _fresh_trace():
 
 # Triton's own test suite, vendored as test data: run through tests/triton_suite/run_suite.py, never
 # collected as part of this project's tests.
-collect_ignore = ["triton_suite", "plugin_suite", "plugin_suite_gpu"]
+collect_ignore = ["triton_suite", "plugin_suite", "plugin_suite_gpu", "cuda_suite"]
 
 
 @pytest.fixture
 def make_client():
-    """``make_client(trace, **create_app_kwargs)``: a Flask test client of the web app over ``trace``."""
+    """``make_client(trace, **create_app_kwargs)``: a Flask test client of the web app over ``trace`` that
+    sends the X-TT-Client header with every request, as the page does (``page=False``: without it, as a
+    page on another site would)."""
     from triton_trace.view.app import create_app
 
-    def make(trace, **kwargs):
-        return create_app(trace, **kwargs).test_client()
+    def make(trace, page: bool = True, **kwargs):
+        client = create_app(trace, **kwargs).test_client()
+        if page:
+            client.environ_base["HTTP_X_TT_CLIENT"] = "1"
+        return client
     return make
 
 

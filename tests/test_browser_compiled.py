@@ -63,7 +63,8 @@ def line_with(function: str, needle: str) -> tuple:
 
 
 def compiled_json(trace, target: str) -> dict:
-    r = triton_trace.create_app(trace).test_client().get(f"/api/launch/0/compiled?target={target}")
+    r = triton_trace.create_app(trace).test_client().get(f"/api/launch/0/compiled?target={target}",
+                                                          headers={"X-TT-Client": "1"})
     assert r.status_code == 200
     return r.get_json()
 

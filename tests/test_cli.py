@@ -168,6 +168,9 @@ def test_view_serves_a_saved_trace(plain_trace):
         assert url.startswith(f"http://127.0.0.1:{port}")
         with urllib.request.urlopen(url, timeout=10) as resp:
             assert resp.status == 200
+        api = urllib.request.Request(f"http://127.0.0.1:{port}/api/trace", headers={"X-TT-Client": "1"})
+        with urllib.request.urlopen(api, timeout=10) as resp:          # the header the page sends
+            assert resp.status == 200
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -185,8 +185,8 @@ def test_a_crafted_trace_cannot_run_code_through_its_module(tmp_path):
 def test_cli_ir_prints_the_mapped_ir(tmp_path):
     launch = compiled_cases.launch("add_1024")
     path = tmp_path / "t.ttrace"
-    triton_trace.Trace((launch,)).save(path)
-    env = {**os.environ, "TRITON_TRACE_CACHE_DIR": str(tmp_path / "cache")}
+    triton_trace.Trace((launch,)).save(path)        # signed with this user's key (the cache folder's)
+    env = dict(os.environ)
     r = subprocess.run([sys.executable, "-m", "triton_trace", "ir", str(path), "--target", "A100"],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
@@ -356,17 +356,19 @@ def test_the_report_summary_says_how_each_launch_compiled():
 
 
 _WRITER = """
-import sys
+import os, sys
 from triton_trace.record.interp.toolchain import import_module
-text, path = open(sys.argv[1]).read(), sys.argv[2]
+text, folder = open(sys.argv[1]).read(), sys.argv[2]
 for _ in range(40):
-    assert import_module(text, path).VALUE == 12345
+    module, path = import_module(text, folder)
+    assert module.VALUE == 12345
+    os.unlink(path)
 """
 
 
-def test_processes_writing_one_kernel_module_at_once_never_read_it_half_written(tmp_path):
-    """Kernel modules (and compile results) are named by the hash of their text, so pytest-xdist workers
-    compiling the same kernel write the same file at once: each writes whole and renames."""
+def test_processes_importing_one_kernel_module_at_once_each_read_their_own_whole_file(tmp_path):
+    """pytest-xdist workers compile the same kernel at once: each writes its module under a fresh random name
+    (O_EXCL), so none reads another's half-written file, and no bytecode is written beside it."""
     import subprocess
     import sys
     text = "".join(f"# padding line {i:06d} to make the module slow to write\n" for i in range(60_000)) + \
@@ -375,11 +377,12 @@ def test_processes_writing_one_kernel_module_at_once_never_read_it_half_written(
     src.write_text(text)
     script = tmp_path / "writer.py"
     script.write_text(_WRITER)
-    target = str(tmp_path / "kshared.py")
+    folder = tmp_path / "modules"
+    folder.mkdir()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # importable where not installed
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    procs = [subprocess.Popen([sys.executable, str(script), str(src), target], stderr=subprocess.PIPE, text=True,
-                              env=env) for _ in range(3)]
+    procs = [subprocess.Popen([sys.executable, str(script), str(src), str(folder)], stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(3)]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert all(p.returncode == 0 for p in procs), errors
-    assert not [f for f in tmp_path.iterdir() if f.name.endswith(".tmp")]
+    assert not list(folder.iterdir())

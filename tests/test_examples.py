@@ -109,7 +109,8 @@ def _poll(url: str, deadline: float) -> str:
     """GET ``url`` until it answers or the deadline passes."""
     while True:
         try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
+            # the header the page sends: the server refuses API requests without it (a foreign page's)
+            with urllib.request.urlopen(urllib.request.Request(url, headers={"X-TT-Client": "1"}), timeout=5) as resp:
                 return resp.read().decode()
         except OSError:
             if time.monotonic() > deadline:

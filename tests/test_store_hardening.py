@@ -69,7 +69,7 @@ def test_decompression_bomb_in_the_value_buffer(small, tmp_path):
     header["launches"][0]["arrays"]["values"] = {"dtype": "|u1", "shape": [1 << 28], "offset": len(blobs),
                                                  "nbytes": len(comp), "raw_nbytes": 1 << 28}
     write(tmp_path / "bomb.ttrace", header, blobs + comp)
-    refused_quickly(tmp_path / "bomb.ttrace", "value buffer declares")
+    refused_quickly(tmp_path / "bomb.ttrace", "value buffer declares|file of real trace data holds")
 
 
 def test_decompression_bomb_in_the_op_table(small, tmp_path):
@@ -85,6 +85,39 @@ def test_decompression_bomb_in_the_op_table(small, tmp_path):
             extra += data
     write(tmp_path / "opbomb.ttrace", header, blobs + extra)
     refused_quickly(tmp_path / "opbomb.ttrace", "more than a .*-byte file of real trace data holds")
+
+
+def test_decompression_bomb_in_the_kept_inputs(tmp_path):
+    """trace(inputs=True) keeps the storages' bytes; a header may declare them as large as it likes, so they
+    count against the same plausibility bound as every other block (a 2 MB file must not take 2 GB)."""
+    triton_trace.reset()
+    x = torch.randn(256)
+    K.add(x, x, kernel=trace(K.make_add(), inputs=True), block=64)
+    path = tmp_path / "kept.ttrace"
+    triton_trace.current_trace().save(path)
+    triton_trace.reset()
+    assert triton_trace.load(path).launches[0].inputs is not None
+    header, blobs = parts(path)
+    lc = header["launches"][0]
+    big = 1 << 29
+    comp = zlib.compressobj(9)
+    data = b"".join(comp.compress(bytes(1 << 24)) for _ in range(big >> 24)) + comp.flush()
+    storages = lc["meta"]["module"]["inputs"]["storages"]
+    storages[0] += big - sum(storages)
+    lc["arrays"]["inputs"] = {"dtype": "|u1", "shape": [big], "offset": len(blobs), "nbytes": len(data),
+                              "raw_nbytes": big}
+    write(tmp_path / "inputs_bomb.ttrace", header, blobs + data)
+    assert (tmp_path / "inputs_bomb.ttrace").stat().st_size < 2 << 20
+    refused_quickly(tmp_path / "inputs_bomb.ttrace", "file of real trace data holds")
+
+
+def test_the_header_budget_is_fixed_whatever_the_header_names(tmp_path):
+    """The budget once grew with every "kernel_name" string in the header: 45 MB of them took 946 MB."""
+    h = (b'{"format":"triton_trace","version":2,"launches":[],"pad":[' + b'{"kernel_name":0},' * (5 << 19)
+         + b'{}]}')
+    assert 45 << 20 < len(h) < 64 << 20
+    write(tmp_path / "names.ttrace", None, b"", raw_header=h)
+    refused_quickly(tmp_path / "names.ttrace", "JSON values, more than", max_mb=120, max_s=3)
 
 
 def test_the_loaded_arrays_are_not_copied_twice(small, tmp_path):
@@ -109,7 +142,7 @@ def test_a_wide_header_of_empty_objects_is_refused_before_parsing(small, tmp_pat
     h = b'{"format":"triton_trace","version":2,"launches":[],"pad":[' + b"{}," * (8 << 20) + b'{}]}'
     write(tmp_path / "wide.ttrace", None, b"", raw_header=h)
     # memory: the header bytes themselves (24 MB), not the 1.9 GB a parse of them took
-    refused_quickly(tmp_path / "wide.ttrace", "real headers take kilobytes per launch", max_mb=40, max_s=2)
+    refused_quickly(tmp_path / "wide.ttrace", "JSON values, more than the 4000000", max_mb=40, max_s=2)
 
 
 @pytest.mark.parametrize("where,key", [("top", "pad"), ("launch", "extra"), ("meta", "surprise")])

@@ -45,7 +45,9 @@ def mixed():
 
 @pytest.fixture(scope="module")
 def client(mixed):
-    return create_app(mixed["trace"]).test_client()
+    c = create_app(mixed["trace"]).test_client()
+    c.environ_base["HTTP_X_TT_CLIENT"] = "1"         # as the page sends it (app.py, CLIENT_HEADER)
+    return c
 
 
 def get(client, url, status=200):
@@ -432,7 +434,9 @@ def test_empty_trace(make_client):
 # launch(): a real server on loopback
 # ---------------------------------------------------------------------------------------------------------
 def fetch(url, cookie=None):
-    req = urllib.request.Request(url, headers={"Cookie": cookie} if cookie else {})
+    """(status, body, headers), sending the X-TT-Client header as the page does."""
+    headers = {"X-TT-Client": "1", **({"Cookie": cookie} if cookie else {})}
+    req = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             return r.status, r.read(), r.headers

@@ -24,9 +24,10 @@ def small_trace():
 
 
 def raw_get(port: int, target: str, host: str) -> tuple:
-    """(status, body) of one HTTP/1.1 request with exactly this request target and Host header."""
+    """(status, body) of one HTTP/1.1 request with exactly this request target and Host header (and the
+    X-TT-Client header the page sends with every API request)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        s.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        s.sendall(f"GET {target} HTTP/1.1\r\nHost: {host}\r\nX-TT-Client: 1\r\nConnection: close\r\n\r\n".encode())
         data = b""
         while chunk := s.recv(65536):
             data += chunk

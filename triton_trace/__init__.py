@@ -31,6 +31,7 @@ _LAZY = {
     "iframe": ("triton_trace.view.notebook", "iframe"),
     "fuzz": ("triton_trace.fuzzing", "fuzz"),
     "enable_progress": ("triton_trace.view.progress", "enable_progress"),
+    "cuda_on_cpu": ("triton_trace.suite", "cuda_on_cpu"),
 }
 
 
@@ -49,6 +50,7 @@ __all__ = [
     "TritonTraceError", "ProgramError", "FindingsError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
     "UnsupportedTritonVersion", "OutOfBoundsAccess", "FuzzFailure", "fuzz",
     "analyze", "check", "Report", "diff", "compare", "launch", "create_app", "show", "iframe", "enable_progress",
+    "cuda_on_cpu",
 ]
 
 

@@ -1,7 +1,7 @@
 """C sources of the package built with the machine's compiler and loaded through ctypes.
 
 Each source is built once per machine (``cc -O2``, about a second) into the cache directory
-(``TRITON_TRACE_CACHE_DIR``, default ``~/.cache/triton_trace``, the compiled kernels' one) under a name holding
+(``TRITON_TRACE_CACHE_DIR``, default ``~/.cache/triton_trace``, checked private: cachedir.py) under a name holding
 the source's hash, and loaded in a millisecond by any later process, which needs no compiler. What uses a
 build keeps a numpy path for where none can be made (no compiler, ``TRITON_TRACE_NO_JIT=1``).
 """
@@ -17,6 +17,8 @@ import sys
 import tempfile
 from typing import Callable, Optional
 
+from .cachedir import cache_dir, check_file, private_dir
+
 FLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
 DISABLED = bool(os.environ.get("TRITON_TRACE_NO_JIT"))
 
@@ -24,11 +26,6 @@ DISABLED = bool(os.environ.get("TRITON_TRACE_NO_JIT"))
 def compiler() -> Optional[str]:
     cc = os.environ.get("CC")
     return cc if cc and shutil.which(cc) else (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang"))
-
-
-def cache_dir() -> str:
-    """Where builds (and the compiled kernels, compiled/) are kept."""
-    return os.environ.get("TRITON_TRACE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "triton_trace")
 
 
 def target(source: bytes, stem: str) -> str:
@@ -39,7 +36,6 @@ def target(source: bytes, stem: str) -> str:
 
 def build(cc: str, source_path: str, path: str) -> None:
     folder = os.path.dirname(path)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
     # compiled beside its final name, then renamed: two processes building at once each load a whole file
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
     os.close(fd)
@@ -56,13 +52,8 @@ def build(cc: str, source_path: str, path: str) -> None:
 
 def check_private(path: str) -> None:
     """Refuse a build that someone else could have written: loading it runs its code in this process."""
-    if not hasattr(os, "getuid"):
-        return
-    for p in (path, os.path.dirname(path)):
-        st = os.stat(p)
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            raise OSError(f"{p} is not this user's alone (owner uid {st.st_uid}, mode {oct(st.st_mode & 0o777)}): "
-                          f"not loading compiled code from it; set TRITON_TRACE_CACHE_DIR to a private folder")
+    check_file(path)
+    private_dir("native")
 
 
 def load(source_path: str, stem: str, builder: Callable = None, find_compiler: Callable = None) -> ctypes.CDLL:
@@ -77,6 +68,7 @@ def load(source_path: str, stem: str, builder: Callable = None, find_compiler: C
         if cc is None:
             raise OSError(f"no C compiler (cc, gcc or clang) on PATH, and {os.path.basename(source_path)} was "
                           f"never built here")
+        private_dir("native")           # made 0700, or CacheUnusable (an OSError) where not this user's alone
         (builder or build)(cc, source_path, path)
     check_private(path)
     return ctypes.CDLL(path)

@@ -43,7 +43,7 @@ def _parse_programs(spec: Optional[str]):
     return ids
 
 
-def _load(path: str):
+def _load(path: str, trust: bool = False):
     from .errors import TraceFileError
     from .store import load
     if not os.path.exists(path):
@@ -51,7 +51,7 @@ def _load(path: str):
     if os.path.isdir(path):
         raise CliError(f"{path}: is a directory, not a trace file")
     try:
-        return load(path)
+        return load(path, trust=trust)
     except TraceFileError as e:
         raise CliError(str(e)) from None
 
@@ -145,7 +145,7 @@ def _launch_of(trace, index: int, path: str):
 
 def cmd_repro(args) -> int:
     from .errors import TritonTraceError
-    trace = _load(args.trace)
+    trace = _load(args.trace, args.trust)
     launch = _launch_of(trace, args.launch, args.trace)
     index = args.launch + len(trace.launches) if args.launch < 0 else args.launch
     out = args.output or f"repro_{launch.kernel_name}_{index}"
@@ -156,13 +156,18 @@ def cmd_repro(args) -> int:
     except TritonTraceError as e:
         raise CliError(str(e)) from None
     exact = "exact inputs" if "EXACT = True" in open(script, encoding="utf-8").read() else "statistical inputs"
-    print(f"triton-trace: wrote {script} ({exact}); run: python {script} [--plain | --gpu]", file=sys.stderr)
+    if launch.provenance in ("untrusted", "trusted"):
+        print(f"triton-trace: wrote {script} ({exact}) from {args.trace}, a trace file you did not record: its "
+              f"kernel code comes from that file. Read the script, then run: python {script} --trust "
+              f"[--plain | --gpu]", file=sys.stderr)
+    else:
+        print(f"triton-trace: wrote {script} ({exact}); run: python {script} [--plain | --gpu]", file=sys.stderr)
     return 0
 
 
 def cmd_ir(args) -> int:
     from .errors import TritonTraceError
-    trace = _load(args.trace)
+    trace = _load(args.trace, args.trust)
     launch = _launch_of(trace, args.launch, args.trace)
     try:
         compiled = launch.compiled(target=args.target)
@@ -196,12 +201,12 @@ def _port(text: str) -> int:
 
 
 def cmd_view(args) -> int:
-    trace = _load(args.trace)
+    trace = _load(args.trace, args.trust)
     from .errors import TraceUsageError
     from .view.server import launch
     try:
         launch(trace=trace, port=args.port, share=args.share, block=True, allowed_hosts=args.allow_host or (),
-               compare=_load(args.compare) if args.compare else None)
+               compare=_load(args.compare, args.trust) if args.compare else None)
     except TraceUsageError as e:      # e.g. the port is taken; say it in the command line's terms
         raise CliError(str(e).replace("pass another port= or port=None to take a free one",
                                       "pass another --port, or leave it out to take a free one")) from None
@@ -209,7 +214,7 @@ def cmd_view(args) -> int:
 
 
 def cmd_report(args) -> int:
-    trace = _load(args.trace)
+    trace = _load(args.trace, args.trust)
     from .analysis import analyze
     report = analyze(trace)
     if args.json:
@@ -225,7 +230,7 @@ def cmd_diff(args) -> int:
         return _diff_gpu(args.gpu)
     if not (args.a and args.b):
         raise CliError("diff takes two trace files (diff a.ttrace b.ttrace), or --gpu SCRIPT [ARGS...]")
-    a, b = _load(args.a), _load(args.b)
+    a, b = _load(args.a, args.trust), _load(args.b, args.trust)
     from .analysis.diff import diff
     result = diff(a, b, rtol=args.rtol, atol=args.atol, analyze=not args.outputs_only)
     if args.json:
@@ -265,6 +270,14 @@ def _diff_gpu(argv: list) -> int:
 
 
 # --------------------------------------------------------------------------------------------------------
+def _trust_flag(parser) -> None:
+    parser.add_argument("--trust", action="store_true",
+                        help="the trace file is one you trust: compile (and let a reproducer run) its kernel code, "
+                             "which must still pass the Triton-language allowlist. Files you saved yourself are "
+                             "trusted already (signed with your local key); others are data: their compiled "
+                             "layouts are skipped")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="triton-trace", description="Trace, analyse and view Triton kernels on the CPU.")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -299,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "machine; repeatable). Its own names and IP addresses are always allowed")
     v.add_argument("--compare", metavar="TRACE", help="a second trace of the same kernels: the tensor view "
                                                        "can show where their outputs differ")
+    _trust_flag(v)
     v.set_defaults(func=cmd_view)
 
     rp = sub.add_parser("report", help="print the metrics and findings of a saved trace",
@@ -307,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "0 when clean, so it can gate CI.")
     rp.add_argument("trace", help="a .ttrace file")
     rp.add_argument("--json", action="store_true", help="print the report's JSON instead of a table")
+    _trust_flag(rp)
     rp.set_defaults(func=cmd_report)
 
     d = sub.add_parser("diff", help="compare two traces of the same kernels (outputs, metrics, findings)",
@@ -326,6 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--rtol", type=float, default=0.0, help="relative tolerance (default 0: bit-equal values)")
     d.add_argument("--atol", type=float, default=0.0, help="absolute tolerance (default 0)")
     d.add_argument("--outputs-only", action="store_true", help="skip the analysis (metrics and findings)")
+    _trust_flag(d)
     d.set_defaults(func=cmd_diff)
 
     rr = sub.add_parser("repro", help="write a standalone reproducer script of one launch of a saved trace",
@@ -338,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     rr.add_argument("--data", choices=("auto", "exact", "stats"), default="auto",
                     help="exact: the inputs kept by 'run --inputs' / trace(inputs=True); stats: random inputs with "
                          "the recorded statistics; auto (default): exact when kept")
+    _trust_flag(rr)
     rr.set_defaults(func=cmd_repro)
 
     ir = sub.add_parser("ir", help="compile a traced launch for a GPU target here (no GPU needed) and print its IR",
@@ -348,11 +365,21 @@ def build_parser() -> argparse.ArgumentParser:
     ir.add_argument("--target", default="sm_90", help="sm_80, sm_90, sm_100, ... or a GPU name (A100, H200, B200)")
     ir.add_argument("--stage", choices=("summary", "ttir", "ttgir", "llir", "ptx"), default="summary")
     ir.add_argument("--json", action="store_true", help="with --stage summary: print JSON")
+    _trust_flag(ir)
     ir.set_defaults(func=cmd_ir)
+
+    # listed for --help only: main() hands 'pytest' and everything after it to pytest untouched, since
+    # pytest's arguments (-k, -x, -n, a suite's own options) are not ours to parse
+    sub.add_parser("pytest", help="run a test suite written for the GPU, unchanged, on this CPU, every kernel "
+                                  "traced and checked (triton-trace pytest -h)", add_help=False)
     return p
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["pytest"]:
+        from .suite.command import main as pytest_main
+        return pytest_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -115,6 +115,16 @@ class TraceFileError(TritonTraceError, ValueError):
     """A trace file that is damaged, of an unknown format version, or too large to load safely."""
 
 
+class UntrustedTrace(TraceUsageError):
+    """A launch read from a trace file this user did not record or sign: its kernel code is data and is not
+    imported, compiled or run unless the user trusts that file (``load(path, trust=True)``, ``--trust``)."""
+
+
+class CacheUnusable(TritonTraceError, OSError):
+    """The cache folder (``TRITON_TRACE_CACHE_DIR``) or one below it cannot be used safely or at all (another
+    user could write it, a symlink, not writable); the message names the folder and the fix."""
+
+
 class CompileError(TritonTraceError, RuntimeError):
     """Triton's compiler refused a traced kernel for a GPU target (triton_trace.compiled); the message names
     the kernel, the target, Triton's version and the compiler's first lines."""
@@ -141,6 +151,21 @@ class FuzzFailure(TritonTraceError, AssertionError):
     def __init__(self, message: str, case):
         super().__init__(message)
         self.case = case
+
+
+class RequiresGPU(TritonTraceError, RuntimeError):
+    """Under the CUDA redirect (triton_trace.suite), a test used what only a GPU can do (a CUDA graph, a
+    compiled kernel's binary, the caching allocator's internals). ``what`` names it; ``pytest --tt-cuda``
+    reports the test as skipped with "requires a GPU: <what>"."""
+
+    def __init__(self, what: str):
+        super().__init__(f"requires a GPU: {what} (triton_trace runs CUDA code on the CPU and cannot do this; "
+                         f"run the test on a GPU, or leave this call out of it under --tt-cuda)")
+        self.what = what
+
+
+class NoSuchDevice(TritonTraceError, RuntimeError):
+    """Under the CUDA redirect, a CUDA device index past ``torch.cuda.device_count()`` (one GPU)."""
 
 
 class BatchFallback(Exception):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-TOP_KEYS = {"format", "version", "kinds", "launches"}
+TOP_KEYS = {"format", "version", "kinds", "launches", "signature"}
 LAUNCH_KEYS = {"kernel_name", "source", "source_file", "source_line", "grid", "args", "tensors", "files",
                "value_dtypes", "config", "outputs", "recorded_programs", "skipped_programs", "values_truncated",
                "completed", "error", "meta", "lanes", "arrays"}
@@ -20,8 +20,12 @@ BLOCK_KEYS = {"dtype": str, "shape": "ints", "offset": int, "nbytes": int, "raw_
 CONFIG_INTS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "index")
 MAX_INT = 1 << 62
 MAX_DIGITS = 20
-HEADER_BASE = 1 << 20          # bytes a header may take, plus PER_LAUNCH for each launch it names
-PER_LAUNCH = 1 << 20
+# A fixed budget, not one derived from the header's own contents: its bytes, and the JSON values it may
+# hold (each costs up to ~40 bytes once parsed: 4M empty lists take 144 MB, measured), so the parse stays
+# within a few hundred MB whatever the file says. Real headers take a few kB and about a thousand values
+# per launch.
+MAX_HEADER_BYTES = 64 << 20
+MAX_JSON_VALUES = 4_000_000
 
 
 class HeaderError(ValueError):
@@ -29,12 +33,16 @@ class HeaderError(ValueError):
 
 
 def parse(raw: bytes) -> dict:
-    """The header's JSON. Refuses, before parsing, a header far larger than the launches it names could
-    need (real headers hold kilobytes per launch), and integers too long to be a size or an offset."""
-    launches = raw.count(b'"kernel_name"')
-    if len(raw) > HEADER_BASE + PER_LAUNCH * launches:
-        raise HeaderError(f"the header takes {len(raw)} bytes for {launches} launch(es); real headers take "
-                          f"kilobytes per launch")
+    """The header's JSON. Refuses, before parsing, a header over the fixed budget above, and integers too
+    long to be a size or an offset."""
+    if len(raw) > MAX_HEADER_BYTES:
+        raise HeaderError(f"the header takes {len(raw)} bytes, more than the {MAX_HEADER_BYTES >> 20} MiB a "
+                          f"trace file's header may take")
+    # an upper bound on the values: every one but the first follows a ',' or a ':' or opens a container
+    values = raw.count(b",") + raw.count(b":") + raw.count(b"[") + raw.count(b"{")
+    if values > MAX_JSON_VALUES:
+        raise HeaderError(f"the header holds up to {values} JSON values, more than the {MAX_JSON_VALUES} a trace "
+                          f"file's header may hold")
     try:
         header = json.loads(raw.decode("utf-8"), parse_int=_parse_int, parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:   # JSONDecodeError is a ValueError
@@ -62,6 +70,8 @@ def check_header(header: dict, version: int) -> None:
         raise HeaderError("header is not a triton_trace header")
     if "kinds" in header:
         _list_of(header["kinds"], str, "kinds")
+    if "signature" in header:
+        _typed(header["signature"], str, "signature")
     for i, lc in enumerate(header["launches"]):
         _check_launch(lc, version, f"launches[{i}]")
 

@@ -13,15 +13,28 @@ the controller prints one summary from the reports the workers send back.
   (a kind or a list): the test must produce those findings, and others still fail it.
 - ``--triton-trace-dir DIR``: the trace of every failing test is saved there, and the failure names the
   ``triton-trace view`` command that opens it.
+- ``--tt-findings=fail|warn|off``: what findings do to a test (default fail; warn: a pytest warning; off:
+  not analysed, launches only counted).
+
+``--tt-cuda[=GPU]`` (implies ``--triton-trace``) runs a suite written for the GPU on the CPU, unchanged:
+``triton_trace.suite.cuda_on_cpu`` is installed before conftest files are imported (a library's conftest
+may read ``torch.cuda.get_device_capability()`` at import) and stays until the run ends; GPU is a key of
+the analysis's table (H200 by default). ``torch.empty`` is poisoned (``--tt-poison=off`` leaves it), a test
+that needs what only a GPU has (a CUDA graph, a kernel's inline assembly: ``RequiresGPU``) is skipped with
+"requires a GPU: <what>", ``triton.testing.do_bench`` answers a predicted time, and the summary counts the
+*hollow* tests: passed without launching a single Triton kernel (they tested torch, not a kernel).
 """
 from __future__ import annotations
 
 import os
 import re
+from contextlib import ExitStack
 
 import pytest
 
 PROPERTY = "triton_trace"          # the per-test record the summary is built from (report.user_properties)
+REDIRECT = pytest.StashKey()       # the CUDA redirect installed for the run (triton_trace.suite.Redirect)
+REQUIRES_GPU = "requires a GPU: "
 
 
 def pytest_addoption(parser):
@@ -32,12 +45,62 @@ def pytest_addoption(parser):
                     help="comma-separated finding kinds that fail a test (default: every kind)")
     group.addoption("--triton-trace-dir", default=None, metavar="DIR",
                     help="save the trace of each failing test in DIR (.ttrace files)")
+    group.addoption("--tt-cuda", nargs="?", const="H200", default=None, metavar="GPU",
+                    help="run a suite written for the GPU on the CPU: CUDA tensors, torch.cuda and Triton's "
+                         "driver answer as GPU (H200, H100, H100-PCIe, A100; default H200); implies --triton-trace")
+    group.addoption("--tt-findings", choices=("fail", "warn", "off"), default="fail",
+                    help="what findings do to a test: fail it (default), warn, or off (not analysed)")
+    group.addoption("--tt-poison", choices=("on", "off"), default="on",
+                    help="with --tt-cuda: fill torch.empty results with poison so reads before writes are found "
+                         "(default on)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    gpu = _cuda_gpu(early_config.known_args_namespace, args)
+    if gpu is not None:
+        _install_redirect(early_config, gpu, early_config.known_args_namespace.tt_poison != "off")
+
+
+def _cuda_gpu(ns, args):
+    """The GPU ``--tt-cuda`` names, or None. ``--tt-cuda tests/`` makes argparse take the path for the GPU:
+    it is given back as a path (in ``args``, which pytest parses again) and the default GPU is used."""
+    value = getattr(ns, "tt_cuda", None)
+    if value is None:
+        return None
+    from .suite import DEFAULT_GPU, resolve_gpu
+    from .errors import TraceUsageError
+    try:
+        return resolve_gpu(value)
+    except TraceUsageError as e:
+        if "--tt-cuda" in args:
+            i = args.index("--tt-cuda")
+            if args[i + 1:i + 2] == [value]:
+                args[i] = f"--tt-cuda={DEFAULT_GPU}"
+                ns.tt_cuda = DEFAULT_GPU
+                ns.file_or_dir = list(getattr(ns, "file_or_dir", None) or []) + [value]
+                return DEFAULT_GPU
+        raise pytest.UsageError(f"--tt-cuda: {e}") from None
+
+
+def _install_redirect(config, gpu: str, poison: bool) -> None:
+    if REDIRECT in config.stash:
+        return
+    from .suite import cuda_on_cpu
+    stack = ExitStack()
+    # launches outside a test's call (fixtures, conftests) run through the interpreter untraced;
+    # each test's call traces its own (_Sanitizer)
+    config.stash[REDIRECT] = stack.enter_context(cuda_on_cpu(gpu, trace=False, poison_empty=poison))
+    config.add_cleanup(stack.close)
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "triton_trace(skip=False, expect=None): leave a test untraced, or name the "
                                        "finding kinds it must produce")
-    if config.getoption("--triton-trace"):
+    gpu = config.getoption("--tt-cuda")
+    if gpu is not None:          # (an xdist worker, or a run whose early parse missed it: install now)
+        _install_redirect(config, _cuda_gpu(config.option, []), config.getoption("--tt-poison") != "off")
+    if config.getoption("--triton-trace") or gpu is not None:
         config.pluginmanager.register(_Sanitizer(config), "triton_trace_sanitizer")
 
 
@@ -53,11 +116,39 @@ def _kinds(text):
     return kinds
 
 
+def _gpu_only(exc: BaseException, cuda: bool):
+    """What only a GPU can do, named, when ``exc`` (or a cause or context of it) is a RequiresGPU, or (under
+    --tt-cuda) a kernel's inline assembly the interpreter cannot run; else None."""
+    from .errors import RequiresGPU, UnsupportedOp
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, RequiresGPU):
+            return exc.what
+        if cuda and isinstance(exc, UnsupportedOp) and exc.op.startswith("inline_asm"):
+            return f"inline assembly (tl.{exc.op} in kernel '{exc.kernel}' at {exc.file}:{exc.line})"
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 class _Sanitizer:
     def __init__(self, config):
         self.kinds = _kinds(config.getoption("--triton-trace-kinds"))
         self.dir = config.getoption("--triton-trace-dir")
+        self.findings = config.getoption("--tt-findings")
+        self.cuda = REDIRECT in config.stash
         self.results: list = []        # (nodeid, launches, kinds found, failed) from every worker's reports
+        self.hollow: list = []         # node ids of tests that passed with no traced launch
+        self.requires_gpu: dict = {}   # what -> tests skipped for it
+        self.bench = 0                 # do_bench calls answered with a predicted time
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item):
+        try:
+            return (yield)
+        except Exception as e:
+            self._skip_if_gpu_only(item, e)
+            raise
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item):
@@ -68,19 +159,33 @@ class _Sanitizer:
             # not traced nor checked; kernels on CPU tensors still run (through the interpreter), as untraced
             with triton_trace.trace_all(kernels=()):
                 return (yield)
+        from .suite import bench
+        answered = len(bench.ANSWERS)
         triton_trace.reset()
         try:
-            with triton_trace.trace_all():
-                result = yield
+            try:
+                with triton_trace.trace_all():
+                    result = yield
+            except Exception as e:
+                self._skip_if_gpu_only(item, e)
+                raise
             trace = triton_trace.current_trace()
-            self._check(item, trace, opts)
+            self._check(item, trace, opts, len(bench.ANSWERS) - answered)
             return result
         finally:
             triton_trace.reset()
 
-    def _check(self, item, trace, opts) -> None:
-        if not trace.launches:
-            item.user_properties.append((PROPERTY, {"launches": 0, "kinds": [], "failed": False}))
+    def _skip_if_gpu_only(self, item, exc: BaseException) -> None:
+        what = _gpu_only(exc, self.cuda)
+        if what is not None:
+            item.user_properties.append((PROPERTY, {"requires_gpu": what}))
+            # reported at the test, not here (what pytest's own skip markers do)
+            raise pytest.skip.Exception(REQUIRES_GPU + what, _use_item_location=True) from exc
+
+    def _check(self, item, trace, opts, bench: int = 0) -> None:
+        record = {"launches": len(trace.launches), "kinds": [], "failed": False, "bench": bench}
+        if not trace.launches or self.findings == "off":
+            item.user_properties.append((PROPERTY, record))
             return
         import triton_trace
         report = triton_trace.analyze(trace, layouts="model", what_if=False)     # findings only: no compile
@@ -89,8 +194,8 @@ class _Sanitizer:
         expected = {expect} if isinstance(expect, str) else set(expect or ())
         failing = (found - expected) if self.kinds is None else (found & self.kinds) - expected
         missing = expected - found
-        item.user_properties.append((PROPERTY, {"launches": len(trace.launches), "kinds": sorted(found),
-                                                "failed": bool(failing or missing)}))
+        fails = self.findings == "fail" and bool(failing or missing)
+        item.user_properties.append((PROPERTY, {**record, "kinds": sorted(found), "failed": fails}))
         if not (failing or missing):
             return
         lines = []
@@ -104,15 +209,23 @@ class _Sanitizer:
             os.makedirs(self.dir, exist_ok=True)
             trace.save(path)
             lines.append(f"trace saved: open it with  triton-trace view {path}")
+        if not fails:
+            item.warn(pytest.PytestWarning("\n".join(lines)))
+            return
         pytest.fail("\n".join(lines), pytrace=False)
 
     # -- one summary, also from xdist workers' reports -----------------------------------------------------
     def pytest_runtest_logreport(self, report):
-        if report.when != "call":
-            return
         for name, value in getattr(report, "user_properties", ()):
-            if name == PROPERTY:
+            if name != PROPERTY:
+                continue
+            if report.skipped and "requires_gpu" in value:
+                self.requires_gpu.setdefault(value["requires_gpu"], []).append(report.nodeid)
+            elif report.when == "call" and "launches" in value:
                 self.results.append((report.nodeid, value["launches"], value["kinds"], value["failed"]))
+                self.bench += value.get("bench", 0)
+                if report.passed and not value["launches"]:
+                    self.hollow.append(report.nodeid)
 
     def pytest_terminal_summary(self, terminalreporter):
         if hasattr(terminalreporter.config, "workerinput"):       # an xdist worker: the controller reports
@@ -122,7 +235,24 @@ class _Sanitizer:
         launches = sum(r[1] for r in self.results)
         tr = terminalreporter
         tr.section("triton_trace")
+        if self.cuda:
+            tr.write_line(f"CUDA on the CPU: {tr.config.stash[REDIRECT].describe()}")
         tr.write_line(f"{len(traced)} test(s) launched {launches} traced kernel launch(es); "
                       f"{len(bad)} failed on findings")
         for nodeid, _, kinds, _ in bad[:50]:
             tr.write_line(f"  {nodeid}: {', '.join(kinds) or 'an expected finding was missing'}")
+        warned = [r for r in self.results if r[2] and not r[3]] if self.findings == "warn" else []
+        if warned:
+            tr.write_line(f"{len(warned)} test(s) had findings (--tt-findings=warn: warned, not failed)")
+        if self.hollow:
+            tr.write_line(f"{len(self.hollow)} passed test(s) launched no Triton kernel (hollow: they tested "
+                          f"torch, not a kernel)")
+            for nodeid in self.hollow[:20]:
+                tr.write_line(f"  {nodeid}")
+        if self.requires_gpu:
+            n = sum(len(v) for v in self.requires_gpu.values())
+            tr.write_line(f"{n} test(s) skipped, {REQUIRES_GPU}" + "; ".join(
+                f"{what} ({len(ids)})" for what, ids in sorted(self.requires_gpu.items())))
+        if self.bench:
+            tr.write_line(f"{self.bench} triton.testing.do_bench call(s) answered with a predicted time "
+                          f"(the analysis's roofline), not a measurement on a GPU")

@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
 import zlib
 
 import numpy as np
 
 from . import header as H
+from . import signing
 from .errors import TraceFileError
 from .model.lanes import Lanes
 from .model.lanes.encoding import ARRAYS as LANE_ARRAYS
@@ -25,15 +27,14 @@ from .model import KINDS, MAX_RANK, MEMORY_KINDS, OP_COLUMNS, Launch, TensorInfo
 
 MAGIC = b"TTRACE\x00\x01"
 VERSION = 2
-MAX_HEADER = 64 << 20
+MAX_HEADER = H.MAX_HEADER_BYTES
+TMP_SUFFIX = ".ttrace-tmp"
 DEFAULT_MAX_BYTES = 8 << 30
 _MAX_RATIO = 1100     # zlib cannot compress better than about 1032:1
 _DTYPES = {"<i8", "<i4", "|u1", "|b1", "<f4", "<f8", "<f2", "<u2", "<u4", "<u8", "|i1", "<i2"}
 _LAUNCH_ARRAYS = ("values", "recorded_ids", "inputs", "finals")
-# bounded by what the op rows and the header use (inputs and finals: by meta.module.inputs's sizes)
-_REFERENCED = {"values", "recorded_ids", "inputs", "finals"}
 # Real traces decompress to at most ~75x their file size (measured: an all-zero vector add); zlib's limit
-# is ~1032x. Op and lane arrays beyond this, and beyond PLAUSIBLE_BASE, are a crafted file.
+# is ~1032x. Arrays beyond this, and beyond PLAUSIBLE_BASE, are a crafted file.
 PLAUSIBLE_RATIO = 256
 PLAUSIBLE_BASE = 256 << 20
 _ALLOWED_ARRAYS = {
@@ -52,47 +53,90 @@ def _describe(arr: np.ndarray, f, pos: int) -> tuple:
 
 
 def save(trace: Trace, path) -> None:
-    """Write ``trace`` to ``path`` (written to a temporary name first, then renamed into place; an error or
-    Ctrl-C on the way leaves neither a partial file nor the temporary ones)."""
+    """Write ``trace`` to ``path``: into a temporary file of a fresh name in the same folder (made with
+    O_EXCL, so no planted file or symlink is followed or overwritten), renamed into place, so two processes
+    saving one path each leave a whole trace and a crash leaves no partial file. The header carries this
+    user's signature (signing.py) when the local key can be used."""
     path = os.fspath(path)
-    tmp = path + ".tmp"
-    blobs = tmp + ".blobs"
+    folder, base = os.path.split(os.path.abspath(path))
+    _clean_stale(folder, base)
+    fd, tmp = tempfile.mkstemp(prefix=f".{base}.{os.getpid()}.", suffix=TMP_SUFFIX, dir=folder)
     try:
-        header = _write_blocks(trace, blobs)
-        with open(tmp, "wb") as f, open(blobs, "rb") as bf:
+        if hasattr(os, "fchmod"):          # mkstemp makes it 0600; a saved trace gets the usual mode
+            os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as f, tempfile.TemporaryFile(dir=folder) as blobs:
+            header = signing.sign(_write_blocks(trace, blobs))
             f.write(MAGIC + VERSION.to_bytes(4, "little") + len(header).to_bytes(8, "little"))
             f.write(header)
-            while chunk := bf.read(1 << 24):
+            blobs.seek(0)
+            while chunk := blobs.read(1 << 24):
                 f.write(chunk)
         os.replace(tmp, path)
-    finally:
-        for p in (tmp, blobs):
-            if os.path.exists(p):
-                os.remove(p)
+    except BaseException:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise
 
 
-def _write_blocks(trace: Trace, blobs: str) -> bytes:
-    """Write every array block to ``blobs``; returns the JSON header that describes them."""
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _clean_stale(folder: str, base: str) -> None:
+    """Remove this user's temporaries of ``base`` whose saving process is gone (a SIGKILL mid-save)."""
+    prefix = f".{base}."
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix) and n.endswith(TMP_SUFFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix):].split(".", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        p = os.path.join(folder, name)
+        try:
+            st = os.lstat(p)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == getattr(os, "getuid", lambda: st.st_uid)():
+                os.unlink(p)
+        except OSError:
+            pass            # another save removed it first
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:         # another user's process: alive
+        return True
+    return True
+
+
+def _write_blocks(trace: Trace, bf) -> bytes:
+    """Write every array block to the open file ``bf``; returns the JSON header that describes them."""
     launches = []
-    with open(blobs, "wb") as bf:
-        pos = 0
-        for lc in trace.launches:
-            arrays = {}
-            for name in OP_COLUMNS:
-                arrays["ops." + name], pos = _describe(lc.ops[name], bf, pos)
-            for name, arr in sorted(lc.lanes.to_arrays().items()):
-                arrays["lanes." + name], pos = _describe(arr, bf, pos)
-            for name in _LAUNCH_ARRAYS:
-                if getattr(lc, name) is not None:
-                    arrays[name], pos = _describe(getattr(lc, name), bf, pos)
-            launches.append({
-                "kernel_name": lc.kernel_name, "source": lc.source, "source_file": lc.source_file,
-                "source_line": lc.source_line, "grid": list(lc.grid), "args": lc.args,
-                "tensors": [t.to_dict() for t in lc.tensors], "files": list(lc.files),
-                "value_dtypes": list(lc.value_dtypes), "config": lc.config, "outputs": list(lc.outputs),
-                "recorded_programs": lc.recorded_programs, "skipped_programs": lc.skipped_programs,
-                "values_truncated": lc.values_truncated, "completed": lc.completed, "error": lc.error,
-                "meta": lc.meta, "lanes": lc.lanes.size, "arrays": arrays})
+    pos = 0
+    for lc in trace.launches:
+        arrays = {}
+        for name in OP_COLUMNS:
+            arrays["ops." + name], pos = _describe(lc.ops[name], bf, pos)
+        for name, arr in sorted(lc.lanes.to_arrays().items()):
+            arrays["lanes." + name], pos = _describe(arr, bf, pos)
+        for name in _LAUNCH_ARRAYS:
+            if getattr(lc, name) is not None:
+                arrays[name], pos = _describe(getattr(lc, name), bf, pos)
+        launches.append({
+            "kernel_name": lc.kernel_name, "source": lc.source, "source_file": lc.source_file,
+            "source_line": lc.source_line, "grid": list(lc.grid), "args": lc.args,
+            "tensors": [t.to_dict() for t in lc.tensors], "files": list(lc.files),
+            "value_dtypes": list(lc.value_dtypes), "config": lc.config, "outputs": list(lc.outputs),
+            "recorded_programs": lc.recorded_programs, "skipped_programs": lc.skipped_programs,
+            "values_truncated": lc.values_truncated, "completed": lc.completed, "error": lc.error,
+            "meta": lc.meta, "lanes": lc.lanes.size, "arrays": arrays})
     return json.dumps({"format": "triton_trace", "version": VERSION, "kinds": list(KINDS),
                        "launches": launches}, sort_keys=True, separators=(",", ":")).encode()
 
@@ -101,9 +145,15 @@ def _bad(path, why: str) -> TraceFileError:
     return TraceFileError(f"{path}: not a usable triton_trace file ({why})")
 
 
-def load(path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
+def load(path, max_bytes: int = DEFAULT_MAX_BYTES, trust: bool = False, max_ratio: int = PLAUSIBLE_RATIO) -> Trace:
     """Read a trace file. Refuses damaged files, newer format versions and files whose arrays would need
-    more than ``max_bytes`` of memory, or more than their own content can plausibly hold."""
+    more than ``max_bytes`` of memory, or more than ``max_ratio`` times the file's size (real traces
+    compress at most ~75x; a zlib bomb ~1000x).
+
+    The launches of a file this user saved (signed with their local key) keep their kernel code usable;
+    any other file's kernels are never imported, compiled or run (compiled layouts are skipped, a
+    reproducer refuses to run) unless ``trust=True``, and then only code that passes the Triton-language
+    allowlist (compiled/bodycheck.py)."""
     path = os.fspath(path)
     f = _open_regular(path)
     with f:
@@ -120,14 +170,16 @@ def load(path, max_bytes: int = DEFAULT_MAX_BYTES) -> Trace:
         hlen = int.from_bytes(head[12:20], "little")
         if hlen > min(MAX_HEADER, size - 20):
             raise _bad(path, "header length exceeds the file")
+        raw = f.read(hlen)
         try:
-            header = H.parse(f.read(hlen))
+            header = H.parse(raw)
             H.check_header(header, version)
         except H.HeaderError as e:
             raise _bad(path, str(e)) from None
+        provenance = "signed" if signing.verify(raw) else "trusted" if trust else "untrusted"
         data_start = 20 + hlen
         try:
-            return _build(path, header, f, data_start, size, max_bytes, version)
+            return _build(path, header, f, data_start, size, max_bytes, version, max_ratio, provenance)
         except TraceFileError:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as e:
@@ -154,7 +206,7 @@ def _open_regular(path: str):
         raise
 
 
-def _build(path, header, f, data_start, size, max_bytes, version) -> Trace:
+def _build(path, header, f, data_start, size, max_bytes, version, max_ratio, provenance) -> Trace:
     if list(header.get("kinds", KINDS)) != list(KINDS)[:len(header.get("kinds", KINDS))]:
         raise _bad(path, "it was written with a different op-kind table")
     total = 0
@@ -166,12 +218,13 @@ def _build(path, header, f, data_start, size, max_bytes, version) -> Trace:
     if total > max_bytes:
         raise TraceFileError(f"{path}: loading would need {total / 2**30:.1f} GiB, more than the limit of "
                              f"{max_bytes / 2**30:.1f} GiB; pass max_bytes= to load() to raise it")
-    plausible = max(PLAUSIBLE_BASE, PLAUSIBLE_RATIO * size)
-    bulk = sum(int(d["raw_nbytes"]) for lc in header["launches"] for n, d in lc["arrays"].items()
-               if n not in _REFERENCED)
-    if bulk > plausible:
-        raise _bad(path, f"its op and lane arrays declare {bulk} bytes, more than a {size}-byte file of real "
-                         f"trace data holds (at most {PLAUSIBLE_RATIO}x its size)")
+    # every block counts, the kept inputs and finals too: the header's own sizes bound each of them, but a
+    # crafted header declares whatever it likes
+    plausible = max(PLAUSIBLE_BASE, (max_ratio or _MAX_RATIO) * size)
+    if total > plausible:
+        raise _bad(path, f"its arrays declare {total} bytes, more than a {size}-byte file of real trace data "
+                         f"holds (at most {max_ratio}x its size); if you made this file, load(path, "
+                         f"max_ratio=None) reads it")
     launches = []
     for lc in header["launches"]:
         blocks = lc["arrays"]
@@ -191,7 +244,7 @@ def _build(path, header, f, data_start, size, max_bytes, version) -> Trace:
             recorded_programs=lc["recorded_programs"], skipped_programs=lc["skipped_programs"],
             values_truncated=lc["values_truncated"], completed=lc["completed"], error=lc["error"],
             meta=dict(lc.get("meta") or {}), recorded_ids=arrays.get("recorded_ids"),
-            inputs=arrays.get("inputs"), finals=arrays.get("finals"))
+            inputs=arrays.get("inputs"), finals=arrays.get("finals"), provenance=provenance, origin=path)
         _validate_meta(path, launch, max_bytes)
         _validate(path, launch)
         launches.append(launch)

@@ -49,7 +49,9 @@ def run_load(base: str, clients: int = 20, seconds: float = 10.0, seed: int = 0)
             for path in ui_requests(rng):
                 t0 = time.perf_counter()
                 try:
-                    with urllib.request.urlopen(base + path, timeout=30) as r:
+                    # X-TT-Client: the header the page sends (the server refuses API requests without it)
+                    req = urllib.request.Request(base + path, headers={"X-TT-Client": "1"})
+                    with urllib.request.urlopen(req, timeout=30) as r:
                         body = r.read()
                         if r.status != 200:
                             bad.append(f"{path}: {r.status}")

@@ -20,7 +20,7 @@ from .coalescing import coalesce
 from .context import LOAD, LaunchContext, Params
 from .findings import Finding, Suppressed, finalize
 from .races import check_races
-from .report import FindingsError, LaunchReport, Report
+from .report import UNTRUSTED_NOTE, FindingsError, LaunchReport, Report
 from .roofline import dot_precision, flops, roofline
 from .gpus import GPUS
 from .hints import hints, resource_hints
@@ -96,8 +96,9 @@ def _skipped_checks(lc: Launch) -> list:
 def _compile(ctx: LaunchContext, num_warps: int):
     from ..compiled import compile_launch
     from ..compiled.source import SAFE_PACKAGES
-    # a trace file may come from anyone, and analysing one must not import what it names: only Triton,
-    # torch, numpy and math (a kernel needing more keeps the inferred layouts, and the note says why)
+    # a trace file may come from anyone: one the user did not record or sign is not compiled at all
+    # (compile_launch refuses it), and analysing any must not import what it names beyond Triton, torch,
+    # numpy and math (a kernel needing more keeps the inferred layouts, and the note says why)
     return compile_launch(ctx.launch, GPUS[ctx.params.gpu].arch, options={"num_warps": num_warps},
                           allowed_imports=SAFE_PACKAGES)
 
@@ -111,9 +112,11 @@ def _compiled_layouts(ctx: LaunchContext) -> tuple:
         return {}, {}, {**entry, "note": "analyze(layouts='model'): layouts inferred from the offsets"}
     if not (ctx.launch.meta or {}).get("module"):
         return {}, {}, {**entry, "note": "the launch was recorded without its kernel module: layouts inferred"}
-    from ..errors import TritonTraceError
+    from ..errors import TritonTraceError, UntrustedTrace
     try:
         compiled = _compile(ctx, ctx.num_warps)
+    except UntrustedTrace:
+        return {}, {}, {**entry, "note": UNTRUSTED_NOTE}
     except TritonTraceError as e:
         return {}, {}, {**entry, "note": f"layouts inferred from the offsets: {e}"}
     matched = L.match(ctx, compiled)
@@ -131,8 +134,9 @@ def _compiled_layouts(ctx: LaunchContext) -> tuple:
     mem = int(sum(1 for r in ctx.op_first_row if r < ctx.n_rows and ctx.is_mem[r]))
     return orders, matched, {
         **entry, "layouts": "compiler",
-        "note": None if len(orders) == mem else f"{mem - len(orders)} of {mem} memory ops keep the inferred layout "
-                                                 f"(no blocked layout matched in the compiled kernel)",
+        "note": "; ".join(list(compiled.notes) + ([] if len(orders) == mem else [
+            f"{mem - len(orders)} of {mem} memory ops keep the inferred layout (no blocked layout matched in the "
+            f"compiled kernel)"])) or None,
         "num_warps": compiled.num_warps, "num_stages": compiled.num_stages, "shared_bytes": compiled.shared_bytes,
         "registers": compiled.registers, "spill_bytes": compiled.spill_bytes, "occupancy": compiled.occupancy,
         "triton": compiled.triton}

@@ -101,6 +101,10 @@ from ..errors import FindingsError  # noqa: F401  (re-exported for callers of an
 from .context import Params
 from .findings import FINDING_KINDS, SEVERITY
 
+# the one line a report of a file the user did not record or sign prints, for all its launches at once
+UNTRUSTED_NOTE = ("compiled layouts skipped: the trace file is not one this user recorded or signed, so its kernel "
+                  "is not compiled (layouts inferred from the offsets); load(path, trust=True) or --trust compiles it")
+
 SCHEMA = "triton_trace.analysis/1"
 
 
@@ -180,8 +184,14 @@ class Report(RichDisplay):
                 lines.append(f"  [note] launch {d['index']} ('{d['kernel']}'): {ran} program(s) ran one at a time "
                              f"instead of batched ({fb[0]['reason']})")
             lines += [f"  [note] launch {d['index']} ('{d['kernel']}'): {n}" for n in ex.get("limit_notes") or []]
+        untrusted = [d["index"] for d in (lr.summary for lr in self.launches)
+                     if (d.get("compiled") or {}).get("note") == UNTRUSTED_NOTE]
+        if untrusted:
+            lines.append(f"  [note] {_launch_list(untrusted)}: {UNTRUSTED_NOTE}")
         for d in (lr.summary for lr in self.launches):
             c = d.get("compiled") or {}
+            if c.get("note") == UNTRUSTED_NOTE:
+                continue
             if c.get("layouts") == "compiler":
                 occ = c.get("occupancy") or {}
                 lines.append(f"  [compiled] launch {d['index']} ('{d['kernel']}') for {c['target']}: {c['num_warps']} "
@@ -214,6 +224,13 @@ class Report(RichDisplay):
     def __repr__(self) -> str:
         return (f"<Report launches={len(self.launches)} findings={sum(self.finding_counts.values())}"
                 f"{' ok' if self.ok else ''}>")
+
+
+def _launch_list(indices: list) -> str:
+    if len(indices) == 1:
+        return f"launch {indices[0]}"
+    shown = ", ".join(str(i) for i in indices[:8])
+    return f"launches {shown}{f' (+{len(indices) - 8} more)' if len(indices) > 8 else ''}"
 
 
 def _seconds(t: float) -> str:

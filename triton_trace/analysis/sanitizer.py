@@ -276,6 +276,15 @@ def _outputs(ctx: LaunchContext) -> list:
     return sorted({names[o] for o in ctx.launch.outputs if o in names})
 
 
+def _undefined(ctx: LaunchContext) -> list:
+    """The declared outputs and the arguments whose storage still held the poison of an empty tensor at
+    launch (``meta["poisoned"]``, record/poison.py): undefined for the uninitialised-read check. Only
+    declared outputs are checked for coverage and double writes: a poisoned buffer need not be filled."""
+    names = {t.name: i for i, t in enumerate(ctx.launch.tensors)}
+    undefined = set(ctx.launch.outputs) | set((ctx.launch.meta or {}).get("poisoned", ()))
+    return sorted({names[o] for o in undefined if o in names})
+
+
 def _stretches(t: TensorInfo):
     """The view's elements as runs of ``extent`` consecutive storage elements starting at ``starts``, in the
     view's index order (row-major): (starts, extent) when its last dimensions are contiguous in that order

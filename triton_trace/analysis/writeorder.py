@@ -15,7 +15,7 @@ import numpy as np
 from . import context, intervals, pieces
 from .context import STORE, LaunchContext
 from .findings import group_entries, short_list, where
-from .sanitizer import _lane_findings, _output_lanes, _output_rows, _outputs
+from .sanitizer import _lane_findings, _output_lanes, _output_rows, _outputs, _undefined
 
 _NEVER = np.iinfo(np.int64).max
 
@@ -25,7 +25,7 @@ def check_uninitialized(ctx: LaunchContext) -> list:
         return []          # an unrecorded program may have written the element first
     time = ctx.time()
     todo = []
-    for ti in _outputs(ctx):
+    for ti in _undefined(ctx):
         rows = _output_rows(ctx, ti)
         if not ctx.is_read[rows].any():
             continue                  # never read: nothing can be read before it is written
@@ -43,8 +43,11 @@ def check_uninitialized(ctx: LaunchContext) -> list:
     grouped = _by_pieces(ctx, todo, bad_entries)
     bad = None if grouped is not None else _uninitialized_lanes(ctx, todo, time)
 
+    declared = set(ctx.launch.outputs)
+
     def describe(f, g, t, ex):
-        return (f"{f['op']} of declared output '{f['tensor']}' at {where(f)} by program {ctx.pid(g.program)} "
+        what = "declared output" if f['tensor'] in declared else "never-written torch.empty result"
+        return (f"{f['op']} of {what} '{f['tensor']}' at {where(f)} by program {ctx.pid(g.program)} "
                 f"reads {g.count} element(s) before any program wrote them (element offsets "
                 f"{short_list(ex['offsets'])})"), None
     return _lane_findings(ctx, bad, "uninitialized_read", describe, grouped)

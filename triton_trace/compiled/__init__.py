@@ -2,8 +2,10 @@
 source line of every IR line, the layout, instruction and vector width of every global memory op, shared
 memory, registers and the occupancy they allow. ``Launch.compiled(target=)`` calls ``compile_launch``.
 
-Compiles are cached on disk (``TRITON_TRACE_CACHE_DIR``, default ``~/.cache/triton_trace``) by the kernel
-module's text, the specialization, the launch options, the target and Triton's version.
+Compiles are cached on disk (``TRITON_TRACE_CACHE_DIR``, default ``~/.cache/triton_trace``, used only when it is
+this user's alone: cachedir.py) by the kernel module's text, the specialization, the launch options, the target
+and Triton's version; each entry carries an HMAC of its content under the local key, so an entry someone else
+wrote is compiled again. A launch read from a file is compiled only when trusted (``require_trust``).
 """
 from __future__ import annotations
 
@@ -11,11 +13,12 @@ import ast
 import hashlib
 import json
 import os
-import threading
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 
-from .. import cbuild
-from ..errors import CompileError, TraceUsageError
+from ..cachedir import CacheUnusable, cache_dir, check_file, local_key, mac, private_dir, same_mac
+from ..errors import CompileError, TraceUsageError, UntrustedTrace
 from ..record.interp import toolchain
 from . import ir
 from .occupancy import occupancy
@@ -23,8 +26,7 @@ from .source import constant_node, kernel_module
 
 IR_STAGES = ("ttir", "ttgir", "llir", "ptx")
 
-
-cache_dir = cbuild.cache_dir
+__all__ = ["Compiled", "compile_launch", "cache_dir", "require_trust", "stand_ins"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Compiled:
     divisible_by_16: tuple
     triton: str
     missing: tuple = field(default=())
+    notes: tuple = field(default=())    # e.g. why the cache was not used
 
     def ir_lines(self, line: int, file: str = None, stage: str = "ttgir") -> list:
         """1-based IR line numbers of ``stage`` that come from source ``line`` (of ``file``, if given)."""
@@ -61,7 +64,7 @@ class Compiled:
                 "num_stages": self.num_stages, "shared_bytes": self.shared_bytes, "registers": self.registers,
                 "spill_bytes": self.spill_bytes, "occupancy": self.occupancy, "signature": self.signature,
                 "divisible_by_16": list(self.divisible_by_16), "triton": self.triton, "ops": list(self.ops),
-                "missing": list(self.missing)}
+                "missing": list(self.missing), "notes": list(self.notes)}
 
     def __repr__(self) -> str:
         return (f"<Compiled {self.kernel} for {self.target}: {self.num_warps} warps, {self.shared_bytes} B shared, "
@@ -97,11 +100,23 @@ def stand_ins(launch) -> dict:
     return out
 
 
+def require_trust(launch) -> None:
+    """Raise UntrustedTrace where ``launch`` came from a file this user neither recorded, signed nor trusted:
+    its kernel source is data, and compiling it runs Triton's code generator over it."""
+    if not getattr(launch, "trusted", True):
+        raise UntrustedTrace(
+            f"launch of '{launch.kernel_name}' comes from {launch.origin or 'a trace file'}, which this user did "
+            f"not record or sign: its kernel is not compiled or run (the file is data); trust the file to do so: "
+            f"triton_trace.load(path, trust=True), or --trust on the command line")
+
+
 def compile_launch(launch, target="sm_90", cache: bool = True, allowed_imports=None, options=None) -> Compiled:
     """Compile ``launch``'s kernel for ``target`` ("sm_90", "H200", 100, ...) as its GPU launch would be;
-    ``options`` (num_warps, num_stages, ...) override the launch's own."""
+    ``options`` (num_warps, num_stages, ...) override the launch's own. A launch from a file the user trusted
+    by hand (not recorded or signed here) must also pass compiled/bodycheck.py's allowlist."""
+    require_trust(launch)
     arch = toolchain.arch_of(target)
-    module = kernel_module(launch, allowed_imports)
+    module = kernel_module(launch, allowed_imports, strict=getattr(launch, "provenance", "recorded") == "trusted")
     args = stand_ins(launch)
     options = {**{k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None},
                **(options or {})}
@@ -109,35 +124,80 @@ def compile_launch(launch, target="sm_90", cache: bool = True, allowed_imports=N
                                      for k, v in args.items()}, options, arch, toolchain.triton_version()],
                       sort_keys=True)
     key = hashlib.sha256(spec.encode()).hexdigest()[:32]
-    root = cache_dir()
-    path = os.path.join(root, "compiled", key + ".json")
-    raw = None
-    if cache and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
+    notes = []
+    raw = _cached(key, notes) if cache else None
     if raw is None:
-        os.makedirs(os.path.join(root, "modules"), exist_ok=True)
-        mod_path = os.path.join(root, "modules", "k" + hashlib.sha256(module.text.encode()).hexdigest()[:24] + ".py")
-        try:
-            py = toolchain.import_module(module.text, mod_path)
-            raw = toolchain.compile_jit(getattr(py, module.kernel), args, options, arch)
-        except (TraceUsageError, CompileError):
-            raise
-        except Exception as e:          # the compiler's own errors have no common class
-            first = str(e).strip().splitlines()[:6]
-            raise CompileError(f"kernel '{launch.kernel_name}' did not compile for sm_{arch} (Triton "
-                               f"{toolchain.triton_version()}): {type(e).__name__}: {' / '.join(first)}") from e
-        raw["module_file"] = mod_path
+        raw = _compile(launch, module, args, options, arch, notes)
         if cache:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"     # processes may compile it at once
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(raw, f)
-            os.replace(tmp, path)
-    return _build(launch, module, raw, arch)
+            _keep(key, raw, notes)
+    return _build(launch, module, raw, arch, tuple(notes))
 
 
-def _build(launch, module, raw: dict, arch: int) -> Compiled:
+def _compile(launch, module, args, options, arch, notes) -> dict:
+    """Compile the module through a file in the private cache (a fresh private folder where the cache
+    cannot be used), removed once Triton has read it."""
+    try:
+        folder, scratch = private_dir("modules"), None
+    except CacheUnusable as e:
+        folder = scratch = tempfile.mkdtemp(prefix="triton_trace_")
+        notes.append(f"cache not used: {e}")
+    path = None
+    try:
+        py, path = toolchain.import_module(module.text, folder)
+        raw = toolchain.compile_jit(getattr(py, module.kernel), args, options, arch)
+    except (TraceUsageError, CompileError):
+        raise
+    except Exception as e:          # the compiler's own errors have no common class
+        first = str(e).strip().splitlines()[:6]
+        raise CompileError(f"kernel '{launch.kernel_name}' did not compile for sm_{arch} (Triton "
+                           f"{toolchain.triton_version()}): {type(e).__name__}: {' / '.join(first)}") from e
+    finally:
+        if path is not None and os.path.exists(path):
+            os.unlink(path)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    raw["module_file"] = path
+    return raw
+
+
+def _cached(key: str, notes: list):
+    """The cached compile of ``key``, if the cache is private and the entry carries this user's MAC of its
+    content (anything else, a forged IR or num_warps among them, is compiled again)."""
+    try:
+        folder = private_dir("compiled")
+        path = os.path.join(folder, key + ".json")
+        if not os.path.lexists(path):
+            return None
+        check_file(path)
+        secret = local_key()
+        with open(path, encoding="utf-8") as f:
+            entry = json.load(f)
+    except CacheUnusable as e:
+        notes.append(f"cache not used: {e}")
+        return None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("raw"), dict):
+        return None
+    body = json.dumps(entry["raw"], sort_keys=True).encode()
+    return entry["raw"] if same_mac(entry.get("mac"), mac(secret, key.encode(), body)) else None
+
+
+def _keep(key: str, raw: dict, notes: list) -> None:
+    try:
+        folder = private_dir("compiled")
+        secret = local_key()
+        body = json.dumps(raw, sort_keys=True).encode()
+        fd, tmp = tempfile.mkstemp(suffix=".tmp", dir=folder)      # processes may compile it at once
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"mac": mac(secret, key.encode(), body), "raw": raw}, f)
+        os.replace(tmp, os.path.join(folder, key + ".json"))
+    except OSError as e:            # CacheUnusable, a full disk: the compile stands, uncached
+        if not any(n.startswith("cache not used") for n in notes):
+            notes.append(f"cache not used: {e}")
+
+
+def _build(launch, module, raw: dict, arch: int, notes: tuple = ()) -> Compiled:
     mod_file = raw["module_file"]
 
     def original(loc):
@@ -159,4 +219,4 @@ def _build(launch, module, raw: dict, arch: int) -> Compiled:
         spill_bytes=max(res.get("stack", 0), res.get("local", 0)) if "stack" in res or "local" in res else None,
         occupancy=occupancy(arch, raw["num_warps"], res.get("registers"), raw["shared_bytes"]),
         signature=raw["signature"], divisible_by_16=tuple(raw["divisible_by_16"]), triton=raw["triton"],
-        missing=tuple(module.missing))
+        missing=tuple(module.missing), notes=notes)

@@ -5,7 +5,9 @@ user's files. A reproducer script embeds it; a compile for another target import
 A trace file comes from anywhere, so the module is checked statement by statement before it is written or
 imported: imports, assignments of literals, and function definitions whose defaults and annotations are
 plain names or constants. Nothing else runs at import time. ``allowed_imports`` narrows the modules further
-where nobody asked for the code to run (the web viewer compiling a loaded trace).
+where nobody asked for the code to run (the web viewer compiling a loaded trace). With ``strict``, every
+function body must also pass bodycheck.py's allowlist, since Triton's code generator evaluates the bodies
+when it compiles them (the caller asks for it where the launch came from a file).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 
 from ..errors import TraceUsageError
 from ..record.kernelmodule import source_from_def
+from . import bodycheck
 
 HEADER = "import triton\nimport triton.language as tl\n"
 SAFE_PACKAGES = frozenset({"triton", "math", "numpy", "torch"})
@@ -110,6 +113,8 @@ def check(text: str, what: str, allowed_imports=None, decorated: bool = False, a
         tree = ast.parse(text)
     except SyntaxError as e:
         raise TraceUsageError(f"{what}: line {e.lineno} is not valid Python ({e.msg})") from None
+    except (RecursionError, MemoryError):       # CPython's parser on crafted, deeply nested expressions
+        raise TraceUsageError(f"{what}: the source nests expressions too deeply to parse") from None
     defined = set()
     for node in tree.body:
         bad = None
@@ -158,8 +163,9 @@ def _function(source: str, what: str) -> tuple:
     return "@triton.jit\n" + source.rstrip("\n") + "\n", tree.body[0].name
 
 
-def kernel_module(launch, allowed_imports=None) -> KernelModule:
-    """The module that defines ``launch``'s kernel (and its helpers) as @triton.jit functions."""
+def kernel_module(launch, allowed_imports=None, strict: bool = False) -> KernelModule:
+    """The module that defines ``launch``'s kernel (and its helpers) as @triton.jit functions; with ``strict``,
+    refused unless every function body passes ``bodycheck.check_module``."""
     mod = launch.meta.get("module")
     if not mod:
         raise TraceUsageError(f"launch of '{launch.kernel_name}' was recorded without its module (an older "
@@ -190,4 +196,6 @@ def kernel_module(launch, allowed_imports=None) -> KernelModule:
         kernel = found
     text = "".join(parts)
     check(text, f"{where}: the assembled module", allowed_imports, decorated=True, aliases=True)
+    if strict:
+        bodycheck.check_module(text, where)
     return KernelModule(text, kernel, tuple(spans), tuple(mod.get("missing", ())))

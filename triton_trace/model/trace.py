@@ -137,6 +137,11 @@ class Launch(RichDisplay):
     # written storages' bytes after it (meta["inputs"] gives the sizes); None when not kept
     inputs: Optional[np.ndarray] = None
     finals: Optional[np.ndarray] = None
+    # Where the launch came from, never read from a file: "recorded" (in this process), "signed" (a file
+    # this user saved, carrying their local key's signature), "trusted" (a file the user trusted by hand:
+    # load(trust=True)) or "untrusted" (any other file: its kernel code is data, never imported or compiled)
+    provenance: str = "recorded"
+    origin: Optional[str] = None    # the trace file it was read from; None when recorded here
 
     def __post_init__(self):
         if not isinstance(self.lanes, Lanes):
@@ -171,6 +176,11 @@ class Launch(RichDisplay):
             return every
         linear = lambda p: (p[:, 0].astype(np.int64) * gy + p[:, 1]) * gz + p[:, 2]
         return every[~np.isin(linear(every), linear(np.asarray(kept)))]
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the launch's kernel code may be compiled or run (see ``provenance``)."""
+        return self.provenance != "untrusted"
 
     @property
     def num_ops(self) -> int:

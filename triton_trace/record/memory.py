@@ -104,7 +104,9 @@ class HostMemory(Attribution):
         if not isinstance(t, torch.Tensor):
             t = self._tensor_like(name, t)
         storage = t.untyped_storage()
-        key = (str(t.device), storage.data_ptr())
+        # by where the memory is, not the device the tensor reports (a CPU tensor may say cuda:0 under
+        # triton_trace.suite's CUDA redirect): its storage is then read in place like any CPU storage
+        key = (str(storage.device), storage.data_ptr())
         st = self._by_key.get(key)
         if st is None:
             nbytes = storage.nbytes()
@@ -113,7 +115,7 @@ class HostMemory(Attribution):
             buf = torch.empty(guard + nbytes + guard + ALIGN, dtype=torch.uint8)
             shift = (-buf.data_ptr()) % ALIGN
             data = buf[shift + guard: shift + guard + nbytes]
-            lazy = t.device.type == "cpu"
+            lazy = storage.device.type == "cpu"
             if nbytes and not lazy:
                 _copy(data, _bytes_of(storage))
             st = _Storage(key, storage, buf, buf.data_ptr() + shift + guard, nbytes, guard, copied=not (nbytes and lazy))

@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Optional, Union
 from ..errors import TraceUsageError, TritonTraceError, program_error
 from ..model import Launch, Trace
 from .. import arena
-from . import frames, kernelmodule
+from . import frames, kernelmodule, poison
 from .interp import executor as _grid, hooks
 from .collector import Collector
 from .memory import HostMemory
@@ -112,9 +112,13 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
         raise TraceUsageError(f"trace(outputs=...) names {missing}, which are not arguments of kernel '{name}' "
                               f"(its arguments: {list(bound)})")
     g = _normalize_grid(grid, dict(bound), name)
+    poisoned = tuple(n for n in poison.unwritten_arguments(bound) if n not in opts.outputs)
     keep_inputs = max(opts.inputs, _SESSION.inputs)
     memory = HostMemory(in_place=not keep_inputs)   # kept inputs need the caller's bytes untouched until the end
-    rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob, opts.memory_limit, opts.outputs)
+    rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob, opts.memory_limit,
+                    opts.outputs + poisoned)
+    if poisoned:        # undefined at launch like declared outputs, for the uninitialised-read check alone
+        rec.meta_extra["poisoned"] = list(poisoned)
     hooks.rewritten(fn, kernel=True)  # cached; reads the source once, for the interpreter and for the trace
     source, file, def_line = frames.kernel_source(fn)
     scalars = {k: _json_arg(v) for k, v in bound.items() if not hasattr(v, "data_ptr")}
@@ -142,8 +146,9 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
 
     for hook in hooks.pre_run_hooks(kernel_obj):
         hook(*args, **{k: v for k, v in kwargs.items() if k in bound})
-    # large temporaries reuse pages the launch already touched (arena.py); the values are the same
-    with arena.active():
+    # large temporaries reuse pages the launch already touched (arena.py); the values are the same;
+    # the tracer's own buffers are never poisoned (record/poison.py)
+    with arena.active(), poison.suspended():
         try:
             _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug, grow=opts.grow)
         except BaseException as e:
@@ -327,18 +332,29 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
 
 
 def _on_gpu(args, kwargs) -> bool:
+    """Whether every tensor argument's memory is on a GPU: by its storage, so a CPU tensor that reports
+    a CUDA device (triton_trace.suite's redirect) counts as the CPU tensor it is."""
     tensors = [v for v in list(args) + list(kwargs.values()) if hasattr(v, "data_ptr") and hasattr(v, "device")]
-    return bool(tensors) and all(getattr(t.device, "type", "cpu") != "cpu" for t in tensors)
+    return bool(tensors) and all(_memory_device(t) != "cpu" for t in tensors)
+
+
+def _memory_device(t) -> str:
+    storage = getattr(t, "untyped_storage", None)
+    device = storage().device if callable(storage) else getattr(t, "device", None)
+    return getattr(device, "type", "cpu")
 
 
 @contextmanager
 def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[None, str, Iterable[str]] = None,
-              inputs=False):
+              inputs=False, poison_empty: bool = False):
     """Trace every Triton kernel launched inside the block, without decorating it.
 
     ``kernels`` limits tracing to kernels of these (Python function) names; others launch as usual.
     ``programs``, ``values`` and ``inputs`` are as for ``trace``. A kernel decorated with ``@trace`` keeps its own
-    options. Launches land in ``current_trace()``.
+    options. Launches land in ``current_trace()``. ``poison_empty``: tensors from ``torch.empty`` and its
+    kin made inside the block are filled with a poison pattern (NaN for floats), and a launch that reads
+    one before any program wrote it gets an ``uninitialized_read`` finding with no ``outputs=`` declared
+    (record/poison.py).
     """
     opts = TraceOptions(programs, values, inputs=inputs)
     names = None if kernels is None else ({kernels} if isinstance(kernels, str) else set(kernels))
@@ -358,7 +374,7 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
     saved = _SESSION.inputs
     _SESSION.inputs = max(saved, opts.inputs)
     try:
-        with hooks.kernel_runs_routed(handler):
+        with hooks.kernel_runs_routed(handler), poison.poisoning(poison_empty):
             yield
     finally:
         _SESSION.inputs = saved

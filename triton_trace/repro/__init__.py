@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from ..compiled.source import kernel_module
+from ..compiled.source import SAFE_PACKAGES, kernel_module
 from ..errors import TraceUsageError
 from .script import render
 from .stats import stand_in_storages
@@ -58,7 +58,11 @@ def write_reproducer(launch, path, data: str = "auto", index: int = 0, seed: int
     """Write the reproducer of ``launch`` into folder ``path``; returns the script's path."""
     if data not in ("auto", "exact", "stats"):
         raise TraceUsageError(f"reproducer(data=...) is 'auto', 'exact' or 'stats', not {data!r}")
-    module = kernel_module(launch)
+    # a launch from a file this user did not record or sign: its module may import only Triton, torch, numpy
+    # and math, its bodies must pass the Triton-language allowlist, and the script refuses to run until
+    # told --trust
+    foreign = (launch.origin or "a trace file") if launch.provenance in ("untrusted", "trusted") else None
+    module = kernel_module(launch, SAFE_PACKAGES if foreign else None, strict=foreign is not None)
     mod = launch.meta["module"]
     params = mod["params"]
     tensors = _tensors(launch, params)
@@ -86,7 +90,7 @@ def write_reproducer(launch, path, data: str = "auto", index: int = 0, seed: int
     os.makedirs(path, exist_ok=True)
     np.savez_compressed(os.path.join(path, DATA_FILE), **arrays)
     script = render(launch, module, tensors, params, exact=exact, note=note, index=index,
-                    storages=len(inputs), finals=sorted(finals))
+                    storages=len(inputs), finals=sorted(finals), foreign=foreign)
     out = os.path.join(path, SCRIPT_FILE)
     with open(out, "w", encoding="utf-8") as f:
         f.write(script)

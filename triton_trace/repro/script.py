@@ -19,6 +19,7 @@ _TEMPLATE = '''#!/usr/bin/env python3
     python launch.py --plain    run it under Triton's plain interpreter (TRITON_INTERPRET=1) and check them
     python launch.py --gpu      run it compiled on a CUDA GPU and compare with the trace (triton_trace.compare)
     python launch.py --save T   also save the new trace to T (view it with: triton-trace view T)
+    python launch.py --trust    needed (with any of the above) when written from a trace file you did not record
 
 Inputs: {note}.
 Exit status: 0 when the outputs match (bit for bit on the CPU; within the ops' tolerance on the GPU), 1 when
@@ -26,6 +27,15 @@ they differ, 2 when the check cannot run here.
 """
 import os
 import sys
+
+# The trace file this script was written from, when its user did not record it (None: recorded or signed by
+# the user who wrote the script). Its kernel code is then someone else's: read it before running it.
+FOREIGN = {foreign}
+if FOREIGN is not None and "--trust" not in sys.argv[1:]:
+    print(f"launch.py: written from {{FOREIGN}}, a trace file you did not record: the kernel code below comes "
+          f"from that file and runs when this script does. Read this script, then run it with --trust.",
+          file=sys.stderr)
+    sys.exit(2)
 
 if "--plain" in sys.argv[1:]:
     os.environ["TRITON_INTERPRET"] = "1"       # read when @triton.jit runs below: the kernel is interpreted
@@ -159,7 +169,7 @@ def _docstring_safe(text) -> str:
 
 
 def render(launch, module, tensors: dict, params: dict, exact: bool, note: str, index: int, storages: int,
-           finals: list) -> str:
+           finals: list, foreign=None) -> str:
     options = {k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None}
     if not all(str(k).isidentifier() and isinstance(v, (bool, int, str)) and str(v).isprintable()
                for k, v in options.items()):
@@ -179,4 +189,4 @@ def render(launch, module, tensors: dict, params: dict, exact: bool, note: str, 
         grid=tuple(int(g) for g in launch.grid), options=_fmt(options),
         outputs=tuple(launch.outputs), exact=exact, storages=storages, finals=_fmt(finals),
         tensors=_fmt(tensors), descriptors=_fmt(descriptors), values=values, order=_fmt(list(params)),
-        missing=missing)
+        missing=missing, foreign=repr(str(foreign)) if foreign is not None else "None")

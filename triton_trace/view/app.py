@@ -33,6 +33,14 @@ from .tensormap import PlaneError
 # The page sends the token from its own URL (?token=) in this header with every API request. There is no
 # cookie: a cookie is sent to every port of the host, so another local app would receive it.
 TOKEN_HEADER = "X-TT-Token"
+# Cross-site requests. The page sends this header with every API request; a page on another origin can
+# send a GET (an <img>, a form, fetch(mode: "no-cors")) that makes the server do costly work (compile a
+# kernel, render a tensor) even though it cannot read the answer, but it cannot add a custom header
+# without a CORS preflight, which this app never approves (it sends no Access-Control-Allow-* header).
+# Where the browser says where a request comes from (Sec-Fetch-Site), only this origin or the user
+# (typing a URL: "none") may call the API. A shared server's token stands in for both.
+CLIENT_HEADER = "X-TT-Client"
+SAME_ORIGIN_SITES = frozenset({"same-origin", "none"})
 # Host names a server answers to. DNS rebinding: a web page whose own domain re-resolves to 127.0.0.1 is
 # same-origin with this server, so anything but these names is refused. A shared server also answers to
 # this machine's names, any IP literal (a rebinding attack needs a domain name), and the names passed as
@@ -71,7 +79,9 @@ def create_app(trace, token: Optional[str] = None, allowed_hosts=(), compare=Non
     second one, of the same kernels) the differences of their outputs on the tensor view.
 
     With ``token`` (a shared server), every page and API request must carry it (``?token=`` or the
-    ``X-TT-Token`` header). Requests whose Host is not an allowed name get 403 (see LOOPBACK_HOSTS).
+    ``X-TT-Token`` header). Without it, every API request must carry the ``X-TT-Client`` header and
+    must not come from another site (see CLIENT_HEADER). Requests whose Host is not an allowed name get
+    403 (see LOOPBACK_HOSTS).
     """
     trace = _as_trace(trace, "the web app shows")
     compare = _as_trace(compare, "compare=") if compare is not None else None
@@ -86,6 +96,7 @@ def create_app(trace, token: Optional[str] = None, allowed_hosts=(), compare=Non
     app.register_blueprint(pages)
     app.before_request(_check_host)
     app.before_request(_check_token)
+    app.before_request(_check_origin)
     app.after_request(_secure_headers)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(P.ApiError, lambda e: _error(str(e), e.status))
@@ -169,7 +180,23 @@ def _check_token():
     return None
 
 
+def _check_origin():
+    """Refuse an /api/ request a page on another origin could have sent, before its route runs."""
+    if not request.path.startswith("/api/") or current_app.config.get("TT_TOKEN"):
+        return None        # not the API, or a shared server whose token _check_token has already checked
+    site = request.headers.get("Sec-Fetch-Site", "").strip().lower()
+    if site and site not in SAME_ORIGIN_SITES:
+        return _error(f"API requests from another site (Sec-Fetch-Site: {site[:20]}) are refused; open the "
+                      f"triton_trace page itself; see README, 'The web UI'", 403)
+    if not request.headers.get(CLIENT_HEADER, "").strip():
+        return _error(f"API requests need the {CLIENT_HEADER} header (the triton_trace page sends it; a page "
+                      f"on another site cannot); add it: {CLIENT_HEADER}: 1", 403)
+    return None
+
+
 def _secure_headers(resp):
+    for name in [h for h in resp.headers.keys() if h.lower().startswith("access-control-allow-")]:
+        del resp.headers[name]     # never approve a CORS request or preflight (see CLIENT_HEADER)
     resp.headers["Content-Security-Policy"] = CSP
     resp.headers["X-Content-Type-Options"] = "nosniff"
     resp.headers["Referrer-Policy"] = "no-referrer"

@@ -12,9 +12,11 @@ target on the server's CPU (triton_trace.compiled, cached on disk), for the IR v
     ops                  global memory ops: op, instruction (ld / st / atom / cp.async / tma), direction,
                          vector_bytes, layout (kind and fields), shape, element, file index, line, ir_line
 
-A trace file may come from anyone: the kernel module is rebuilt only from imports of Triton, torch, numpy
-and math, constants and function definitions (compiled/source.py checks every statement), and all text
-goes to the page as JSON strings that the view puts in with textContent.
+A trace file may come from anyone: a launch from a file the user did not record or sign is not compiled at
+all (``error`` says so and names --trust); otherwise the kernel module is rebuilt only from imports of
+Triton, torch, numpy and math, constants and function definitions (compiled/source.py checks every
+statement, compiled/bodycheck.py every body of a file trusted by hand), and all text goes to the page as
+JSON strings that the view puts in with textContent.
 """
 from __future__ import annotations
 

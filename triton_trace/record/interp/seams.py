@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter as _ti
 from triton.runtime.autotuner import Autotuner, Heuristics
+from triton.runtime.driver import driver as _driver_config
 from triton.runtime.jit import JITFunction
 
 from ...errors import UnsupportedTritonVersion
@@ -34,13 +35,18 @@ SEAMS = (
     (_ti, "GridExecutor"), (_ti, "InterpretedFunction"), (_ti, "ReduceOps"), (_ti, "ScanOps"),
     (_ti, "InterpreterBuilder"), (_ti, "FunctionRewriter"), (tl.core, "tensor_descriptor_base"),
     (JITFunction, "run"), (Autotuner, "run"), (Heuristics, "run"),
+    (_driver_config, "_active"), (_driver_config, "_default"),      # activedriver.py (the CUDA redirect)
 )
+
+
+def _owner_name(owner) -> str:
+    """A class's or module's name, or an instance's class (Triton's DriverConfig object)."""
+    return getattr(owner, "__qualname__", None) or getattr(owner, "__name__", None) or type(owner).__name__
 
 
 def check_seams() -> list:
     """Names of hooked interpreter attributes that are missing in the installed Triton (empty when fine)."""
-    missing = [f"{getattr(owner, '__qualname__', None) or owner.__name__}.{name}" for owner, name in SEAMS
-               if not hasattr(owner, name)]
+    missing = [f"{_owner_name(owner)}.{name}" for owner, name in SEAMS if not hasattr(owner, name)]
     if hasattr(_ti, "_interpreter"):
         missing += [f"_interpreter.{n}" for n in ("load", "store", "atomic_rmw", "atomic_cas")
                     if not hasattr(_ti._interpreter, n)]

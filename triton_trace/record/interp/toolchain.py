@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import warnings
 
 import triton
@@ -44,20 +43,20 @@ def triton_version() -> str:
     return triton.__version__
 
 
-def import_module(text: str, path: str):
-    """Import the kernel module written at ``path`` (Triton's JIT reads a function's source from its file).
-    Written whole under another name and then renamed: another process may be importing the same module
-    (its name is the hash of its text) and must never read it half written."""
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+def import_module(text: str, folder: str):
+    """Import a kernel module from ``text`` through a file of a fresh random name in ``folder`` (Triton's JIT
+    reads a function's source from its file); returns (module, path). The file is made with O_EXCL (no
+    name to predict, no symlink followed) and its code compiled from the text here: no bytecode is written
+    or read, so nothing planted under ``__pycache__`` can stand in for it. The caller removes the file."""
+    fd, path = tempfile.mkstemp(prefix="k", suffix=".py", dir=folder)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
-    os.replace(tmp, path)
     name = "_triton_trace_kernel_" + os.path.basename(path)[:-3]
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module          # Triton resolves a jit function's module by name
-    spec.loader.exec_module(module)
-    return module
+    exec(compile(text, path, "exec", dont_inherit=True), module.__dict__)
+    return module, path
 
 
 class DeviceTensor:
