@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 import triton_trace
+from triton_trace.analysis.units import change, nbytes, percent
 
 
 @triton_trace.trace(outputs=("c_ptr",))
@@ -79,14 +80,15 @@ def main(argv=None):
     print(trace.summary())
     report = triton_trace.analyze(trace, l2_bytes=args.l2_kib * 1024, programs_in_flight=args.in_flight)
     print(report.summary())
-    print(f"\nL2 traffic (simulated L2 of {args.l2_kib} KiB, {args.in_flight} programs in flight):")
+    print(f"\nL2 traffic (simulated L2 of {nbytes(args.l2_kib * 1024)}, {args.in_flight} programs in flight):")
     dram = {}
     for launch, entry in zip(trace.launches, report.to_dict()["launches"]):
         m = entry["metrics"]
         dram[launch.args["GROUP_M"]] = m["dram_bytes_predicted"]
-        print(f"  GROUP_M={launch.args['GROUP_M']}: loads {m['load_bytes'] / 1024:8.1f} KiB, "
-              f"predicted DRAM traffic {m['dram_bytes_predicted'] / 1024:8.1f} KiB")
-    print(f"GROUP_M=4 moves {100 * (1 - dram[4] / dram[1]):.0f}% fewer bytes between L2 and DRAM than GROUP_M=1")
+        print(f"  GROUP_M={launch.args['GROUP_M']}: loads {nbytes(m['load_bytes'])}, "
+              f"predicted DRAM traffic {nbytes(m['dram_bytes_predicted'])}")
+    print(f"GROUP_M=4 moves {percent(1 - dram[4] / dram[1])} fewer bytes between L2 and DRAM than GROUP_M=1 "
+          f"({change(dram[1], dram[4])})")
     if not args.no_serve:
         triton_trace.launch(port=args.port)
 

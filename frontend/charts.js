@@ -1,7 +1,7 @@
 // Charts drawn with plotly.js. The host page supplies it (``plotly()``: the app serves it from /vendor/,
 // a notebook carries it once per page); it is asked for only once the rest of the view has painted: it is
 // large, and the grid must paint first.
-import { fmtBytes } from "./dom.js";
+import { fmtBytes, fmtSeconds } from "./units.js";
 
 // plotly reads a few HTML-like tags in its strings; names from the trace are shown literally instead
 const plotlyText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
@@ -9,7 +9,6 @@ const plotlyText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;")
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"] };
 const TITLE = { font: { size: 12 }, x: 0.01, xanchor: "left" };
 const note = (text) => ({ text, showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: "#6b7280" } });
-const fmtSeconds = (t) => t >= 1e-3 ? `${(t * 1e3).toPrecision(3)} ms` : t >= 1e-6 ? `${(t * 1e6).toPrecision(3)} µs` : `${(t * 1e9).toPrecision(3)} ns`;
 const BASE = { margin: { l: 58, r: 12, t: 34, b: 46 }, font: { size: 11, family: "system-ui, sans-serif" },
                paper_bgcolor: "#fff", plot_bgcolor: "#fafafa" };
 

@@ -2,7 +2,8 @@
 // (GET /api/launch/<i>/compiled?target=, triton_trace/view/compiledview.py): its resources, its global memory
 // ops as compiled, and its source beside one IR stage, linked line to line both ways. A compile takes
 // seconds, so the payload is asked for only once the panel is opened.
-import { basename, clear, fmtBytes, fmtPct, h, scrollIntoBox } from "./dom.js";
+import { clear, h, scrollIntoBox } from "./dom.js";
+import { fmtBytes, fmtPct, place } from "./units.js";
 
 export const STAGES = ["ttir", "ttgir", "ptx"];
 const STAGE_LABEL = { ttir: "TTIR", ttgir: "TTGIR", ptx: "PTX" };
@@ -177,7 +178,7 @@ export class CompiledPanel {
     this.srcRows = new Map();          // "file:line" -> row
     d.source.forEach((fn, k) => {
       const file = d.files[fn.file];
-      frag.append(h("div", { class: "fn-head", title: file }, `${basename(file)} · ${k ? "helper" : "kernel"}`));
+      frag.append(h("div", { class: "fn-head", title: file }, `${place(file)} · ${k ? "helper" : "kernel"}`));
       fn.lines.forEach((text, j) => {
         const line = fn.first_line + j, key = `${fn.file}:${line}`;
         const row = h("div", { class: "cl-src", "data-file": fn.file, "data-line": line },
@@ -193,7 +194,7 @@ export class CompiledPanel {
   opRows(d) {
     const body = clear(this.$("compiled-ops").querySelector("tbody")), kernelFile = d.source.length ? d.source[0].file : null;
     this.opTr = d.ops.map((o, k) => {
-      const where = !o.line ? "–" : o.file === kernelFile ? String(o.line) : `${basename(d.files[o.file])}:${o.line}`;
+      const where = !o.line ? "–" : o.file === kernelFile ? String(o.line) : place(d.files[o.file], o.line);
       const text = this.lineText(o.file, o.line);
       const tr = h("tr", { "data-k": k, class: `dir-${o.direction}` },
         h("td", { class: "num", title: o.file !== null ? d.files[o.file] : null }, where),
@@ -233,7 +234,7 @@ export class CompiledPanel {
       if (key) { if (!this.bySrc.has(key)) this.bySrc.set(key, []); this.bySrc.get(key).push(i); }
       const row = h("div", { class: "ir-line" + (s ? " has-src" : ""), "data-i": i },
         h("span", { class: "n" }, i + 1),
-        h("span", { class: "loc", title: s ? d.files[s[0]] : null }, s ? `${basename(d.files[s[0]])}:${s[1]}` : ""),
+        h("span", { class: "loc", title: s ? d.files[s[0]] : null }, s ? place(d.files[s[0]], s[1]) : ""),
         h("span", { class: "t" }, text));
       frag.append(row);
       return row;
@@ -273,7 +274,7 @@ export class CompiledPanel {
     if (this.hl.length && !(this.keepIr !== null && ir.includes(this.keepIr))) scrollIntoBox(this.hl[0]);
     this.$("compiled-ir").dataset.selected = key || "";
     this.$("compiled-status").textContent = sel
-      ? `line ${sel[1]}${sel[0] === this.data.source[0]?.file ? "" : ` of ${basename(this.data.files[sel[0]])}`}: ${ir.length} ${STAGE_LABEL[this.stage]} line(s)`
+      ? `line ${sel[1]}${sel[0] === this.data.source[0]?.file ? "" : ` of ${place(this.data.files[sel[0]])}`}: ${ir.length} ${STAGE_LABEL[this.stage]} line(s)`
       : "click a source line, an IR line or a memory op";
   }
 

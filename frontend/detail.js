@@ -1,5 +1,6 @@
 // Program detail (its ops in order), the kernel source with per-line margin metrics, and findings.
-import { basename, clear, fmtBytes, fmtMetric, fmtNum, fmtPct, h, pidText, scrollIntoBox } from "./dom.js";
+import { clear, fmtNum, h, pidText, scrollIntoBox } from "./dom.js";
+import { fmtBytes, fmtMetric, fmtPct, place } from "./units.js";
 
 export class ProgramDetail {
   // onOp(seq, t0): an op was clicked; onCompiled(seq): its "IR" link was (open the Compiled panel at its line)
@@ -50,7 +51,7 @@ export class ProgramDetail {
       const kind = this.kinds[o.kind[i]] || "?";
       const mem = o.kind[i] < 10;
       const cls = [mem ? "" : "compute", o.oob[i] ? "oob" : ""].join(" ").trim();
-      const line = o.line[i] ? (files[o.file[i]] === src ? String(o.line[i]) : `${basename(files[o.file[i]])}:${o.line[i]}`) : "–";
+      const line = o.line[i] ? (files[o.file[i]] === src ? String(o.line[i]) : place(files[o.file[i]], o.line[i])) : "–";
       const kcls = "kind " + (kind.startsWith("atomic") ? "atomic" : kind);
       const tr = h("tr", { "data-seq": o.seq[i], class: cls || null },
         h("td", { class: "num" }, o.seq[i]), h("td", { class: kcls }, kind),
@@ -120,7 +121,7 @@ export class SourceView {
 
   set(launch, findings) {
     const s = launch.source, box = clear(this.$("source"));
-    this.$("source-file").textContent = s.file ? basename(s.file) : "source not recorded";
+    this.$("source-file").textContent = s.file ? place(s.file) : "source not recorded";
     this.$("source-file").title = s.file || "";
     const margin = new Map(s.margin.line.map((ln, i) => [ln, i]));
     const flagged = new Set(findings.line.filter((x) => x !== null));

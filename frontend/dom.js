@@ -24,26 +24,12 @@ export function h(tag, attrs, ...children) {
 
 export function clear(el) { el.replaceChildren(); return el; }
 
-export function fmtBytes(n) {
-  if (n === null || n === undefined) return "–";
-  const u = ["B", "KB", "MB", "GB", "TB"];
-  let i = 0, v = Number(n);
-  while (Math.abs(v) >= 1024 && i < u.length - 1) { v /= 1024; i++; }
-  return (i === 0 ? String(Math.round(v)) : v.toFixed(v < 10 ? 2 : 1)) + " " + u[i];
-}
-export function fmtPct(x) { return x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%"; }
 export function fmtNum(x) {
   if (x === null || x === undefined) return "–";
   if (typeof x !== "number") return String(x);
   if (Number.isInteger(x)) return x.toLocaleString("en-US");
   const a = Math.abs(x);
   return a !== 0 && (a < 1e-3 || a >= 1e6) ? x.toExponential(3) : String(Number(x.toPrecision(5)));
-}
-export function fmtMetric(key, v) {
-  if (v === null || v === undefined) return "–";
-  if (key.endsWith("_bytes")) return fmtBytes(v);
-  if (key.endsWith("_share") || key.endsWith("_efficiency")) return fmtPct(v);
-  return fmtNum(v);
 }
 
 // viridis, sampled at 9 stops; t in [0, 1]
@@ -95,8 +81,6 @@ export function sizeCanvas(canvas, w, h) {
 }
 
 export function pidText(p) { return "(" + p.join(", ") + ")"; }
-
-export function basename(p) { return String(p || "").split(/[\\/]/).pop(); }
 
 // Scroll an element of a scrolling panel into view, in the next frame: reading its position right after
 // the DOM changed would force a synchronous layout in the middle of a click.

@@ -1,5 +1,6 @@
 // The program grid: one canvas cell per program (or block of programs), coloured by a metric.
-import { clear, fmtMetric, gradientCss, h, pidText, rampColor, sizeCanvas } from "./dom.js";
+import { clear, gradientCss, h, pidText, rampColor, sizeCanvas } from "./dom.js";
+import { fmtMetric } from "./units.js";
 
 const MAX_WIDTH = 356;
 const NONE = [229, 231, 235];      // programs that recorded nothing

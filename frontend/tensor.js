@@ -1,5 +1,6 @@
 // The tensor view: the elements one op, one program or every program touched, on a 2-D plane.
 import { clear, fmtNum, gradientCss, h, pidText, programColor, rampColor, rgb, sizeCanvas } from "./dom.js";
+import { fmtPct } from "./units.js";
 
 const KIND_COLOR = { 1: [37, 99, 235], 2: [234, 88, 12], 3: [124, 58, 237] };
 const KIND_TEXT = { 1: "loaded", 2: "stored", 3: "loaded and stored" };
@@ -289,7 +290,7 @@ export class TensorView {
     if (i === undefined) { this.$("tensor-hover").textContent = `${where} · not touched${diffText}`; return; }
     const c = d.cells, parts = [where, KIND_TEXT[c.kinds[i]] || ""];
     if (c.value && c.value[i] !== null && c.value[i] !== undefined) parts.push(`value ${fmtNum(c.value[i])}`);
-    if (c.fill) parts.push(`${(100 * c.fill[i]).toFixed(0)}% of the cell touched`);
+    if (c.fill) parts.push(`${fmtPct(c.fill[i])} of the cell touched`);
     if (c.lanes) parts.push(`${c.lanes[i]} lane(s)`);
     if (c.program) parts.push(`program ${pidText(this.pidOf(c.program[i]))}`);
     if (c.writer && c.writer[i] >= 0) parts.push(`last written by program ${pidText(this.pidOf(c.writer[i]))}`);

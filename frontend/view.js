@@ -6,9 +6,10 @@ import { BlockView } from "./block.js";
 import { Charts } from "./charts.js";
 import { CompiledPanel, compiledKey, parseCompiled } from "./compiled.js";
 import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
-import { clear, fmtBytes, fmtNum, fmtPct, h, pidText, scoped } from "./dom.js";
+import { clear, fmtNum, h, pidText, scoped } from "./dom.js";
 import { ProgramGrid } from "./grid.js";
 import { TensorView } from "./tensor.js";
+import { fmtBytes, fmtPct, fmtSig } from "./units.js";
 
 if (!window.ttPerf) window.ttPerf = [];   // {what, ms}: click-to-update latencies, read by the benchmark
 
@@ -212,7 +213,7 @@ export function mount(root, host) {
     if (m.sector_efficiency !== undefined) box.append(stat("sector efficiency", fmtPct(m.sector_efficiency)));
     if (m.dram_bytes_predicted !== undefined) box.append(stat("DRAM bytes (predicted)", fmtBytes(m.dram_bytes_predicted)));
     if (m.flops !== undefined) box.append(stat("FLOPs", fmtNum(m.flops)));
-    if (m.arithmetic_intensity !== undefined && m.arithmetic_intensity !== null) box.append(stat("FLOP/byte", fmtNum(m.arithmetic_intensity)));
+    if (m.arithmetic_intensity !== undefined && m.arithmetic_intensity !== null) box.append(stat("FLOP/byte", fmtSig(m.arithmetic_intensity)));
     box.append(stat("findings", String(L.findings)));
     if (!L.completed) box.append(h("span", { class: "flag bad" }, `incomplete: ${L.error || "a program failed"}`));
     if (L.values_truncated) box.append(h("span", { class: "flag" }, "values truncated (the value cap was hit)"));

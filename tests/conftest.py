@@ -18,7 +18,7 @@ def _fresh_trace():
 
 # Triton's own test suite, vendored as test data: run through tests/triton_suite/run_suite.py, never
 # collected as part of this project's tests.
-collect_ignore = ["triton_suite", "plugin_suite", "plugin_suite_gpu", "cuda_suite"]
+collect_ignore = ["triton_suite", "plugin_suite", "plugin_suite_gpu", "cuda_suite", "cuda_suite_bad"]
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import torch
 import triton
 
 import triton_trace
+from triton_trace.analysis.units import change
 from triton_trace.compiled.occupancy import occupancy
 from triton_trace.compiled.source import kernel_module
 from triton_trace.errors import CompileError, TraceUsageError
@@ -267,7 +268,7 @@ def test_group_m_what_if_equals_tracing_with_that_group_size():
     assert not any("GROUP_M=8" in h["message"] for h in g1["hints"])
     assert g8["metrics"]["dram_read_bytes"] == g1["metrics"]["dram_read_bytes"]
     before, after = g1["metrics"]["dram_read_bytes"], g4["metrics"]["dram_read_bytes"]
-    assert f"({before / 1e6:,.1f} MB -> {after / 1e6:,.1f} MB)" in hint["message"] and before != after
+    assert f"({change(before, after)})" in hint["message"] and before != after
     src = open(g1["ops"][0]["file"]).read().splitlines()
     assert "GROUP_M" in src[hint["line"] - 1]
     assert triton_trace.analyze(_matmul_trace(1), **{**kw, "what_if": False}).to_dict()["launches"][0]["hints"] == \
@@ -283,7 +284,7 @@ def test_other_gpu_what_if_equals_analysing_for_that_gpu():
     if abs(want - h200["metrics"]["dram_read_bytes"]) < 0.05 * h200["metrics"]["dram_read_bytes"]:
         assert not hints            # under the hint threshold
     else:
-        assert f"-> {want / 1e6:,.1f} MB)" in hints[0]["message"]
+        assert f"{change(h200['metrics']['dram_read_bytes'], want)})" in hints[0]["message"]
 
 
 def test_analysing_a_trace_never_imports_what_it_names(tmp_path):

@@ -30,8 +30,8 @@ EXPECTED = {
                       r"no findings"],
     "layer_norm": [r"match torch", r"layer_norm_bwd_dx grid=\(32, 1, 1\).*atomic_cas=32",
                    r"program 0 memory ops: atomic_cas, atomic_xchg, load, store", r"layer_norm_bwd_dwdb"],
-    "matmul_grouped": [r"GROUP_M=1: loads .* KiB, predicted DRAM traffic", r"GROUP_M=4: loads",
-                       r"GROUP_M=4 moves \d+% fewer bytes"],
+    "matmul_grouped": [r"GROUP_M=1: loads [\d.]+ [kMG]?B, predicted DRAM traffic", r"GROUP_M=4: loads",
+                       r"GROUP_M=4 moves [\d.]+% fewer bytes"],
     "out_of_bounds": [r"out_of_bounds: program \[0, 0, 0\], line \d+, tensor x_ptr, element offsets \[-1\]",
                       r"out_of_bounds: program \[7, 0, 0\], line \d+, tensor x_ptr, element offsets \[1000\]",
                       r"the fixed kernel: 0 finding\(s\)"],
@@ -73,8 +73,10 @@ def test_example_runs(results, name):
 
 def test_grouped_matmul_predicts_less_dram_traffic(results):
     out = results["matmul_grouped"].stdout
-    dram = {int(g): float(v) for g, v in re.findall(r"GROUP_M=(\d+): loads .*predicted DRAM traffic\s+([\d.]+) KiB", out)}
-    loads = set(re.findall(r"GROUP_M=\d+: loads\s+([\d.]+) KiB", out))
+    scale = {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+    dram = {int(g): float(v) * scale[u]
+            for g, v, u in re.findall(r"GROUP_M=(\d+): loads .*predicted DRAM traffic ([\d.]+) ([kMG]?B)", out)}
+    loads = set(re.findall(r"GROUP_M=\d+: loads ([\d.]+ [kMG]?B)", out))
     assert len(loads) == 1                     # the same bytes are loaded either way
     assert dram[4] < dram[1]
 

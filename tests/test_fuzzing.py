@@ -61,7 +61,8 @@ def test_a_found_failure_comes_back_first_from_the_database(tmp_path):
 
 
 def test_replay_and_the_pytest_decorator():
-    assert "out_of_bounds" in triton_trace.fuzz.replay(lambda c: S.run_scale(S.scale_unmasked, c), {"n": 65})
+    with pytest.raises(triton_trace.FuzzFailure, match="out_of_bounds"):
+        triton_trace.fuzz.replay(lambda c: S.run_scale(S.scale_unmasked, c), {"n": 65})
     assert triton_trace.fuzz.replay(lambda c: S.run_scale(S.scale_masked, c), {"n": 65}) is None
 
     @triton_trace.fuzz.given(dims={"n": (1, 2000)}, blocks=(64,), max_examples=20, database=None,

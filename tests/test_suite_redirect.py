@@ -154,7 +154,9 @@ def test_generator_and_rng_state():
         assert torch.equal(b, torch.rand(4, device="cuda"))
         with torch.random.fork_rng():
             torch.rand(100, device="cuda")
-        assert torch.cuda.default_generators[0] is torch.default_generator
+        # CUDA's generator: the CPU's, or (with its Philox (seed, offset) state) one drawing from the CPU's
+        cuda_gen = torch.cuda.default_generators[0]
+        assert cuda_gen is torch.default_generator or cuda_gen.cpu is torch.default_generator
 
 
 @pytest.mark.parametrize("key", sorted(GPUS))

@@ -158,11 +158,11 @@ def test_hints_name_the_wasted_lanes_and_the_strided_reads():
     line = marked_line(V.row_sum_wide_block, "# HINT")
     masked = next(h for h in hints if h["kind"] == "masked_lanes")
     assert masked["line"] == line and masked["tensor"] == "x_ptr" and masked["saving"] == pytest.approx(0.75)
-    assert "75% of the lanes of the load of 'x_ptr'" in masked["message"] and "(256) is 4.0x" in masked["message"]
+    assert "75% of the lanes of the load of 'x_ptr'" in masked["message"] and "(256) is 4x" in masked["message"]
     assert f"{512 * (256 - 64):,} fewer lanes" in masked["effect"]
     strided = next(h for h in hints if h["kind"] == "uncoalesced")
     assert strided["line"] == line and "strides by 512 elements" in strided["message"]
-    assert "uses 12% of the bytes" in strided["message"]          # 4 of every 32 bytes
+    assert "uses 12.5% of the bytes" in strided["message"]        # 4 of every 32 bytes
     clean, _ = run(V.softmax, (6,), torch.randn(6, 40), torch.empty(6, 40), 40, BLOCK=64)
     assert triton_trace.analyze(clean).to_dict()["launches"][0]["hints"] == []   # 38% masked: a power of two
 

@@ -90,7 +90,8 @@ def _split_run_args(args) -> None:
 
 
 def cmd_run(args) -> int:
-    from .record.session import current_trace, reset, trace_all
+    from .model import Trace
+    from .record.session import every_launch, reset, trace_all
     _split_run_args(args)
     script = args.script
     if not os.path.isfile(script):
@@ -110,9 +111,9 @@ def cmd_run(args) -> int:
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [script] + list(args.script_args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    try:
-        with trace_all(programs=programs, values=not args.no_values,
-                       kernels=args.kernel or None, inputs=bool(args.inputs)):
+    try:        # every launch of the run: a script that resets between its checks keeps its buggy launch
+        with every_launch() as launches, trace_all(programs=programs, values=not args.no_values,
+                                                   kernels=args.kernel or None, inputs=bool(args.inputs)):
             runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
@@ -124,7 +125,7 @@ def cmd_run(args) -> int:
         status = 1
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    trace = current_trace()
+    trace = Trace(tuple(launches))
     try:
         trace.save(out)           # written to a temporary file and renamed: never a partial trace file
     except OSError as e:
@@ -155,38 +156,32 @@ def cmd_repro(args) -> int:
         script = launch.reproducer(out, data=args.data, index=index)
     except TritonTraceError as e:
         raise CliError(str(e)) from None
-    exact = "exact inputs" if "EXACT = True" in open(script, encoding="utf-8").read() else "statistical inputs"
+    text = open(script, encoding="utf-8").read()
+    exact = "exact inputs" if "EXACT = True" in text else "statistical inputs"
     if launch.provenance in ("untrusted", "trusted"):
         print(f"triton-trace: wrote {script} ({exact}) from {args.trace}, a trace file you did not record: its "
               f"kernel code comes from that file. Read the script, then run: python {script} --trust "
               f"[--plain | --gpu]", file=sys.stderr)
     else:
         print(f"triton-trace: wrote {script} ({exact}); run: python {script} [--plain | --gpu]", file=sys.stderr)
+    if "'kind': 'out_of_bounds'" in text:      # untraced, those accesses land outside the tensors
+        print("triton-trace: the launch accesses memory out of bounds: --plain and --gpu run it only with --force",
+              file=sys.stderr)
     return 0
 
 
 def cmd_ir(args) -> int:
     from .errors import TritonTraceError
+    from .view.compiledview import ir_listing
     trace = _load(args.trace, args.trust)
     launch = _launch_of(trace, args.launch, args.trace)
     try:
         compiled = launch.compiled(target=args.target)
+        text = json.dumps(compiled.to_dict(), indent=1) if args.json and args.stage == "summary" else \
+            "\n".join(ir_listing(launch, compiled, args.stage))
     except TritonTraceError as e:
         raise CliError(str(e)) from None
-    if args.stage == "summary":
-        print(json.dumps(compiled.to_dict(), indent=1) if args.json else compiled)
-        if not args.json:
-            for o in compiled.ops:
-                lay = o["layout"] or {}
-                print(f"  {os.path.basename(o['file'] or '?')}:{o['line']} {o['op']} as {o['instruction']}, "
-                      f"{o['vector_bytes'] or '?'} B per access, {lay.get('kind', '?')} "
-                      f"sizePerThread={lay.get('sizePerThread')} threadsPerWarp={lay.get('threadsPerWarp')} "
-                      f"warpsPerCTA={lay.get('warpsPerCTA')}")
-        return 0
-    text, where = compiled.ir[args.stage].splitlines(), compiled.lines[args.stage]
-    for line, loc in zip(text, where):
-        tag = f"{os.path.basename(loc[0])}:{loc[1]}" if loc else ""
-        print(f"{tag:>24}  {line}")
+    print(text)
     return 0
 
 
@@ -217,12 +212,8 @@ def cmd_report(args) -> int:
     trace = _load(args.trace, args.trust)
     from .analysis import analyze
     report = analyze(trace)
-    if args.json:
-        json.dump(report.to_dict(), sys.stdout, sort_keys=True, indent=1)
-        sys.stdout.write("\n")
-    else:
-        print(report.summary())
-    return EXIT_FINDINGS if report.findings else 0
+    text = json.dumps(report.to_dict(), sort_keys=True, indent=1) if args.json else report.summary()
+    return _emit(text, EXIT_FINDINGS if report.findings else 0)
 
 
 def cmd_diff(args) -> int:
@@ -233,12 +224,8 @@ def cmd_diff(args) -> int:
     a, b = _load(args.a, args.trust), _load(args.b, args.trust)
     from .analysis.diff import diff
     result = diff(a, b, rtol=args.rtol, atol=args.atol, analyze=not args.outputs_only)
-    if args.json:
-        json.dump(result.to_dict(), sys.stdout, sort_keys=True, indent=1)
-        sys.stdout.write("\n")
-    else:
-        print(result.summary())
-    return EXIT_FINDINGS if result.outputs_differ else 0
+    text = json.dumps(result.to_dict(), sort_keys=True, indent=1) if args.json else result.summary()
+    return _emit(text, EXIT_FINDINGS if result.outputs_differ else 0)
 
 
 def _diff_gpu(argv: list) -> int:
@@ -262,11 +249,25 @@ def _diff_gpu(argv: list) -> int:
                 status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-    for r in results:
-        print(r.summary())
     bad = [r for r in results if not r.ok]
     print(f"triton-trace: {len(results)} launch(es) compared, {len(bad)} differ", file=sys.stderr)
-    return EXIT_FINDINGS if bad else status
+    return _emit("\n".join(r.summary() for r in results), EXIT_FINDINGS if bad else status)
+
+
+def _emit(text: str, status: int) -> int:
+    """Print ``text`` and return ``status``, also when the reader left early (``| head``, ``| grep -q``): a CI
+    gate reads the findings from the status."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+    return status
+
+
+def _drop_stdout() -> None:
+    """Point stdout at devnull: the interpreter's last flush would fail again and exit 120."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -387,7 +388,8 @@ def main(argv=None) -> int:
     except CliError as e:
         print(f"triton-trace: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except BrokenPipeError:
+    except BrokenPipeError:       # view, ir, repro: their output is the result; a reader that left wants no more
+        _drop_stdout()
         return 0
     except KeyboardInterrupt:
         print("triton-trace: interrupted", file=sys.stderr)

@@ -4,8 +4,9 @@ Kernel bugs hide in sizes nobody tried: one past a block, a row length that is n
 non-contiguous view. ``fuzz`` draws problem shapes with Hypothesis (sizes around the kernel's block sizes,
 primes, powers of two and anything in range; memory layouts; dtypes), runs ``run(case)`` with every launch
 traced, and fails a case whose launches have findings or whose outputs differ from ``reference(case)``.
-Hypothesis then shrinks the failure to the smallest failing case, reports it with a line that replays it,
-and keeps it in its example database so the next run tries it first.
+Hypothesis then shrinks the failure to the smallest failing case, reports it with a line that replays it
+(pasted, it raises the same failure), and keeps it in its example database so the next run tries it first.
+A ``seed`` draws the same cases every run; the saved failures of this run's target come first either way.
 
 ``run(case)`` builds its inputs with ``case.make(shape)`` (random values, the drawn dtype and layout),
 launches the kernel and returns the outputs (a tensor or a tuple of them); ``reference(case)`` returns
@@ -16,6 +17,7 @@ pytest. Hypothesis is needed only when fuzzing: ``pip install triton-trace[fuzz]
 from __future__ import annotations
 
 import functools
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
@@ -64,8 +66,11 @@ class Case:
             return view
         return values(shape)
 
-    def replay(self) -> str:
-        return f"triton_trace.fuzz.replay(run, {self.dims!r}, dtype={self.dtype!r}, layout={self.layout!r}, seed={self.seed})"
+    def replay(self, run: str = "run", reference: Optional[str] = None, kinds=None) -> str:
+        """The line that runs this case again: ``run`` and ``reference`` are the names to call them by."""
+        extra = (f", reference={reference}" if reference else "") + (f", kinds={sorted(kinds)!r}" if kinds else "")
+        return (f"triton_trace.fuzz.replay({run}, {self.dims!r}, dtype={self.dtype!r}, layout={self.layout!r}, "
+                f"seed={self.seed}{extra})")
 
 
 def _sizes(lo: int, hi: int, blocks: Sequence[int]):
@@ -121,8 +126,7 @@ def fuzz(run: Callable, reference: Optional[Callable] = None, *, dims: dict, blo
     run; ``database=None`` keeps no failures between runs. Raises ``FuzzFailure`` with the smallest failing
     case; returns a summary dict when every case passed."""
     try:
-        from hypothesis import given, settings, strategies as st, HealthCheck, Phase
-        from hypothesis.database import DirectoryBasedExampleDatabase
+        from hypothesis import given, seed as seeded, settings, strategies as st, HealthCheck, Phase
     except ImportError:
         raise TraceUsageError("triton_trace.fuzz needs Hypothesis: pip install 'triton-trace[fuzz]'") from None
     bad_layouts = set(layouts) - set(LAYOUTS)
@@ -135,9 +139,21 @@ def fuzz(run: Callable, reference: Optional[Callable] = None, *, dims: dict, blo
         dtype=st.sampled_from(list(dtypes)), layout=st.sampled_from(list(layouts)), seed=st.integers(0, 3))
     failures: list = []
     ran = [0]
+    saved = _Saved(database, _target(run, reference, dims, layouts, dtypes, kinds)) if database else None
+    replay_line = lambda case: case.replay(_name(run, "run"), _name(reference, "reference"), kinds)
+    t0 = time.perf_counter()
+    for case in saved.cases() if saved else ():      # the failures of earlier runs first, as they were shrunk
+        ran[0] += 1
+        why = check_case(run, reference, case, kinds)
+        if why is None:
+            saved.forget(case)                          # fixed since
+            continue
+        err = _failure(case, why, replay_line(case))
+        err.examples, err.first_failure = ran[0], case
+        raise err
 
-    @settings(max_examples=max_examples, deadline=None, derandomize=seed is not None, print_blob=False,
-              database=DirectoryBasedExampleDatabase(database) if database else None,
+    # database=None: Hypothesis refuses one beside a seed (``@seed`` and derandomize); _Saved keeps failures
+    @settings(max_examples=max_examples, deadline=None, print_blob=False, database=None,
               suppress_health_check=list(HealthCheck), phases=list(Phase))
     @given(strategy)
     def prop(case):
@@ -147,22 +163,90 @@ def fuzz(run: Callable, reference: Optional[Callable] = None, *, dims: dict, blo
             failures.append((case, why))
             raise AssertionError(why)
 
-    t0 = time.perf_counter()
     try:
-        prop()
+        (seeded(seed)(prop) if seed is not None else prop)()
     except AssertionError:
         case, why = failures[-1]          # the last failure Hypothesis saw is the shrunk one it reports
-        err = FuzzFailure(f"smallest failing case: {case.dims}, dtype {case.dtype}, layout {case.layout}, "
-                          f"seed {case.seed}: {why}\n  replay it: {case.replay()}", case)
+        if saved:
+            saved.keep(case)
+        err = _failure(case, why, replay_line(case))
         err.examples, err.first_failure = ran[0], failures[0][0]
         raise err from None
     return {"examples": ran[0], "seconds": round(time.perf_counter() - t0, 3)}
 
 
+def _failure(case: Case, why: str, line: str) -> FuzzFailure:
+    return FuzzFailure(f"smallest failing case: {case.dims}, dtype {case.dtype}, layout {case.layout}, "
+                       f"seed {case.seed}: {why}\n  replay it: {line}", case)
+
+
+def _name(fn: Optional[Callable], default: str) -> Optional[str]:
+    """What the printed replay line calls ``fn``: its own name when it has one (a lambda does not), and the
+    test function itself for ``fuzz.given`` (its decorated name is the whole fuzz)."""
+    if fn is None:
+        return None
+    test = getattr(fn, "_fuzz_test", None)
+    if test is not None:
+        return f"{test.__name__}.__wrapped__" if test.__name__.isidentifier() else default
+    name = getattr(fn, "__name__", "")
+    return name if name.isidentifier() else default
+
+
+def _target(*parts) -> bytes:
+    """A key of the fuzz target: the run's and the reference's code and the drawn space."""
+    import hashlib
+    import inspect
+    h = hashlib.sha256()
+    for p in parts:
+        fn = getattr(p, "_fuzz_test", p)
+        if callable(fn):
+            try:
+                p = inspect.getsource(fn)
+            except (OSError, TypeError):        # defined where no source is kept: its name stands in
+                p = getattr(fn, "__qualname__", "")
+            p = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}\n{p}"
+        h.update(repr(p).encode() + b"\0")
+    return b"triton_trace.fuzz." + h.hexdigest()[:32].encode()
+
+
+class _Saved:
+    """The shrunk failures of one fuzz target, in an example database folder under a key of the target (its
+    code and drawn space). Not Hypothesis's own use of it: a seed turns that off, and it keys entries by the
+    test function, the one inner function every fuzz() shares, so a passing target would drop another's."""
+
+    def __init__(self, path: str, key: bytes):
+        from hypothesis.database import DirectoryBasedExampleDatabase
+        self.db, self.key = DirectoryBasedExampleDatabase(path), key
+
+    @staticmethod
+    def _value(case: Case) -> bytes:
+        return json.dumps([case.dims, case.dtype, case.layout, case.seed], sort_keys=True).encode()
+
+    def cases(self) -> list:
+        out = []
+        for value in sorted(self.db.fetch(self.key)):
+            try:
+                dims, dtype, layout, seed = json.loads(value)
+                out.append(Case({str(k): int(v) for k, v in dims.items()}, str(dtype), str(layout), int(seed)))
+            except (ValueError, TypeError, AttributeError):     # not ours, or damaged: tried no more
+                self.db.delete(self.key, value)
+        return sorted(out, key=lambda c: (sorted(c.dims.items()), c.dtype, c.layout, c.seed))
+
+    def keep(self, case: Case) -> None:
+        self.db.save(self.key, self._value(case))
+
+    def forget(self, case: Case) -> None:
+        self.db.delete(self.key, self._value(case))
+
+
 def replay(run: Callable, dims: dict, dtype: str = "float32", layout: str = "contiguous", seed: int = 0,
-           reference: Optional[Callable] = None) -> Optional[str]:
-    """Run one case again, traced and checked, as ``FuzzFailure`` prints it; what failed, or None."""
-    return check_case(run, reference, Case(dict(dims), dtype, layout, seed))
+           reference: Optional[Callable] = None, kinds=None) -> None:
+    """Run one case again, traced and checked, as ``FuzzFailure`` prints it: raises the same FuzzFailure when
+    it still fails, returns None when it passes."""
+    case = Case(dict(dims), dtype, layout, seed)
+    why = check_case(run, reference, case, kinds)
+    if why is not None:
+        raise _failure(case, why, case.replay(_name(run, "run"), _name(reference, "reference"), kinds))
 
 
 def given(*, dims: dict, reference: Optional[Callable] = None, **options):
@@ -171,7 +255,10 @@ def given(*, dims: dict, reference: Optional[Callable] = None, **options):
     def decorate(test):
         @functools.wraps(test)
         def wrapper(*args, **kwargs):
-            return fuzz(lambda case: test(case, *args, **kwargs), reference, dims=dims, **options)
+            def run(case):
+                return test(case, *args, **kwargs)
+            run._fuzz_test = test
+            return fuzz(run, reference, dims=dims, **options)
         wrapper.__signature__ = _without_case(test)
         return wrapper
     return decorate

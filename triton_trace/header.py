@@ -126,9 +126,12 @@ def _check_meta(meta, where: str) -> None:
     if meta is None:
         return
     _typed(meta, dict, where)
-    unknown = set(meta) - {"execution", "assert_failed", "nonfinite", "overflow", "module"}
+    # (poisoned: arguments from a poisoned torch.empty, record/poison.py; the sanitizer reads them)
+    unknown = set(meta) - {"execution", "assert_failed", "nonfinite", "overflow", "module", "poisoned"}
     if unknown:
         raise HeaderError(f"{where} has unknown keys {sorted(unknown)[:5]}")
+    if "poisoned" in meta:
+        _list_of(meta["poisoned"], str, f"{where}.poisoned")
     ex = meta.get("execution")
     if ex is not None:
         _typed(ex, dict, f"{where}.execution")

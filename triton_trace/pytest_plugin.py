@@ -12,7 +12,8 @@ the controller prints one summary from the reports the workers send back.
   the interpreter); ``@pytest.mark.triton_trace(expect="race")``
   (a kind or a list): the test must produce those findings, and others still fail it.
 - ``--triton-trace-dir DIR``: the trace of every failing test is saved there, and the failure names the
-  ``triton-trace view`` command that opens it.
+  ``triton-trace view`` command that opens it. Ctrl-C keeps them, and saves the launches the interrupted
+  test made so far; pytest still prints the summary, which names that file.
 - ``--tt-findings=fail|warn|off``: what findings do to a test (default fail; warn: a pytest warning; off:
   not analysed, launches only counted).
 
@@ -20,9 +21,11 @@ the controller prints one summary from the reports the workers send back.
 ``triton_trace.suite.cuda_on_cpu`` is installed before conftest files are imported (a library's conftest
 may read ``torch.cuda.get_device_capability()`` at import) and stays until the run ends; GPU is a key of
 the analysis's table (H200 by default). ``torch.empty`` is poisoned (``--tt-poison=off`` leaves it), a test
-that needs what only a GPU has (a CUDA graph, a kernel's inline assembly: ``RequiresGPU``) is skipped with
-"requires a GPU: <what>", ``triton.testing.do_bench`` answers a predicted time, and the summary counts the
-*hollow* tests: passed without launching a single Triton kernel (they tested torch, not a kernel).
+that needs what only a GPU has (a CUDA graph, a kernel's inline assembly, a CUDA extension or a module
+that loads CUDA's libraries: ``RequiresGPU``) is skipped with "requires a GPU: <what>" (a test file that
+cannot be imported without one is skipped as a whole, instead of stopping the run at collection),
+``triton.testing.do_bench`` answers a predicted time, and the summary counts the *hollow* tests: passed
+without launching a single Triton kernel (they tested torch, not a kernel).
 """
 from __future__ import annotations
 
@@ -116,9 +119,15 @@ def _kinds(text):
     return kinds
 
 
+# a module built for CUDA that cannot load without it: its libraries, or its symbols in torch's CUDA build
+_CUDA_ONLY = re.compile(r"\blib(cuda|cudart|cublas(Lt)?|cudnn\w*|nvrtc|nvJitLink|nccl|nvidia-ml|cufft|curand|cusparse"
+                        r"|cusolver|nvToolsExt|c10_cuda|torch_cuda)\b|undefined symbol: \S*cuda|\bCUDA_HOME\b", re.I)
+
+
 def _gpu_only(exc: BaseException, cuda: bool):
     """What only a GPU can do, named, when ``exc`` (or a cause or context of it) is a RequiresGPU, or (under
-    --tt-cuda) a kernel's inline assembly the interpreter cannot run; else None."""
+    --tt-cuda) a kernel's inline assembly the interpreter cannot run or a module that loads CUDA's
+    libraries (an ImportError or OSError naming them); else None."""
     from .errors import RequiresGPU, UnsupportedOp
     seen = set()
     while exc is not None and id(exc) not in seen:
@@ -126,9 +135,28 @@ def _gpu_only(exc: BaseException, cuda: bool):
             return exc.what
         if cuda and isinstance(exc, UnsupportedOp) and exc.op.startswith("inline_asm"):
             return f"inline assembly (tl.{exc.op} in kernel '{exc.kernel}' at {exc.file}:{exc.line})"
+        if cuda and isinstance(exc, (ImportError, OSError)) and _CUDA_ONLY.search(str(exc)):
+            return f"a module built for CUDA ({type(exc).__name__}: {str(exc).splitlines()[0][:160]})"
         seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
+        exc = exc.__cause__ or exc.__context__ or getattr(exc, "cause", None)     # (a conftest's)
     return None
+
+
+def _where(collector, exc: BaseException) -> tuple:
+    """(file, line) of the import that failed: the test file's (or the folder's conftest's) last line in
+    ``exc``'s traceback, or line 1."""
+    conftest = None if isinstance(exc, ImportError) else getattr(exc, "path", None)   # (ConftestImportFailure)
+    path = str(conftest or getattr(collector, "path", "") or "")
+    line, seen = 1, set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == path:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        exc = exc.__cause__ or exc.__context__
+    return path, line
 
 
 class _Sanitizer:
@@ -139,8 +167,34 @@ class _Sanitizer:
         self.cuda = REDIRECT in config.stash
         self.results: list = []        # (nodeid, launches, kinds found, failed) from every worker's reports
         self.hollow: list = []         # node ids of tests that passed with no traced launch
-        self.requires_gpu: dict = {}   # what -> tests skipped for it
+        self.requires_gpu: dict = {}   # what -> tests (or files, at collection) skipped for it
         self.bench = 0                 # do_bench calls answered with a predicted time
+        self.interrupted = None        # (test, traced launches, saved trace or None) where Ctrl-C stopped the run
+        self.saved: list = []          # traces this process saved in --triton-trace-dir
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector):
+        """A test file (or a folder, through its conftest) that cannot even be imported without a GPU is
+        skipped, as its tests would be, instead of failing collection, which stops the whole run."""
+        report = yield
+        call = getattr(report, "call", None)
+        excinfo = getattr(call, "excinfo", None)
+        if not self.cuda or not report.failed or excinfo is None:
+            return report
+        what = _gpu_only(excinfo.value, True)
+        if what is None:
+            return report
+        skipped = pytest.CollectReport(report.nodeid, "skipped", (*_where(collector, excinfo.value),
+                                                                  f"{REQUIRES_GPU}{what}"), [])
+        skipped.call = call
+        return skipped
+
+    def pytest_collectreport(self, report):
+        reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
+        if reason.startswith(REQUIRES_GPU):
+            tests = self.requires_gpu.setdefault(reason[len(REQUIRES_GPU):], [])
+            if report.nodeid not in tests:          # (under xdist, every worker collects every file)
+                tests.append(report.nodeid)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item):
@@ -172,8 +226,24 @@ class _Sanitizer:
             trace = triton_trace.current_trace()
             self._check(item, trace, opts, len(bench.ANSWERS) - answered)
             return result
+        except KeyboardInterrupt:
+            self._keep_interrupted(item, triton_trace.current_trace())
+            raise
         finally:
             triton_trace.reset()
+
+    def _keep_interrupted(self, item, trace) -> None:
+        """Ctrl-C stopped this test: its launches so far (an interrupted launch keeps its completed programs)
+        are saved with --triton-trace-dir, and the summary, which pytest still prints, says where."""
+        path = None
+        if self.dir and trace.launches:
+            path = self._path(item, ".interrupted")
+            trace.save(path)
+        self.interrupted = (item.nodeid, len(trace.launches), path)
+
+    def _path(self, item, suffix: str = "") -> str:
+        os.makedirs(self.dir, exist_ok=True)
+        return os.path.join(self.dir, re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)[:150] + suffix + ".ttrace")
 
     def _skip_if_gpu_only(self, item, exc: BaseException) -> None:
         what = _gpu_only(exc, self.cuda)
@@ -205,9 +275,9 @@ class _Sanitizer:
         if missing:
             lines.append(f"triton_trace: the test expected {', '.join(sorted(missing))} findings and found none")
         if self.dir:
-            path = os.path.join(self.dir, re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)[:150] + ".ttrace")
-            os.makedirs(self.dir, exist_ok=True)
+            path = self._path(item)
             trace.save(path)
+            self.saved.append(path)
             lines.append(f"trace saved: open it with  triton-trace view {path}")
         if not fails:
             item.warn(pytest.PytestWarning("\n".join(lines)))
@@ -256,3 +326,10 @@ class _Sanitizer:
         if self.bench:
             tr.write_line(f"{self.bench} triton.testing.do_bench call(s) answered with a predicted time "
                           f"(the analysis's roofline), not a measurement on a GPU")
+        if self.interrupted is not None:
+            nodeid, n, path = self.interrupted
+            tr.write_line(f"interrupted (Ctrl-C) in {nodeid} after {n} traced launch(es)" +
+                          (f": its trace saved, open it with  triton-trace view {path}" if path else
+                           "; --triton-trace-dir DIR saves them" if n else ""))
+            if self.saved:
+                tr.write_line(f"{len(self.saved)} trace(s) of failing tests saved before it in {self.dir}")

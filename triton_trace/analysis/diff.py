@@ -47,7 +47,10 @@ def final_writes(launch, t: int) -> Writes:
     _, values, has = lane_values(launch, rows)        # NaN where a row's values were not recorded
     recorded = bool(has.all())
     lane_row = np.repeat(rows, counts)
-    keep = np.flatnonzero(mask)
+    # a lane outside the storage was recorded but never stored (the trace skips it): no element holds its value
+    info = launch.tensors[t]
+    limit = (info.storage_size * info.elem_bytes) // np.maximum(o["elem_bytes"][lane_row].astype(np.int64), 1)
+    keep = np.flatnonzero(mask & (offsets >= 0) & (offsets < limit))
     offsets, values, lane_row = offsets[keep], values[keep], lane_row[keep]
     # the last write of each offset wins: unique over the reversed order keeps each offset's last lane
     uniq, first_rev = np.unique(offsets[::-1], return_index=True)
@@ -189,6 +192,29 @@ def _finding_dict(f) -> dict:
             "message": f.message}
 
 
+def _arguments(launch) -> list:
+    return [(t.name, t.shape) for t in launch.tensors]
+
+
+def unrelated(a: Trace, b: Trace, names=("a", "b")) -> Optional[str]:
+    """One line saying how ``b`` is not a trace of ``a``'s kernels (launches paired in order whose tensor
+    arguments differ, or another number of launches), or None when it is one. ``names``: what to call them."""
+    pairs = [(i, la, lb) for i, (la, lb) in enumerate(zip(a.launches, b.launches)) if _arguments(la) != _arguments(lb)]
+    if not pairs and len(a.launches) == len(b.launches):
+        return None
+    parts = [f"launch {i} is {la.kernel_name}{_shapes(la)} in {names[0]} and {lb.kernel_name}{_shapes(lb)} in "
+             f"{names[1]}" for i, la, lb in pairs[:3]]
+    if len(pairs) > 3:
+        parts.append(f"{len(pairs) - 3} more launch(es) differ")
+    if len(a.launches) != len(b.launches):
+        parts.append(f"{names[0]} holds {len(a.launches)} launch(es), {names[1]} {len(b.launches)}")
+    return "; ".join(parts)
+
+
+def _shapes(launch) -> str:
+    return "(" + ", ".join(f"{t.name} {list(t.shape)}" for t in launch.tensors) + ")"
+
+
 def diff(a, b, rtol: float = 0.0, atol: float = 0.0, analyze: bool = True,
          max_examples: int = MAX_EXAMPLES) -> TraceDiff:
     """Compare two traces of the same kernels (see the module docstring): Traces, or trace file paths.
@@ -203,7 +229,7 @@ def diff(a, b, rtol: float = 0.0, atol: float = 0.0, analyze: bool = True,
     rb = run_analysis(b) if analyze else None
     out, unmatched = [], []
     for i, (la, lb) in enumerate(zip(a.launches, b.launches)):
-        if [(t.name, t.shape) for t in la.tensors] != [(t.name, t.shape) for t in lb.tensors]:
+        if _arguments(la) != _arguments(lb):
             unmatched.append(f"launch {i}: {la.kernel_name} in a and {lb.kernel_name} in b take other tensors "
                              f"({[t.name for t in la.tensors]} vs {[t.name for t in lb.tensors]})")
             continue

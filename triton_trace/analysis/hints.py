@@ -16,6 +16,7 @@ Each hint names the file and line, the op and tensor, the measured numbers and t
 from __future__ import annotations
 
 from .context import LaunchContext
+from .units import nbytes, percent, sig
 
 MASKED_SHARE = 0.5           # hint when at least half of an op's lanes are masked off (rounding a block up to a power
                              # of two, as tl.arange needs, wastes less than that)
@@ -39,10 +40,10 @@ def hints(ctx: LaunchContext, ops: list) -> list:
             ratio = op["lanes"] / op["active_lanes"]
             out.append({"kind": "masked_lanes", "file": op["file"], "line": op["line"], "op": op["kind"],
                         "tensor": op["tensor"], "saving": masked,
-                        "message": f"{100 * masked:.0f}% of the lanes of the {where} are masked off: its block "
-                                   f"({block}) is {ratio:.1f}x the elements it covers",
+                        "message": f"{percent(masked)} of the lanes of the {where} are masked off: its block "
+                                   f"({block}) is {sig(ratio)}x the elements it covers",
                         "effect": f"a block that fits would run {op['masked_lanes']:,} fewer lanes "
-                                  f"({100 * masked:.0f}% of this op's)"})
+                                  f"({percent(masked)} of this op's)"})
         eff = op.get("sector_efficiency")
         if eff is not None and eff < SECTOR_EFFICIENCY and op["sectors"]:
             why = (f"the fastest-varying offset strides by {op['stride']} elements" if op["pattern"] == "strided"
@@ -51,10 +52,10 @@ def hints(ctx: LaunchContext, ops: list) -> list:
             ideal = -(-op["used_bytes"] // 32)
             out.append({"kind": "uncoalesced", "file": op["file"], "line": op["line"], "op": op["kind"],
                         "tensor": op["tensor"], "saving": 1.0 - eff,
-                        "message": f"line {op['line']}: the {where} uses {100 * eff:.0f}% of the bytes of the "
+                        "message": f"line {op['line']}: the {where} uses {percent(eff)} of the bytes of the "
                                    f"sectors it fetches; {why}",
                         "effect": f"contiguous lanes would fetch about {ideal:,} sectors instead of "
-                                  f"{op['sectors']:,} ({op['sectors'] / max(ideal, 1):.1f}x fewer)"})
+                                  f"{op['sectors']:,} ({sig(op['sectors'] / max(ideal, 1))}x fewer)"})
     out.sort(key=lambda h: -h["saving"])
     return out[:MAX_HINTS]
 
@@ -74,14 +75,14 @@ def resource_hints(ctx: LaunchContext, compiled: dict, sms: int) -> list:
     per_sm = int(occ["programs_per_sm"])
     if occ["occupancy"] < LOW_OCCUPANCY:
         out.append({**base, "kind": "occupancy", "saving": 1.0 - occ["occupancy"],
-                    "message": f"{100 * occ['occupancy']:.0f}% occupancy on {compiled['target']}: {per_sm} program(s) of "
+                    "message": f"{percent(occ['occupancy'])} occupancy on {compiled['target']}: {per_sm} program(s) of "
                                f"{compiled['num_warps']} warps per SM, limited by {occ['limited_by']} "
-                               f"({compiled['registers']} registers per thread, {compiled['shared_bytes']:,} B shared)",
+                               f"({compiled['registers']} registers per thread, {nbytes(compiled['shared_bytes'])} shared)",
                     "effect": "fewer warps to hide memory latency; fewer registers or a smaller tile (or num_stages) "
                               "would fit more programs"})
     if compiled.get("spill_bytes"):
         out.append({**base, "kind": "spills", "saving": 0.0,
-                    "message": f"{compiled['spill_bytes']} bytes per thread of local memory (register spills) with "
+                    "message": f"{nbytes(compiled['spill_bytes'])} per thread of local memory (register spills) with "
                                f"{compiled['registers']} registers per thread",
                     "effect": "every spill is a load and store through L1/L2 the trace does not show; a smaller tile "
                               "or more warps would keep the accumulator in registers"})
@@ -91,6 +92,6 @@ def resource_hints(ctx: LaunchContext, compiled: dict, sms: int) -> list:
         full, rest = divmod(programs, wave)
         out.append({**base, "kind": "tail_wave", "saving": 0.0,
                     "message": f"{programs:,} programs make {full} full wave(s) of {wave:,} ({per_sm} per SM x {sms} SMs) "
-                               f"and a last one of {rest:,} ({100 * rest / wave:.0f}% of the GPU)",
-                    "effect": f"the last wave may take up to {100 / (full + 1):.0f}% of the runtime with most SMs idle"})
+                               f"and a last one of {rest:,} ({percent(rest / wave)} of the GPU)",
+                    "effect": f"the last wave may take up to {percent(1 / (full + 1))} of the runtime with most SMs idle"})
     return out

@@ -100,6 +100,7 @@ from ..model.actions import RichDisplay
 from ..errors import FindingsError  # noqa: F401  (re-exported for callers of analysis.report)
 from .context import Params
 from .findings import FINDING_KINDS, SEVERITY
+from .units import metric, nbytes, percent, seconds
 
 # the one line a report of a file the user did not record or sign prints, for all its launches at once
 UNTRUSTED_NOTE = ("compiled layouts skipped: the trace file is not one this user recorded or signed, so its kernel "
@@ -195,8 +196,8 @@ class Report(RichDisplay):
             if c.get("layouts") == "compiler":
                 occ = c.get("occupancy") or {}
                 lines.append(f"  [compiled] launch {d['index']} ('{d['kernel']}') for {c['target']}: {c['num_warps']} "
-                             f"warps, {c['registers']} registers per thread, {c['spill_bytes'] or 0} B spilled, "
-                             f"{c['shared_bytes']:,} B shared, occupancy {100 * occ.get('occupancy', 0):.0f}% "
+                             f"warps, {c['registers']} registers per thread, {nbytes(c['spill_bytes'] or 0)} spilled, "
+                             f"{nbytes(c['shared_bytes'])} shared, occupancy {percent(occ.get('occupancy', 0))} "
                              f"(limited by {occ.get('limited_by', '?')})" + (f"; {c['note']}" if c.get("note") else ""))
             elif c.get("note") and "layouts='model'" not in c["note"]:
                 lines.append(f"  [note] launch {d['index']} ('{d['kernel']}'): {c['note']}")
@@ -214,9 +215,9 @@ class Report(RichDisplay):
             eff = m["sector_efficiency"]
             roof = d["roofline"].get(self.params.gpu, {})
             body.append((str(d["index"]), d["kernel"], "x".join(str(g) for g in d["grid"]), str(m["programs"]),
-                         _bytes(m["load_bytes"]), _bytes(m["store_bytes"] + m["atomic_bytes"]),
-                         "-" if eff is None else f"{eff:.0%}", _bytes(m["dram_bytes_predicted"]),
-                         f"{m['flops']:.3g}", f"{roof.get('bound', '-')}, >= {_seconds(roof.get('time_s', 0.0))}"))
+                         nbytes(m["load_bytes"]), nbytes(m["store_bytes"] + m["atomic_bytes"]),
+                         percent(eff), nbytes(m["dram_bytes_predicted"]),
+                         metric("flops", m["flops"]), f"{roof.get('bound', '-')}, >= {seconds(roof.get('time_s', 0.0))}"))
         widths = [max(len(r[i]) for r in [head] + body) for i in range(len(head))]
         fmt = lambda row: "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
         return [fmt(head)] + [fmt(r) for r in body]
@@ -232,17 +233,3 @@ def _launch_list(indices: list) -> str:
     shown = ", ".join(str(i) for i in indices[:8])
     return f"launches {shown}{f' (+{len(indices) - 8} more)' if len(indices) > 8 else ''}"
 
-
-def _seconds(t: float) -> str:
-    for unit, scale in (("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3)):
-        if t < scale * 1000:
-            return f"{t / scale:.3g} {unit}"
-    return f"{t:.3g} s"
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "kB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000.0
-    return f"{n:.1f} GB"

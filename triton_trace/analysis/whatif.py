@@ -28,6 +28,7 @@ from ..model.layout import invertible, view_index
 from .cache import issue_order, simulate
 from .context import STORE, LaunchContext
 from .gpus import GPUS
+from .units import change, nbytes, percent
 
 GROUP_NAMES = re.compile(r"^GROUP(_SIZE)?_?M$|^GROUP$", re.IGNORECASE)
 GROUP_SIZES = (1, 4, 8, 16)
@@ -98,13 +99,9 @@ def _replay(ctx: LaunchContext, co, gpu_rank=None, params=None) -> int:
     return int(np.sum(simulate(alt, co, issue_order(alt)).read_sectors)) * 32
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:,.1f} MB"
-
-
 def _change(new: int, base: int) -> str:
-    pct = 100 * (new - base) / base
-    return f"{'cut' if pct < 0 else 'raise'} predicted DRAM reads by {abs(pct):.0f}% ({_mb(base)} -> {_mb(new)})"
+    share = (new - base) / base
+    return f"{'cut' if share < 0 else 'raise'} predicted DRAM reads by {percent(abs(share))} ({change(base, new)})"
 
 
 def what_if(ctx: LaunchContext, co, dram_read: int, enabled=None) -> tuple:
@@ -182,7 +179,7 @@ def _gpu_replays(ctx: LaunchContext, co) -> list:
         return lambda new, dram_read: {
             "kind": "other_gpu", "file": ctx.launch.source_file, "line": line, "op": None, "tensor": None,
             "saving": 0.0,
-            "message": f"on an {name} ({gpu.l2_bytes / 2**20:.0f} MiB L2, {gpu.default_programs_in_flight} "
+            "message": f"on an {name} ({nbytes(gpu.l2_bytes)} L2, {gpu.default_programs_in_flight} "
                        f"programs resident) this launch would {_change(new, dram_read)}",
             "effect": "the same accesses through that GPU's L2 model"}
     out = []
@@ -219,9 +216,9 @@ def warps_hints(ctx: LaunchContext, compiled: dict, compile_with) -> list:
         out.append({"kind": "num_warps", "file": ctx.launch.source_file, "line": ctx.launch.source_line, "op": None,
                     "tensor": None, "saving": max(0.0, occ["occupancy"] - now["occupancy"]),
                     "message": f"num_warps={w} instead of {compiled['num_warps']}: {other.registers} registers per "
-                               f"thread ({compiled['registers']} now), {other.shared_bytes:,} B shared, occupancy "
-                               f"{100 * now['occupancy']:.0f}% -> {100 * occ['occupancy']:.0f}% "
+                               f"thread ({compiled['registers']} now), {nbytes(other.shared_bytes)} shared, occupancy "
+                               f"{change(now['occupancy'], occ['occupancy'], percent)} "
                                f"({occ['programs_per_sm']} programs per SM, limited by {occ['limited_by']})",
-                    "effect": (f"{other.spill_bytes} B per thread of spills" if other.spill_bytes else "no spills")
-                              + (f" ({compiled['spill_bytes']} B now)" if compiled.get("spill_bytes") else "")})
+                    "effect": (f"{nbytes(other.spill_bytes)} per thread of spills" if other.spill_bytes else "no spills")
+                              + (f" ({nbytes(compiled['spill_bytes'])} now)" if compiled.get("spill_bytes") else "")})
     return out

@@ -80,10 +80,17 @@ def raised_in_library(tb, library_dir: str) -> Optional[str]:
 _SOURCES: dict = {}
 
 
+def code_key(fn):
+    """A dict key for ``fn``'s code. Code objects compare equal when their bodies do, whatever their file:
+    Inductor writes one kernel body into several generated files, so the file is part of the key."""
+    code = getattr(fn, "__code__", fn)
+    return code, getattr(code, "co_filename", None)
+
+
 def kernel_source(fn) -> tuple:
     """(source, file, line of the ``def``) of a Python function, or ("", "", 0) when unavailable.
     Cached per code object: reading and tokenising the file cost more than a small launch."""
-    key = getattr(fn, "__code__", fn)
+    key = code_key(fn)
     found = _SOURCES.get(key)
     if found is None:
         found = _SOURCES[key] = _read_source(fn)
@@ -92,7 +99,7 @@ def kernel_source(fn) -> tuple:
 
 def remember_source(fn, source: str, file: str, def_line: int) -> None:
     """What Triton's rewriter already read of a kernel, so ``kernel_source`` need not read it again."""
-    _SOURCES.setdefault(getattr(fn, "__code__", fn), (source, file, def_line))
+    _SOURCES.setdefault(code_key(fn), (source, file, def_line))
 
 
 def _read_source(fn) -> tuple:

@@ -160,11 +160,11 @@ _CAPTURED: dict = {}     # code object -> capture; a kernel's helpers and global
 def capture(fn) -> dict:
     """meta["module"] for the kernel whose Python function is ``fn`` (helpers, imports, constants, and
     the names that could not be reproduced with why)."""
-    found = _CAPTURED.get(fn.__code__)
+    found = _CAPTURED.get(frames.code_key(fn))
     if found is None:
         cap = _Capture()
         cap.function(fn, fn.__name__)
-        found = _CAPTURED[fn.__code__] = {"helpers": cap.helpers, "imports": cap.imports,
+        found = _CAPTURED[frames.code_key(fn)] = {"helpers": cap.helpers, "imports": cap.imports,
                                           "constants": cap.constants, "missing": cap.missing,
                                           "triton": triton.__version__}
     return found

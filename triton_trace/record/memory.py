@@ -17,6 +17,8 @@ launch found them until it ends.
 """
 from __future__ import annotations
 
+import ctypes
+
 import dataclasses
 from dataclasses import dataclass
 from typing import Optional
@@ -55,16 +57,48 @@ def _unwrap(arg):
     return arg, getattr(arg, "dtype", None)
 
 
+def byte_array(t: torch.Tensor) -> np.ndarray:
+    """A numpy view of the bytes of a contiguous CPU uint8 tensor that leaves its storage resizable:
+    ``Tensor.numpy()`` marks the storage not resizable for good, and a later ``resize_`` or ``set_`` of the
+    user's tensor, which a GPU allows, would then fail. The caller keeps ``t`` alive while using the view."""
+    n = t.numel()
+    if not n:
+        return np.zeros(0, np.uint8)
+    return np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(t.data_ptr()))
+
+
 def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
     """Copy bytes between uint8 tensors (torch's uint8 copy_ runs at a tenth of numpy's speed on CPU)."""
     if dst.device.type == "cpu" and src.device.type == "cpu":
-        dst.numpy()[:] = src.numpy()
+        byte_array(dst)[:] = byte_array(src)
     else:
         dst.copy_(src.to(dst.device))
 
 
 def _bytes_of(storage: torch.UntypedStorage) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
+def _own_storage(obj, ptr: int):
+    """(storage, start) from the tensor-like's own ``untyped_storage()`` when it holds ``ptr`` (a library's
+    view class over a torch tensor usually has one): no walk over the live tensors."""
+    try:
+        st = obj.untyped_storage()
+    except (AttributeError, RuntimeError, NotImplementedError, TypeError):
+        return None
+    if not isinstance(st, torch.UntypedStorage):
+        return None
+    start = st.data_ptr()
+    return (st, start) if start <= ptr < start + st.nbytes() else None
+
+
+def _memory_device(obj):
+    """Where a tensor-like's memory is: a CPU tensor under triton_trace.suite's CUDA redirect reports
+    cuda:0 while its storage is the CPU's, so the device it reports does not rule a CPU storage out."""
+    device = getattr(obj, "device", None)
+    if device is not None and torch.device(device).type == "cuda" and not torch.cuda._is_compiled():
+        return None
+    return device
 
 
 def _strides_of(obj, shape: tuple) -> tuple:
@@ -155,7 +189,7 @@ class HostMemory(Attribution):
         if not isinstance(dtype, torch.dtype):
             raise TraceUsageError(f"argument '{name}' ({type(obj).__name__}) has data_ptr() but its dtype {dtype!r} "
                                   f"is not a torch.dtype; pass a torch tensor or an object whose .dtype is one")
-        found = self._live().find(ptr, getattr(obj, "device", None))
+        found = _own_storage(obj, ptr) or self._live().find(ptr, _memory_device(obj))
         if found is None:
             raise TraceUsageError(
                 f"argument '{name}' ({type(obj).__name__}) points at 0x{ptr:x}, which no live torch tensor's storage "
@@ -267,7 +301,7 @@ class HostMemory(Attribution):
                 shift = st.base - st.buffer.data_ptr()
                 view = st.buffer.numpy()[shift: shift + n * dtype.itemsize].view(dtype)
             else:       # the caller's bytes: written through only in place
-                view = _bytes_of(st.original).numpy()[: n * dtype.itemsize].view(dtype)
+                view = byte_array(_bytes_of(st.original))[: n * dtype.itemsize].view(dtype)
                 view.flags.writeable = self.in_place
             self._views[key] = view
         return view

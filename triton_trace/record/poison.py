@@ -46,7 +46,8 @@ _POISONED: dict = {}
 
 
 def _storage_bits(storage: torch.UntypedStorage, bits) -> np.ndarray:
-    data = torch.empty(0, dtype=torch.uint8).set_(storage).numpy()
+    from .memory import byte_array        # not Tensor.numpy(): that makes the user's storage not resizable
+    data = byte_array(torch.empty(0, dtype=torch.uint8).set_(storage))
     return data[:len(data) - len(data) % np.dtype(bits).itemsize].view(bits)
 
 

@@ -25,10 +25,13 @@ class _Session:
         self.lock = threading.RLock()
         self.progress: Optional[Callable] = None   # progress(done, total, kernel) while a launch runs
         self.inputs = 0        # trace_all(inputs=...): kept for every launch in the block, decorated or not
+        self.keepers: list = []     # every_launch() lists: each gets every launch, whatever reset() forgets
 
     def add(self, launch: Launch) -> None:
         with self.lock:
             self.launches.append(launch)
+            for kept in self.keepers:
+                kept.append(launch)
 
 
 _SESSION = _Session()
@@ -44,6 +47,20 @@ def reset() -> None:
     """Start a new trace: forget the launches recorded so far."""
     with _SESSION.lock:
         _SESSION.launches.clear()
+
+
+@contextmanager
+def every_launch():
+    """A list that gets every launch traced inside the block, those a ``reset()`` in the block forgets
+    included: ``triton-trace run`` saves them all, whatever the script it runs resets."""
+    kept: list = []
+    with _SESSION.lock:
+        _SESSION.keepers.append(kept)
+    try:
+        yield kept
+    finally:
+        with _SESSION.lock:
+            _SESSION.keepers = [k for k in _SESSION.keepers if k is not kept]
 
 
 def set_progress(callback: Optional[Callable]) -> None:
@@ -254,6 +271,40 @@ LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_f
                   "launch_pdl", "launch_metadata", "instrumentation_mode", "debug", "sanitize_overflow")
 
 
+class InterpretedKernel:
+    """What a routed ``kernel.run(...)`` returns in place of Triton's CompiledKernel. A library that caches
+    that result and launches it later as ``compiled[grid](*args)`` (FlagGems' LibEntry) launches the jit
+    function again, through whatever route is active then: ``args`` are all its parameters in order, or
+    only the non-constexpr ones (the compiled launcher's), the constexprs then those of the first call."""
+
+    def __init__(self, kernel_obj, args, kwargs):
+        jit = kernel_obj
+        while isinstance(jit, (hooks.Autotuner, hooks.Heuristics)):
+            jit = jit.fn
+        self.fn = jit
+        params = list(inspect.signature(hooks.python_fn(jit)).parameters.values())
+        self.names = [p.name for p in params]
+        self.runtime = [p.name for p, jp in zip(params, getattr(jit, "params", params))
+                        if not getattr(jp, "is_constexpr", False)]
+        chosen = {}
+        for part in hooks.autotune_parts(kernel_obj):
+            cfg = getattr(part, "best_config", None)
+            if cfg is not None:
+                chosen.update(cfg.all_kwargs() if hasattr(cfg, "all_kwargs") else cfg.kwargs)
+        self.first = {**dict(zip(self.names, args)), **kwargs, **chosen}
+        self.metadata = None
+
+    def __getitem__(self, grid):
+        def launch(*args, stream=None, **kwargs):
+            names = self.names if len(args) == len(self.names) else self.runtime
+            bound = {**self.first, **dict(zip(names, args)), **kwargs}
+            return self.fn.run(grid=grid, warmup=False, **bound)
+        return launch
+
+    def __repr__(self) -> str:
+        return f"<triton_trace InterpretedKernel of {hooks.python_fn(self.fn).__name__}>"
+
+
 def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
     """Apply autotune / heuristics wrappers the way Triton does, then run the jit function traced."""
     kwargs = dict(kwargs)
@@ -261,6 +312,7 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
     for part in hooks.autotune_parts(kernel_obj):
         if hasattr(part, "configs"):
             cfg, how = _choose_config(part, args, kwargs, opts)
+            part.best_config = cfg          # as Triton's autotuner leaves it (a library's wrapper reads it)
             kwargs.update(cfg.all_kwargs() if hasattr(cfg, "all_kwargs") else cfg.kwargs)
             if cfg.pre_hook is not None:
                 cfg.pre_hook({**dict(zip(part.arg_names, args)), **kwargs})
@@ -369,7 +421,8 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
             return None if warmup else run_chain(kernel_obj, args, kwargs, grid, untraced)
         if warmup:
             return None
-        return run_chain(kernel_obj, args, kwargs, grid, opts)
+        run_chain(kernel_obj, args, kwargs, grid, opts)
+        return InterpretedKernel(kernel_obj, args, kwargs)
 
     saved = _SESSION.inputs
     _SESSION.inputs = max(saved, opts.inputs)

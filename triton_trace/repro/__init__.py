@@ -54,6 +54,18 @@ def _tensors(launch, params: dict) -> dict:
     return out
 
 
+def findings_of(launch) -> list:
+    """The launch's findings, one per kind, tensor and line (counts summed): the script says which it
+    reproduces, and refuses to run one that accesses memory out of bounds untraced."""
+    from ..analysis import analyze
+    from ..model import Trace
+    merged: dict = {}
+    for f in analyze(Trace((launch,)), layouts="model", what_if=False).findings:
+        key = (f.kind, f.tensor, int(f.line or 0))
+        merged[key] = merged.get(key, 0) + int(f.count or 0)
+    return [{"kind": k, "tensor": t, "line": line, "count": n} for (k, t, line), n in merged.items()]
+
+
 def write_reproducer(launch, path, data: str = "auto", index: int = 0, seed: int = 0) -> str:
     """Write the reproducer of ``launch`` into folder ``path``; returns the script's path."""
     if data not in ("auto", "exact", "stats"):
@@ -90,7 +102,7 @@ def write_reproducer(launch, path, data: str = "auto", index: int = 0, seed: int
     os.makedirs(path, exist_ok=True)
     np.savez_compressed(os.path.join(path, DATA_FILE), **arrays)
     script = render(launch, module, tensors, params, exact=exact, note=note, index=index,
-                    storages=len(inputs), finals=sorted(finals), foreign=foreign)
+                    storages=len(inputs), finals=sorted(finals), foreign=foreign, findings=findings_of(launch))
     out = os.path.join(path, SCRIPT_FILE)
     with open(out, "w", encoding="utf-8") as f:
         f.write(script)

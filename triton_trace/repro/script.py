@@ -15,15 +15,17 @@ from ..errors import TraceUsageError
 _TEMPLATE = '''#!/usr/bin/env python3
 """Reproducer of launch {index} of kernel '{kernel}', written by triton_trace from a trace made with Triton {triton}.
 
-    python launch.py            trace it on the CPU with triton_trace and check its outputs against the trace
+    python launch.py            trace it on the CPU with triton_trace, check its outputs against the trace and
+                                say which of the trace's findings it reproduces
     python launch.py --plain    run it under Triton's plain interpreter (TRITON_INTERPRET=1) and check them
     python launch.py --gpu      run it compiled on a CUDA GPU and compare with the trace (triton_trace.compare)
+    python launch.py --force    with --plain or --gpu: run even a launch that accesses memory out of bounds
     python launch.py --save T   also save the new trace to T (view it with: triton-trace view T)
     python launch.py --trust    needed (with any of the above) when written from a trace file you did not record
 
 Inputs: {note}.
 Exit status: 0 when the outputs match (bit for bit on the CPU; within the ops' tolerance on the GPU), 1 when
-they differ, 2 when the check cannot run here.
+they differ, 2 when the check cannot run here (or would access memory out of bounds).
 """
 import os
 import sys
@@ -64,6 +66,13 @@ VALUES = {{
 {values}}}
 ORDER = {order}
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_data.npz")
+# what the analysis found in the traced launch: kind, tensor, line in the kernel's own file, count
+FINDINGS = {findings}
+# (first, last, line): this script's lines of each function above, and the line of its def in its own file
+SPANS = {spans}
+# out of bounds, the plain interpreter and a GPU read and write outside the tensors: the outputs may still
+# match, and the process crash afterwards (or a GPU fault), so --plain and --gpu want --force
+UNSAFE = [f for f in FINDINGS if f["kind"] == "out_of_bounds"]
 
 
 def storages(device="cpu"):
@@ -124,8 +133,41 @@ def check(stores):
     return ok
 
 
+def source_line(line):
+    """The line in the kernel's own file of a line of this script (as the trace's findings name it)."""
+    for first, last, at in SPANS:
+        if first <= line <= last:
+            return at + max(line - first - 1, 0)
+    return line
+
+
+def reproduced(trace):
+    """Say which of the traced launch's findings this run has too; the analysis runs on the new trace."""
+    import triton_trace
+    found = {{}}
+    for f in triton_trace.analyze(trace, layouts="model", what_if=False).findings:
+        found.setdefault((f.kind, f.tensor, source_line(f.line)), 0)
+        found[(f.kind, f.tensor, source_line(f.line))] += f.count
+    want = {{(f["kind"], f["tensor"], f["line"]): f["count"] for f in FINDINGS}}
+    say = lambda key: f"{{key[0]}} of '{{key[1]}}' at line {{key[2]}}"
+    if not want and not found:
+        print("findings: none, as in the trace")
+    for key in sorted(want, key=str):
+        print(f"{{'reproduces' if key in found else 'does not reproduce'}} the trace's {{say(key)}}"
+              + ("" if key in found or EXACT else " (the inputs are stand-ins: it may depend on their values)"))
+    for key in sorted(set(found) - set(want), key=str):
+        print(f"new here: {{say(key)}}")
+
+
 def main(argv):
     stores = None
+    if UNSAFE and ("--plain" in argv or "--gpu" in argv) and "--force" not in argv:
+        where = "; ".join(f"{{f['kind']}} of '{{f['tensor']}}' at line {{f['line']}}" for f in UNSAFE[:3])
+        print(f"launch.py: the traced launch accesses memory out of bounds ({{where}}): run as it is, "
+              f"{{'a GPU' if '--gpu' in argv else 'the plain interpreter'}} would read or write outside the "
+              f"tensors and may report matching outputs, then crash. Run it without --plain/--gpu to trace it, "
+              f"or add --force to run it anyway.", file=sys.stderr)
+        return 2
     if "--gpu" in argv:
         import triton_trace
         try:
@@ -151,12 +193,16 @@ def main(argv):
                 triton_trace.current_trace().save(path)
                 print(f"trace saved to {{path}}")
         print(triton_trace.current_trace().summary())
+        reproduced(triton_trace.current_trace())
     return 0 if check(stores) else 1
 
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 '''
+
+
+_SPANS = "<<spans>>"
 
 
 def _fmt(obj) -> str:
@@ -169,7 +215,7 @@ def _docstring_safe(text) -> str:
 
 
 def render(launch, module, tensors: dict, params: dict, exact: bool, note: str, index: int, storages: int,
-           finals: list, foreign=None) -> str:
+           finals: list, foreign=None, findings: list = ()) -> str:
     options = {k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None}
     if not all(str(k).isidentifier() and isinstance(v, (bool, int, str)) and str(v).isprintable()
                for k, v in options.items()):
@@ -184,9 +230,16 @@ def render(launch, module, tensors: dict, params: dict, exact: bool, note: str, 
                       f"{_docstring_safe(m.get('why'))}" for m in module.missing)
     version = str(launch.meta["module"].get("triton", triton.__version__))
     version = version if re.fullmatch(r"[\w.+-]{1,40}", version) else "unknown"
-    return _TEMPLATE.format(
+    text = _TEMPLATE.format(
+        findings=_fmt([{"kind": str(f["kind"]), "tensor": str(f["tensor"]), "line": int(f["line"]),
+                        "count": int(f["count"])} for f in findings]), spans=_SPANS,
         index=index, kernel=module.kernel, triton=version, note=_docstring_safe(note), module=module.text,
         grid=tuple(int(g) for g in launch.grid), options=_fmt(options),
         outputs=tuple(launch.outputs), exact=exact, storages=storages, finals=_fmt(finals),
         tensors=_fmt(tensors), descriptors=_fmt(descriptors), values=values, order=_fmt(list(params)),
         missing=missing, foreign=repr(str(foreign)) if foreign is not None else "None")
+    # the module's place in the script, known once the text before it is: the SPANS line comes after it
+    at = text.index(module.text)
+    offset, end = text.count("\n", 0, at), at + len(module.text)
+    spans = [(s.first + offset, s.last + offset, s.line) for s in module.spans]
+    return text[:end] + text[end:].replace(_SPANS, repr(spans), 1)

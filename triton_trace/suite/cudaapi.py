@@ -4,7 +4,8 @@ Each function is installed over the module attribute of the same name and put ba
 CPU can answer truthfully it answers (device properties from analysis/gpus.py, the bytes held by live
 CUDA tensors, the random state), what has no meaning here is a no-op where a GPU's would only wait
 (``synchronize``, streams, ``empty_cache``), and what only a GPU can do raises ``RequiresGPU`` naming it,
-which ``pytest --tt-cuda`` reports as a skip.
+which ``pytest --tt-cuda`` reports as a skip. The memory functions are cudamemory.py's; building a CUDA
+extension is refused by extensions.py; ``torch.version.cuda`` names a CUDA release.
 
 Random numbers for CUDA tensors are drawn from the CPU's default generator (a GPU draws them with Philox,
 whose values no CPU run would match anyway), so ``torch.cuda.manual_seed`` and the CUDA RNG state are that
@@ -12,7 +13,9 @@ generator's: seeding either device makes the CUDA draws repeat, as tests expect.
 """
 from __future__ import annotations
 
+import functools
 import time
+import types
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +23,9 @@ import torch
 from ..analysis.gpus import GPU
 from ..errors import RequiresGPU
 from ..record.patching import Scope
-from .tensors import ALLOCATIONS, DEVICE_COUNT, check_index
+from . import extensions
+from .cudamemory import memory_functions, requires_gpu as _requires_gpu
+from .tensors import DEVICE_COUNT, check_index
 
 
 @dataclass(frozen=True)
@@ -151,6 +156,44 @@ class Event:
         raise RequiresGPU("torch.cuda.Event.ipc_handle")
 
 
+class PhiloxGenerator:
+    """``torch.cuda.default_generators[0]``: CUDA's generator state is Philox's (seed, offset), 16 bytes, which
+    libraries read and write themselves (FlagGems' dropout and attention take the seed and advance the offset
+    through ``get_state``/``set_state``). Seeding it seeds the CPU generator too, from which the random
+    numbers of CUDA tensors are drawn, so seeded draws repeat."""
+    device = torch.device("cuda", 0)
+
+    def __init__(self, cpu: torch.Generator):
+        self.cpu = cpu
+        self._seed, self._offset = cpu.initial_seed(), 0
+
+    def manual_seed(self, seed):
+        self._seed, self._offset = int(seed), 0
+        self.cpu.manual_seed(int(seed))
+        return self
+
+    def seed(self) -> int:
+        self._seed, self._offset = self.cpu.seed(), 0
+        return self._seed
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def get_state(self) -> torch.Tensor:
+        seed = self._seed - (1 << 64) if self._seed >= 1 << 63 else self._seed     # CUDA's is a uint64
+        return torch.tensor([seed, self._offset], dtype=torch.int64).view(torch.uint8)
+
+    def set_state(self, state: torch.Tensor) -> "PhiloxGenerator":
+        self._seed, self._offset = (int(v) for v in state.view(torch.int64)[:2].tolist())
+        return self
+
+    def get_offset(self) -> int:
+        return self._offset
+
+    def set_offset(self, offset: int) -> None:
+        self._offset = int(offset)
+
+
 class _StreamContext:
     def __init__(self, api, stream):
         self.api, self.stream, self.prev = api, stream, None
@@ -181,13 +224,6 @@ class _DeviceContext:
         return False
 
 
-def _requires_gpu(what: str):
-    def refuse(*args, **kwargs):
-        raise RequiresGPU(what)
-    refuse.__name__ = what.rsplit(".", 1)[-1]
-    return refuse
-
-
 class _NoGraph:
     def __init__(self, *args, **kwargs):
         raise RequiresGPU("CUDA graphs (torch.cuda.CUDAGraph)")
@@ -207,27 +243,11 @@ class CudaAPI:
 
     def functions(self) -> dict:
         gen = torch.default_generator
-        a = ALLOCATIONS
         props = self.properties
 
-        def one(device=None):
-            if device is not None:
-                check_index(device)
-
         def properties(device=None):
-            one(device)
+            _one(device)
             return props
-
-        def memory_stats(device=None) -> dict:
-            one(device)
-            stats = {}
-            for kind in ("allocated_bytes", "active_bytes", "reserved_bytes", "requested_bytes"):
-                stats.update({f"{kind}.all.current": a.current, f"{kind}.all.peak": a.peak,
-                              f"{kind}.all.allocated": a.allocated, f"{kind}.all.freed": a.freed})
-            stats.update({"allocation.all.current": len(a.live), "allocation.all.allocated": a.count,
-                          "num_alloc_retries": 0, "num_ooms": 0, "num_device_alloc": a.count,
-                          "num_device_free": a.count - len(a.live)})
-            return dict(sorted(stats.items()))
 
         def seed_with(seed) -> None:
             gen.manual_seed(int(seed))
@@ -235,47 +255,32 @@ class CudaAPI:
         def reseed() -> None:
             gen.seed()
 
-        def reset_accumulated(device=None):
-            a.allocated = a.freed = a.count = 0
-
+        # each name its own function object: torch._dynamo, imported lazily (also while the redirect is on),
+        # maps torch.cuda's functions by identity and refuses one object under two names of different rules
         return {
             "is_available": lambda: True, "device_count": lambda: DEVICE_COUNT, "is_initialized": lambda: True,
-            "init": lambda: None, "current_device": lambda: 0, "set_device": one,
+            "init": lambda: None, "current_device": lambda: 0, "set_device": lambda device: _one(device),
             "device": _DeviceContext, "device_of": lambda t: _DeviceContext(0),
             "get_device_name": lambda device=None: properties(device).name,
             "get_device_capability": lambda device=None: (properties(device).major, properties(device).minor),
             "get_device_properties": properties,
             "get_arch_list": lambda: [f"sm_{self.gpu.arch}"],
             "is_bf16_supported": lambda including_emulation=True: self.gpu.arch >= 80,
-            "synchronize": one, "ipc_collect": lambda: None, "empty_cache": lambda: None,
+            "synchronize": lambda device=None: _one(device), "ipc_collect": lambda: None, "empty_cache": lambda: None,
             "Stream": Stream, "ExternalStream": ExternalStream, "Event": Event,
             "stream": lambda stream: _StreamContext(self, stream),
             "current_stream": lambda device=None: self.stream,
             "default_stream": lambda device=None: self.default_stream,
             "set_stream": lambda stream: setattr(self, "stream", stream),
-            "manual_seed": seed_with, "manual_seed_all": seed_with, "seed": reseed, "seed_all": reseed,
+            "manual_seed": seed_with, "manual_seed_all": lambda seed: seed_with(seed), "seed": reseed,
+            "seed_all": lambda: reseed(),
             "initial_seed": gen.initial_seed,
             "get_rng_state": lambda device="cuda": gen.get_state(),
             "set_rng_state": lambda new_state, device="cuda": gen.set_state(new_state),
             "get_rng_state_all": lambda: [gen.get_state()],
             "set_rng_state_all": lambda states: gen.set_state(states[0]),
-            "default_generators": (gen,),
-            "memory_allocated": lambda device=None: a.current, "max_memory_allocated": lambda device=None: a.peak,
-            # no caching allocator: what is reserved is what is allocated
-            "memory_reserved": lambda device=None: a.current, "max_memory_reserved": lambda device=None: a.peak,
-            "memory_cached": lambda device=None: a.current, "max_memory_cached": lambda device=None: a.peak,
-            "reset_peak_memory_stats": lambda device=None: a.reset_peak(),
-            "reset_max_memory_allocated": lambda device=None: a.reset_peak(),
-            "reset_max_memory_cached": lambda device=None: a.reset_peak(),
-            "reset_accumulated_memory_stats": reset_accumulated,
-            "memory_stats": memory_stats,
-            "memory_summary": lambda device=None, abbreviated=False: (
-                f"triton_trace CUDA on the CPU ({props.name}): {a.current} bytes allocated by live CUDA tensors, "
-                f"peak {a.peak}, {a.count} allocations"),
-            "mem_get_info": lambda device=None: (props.total_memory - a.current, props.total_memory),
-            "set_per_process_memory_fraction": lambda fraction, device=None: None,
-            "memory_snapshot": _requires_gpu("torch.cuda.memory_snapshot"),
-            "caching_allocator_alloc": _requires_gpu("torch.cuda.caching_allocator_alloc"),
+            "default_generators": (PhiloxGenerator(gen),),
+            **memory_functions(props),
             "utilization": _requires_gpu("torch.cuda.utilization"),
             "temperature": _requires_gpu("torch.cuda.temperature"),
             "power_draw": _requires_gpu("torch.cuda.power_draw"),
@@ -287,6 +292,11 @@ class CudaAPI:
             "graph_pool_handle": _requires_gpu("CUDA graphs (torch.cuda.graph_pool_handle)"),
             "is_current_stream_capturing": lambda: False,
         }
+
+
+def _one(device=None) -> None:
+    if device is not None:
+        check_index(device)
 
 
 class _NvtxRange:
@@ -307,13 +317,39 @@ NVTX = {"range_push": lambda msg: 0, "range_pop": lambda: 0, "range_start": lamb
         "range_end": lambda range_id: None, "mark": lambda msg: None, "range": _NvtxRange}
 
 
+# libraries test ``torch.version.cuda is not None`` before taking their CUDA paths; a CPU build says None.
+# (A release whose toolkit supports every GPU of the table, B200 included.)
+CUDA_VERSION = "12.8"
+
+
 def install(scope: Scope, api: CudaAPI) -> None:
-    """Install ``api`` over ``torch.cuda`` (and NVTX's markers, and autocast on "cuda") into ``scope``."""
+    """Install ``api`` over ``torch.cuda`` and ``torch.cuda.memory`` (and NVTX's markers, autocast on "cuda",
+    ``torch.version.cuda`` and CUDA extension builds) into ``scope``."""
+    seen: set = set()
     for name, value in api.functions().items():
-        scope.set_attr(torch.cuda, name, value)
+        if isinstance(value, types.FunctionType):
+            # one object under two names (set_device and synchronize) makes torch._dynamo's table of torch
+            # functions refuse to load (it maps names to objects, with a rule per name)
+            value = _alias(value, name) if id(value) in seen else value
+            seen.add(id(value))
+        if not name.startswith("_"):
+            scope.set_attr(torch.cuda, name, value)
+        if hasattr(torch.cuda.memory, name):      # the same functions, called through their own module
+            scope.set_attr(torch.cuda.memory, name, value)
     for name, value in NVTX.items():
         scope.set_attr(torch.cuda.nvtx, name, value)
+    if torch.version.cuda is None:
+        scope.set_attr(torch.version, "cuda", CUDA_VERSION)
     _autocast(scope)
+    extensions.install(scope)
+
+
+def _alias(fn, name: str):
+    @functools.wraps(fn)
+    def alias(*args, **kwargs):
+        return fn(*args, **kwargs)
+    alias.__name__ = alias.__qualname__ = name
+    return alias
 
 
 def _autocast(scope: Scope) -> None:

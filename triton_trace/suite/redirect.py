@@ -10,7 +10,9 @@ What it installs, all put back in ``finally`` in reverse order:
   every kernel launch routed through the interpreter: traced into ``current_trace()`` (``trace=True``, with
   ``trace_all``) or run untraced (``trace=False``: what ``pytest --tt-cuda`` installs for the whole session,
   each test then tracing its own launches);
-- ``poison_empty``: ``torch.empty`` and its kin filled with poison (record/poison.py).
+- ``poison_empty``: ``torch.empty`` and its kin filled with poison (record/poison.py);
+- torch.compile: Inductor generating CUDA Triton kernels for the GPU, run through the interpreter and
+  traced under Inductor's kernel names (inductor.py; inference only).
 
 The GPU is a key of the analysis's table (analysis/gpus.py); its SM count, memory, L2 and architecture
 are what torch and Triton report, and the predicted times are computed for it.
@@ -29,7 +31,7 @@ from ..record.interp.activedriver import driver_active
 from ..record.patching import Scope
 from ..record.poison import poisoning
 from ..record.session import trace_all
-from . import bench, cudaapi, tensors
+from . import bench, cudaapi, inductor, tensors
 from .driver import SuiteDriver
 
 DEFAULT_GPU = "H200"
@@ -80,6 +82,7 @@ def cuda_on_cpu(gpu: str = DEFAULT_GPU, *, trace: bool = True, poison_empty: boo
     driver = SuiteDriver(key, g)
     scope, stack = Scope(), ExitStack()
     try:
+        inductor.install(scope, stack)        # first: importing dynamo reads torch.cuda's own functions
         cudaapi.install(scope, cudaapi.CudaAPI(g))
         scope.set_attr(torch, "Generator", tensors.Generator)
         scope.set_attr(torch, "set_default_device", tensors.set_default_device(torch.set_default_device))

@@ -14,6 +14,11 @@ per op over a plain CPU op; the factory mode about 2 us more, on every op while 
 plain CPU tensors. Moves copy, as they do between a GPU and its host (``y = x.cpu(); y += 1`` leaves ``x``
 alone), and ``.to`` on the device it is already on returns the same tensor, as torch does.
 
+``LibraryKernels`` routes an aten op on CUDA tensors to a library's own CUDA kernel: a library that registers
+its kernels for the CUDA dispatch key (``torch.library``, as FlagGems' ``use_gems()`` does) would else never
+run them, since a CudaTensor dispatches as a CPU tensor and torch's CPU kernel would answer (the test passes
+hollow). In a CPU-only build of torch aten has no CUDA kernels, so a CUDA-key kernel is always a library's.
+
 ``Allocations`` counts the bytes of live CUDA storages for ``torch.cuda.memory_allocated`` and its peak.
 """
 from __future__ import annotations
@@ -21,8 +26,11 @@ from __future__ import annotations
 import weakref
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
-from ..errors import NoSuchDevice
+from ..errors import NoSuchDevice, RequiresGPU
+from ..record import poison
 
 CUDA = torch.device("cuda", 0)
 DEVICE_COUNT = 1
@@ -264,7 +272,29 @@ def get_default_device(original):
 
 
 class CudaFactories(TorchFunctionMode):
-    """Runs ``device="cuda"`` factories on the CPU and returns CudaTensors; moves plain tensors to CUDA."""
+    """Runs ``device="cuda"`` factories on the CPU and returns CudaTensors; moves plain tensors to CUDA.
+    Entering it also enters ``LibraryKernels`` (one context for the redirect to install)."""
+
+    def __enter__(self):
+        self._impl = torch.library.Library.impl
+        torch.library.Library.impl = _recording(self._impl)
+        self._kernels = LibraryKernels()
+        self._kernels.__enter__()
+        try:
+            return super().__enter__()
+        except BaseException:
+            self._kernels.__exit__(None, None, None)
+            torch.library.Library.impl = self._impl
+            raise
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            try:
+                self._kernels.__exit__(*exc)
+            finally:
+                torch.library.Library.impl = self._impl
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -282,6 +312,88 @@ class CudaFactories(TorchFunctionMode):
         kwargs = {**kwargs, "device": "cpu"}
         kwargs.pop("pin_memory", None)
         return as_cuda(func(*args, **kwargs), leaf=True)
+
+
+# --------------------------------------------------------------------------------------------------------
+# a library's CUDA kernels
+# --------------------------------------------------------------------------------------------------------
+_CUDA_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+_has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+
+
+def library_kernel(func) -> bool:
+    """Whether aten op ``func`` (an OpOverload) has a kernel registered for the CUDA key: a library's, since
+    a CPU-only torch has none of its own. Asked on every call: ``use_gems()`` registers and removes them."""
+    return _has_kernel(func.name(), "CUDA")
+
+
+def _on_cuda(args, kwargs) -> bool:
+    flat, _ = tree_flatten((args, kwargs))
+    return any(isinstance(a, CudaTensor) for a in flat)
+
+
+# op name -> [(weak reference to the torch.library.Library, its Python kernel, with_keyset)] registered for
+# the CUDA key while the redirect is on, newest last: called directly, with the arguments as the dispatcher
+# hands a Python kernel on a GPU (a scalar given for a Tensor argument stays a Python number; the boxed
+# redispatch, the fallback for kernels registered elsewhere, refuses one)
+_PY_KERNELS: dict = {}
+
+
+def _recording(original):
+    def impl(lib, op_name, fn, *args, **kwargs):
+        out = original(lib, op_name, fn, *args, **kwargs)
+        key = args[0] if args else kwargs.get("dispatch_key", "")
+        if key == "CUDA" and callable(fn):
+            name = op_name if isinstance(op_name, str) else op_name.name()
+            name = name if "::" in name else f"{lib.ns}::{name}"
+            name = name[:-len(".default")] if name.endswith(".default") else name
+            _PY_KERNELS.setdefault(name, []).append((weakref.ref(lib), fn, bool(kwargs.get("with_keyset"))))
+        return out
+    return impl
+
+
+def _python_kernel(name: str):
+    for lib, fn, keyset in reversed(_PY_KERNELS.get(name, ())):
+        alive = lib()
+        if alive is not None and getattr(alive, "m", None) is not None:
+            return fn, keyset
+    return None
+
+
+class LibraryKernels(TorchDispatchMode):
+    """Runs an aten op whose CUDA kernel a library registered with that kernel when a CudaTensor is among its
+    arguments, as the dispatcher does on a GPU; every other op runs as it would. The mode stays on inside
+    the library's kernel, so the ops it calls reach the library's other kernels too. Off while the tracer
+    runs a launch (its own copies of the arguments are not the library's business)."""
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # else torch.compile compiles nothing while the mode is on ("non-infra torch dispatch mode present");
+        # compiled code still runs with it on
+        return True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        device = kwargs.get("device")
+        if device is not None and is_cuda_device(device):
+            # a factory or move to CUDA that no torch function mode saw: one called where the modes are
+            # popped, as inside a mode's handler (torch.autograd.grad runs every backward there)
+            check_index(device)
+            return as_cuda(func(*args, **{**kwargs, "device": torch.device("cpu")}), leaf=True)
+        if library_kernel(func) and not poison._SUSPENDED[0] and _on_cuda(args, kwargs):
+            found = _python_kernel(func.name())
+            with self:
+                if found is None:
+                    return as_cuda(func.redispatch(_CUDA_KEYS, *args, **kwargs))
+                fn, keyset = found
+                return as_cuda(fn(_CUDA_KEYS, *args, **kwargs) if keyset else fn(*args, **kwargs))
+        try:
+            return func(*args, **kwargs)
+        except NotImplementedError as e:
+            # an op torch implements for CUDA alone (aten::_scaled_dot_product_flash_attention): a GPU's
+            if not _has_kernel(func.name(), "CPU") and _on_cuda(args, kwargs):
+                raise RequiresGPU(f"torch's CUDA kernel of {func.name()} (it has none for the CPU)") from e
+            raise
 
 
 # --------------------------------------------------------------------------------------------------------

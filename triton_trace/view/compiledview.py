@@ -7,7 +7,8 @@ target on the server's CPU (triton_trace.compiled, cached on disk), for the IR v
     signature, divisible_by_16
     files                file names the ``src`` columns index
     source               per function (the kernel, then its jit helpers): file index, first line, lines
-    stages               ttir / ttgir / ptx: ``lines`` (IR text, at most MAX_IR_LINES of MAX_LINE_CHARS)
+    stages               ttir / ttgir / ptx: ``lines`` (IR text, at most MAX_IR_LINES of MAX_LINE_CHARS, its locations
+                         the kernel's own file and lines: view/places.py)
                          and ``src`` ([file index, line] or null per IR line), ``total`` lines, ``truncated``
     ops                  global memory ops: op, instruction (ld / st / atom / cp.async / tma), direction,
                          vector_bytes, layout (kind and fields), shape, element, file index, line, ir_line
@@ -21,7 +22,9 @@ JSON strings that the view puts in with textContent.
 from __future__ import annotations
 
 from .limits import MAX_LINE_CHARS, MAX_SOURCE_LINES, MAX_TEXT
+from ..analysis.units import nbytes, place
 from .lookup import TraceIndex
+from .places import cell_name, readable_ir
 
 MAX_IR_LINES = 20_000
 TARGETS = ("sm_80", "sm_90", "sm_100")
@@ -33,9 +36,29 @@ def _clip(text: str, n: int = MAX_LINE_CHARS) -> str:
     return text if len(text) <= n else text[:n - 1] + "\u2026"
 
 
+def ir_listing(lc, c, stage: str) -> list:
+    """``triton-trace ir``'s lines: for "summary" the kernel's resources and one line per global memory op,
+    for a stage each IR line after the source line it came from; locations in the kernel's own file."""
+    from ..compiled.source import kernel_module
+    where = lambda file, line: place(cell_name(file) or "?", line)
+    if stage != "summary":
+        module = kernel_module(lc, strict=getattr(lc, "provenance", "recorded") == "trusted")
+        text = readable_ir(c.ir[stage], module.original, lc.source_file).splitlines()
+        return [f"{where(*loc) if loc else '':>24}  {line}" for line, loc in zip(text, c.lines[stage])]
+    out = [f"{c.kernel} ({where(lc.source_file, lc.source_line)}) compiled for {c.target} with Triton {c.triton}: "
+           f"{c.num_warps} warps, {c.registers} registers per thread, {nbytes(c.shared_bytes)} shared, "
+           f"{len(c.ops)} global memory op(s)"]
+    for o in c.ops:
+        lay = o["layout"] or {}
+        out.append(f"  {where(o['file'], o['line'])} {o['op']} as {o['instruction']}, {o['vector_bytes'] or '?'} B per "
+                   f"access, {lay.get('kind', '?')} sizePerThread={lay.get('sizePerThread')} "
+                   f"threadsPerWarp={lay.get('threadsPerWarp')} warpsPerCTA={lay.get('warpsPerCTA')}")
+    return out
+
+
 def compiled_payload(ti: TraceIndex, i: int, target: str) -> dict:
     from ..compiled import compile_launch
-    from ..compiled.source import SAFE_PACKAGES
+    from ..compiled.source import SAFE_PACKAGES, kernel_module
     from ..errors import TritonTraceError
     lc = ti.trace.launches[i]
     out = {"launch": i, "kernel": _clip(lc.kernel_name, MAX_TEXT), "target": target, "targets": list(TARGETS),
@@ -49,13 +72,15 @@ def compiled_payload(ti: TraceIndex, i: int, target: str) -> dict:
     def fid(name):
         if name is None:
             return None
+        name = cell_name(name)
         if name not in files:
             files.append(name)
         return files.index(name)
 
     stages = {}
+    module = kernel_module(lc, SAFE_PACKAGES, strict=getattr(lc, "provenance", "recorded") == "trusted")
     for stage in IR_SHOWN:
-        text = c.ir[stage].splitlines()
+        text = readable_ir(c.ir[stage], module.original, lc.source_file).splitlines()
         shown = text[:MAX_IR_LINES]
         stages[stage] = {"lines": [_clip(t) for t in shown], "total": len(text), "truncated": len(text) > len(shown),
                          "src": [[fid(loc[0]), int(loc[1])] if loc and loc[0] else None

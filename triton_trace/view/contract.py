@@ -4,6 +4,9 @@ All payloads are columnar (parallel lists, strings sent once) and bounded, whate
 Every request may fail with a 4xx ``ErrorPayload``; the server never answers a bad request with a 500.
 A shared server (``launch(share=True)``) also wants its access token on every request: ``?token=`` once,
 after which the ``tt_token`` cookie it sets carries it; without it every route answers 403.
+Every ``/api/`` request also carries ``X-TT-Client: 1`` (a header a page of another site cannot send
+without a preflight this server never grants) and is refused when the browser's ``Sec-Fetch-Site`` names
+another site, so no other page can make this server compile or read a trace.
 
 ``GET /api/trace`` -> ``TracePayload``
     The launches, columnar: kernel name, grid, programs recorded / left out, op count, findings count,

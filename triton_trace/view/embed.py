@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 
+from ..analysis.units import nbytes
 from . import answers as A
 from .bundle import bundle, script_safe
 from .limits import EMBED_ALL_BYTES, EMBED_BYTES, EMBED_LAUNCHES
@@ -238,7 +239,7 @@ def snapshot(ti: TraceIndex, start: dict, budget: int = EMBED_BYTES) -> tuple:
         held += (f", the Compiled panel of launch {first} for {COMPILED_TARGET} only" if compiled_path(first) in snap.answers
                  else f", not the Compiled panel of launch {first}")
     note = held + \
-        f", in {snap.used // 1024} KB; show(..., budget=) takes more, triton_trace.launch() serves everything"
+        f", in {nbytes(snap.used)}; show(..., budget=) takes more, triton_trace.launch() serves everything"
     return snap.answers, note
 
 

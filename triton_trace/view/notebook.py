@@ -11,6 +11,7 @@ from __future__ import annotations
 import html as _html
 from typing import Optional
 
+from ..analysis.units import metric
 from ..errors import TraceUsageError
 from ..model import Launch, Trace
 from . import answers as A
@@ -93,7 +94,7 @@ def report_html(report) -> str:
     keys = [k for k in METRICS if any(k in (lr.get("metrics") or {}) for lr in launches[:REPORT_ROWS])]
     head = "".join(f"<th>{_e(k)}</th>" for k in ["launch", "kernel", "grid"] + keys)
     rows = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in (i, lr.get("kernel"), tuple(lr.get("grid") or ()))) +
-                   "".join(f"<td>{_e(_fmt((lr.get('metrics') or {}).get(k)))}</td>" for k in keys) + "</tr>"
+                   "".join(f"<td>{_e(metric(k, (lr.get('metrics') or {}).get(k)))}</td>" for k in keys) + "</tr>"
                    for i, lr in enumerate(launches[:REPORT_ROWS]))
     cols = ("kind", "severity", "kernel", "launch", "program", "line", "tensor", "message")
     frows = "".join("<tr>" + "".join(f"<td>{_e(_cell(f.get(c)))}</td>" for c in cols) + "</tr>"
@@ -108,14 +109,6 @@ def report_html(report) -> str:
             f'{frows or "<tr><td colspan=8>no findings</td></tr>"}</table>'
             f'{f"<p>not shown: {_e(note)}</p>" if note else ""}'
             "<p>The program grid, source, tensors and charts need the trace: show(trace) or triton_trace.launch().</p></div>")
-
-
-def _fmt(v) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
 
 
 def _cell(v) -> str:

@@ -12,6 +12,7 @@ from ..model import KINDS
 from .contract import (ChartsPayload, DiffPayload, FindingsPayload, GridPayload, LaunchPayload, ProgramPayload,
                        TouchesPayload, TracePayload)
 from .lookup import LaunchIndex, TraceIndex
+from .places import cell_name, cell_text
 from .report_view import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
 from .limits import (HIST_BINS, MAX_FINDINGS, MAX_GRID_CELLS, MAX_ITEMS, MAX_LAUNCHES, MAX_LINE_CHARS, MAX_OPS,  # noqa: F401
                      MAX_SOURCE_LINES, MAX_TEXT, MAX_TOUCHES, MAX_DIFF_ELEMENTS, MAX_HINTS)
@@ -119,7 +120,7 @@ def _launch(ti: TraceIndex, i: int) -> LaunchPayload:
         "index": i, "kernel": clip(lc.kernel_name), "grid": list(lc.grid), "args": _json_safe(lc.args),
         "config": _json_safe(lc.config), "completed": lc.completed, "error": clip(lc.error),
         "values_truncated": lc.values_truncated, "recorded_programs": lc.recorded_programs,
-        "skipped_programs": lc.skipped_programs, "tensors": tensors, "files": [clip(f) for f in lc.files],
+        "skipped_programs": lc.skipped_programs, "tensors": tensors, "files": [clip(cell_name(f)) for f in lc.files],
         "source": _source(ti, i), "metrics": _json_safe(summary.get("metrics") or {}),
         "checks_skipped": [clip(c) for c in summary.get("checks_skipped") or []],
         "findings": len(launch_findings(ti, i)), "analysis_error": error,
@@ -154,7 +155,7 @@ def _source(ti: TraceIndex, i: int) -> dict:
         margin["bytes"] = np.bincount(inv, weights=ix.bytes[rows], minlength=len(uniq)).astype(np.int64).tolist()
         for key in ("sectors", "sector_efficiency", "findings"):
             margin[key] = [None] * len(uniq)
-    return {"file": clip(lc.source_file), "first_line": int(first),
+    return {"file": clip(cell_name(lc.source_file)), "first_line": int(first),
             "lines": [s[:MAX_LINE_CHARS] for s in lines[:MAX_SOURCE_LINES]],
             "truncated": len(lines) > MAX_SOURCE_LINES, "margin": margin}
 
@@ -309,7 +310,7 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
         lin = finding_lin(ix, f)
         out["kind"].append(clip(f.get("kind", "")))
         out["severity"].append(clip(f.get("severity", "")))
-        out["message"].append(clip(f.get("message", "")))
+        out["message"].append(clip(cell_text(f.get("message", ""), ix.launch.files)))
         out["program"].append(list(ix.pid(lin)) if lin is not None else None)
         out["line"].append(int(f["line"]) if isinstance(f.get("line"), (int, np.integer)) else None)
         out["tensor"].append(clip(f.get("tensor")))

@@ -158,6 +158,11 @@ def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool
     token = secrets.token_urlsafe(32) if share else None
     app = create_app(trace, token, allowed_hosts, compare)
     ti = app.extensions["triton_trace"]
+    if ti.compare is not None:
+        from ..analysis.diff import unrelated
+        why = unrelated(ti.trace, ti.compare, ("this trace", "the compared one"))
+        if why:         # the diff view pairs launches in order: it would show other kernels' outputs as differences
+            print(f"triton_trace: warning: the compared trace is not of the same kernels: {why}", file=sys.stderr)
     _warm(ti)
     host = "0.0.0.0" if share else "127.0.0.1"
     httpd, bound = _bind(app, host, port)

@@ -213,7 +213,10 @@ class _LangPatches:
         key = id(fn.__globals__)
         if key not in self.seen:
             self.seen.add(key)
-            self.scopes.append(_ti._patch_lang(fn))
+            # a helper whose module never imports triton.language (``return x + y * alpha``) compiles, but
+            # Triton's interpreter asserts the module is visible: nothing of it to patch there
+            if any(v is tl or v is tl.core for v in fn.__globals__.values()):
+                self.scopes.append(_ti._patch_lang(fn))
             fix = Scope()
             _fix_index(fix)
             _batch_tensor_patches(fix)
@@ -372,6 +375,21 @@ def autotune_parts(obj) -> list:
     return chain
 
 
+def _kernel_classes() -> list:
+    """Triton's kernel classes, and every subclass that defines its own ``run`` (a library's autotuner, as
+    FlagGems' LibTuner, benchmarks configs in its own ``run``, which would else bypass the route)."""
+    found = [JITFunction, _ti.InterpretedFunction, Autotuner, Heuristics]
+    seen, todo = set(found), list(found)
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub not in seen:
+                seen.add(sub)
+                todo.append(sub)
+                if "run" in vars(sub):
+                    found.append(sub)
+    return found
+
+
 @contextmanager
 def kernel_runs_routed(handler: Callable):
     """Route every launch of every kernel class (``kernel[grid](...)`` ends in ``<class>.run``) through
@@ -384,7 +402,7 @@ def kernel_runs_routed(handler: Callable):
             return handler(self, original, *args, **kwargs)
         return run
     try:
-        for cls in (JITFunction, _ti.InterpretedFunction, Autotuner, Heuristics):
+        for cls in _kernel_classes():
             scope.set_attr(cls, "run", route(cls.run))
         yield
     finally:

@@ -2,13 +2,14 @@
 / ``tl.range()`` and ``while`` loops get the hooks that let their trips run per program (the shape of the
 rewritten loop is in maskedloops.py). Loops the hooks cannot keep exact are left as they are: a body with
 ``break``, ``continue``, ``return`` or ``try``, an ``else`` clause, a loop variable read after the loop, a
-``while`` with an atomic in it (a spin lock's condition has effects). A kernel's own early exits
-(``if c: ... return`` in its body) get the hook of maskedexits.py."""
+``while`` with an atomic in it (a spin lock's condition has effects); their variables are still typed as
+compiled (induction.py). A kernel's own early exits (``if c: ... return`` in its body) get the hook of
+maskedexits.py."""
 from __future__ import annotations
 
 import ast
 
-from . import maskedbranches, maskedexits, maskedloops
+from . import induction, maskedbranches, maskedexits, maskedloops
 from .maskedloops import PREFIX
 
 LOOP = maskedloops.LOOP
@@ -22,6 +23,15 @@ _PLAIN_IF = "_triton_trace_plain"      # set on the ifs the rewrite adds that ne
 
 _NOT_IN_BODY = (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom, ast.Await, ast.Global,
                 ast.Nonlocal, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Try)
+
+
+def _typed(node: ast.For) -> ast.For:
+    """A ``range`` / ``tl.range`` loop left as it is, its variable typed as compiled (induction.py)."""
+    it = node.iter
+    if isinstance(it, ast.Call) and _is_range(it.func) and not any(isinstance(a, ast.Starred) for a in it.args):
+        node.iter = ast.copy_location(ast.Call(func=ast.Name(id=induction.RANGE, ctx=ast.Load()),
+                                               args=[it.func] + it.args, keywords=it.keywords), it)
+    return node
 
 
 def _is_range(func) -> bool:
@@ -51,12 +61,12 @@ class _Loops(ast.NodeTransformer):
                 isinstance(node.target, ast.Name) and not node.orelse and
                 not any(isinstance(it.func, ast.Name) or k.arg in (None, "arg1", "arg2", "step")
                         for k in it.keywords)):
-            return node
+            return _typed(node)
         if not self._body_allowed(node):
-            return node
+            return _typed(node)
         inside = {id(n) for n in ast.walk(node)}
         if any(id(n) not in inside for n in self.loads.get(node.target.id, ())):
-            return node                     # the loop variable is read after the loop
+            return _typed(node)             # the loop variable is read after the loop
         self.count += 1
         names, kept, skip = self._names(node.body, (), {node.target.id})
         head = self._head(LOOP, it.args, names, kept, node.target.id, self._outside(node, kept))
@@ -241,3 +251,4 @@ def provide(namespace: dict) -> None:
     namespace.setdefault(IF, maskedbranches.branch)
     namespace.setdefault(EXIT, maskedexits.leave)
     namespace.setdefault(CUT, maskedexits.cut)
+    induction.provide(namespace)

@@ -30,13 +30,21 @@ def _name(dtype) -> str:
     return getattr(getattr(dtype, "scalar", dtype), "name", "")
 
 
-def _is_bf16(h) -> bool:
+def is_bf16(h) -> bool:
     return isinstance(h, _TH) and _name(h.dtype) == "bf16"
 
 
 def decode(h):
     """A float32 handle with the value of a bfloat16 handle; other handles unchanged."""
-    return _TH(rounding.bf16_to_f32(h.data), tl.float32) if _is_bf16(h) else h
+    return _TH(rounding.bf16_to_f32(h.data), tl.float32) if is_bf16(h) else h
+
+
+def floats(h):
+    """The float values a handle holds (bfloat16 decoded to float32, exactly), or None for other types."""
+    if is_bf16(h):
+        return rounding.bf16_to_f32(h.data)
+    data = np.asarray(getattr(h, "data", None))
+    return data if data.dtype.kind == "f" else None
 
 
 def encode(h):
@@ -47,7 +55,7 @@ def encode(h):
 
 
 def _as_f64(h) -> np.ndarray:
-    if _is_bf16(h):
+    if is_bf16(h):
         return rounding.bf16_to_f32(h.data).astype(np.float64)
     return h.data.astype(np.float64)
 
@@ -99,10 +107,10 @@ def install(scope, builder) -> None:
 
     def create_dot(self, a, b, d, *args, **kwargs):
         a, b = _aligned(a), _aligned(b)        # the accumulator is only added, element by element
-        if not (_is_bf16(a) or _is_bf16(b) or _is_bf16(d)):
+        if not (is_bf16(a) or is_bf16(b) or is_bf16(d)):
             return orig_dot(self, a, b, d, *args, **kwargs)
         out = orig_dot(self, decode(a), decode(b), decode(d), *args, **kwargs)
-        return encode(out) if _is_bf16(d) else out
+        return encode(out) if is_bf16(d) else out
     scope.set_attr(cls, "create_dot", create_dot)
     _install_reductions(scope)
 
@@ -129,7 +137,7 @@ def _via_f32(inner):
     # binary_op(lhs, rhs, fn), unary_op(arg, fn), ternary_op(a, b, c, fn): the numpy function comes last
     def op(*handles):
         *args, fn = handles
-        if not any(_is_bf16(h) for h in args):
+        if not any(is_bf16(h) for h in args):
             return inner(*handles)
         return encode(inner(*[decode(h) for h in args], fn))    # comparisons stay boolean
     return op

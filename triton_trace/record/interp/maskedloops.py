@@ -44,7 +44,7 @@ import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback, ChunkDiverged
-from . import batch, compact, overflow_ops, provenance
+from . import batch, compact, induction, overflow_ops, provenance
 
 LOOP = "_triton_trace_loop"
 WHILE = "_triton_trace_while"
@@ -55,22 +55,24 @@ def loop(*args, names: tuple = (), assigned: tuple = (), var: Optional[str] = No
     """``range(*args)``, masked per program where a bound differs in the running chunk. ``names``: the
     function's local names the loop's body uses; ``assigned``: those it assigns (without loop variables);
     ``var``: the loop variable; ``outside``: the assigned names read anywhere outside the loop (None: all)."""
+    lo, hi = (0, args[0]) if len(args) == 1 else args[:2]
+    var_type = induction.loop_type((lo, hi, args[2] if len(args) > 2 else 1))
     chunk = batch.running(_ti.interpreter_builder)
     if chunk is None:
-        return _Plain(range(*args))
-    lo, hi = (0, args[0]) if len(args) == 1 else args[:2]
+        return _Plain(range(*args), var_type)
     vary_lo, vary_hi = _varies(lo, chunk), _varies(hi, chunk)
     if not (vary_lo or vary_hi):
-        return _Plain(range(*args))
+        return _Plain(range(*args), var_type)
     step = int(args[2]) if len(args) > 2 else 1            # must agree: __index__ splits the chunk otherwise
     if step == 0:
         raise ValueError("range() arg 3 must not be zero")
     starts, stops = (_per_program(x, chunk) if v else np.full(chunk.size, int(x), dtype=np.int64)
                      for x, v in ((lo, vary_lo), (hi, vary_hi)))
     # a persistent kernel's ``for tile in tl.range(pid, n_tiles, NUM_SMS)``: the loop variable differs per
-    # program too, and is a scalar tensor of the start's type (a GPU's induction variable) instead of an int
-    dtype = lo.dtype if vary_lo else None
+    # program too, and is a scalar tensor of the loop's type (a GPU's induction variable) instead of an int
+    dtype = (var_type or lo.dtype) if vary_lo else None
     out = MaskedRange(chunk, starts, stops, step, names, assigned, _long_runs(starts, stops, chunk), var, dtype)
+    out.int_type = var_type
     out.outside = outside
     return out
 
@@ -123,14 +125,14 @@ class _NoHooks:
 
 
 class _Plain(_NoHooks):
-    """``range(*args)``, as Python runs it."""
-    __slots__ = ("r",)
+    """``range(*args)``, as Python runs it, its values typed as the compiled loop's variable."""
+    __slots__ = ("r", "var_type")
 
-    def __init__(self, r):
-        self.r = r
+    def __init__(self, r, var_type=None):
+        self.r, self.var_type = r, var_type
 
     def __iter__(self):
-        return iter(self.r)
+        return iter(self.r) if self.var_type is None else (induction.of(v, self.var_type) for v in self.r)
 
 
 class _Divergent:
@@ -309,6 +311,7 @@ class _Divergent:
 
 class MaskedRange(_Divergent):
     """``range(start, stop, step)`` per program: ``starts``/``stops`` over the chunk's programs."""
+    int_type = None         # the type an int loop variable answers as (induction.py)
 
     def __init__(self, chunk, starts: np.ndarray, stops: np.ndarray, step: int, names=(), assigned=(),
                  long_runs=False, var=None, var_dtype=None):
@@ -341,7 +344,7 @@ class MaskedRange(_Divergent):
     def _value(self, t: int):
         """The loop variable on trip ``t``, for the programs of ``cur``."""
         if self.var_dtype is None:
-            return int(self.starts[0]) + t * self.step     # every program starts alike
+            return induction.of(int(self.starts[0]) + t * self.step, self.int_type)  # every program starts alike
         starts = self.starts if self.cur_rows is None else self.starts[self.cur_rows]
         data = (starts + t * self.step).astype(_ti._get_np_dtype(self.var_dtype)).reshape(-1, 1)
         return tl.tensor(_ti.TensorHandle(data, self.var_dtype), self.var_dtype)

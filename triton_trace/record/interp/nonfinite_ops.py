@@ -8,7 +8,8 @@ import numpy as np
 from ..frames import where
 from ..nonfinite import all_finite
 from .described import core
-from .lowp import inner_method
+from ...numerics import rounding
+from .lowp import floats, inner_method, is_bf16
 
 # builder entry points that compute float values, and the name a finding gives each
 OPS = ("binary_op", "unary_op", "ternary_op", "create_fma", "cast_impl", "create_fp_to_fp")
@@ -29,19 +30,29 @@ def _op_name(name: str, args) -> str:
     return "fma" if name == "create_fma" else name
 
 
+def _values(h):
+    f = floats(h)
+    return h.data if f is None else f
+
+
 def _checked(inner, name, rec):
     def run(*args, **kwargs):
         out = inner(*args, **kwargs)
-        data = getattr(out, "data", None)
-        if data is None or not rec.recording or rec.nonfinite.lazy or data.dtype.kind != "f" or not data.size:
+        if getattr(out, "data", None) is None or not rec.recording or rec.nonfinite.lazy:
             return out
-        if all_finite(core(data)):          # a broadcast result: its distinct values only
+        data = out.data
+        bf16 = is_bf16(out)             # judged by its values, not by the bit patterns it holds
+        if not (bf16 or data.dtype.kind == "f") or not data.size:
             return out
+        distinct = core(data)           # a broadcast result: its distinct values only
+        if all_finite(rounding.bf16_to_f32(distinct) if bf16 else distinct):
+            return out
+        data = floats(out)
         active = rec.active_programs()
         if active is not None and data.ndim and data.shape[0] == len(active):
             if np.isfinite(data[active]).all():       # what programs sitting out a trip compute is unused
                 return out
-        operands = [a.data for a in args if hasattr(a, "data") and hasattr(a, "dtype")]
+        operands = [_values(a) for a in args if hasattr(a, "data") and hasattr(a, "dtype")]
         born = ~np.isfinite(data)          # and, below, every float operand of the lane finite
         for o in operands:
             o = np.asarray(o)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..frames import where
-from .lowp import inner_method
 from .described import core
+from .lowp import floats, inner_method
 
 TAG = "_tt_overflow"          # (cause dict, bool lanes of the handle's data that hold a bad value)
 _ARITH = {np.add: "+", np.subtract: "-", np.multiply: "*"}
@@ -139,8 +139,10 @@ def _cast(inner, rec):
         data, sdata = getattr(out, "data", None), getattr(src, "data", None)
         if data is None or sdata is None or not rec.recording:
             return out
-        data, sdata = np.asarray(data), np.asarray(sdata)
-        if sdata.dtype.kind == "f" and data.dtype.kind in "iu" and data.dtype != np.bool_:
+        data, sdata = np.asarray(data), floats(src)
+        # by the types, not numpy's: a bfloat16 handle holds its bit patterns as uint16, and a conversion to
+        # bfloat16 compared as one to uint16 reported every negative or large value (-2.1 "became 49159")
+        if sdata is not None and _is_int_type(dst_type) and data.dtype != np.bool_:
             info = np.iinfo(data.dtype)
             with np.errstate(invalid="ignore"):
                 bad = ~(np.isfinite(sdata) & (sdata >= info.min) & (sdata < float(info.max) + 1))
@@ -154,6 +156,10 @@ def _cast(inner, rec):
             _carried(out, (src,))
         return out
     return run
+
+
+def _is_int_type(dst_type) -> bool:
+    return bool(getattr(getattr(dst_type, "scalar", dst_type), "is_int", lambda: False)())
 
 
 def _carry(inner):

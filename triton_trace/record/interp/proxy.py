@@ -12,6 +12,7 @@ from typing import Optional
 
 import numpy as np
 
+from ...numerics.rounding import bf16_to_f32
 from .. import affine
 from ..frames import where
 
@@ -233,10 +234,21 @@ class MemoryProxy:
             # gives a column-major block), and a reduction over a block sums in its memory order
             out = np.ascontiguousarray(out)
         self._rec.record_values(row, out)
-        if out.dtype.kind == "f" and a.tensor >= 0:
-            self._rec.nonfinite.load(a.tensor, self._rec.memory.is_written(a.tensor), file, line, out, safe, a.offsets,
-                                     view)
+        floats = None if self._rec.nonfinite.lazy or a.tensor < 0 else self._floats(out)
+        if floats is not None:
+            self._rec.nonfinite.load(a.tensor, self._rec.memory.is_written(a.tensor), file, line, floats, safe,
+                                     a.offsets, view if floats is out else None)
         return out
+
+    def _floats(self, values: np.ndarray):
+        """The float values an access moves, or None: a bfloat16 tensor's are uint16 bit patterns here,
+        decoded (exactly) so that NaN and Inf are judged by value."""
+        if values.dtype.kind == "f":
+            return values
+        t = self._access.tensor
+        if values.dtype == np.uint16 and t >= 0 and self._rec.memory.tensors[t].dtype == "bfloat16":
+            return bf16_to_f32(values)
+        return None
 
     def _load_rows(self, view, safe, shape, other, dtype):
         """A load whose programs read all their lanes or none (a masked loop's trip): the reading programs'
@@ -263,8 +275,9 @@ class MemoryProxy:
         if self._access.aligned:       # (element offsets index the storage's typed view)
             self._rec.stored_values(self._access.tensor, value)
         self._rec.record_values(row, value)
-        if value.dtype.kind == "f":
-            self._rec.nonfinite.store(self._access.tensor, file, line, value, safe, self._access.offsets)
+        floats = self._floats(value)
+        if floats is not None:
+            self._rec.nonfinite.store(self._access.tensor, file, line, floats, safe, self._access.offsets)
         view = self._typed(value.dtype)
         if view is not None and safe.any() and self._hold(ptrs, value, safe, view):
             return None       # written when the chunk is kept

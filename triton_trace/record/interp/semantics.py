@@ -58,6 +58,7 @@ def _scalar(data, dtype):
 def install(scope, builder) -> None:
     _quiet_numpy(scope)
     _wrapping_constants(scope, builder)
+    _bf16_constants(scope, builder)
     lowp.install(scope, builder)
     libdevice.install(scope, builder)
     _explain_inline_asm(scope, builder)
@@ -74,6 +75,14 @@ def _wrapping_constants(scope, builder) -> None:
         method = f"get_{name}"
         if hasattr(builder, method):
             scope.set_attr(builder, method, _constant(np.dtype(name), inner_method(builder, method)))
+
+
+def _bf16_constants(scope, builder) -> None:
+    """A bfloat16 constant (``x * scale`` with ``x`` bf16 and ``scale: tl.constexpr`` a float): Triton 3.6's
+    builder has no ``get_bf16``; 3.9's rounds the fp32 constant, as compiled code does."""
+    if not hasattr(builder, "get_bf16"):
+        scope.set_attr(builder, "get_bf16", lambda value: builder.create_fp_trunc(builder.get_fp32(value),
+                                                                                   tl.bfloat16))
 
 
 def _constant(np_dtype, inner):

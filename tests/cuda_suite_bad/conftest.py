@@ -1,0 +1,17 @@
+"""A GPU suite's conftest, with what suites bring that a CPU cannot run (tests/test_cuda_suite_bad.py runs
+this folder under --tt-cuda, in a child process)."""
+import pytest
+import torch
+
+from kernels import fast_exp2
+
+
+@pytest.fixture
+def device():
+    return torch.device("cuda")
+
+
+@pytest.fixture
+def exp2_table(device):
+    """A fixture that launches a kernel with inline assembly: the test is skipped in its setup."""
+    return fast_exp2(torch.arange(8, dtype=torch.float32, device=device))

@@ -1,0 +1,211 @@
+"""Two places where the interpreter and the tracer disagreed with compiled code (issue 40, "Bring your own
+suite"): a ``for`` loop's variable is a tensor on a GPU, so ``i.to(tl.int64)`` compiles (flash-linear-
+attention's ``i_t.to(tl.int64)``), where the interpreter gave a Python int (record/interp/induction.py);
+and a float stored into a bfloat16 tensor was checked as a conversion to uint16, the bfloat16 bits, so
+-2.109375 "became 49159" (0xC007) in a false ``overflow`` finding (record/interp/overflow_ops.py), while a
+real bfloat16 overflow to Inf went unreported. Expected values come from numpy and torch, not the tracer."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import triton_trace
+
+
+# --------------------------------------------------------------------------------------------------------
+# 1. loop variables answer as the compiled loop's scalar tensor
+# --------------------------------------------------------------------------------------------------------
+@triton.jit
+def _row_sum(x_ptr, n, BLOCK: tl.constexpr):
+    acc = tl.zeros([BLOCK], tl.int64)
+    for i in range(n):                     # a helper's loop, runtime bound
+        acc += i.to(tl.int64)
+    return acc + tl.load(x_ptr + tl.arange(0, BLOCK)).to(tl.int64)
+
+
+@triton.jit
+def loop_vars(x_ptr, out_ptr, n, lens_ptr, N: tl.constexpr, BT: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    acc = tl.zeros([BLOCK], tl.int64) + tl.num_programs(0).to(tl.int64) * 1000
+    for i_t in range(N):                                   # constexpr bound: int32
+        tl.static_assert(i_t.dtype == tl.int32)
+        acc += i_t.to(tl.int64) * pid + (i_t * BT).to(tl.int64)
+    for i in range(n):                                     # runtime bound (an int32 argument)
+        acc += i.to(tl.int64) * 3
+    for i in tl.range(0, n, 2, num_stages=2):              # the masked-loop rewrite's path
+        acc += i.to(tl.int64)
+    for i in tl.range(1, n, step=3):                       # a keyword step: left as it is, typed
+        acc += (-i).to(tl.int64)
+    for i in range(0, tl.load(lens_ptr + pid)):            # a bound that differs per program (masked trips)
+        acc += i.to(tl.int64) * 7
+    for j in tl.static_range(2):                           # a constexpr on a GPU: stays an int
+        acc += (j + 1) * 10000
+    acc += _row_sum(x_ptr, n, BLOCK)
+    tl.store(out_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc)
+
+
+def _expected_loop_vars(x, n, lens, N, BT, grid):
+    rows = []
+    for pid in range(grid):
+        v = grid * 1000
+        v += sum(i * pid + i * BT for i in range(N))
+        v += sum(3 * i for i in range(n)) + sum(range(0, n, 2)) - sum(range(1, n, 3))
+        v += sum(7 * i for i in range(int(lens[pid])))
+        v += 10000 + 20000 + sum(range(n))
+        rows.append(v + x.to(torch.int64))
+    return torch.cat(rows)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_loop_variables_take_tensor_methods_when_traced(batch):
+    grid, BLOCK, n = 6, 4, 5
+    x = torch.arange(BLOCK, dtype=torch.int32) * 100
+    lens = torch.tensor([0, 3, 1, 4, 4, 2], dtype=torch.int32)
+    out = torch.empty(grid * BLOCK, dtype=torch.int64)
+    kernel = triton_trace.trace(batch=batch)(loop_vars)
+    kernel[(grid,)](x, out, n, lens, N=3, BT=16, BLOCK=BLOCK)
+    assert torch.equal(out, _expected_loop_vars(x, n, lens, 3, 16, grid))
+    launch = triton_trace.current_trace().launches[0]
+    assert launch.completed and launch.recorded_programs == grid
+    assert not triton_trace.analyze(triton_trace.current_trace()).findings
+
+
+def test_loop_variables_take_tensor_methods_untraced():
+    """The path ``pytest --tt-cuda`` runs fixtures' launches on: the interpreter, nothing kept."""
+    grid, BLOCK, n = 3, 4, 4
+    x = torch.arange(BLOCK, dtype=torch.int32)
+    lens = torch.tensor([2, 0, 5], dtype=torch.int32)
+    out = torch.empty(grid * BLOCK, dtype=torch.int64)
+    undecorated = triton.jit(loop_vars.fn)          # (trace() marks the kernel object it decorates)
+    with triton_trace.trace_all(kernels=()):
+        undecorated[(grid,)](x, out, n, lens, N=2, BT=8, BLOCK=BLOCK)
+    assert torch.equal(out, _expected_loop_vars(x, n, lens, 2, 8, grid))
+    assert not triton_trace.current_trace().launches
+
+
+@triton.jit
+def wide_loop(out_ptr, start, T: tl.constexpr):
+    """``start`` past int32 is an int64 argument: the loop variable is int64, and narrowing wraps."""
+    for i in range(start, start + T):
+        tl.static_assert(i.dtype == tl.int64)
+        tl.store(out_ptr + (i - start), i.to(tl.int64))
+        tl.store(out_ptr + T + (i - start), i.to(tl.int8).to(tl.int64))
+
+
+def test_loop_variable_is_exact_past_int32():
+    start, T = 2**31 + 250, 8
+    out = torch.zeros(2 * T, dtype=torch.int64)
+    triton_trace.trace(wide_loop)[(1,)](out, start, T=T)
+    wide = torch.arange(start, start + T, dtype=torch.int64)
+    assert torch.equal(out[:T], wide)
+    assert torch.equal(out[T:], torch.from_numpy(wide.numpy().astype(np.int8).astype(np.int64)))
+
+
+@triton.jit
+def persistent(out_ptr, n_tiles, NUM: tl.constexpr):
+    pid = tl.program_id(0)
+    for tile in tl.range(pid, n_tiles, NUM):       # a start that differs per program: a tensor already
+        tl.store(out_ptr + tile, tile.to(tl.int64) * 2 + pid.to(tl.int64))
+
+
+def test_persistent_loop_variable():
+    out = torch.full((11,), -1, dtype=torch.int64)
+    triton_trace.trace(persistent)[(4,)](out, 11, NUM=4)
+    assert torch.equal(out, torch.arange(11) * 2 + torch.arange(11) % 4)
+
+
+def test_induction_variable_arithmetic_stays_typed():
+    from triton_trace.record.interp import induction
+    i = induction.of(7, tl.int32)
+    assert i == 7 and isinstance(i, int) and i.dtype == tl.int32
+    for v in (i * 3, 3 * i, i + 1, 1 - i, -i, i // 2, i % 4, i << 2):
+        assert isinstance(v, induction.InductionVar) and v.dtype == tl.int32
+    assert type(i / 2) is float and type(i * 1.5) is float and (i < 8) is True
+    assert induction.of(1, tl.int32) + induction.of(2, tl.int64) == 3
+    assert (induction.of(1, tl.int32) + induction.of(2, tl.int64)).dtype == tl.int64
+    assert induction.loop_type((0, 2**31 + 1, 1)) == tl.uint32       # a constant bound, as the compiler types it
+    assert induction.loop_type((0, 1.5, 1)) is None
+    with pytest.raises(AttributeError):
+        i.__array_interface__                                        # numpy's probes are not forwarded
+
+
+# --------------------------------------------------------------------------------------------------------
+# 2. low-precision stores are checked by value
+# --------------------------------------------------------------------------------------------------------
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+
+
+def _copy(src: torch.Tensor, dtype, batch=True):
+    triton_trace.reset()
+    out = torch.zeros(src.numel(), dtype=dtype)
+    triton_trace.trace(batch=batch)(copy_kernel)[(triton.cdiv(src.numel(), 16),)](src, out, src.numel(), BLOCK=16)
+    return out, triton_trace.analyze(triton_trace.current_trace()).findings
+
+
+def _values(dtype, big: float, n: int = 40) -> torch.Tensor:
+    x = torch.linspace(-300.0, 300.0, n, dtype=torch.float64) * 1.0078125
+    x[::7] = -2.109375                             # 0xC007 in bfloat16: the value the old check misread
+    x[3], x[5] = big, -big                       # both in program 0 (a finding names one program)
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+@pytest.mark.parametrize("dst", [torch.bfloat16, torch.float16])
+def test_in_range_stores_have_no_finding(dst, batch):
+    limit = torch.finfo(dst).max
+    src = _values(torch.float32, limit * 0.99)
+    out, findings = _copy(src, dst, batch)
+    assert torch.isfinite(src.to(dst)).all()                         # torch: every value fits
+    assert torch.equal(out, src.to(dst)) and not findings
+
+
+@pytest.mark.parametrize("batch", [True, False])
+@pytest.mark.parametrize("src_dtype,dst,big", [
+    (torch.float32, torch.bfloat16, 3.4e38), (torch.float64, torch.bfloat16, 1e39),
+    (torch.float32, torch.float16, 1e5), (torch.float64, torch.float16, 1e39)])
+def test_overflowing_stores_are_found(src_dtype, dst, big, batch):
+    src = _values(src_dtype, big)
+    expect = torch.isfinite(src) & ~torch.isfinite(src.to(dst))      # torch: finite in, infinite out
+    assert expect.sum() == 2
+    out, findings = _copy(src, dst, batch)
+    assert torch.equal(out, src.to(dst))
+    assert [f.kind for f in findings] == ["overflow"]
+    f = findings[0]
+    assert f.program == (0, 0, 0) and list(f.offsets) == expect.nonzero().flatten().tolist() and f.count == 2
+    name = "bf16" if dst == torch.bfloat16 else "fp16"
+    assert f"in conversion to {name} from finite operands ({float(src[3])!r}) -> inf" in f.message, f.message
+
+
+@triton.jit
+def bf16_math(x_ptr, out_ptr, ints_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=1.0)               # bfloat16
+    tl.store(out_ptr + offs, x * x, mask=m)                      # bfloat16 arithmetic
+    tl.store(ints_ptr + offs, x.to(tl.int32), mask=m)            # bfloat16 to int32
+
+
+def test_bfloat16_arithmetic_and_int_conversion_by_value():
+    ok = torch.tensor([-2.109375, 1.5, -300.0, 1e4], dtype=torch.bfloat16)
+    out, ints = torch.zeros(4, dtype=torch.bfloat16), torch.zeros(4, dtype=torch.int32)
+    kernel = triton_trace.trace(bf16_math)
+    kernel[(1,)](ok, out, ints, 4, BLOCK=4)
+    assert torch.equal(out, ok * ok) and torch.equal(ints, ok.to(torch.int32))
+    assert not triton_trace.analyze(triton_trace.current_trace()).findings
+
+    triton_trace.reset()
+    bad = torch.tensor([1.0, 2e19, 3e38, 4.0], dtype=torch.bfloat16)     # squares overflow; 2e19, 3e38 saturate int32
+    kernel[(1,)](bad, out, ints, 4, BLOCK=4)
+    assert torch.equal(out, bad * bad)
+    found = {f.kind: f for f in triton_trace.analyze(triton_trace.current_trace()).findings}
+    assert set(found) == {"nonfinite", "overflow"}, found
+    assert "in multiply from finite operands" in found["nonfinite"].message
+    assert list(found["nonfinite"].offsets) == (~torch.isfinite(bad * bad)).nonzero().flatten().tolist()
+    assert "conversion to int32 out of range" in found["overflow"].message
