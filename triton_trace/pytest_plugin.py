@@ -7,7 +7,8 @@ copies with the results written back); the launches are analysed when the test r
 launches have findings fails with the report. Under pytest-xdist every worker traces its own tests and
 the controller prints one summary from the reports the workers send back.
 
-- ``--triton-trace-kinds=out_of_bounds,race``: the finding kinds that fail a test (default: all).
+- ``--triton-trace-kinds=out_of_bounds,race``: the finding kinds that fail a test (default: all; with
+  ``--tt-cuda``, the error kinds and ``unwritten_output``).
 - ``@pytest.mark.triton_trace(skip=True)``: not traced nor checked (kernels on CPU tensors still run, through
   the interpreter); ``@pytest.mark.triton_trace(expect="race")``
   (a kind or a list): the test must produce those findings, and others still fail it.
@@ -165,6 +166,11 @@ class _Sanitizer:
         self.dir = config.getoption("--triton-trace-dir")
         self.findings = config.getoption("--tt-findings")
         self.cuda = REDIRECT in config.stash
+        if self.kinds is None and self.cuda:
+            # a GPU suite is written to pass on a GPU: only what breaks there fails a test (a warning such
+            # as a non-finite input may be the test's own point, e.g. a -inf gradient on purpose)
+            from .analysis.findings import SEVERITY
+            self.kinds = {k for k, level in SEVERITY.items() if level == "error"} | {"unwritten_output"}
         self.results: list = []        # (nodeid, launches, kinds found, failed) from every worker's reports
         self.hollow: list = []         # node ids of tests that passed with no traced launch
         self.requires_gpu: dict = {}   # what -> tests (or files, at collection) skipped for it
