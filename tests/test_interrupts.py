@@ -33,9 +33,17 @@ def _sigint_during(monkeypatch, owner, name):
     return sent
 
 
+@pytest.fixture
+def python_sigint():
+    """SIGINT as Python installs it in a foreground process: a suite started as a background job inherits
+    it ignored, and then no Ctrl-C would arrive."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("owner,name", [(collector.Collector, "finish"), (memory.HostMemory, "copy_back")])
-def test_ctrl_c_while_a_launch_is_finalised_keeps_it(monkeypatch, owner, name):
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+def test_ctrl_c_while_a_launch_is_finalised_keeps_it(monkeypatch, owner, name, python_sigint):
     sent = _sigint_during(monkeypatch, owner, name)
     x, y = torch.randn(1000), torch.randn(1000)
     out = torch.zeros(1000)
