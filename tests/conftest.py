@@ -36,6 +36,19 @@ def make_client():
     return make
 
 
+@pytest.fixture(scope="module")
+def small_trace():
+    """One traced launch of a 100-element vector add (block 64: the last program masked), per module."""
+    import kernels as K
+    import torch
+    import triton_trace
+    triton_trace.reset()
+    K.add(torch.randn(100), torch.randn(100), kernel=triton_trace.trace(K.make_add()), block=64)
+    t = triton_trace.current_trace()
+    triton_trace.reset()
+    return t
+
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions"]

@@ -7,20 +7,8 @@ import json
 import socket
 
 import pytest
-import torch
 
-import kernels as K
 import triton_trace
-from triton_trace import trace
-
-
-@pytest.fixture(scope="module")
-def small_trace():
-    triton_trace.reset()
-    K.add(torch.randn(100), torch.randn(100), kernel=trace(K.make_add()), block=64)
-    t = triton_trace.current_trace()
-    triton_trace.reset()
-    return t
 
 
 def raw_get(port: int, target: str, host: str) -> tuple:

@@ -12,24 +12,12 @@ import threading
 from contextlib import contextmanager
 
 import pytest
-import torch
 
-import kernels as K
 import triton_trace
-from triton_trace import trace
 from triton_trace.view import answers as A
 from triton_trace.view import app as app_mod
 
 COMPILED = "/api/launch/0/compiled?target=sm_90"
-
-
-@pytest.fixture(scope="module")
-def small_trace():
-    triton_trace.reset()
-    K.add(torch.randn(100), torch.randn(100), kernel=trace(K.make_add()), block=64)
-    t = triton_trace.current_trace()
-    triton_trace.reset()
-    return t
 
 
 @pytest.fixture
