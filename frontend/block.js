@@ -3,6 +3,7 @@
 // value was recorded); hovering a lane shows its position, the offset it addressed, the element and value.
 import { clear, fmtNum, gradientCss, h, pidText, rampColor, rgb, sizeCanvas } from "./dom.js";
 
+const MIN_PX = 8;     // the smallest lane cell of a 1-D block, in CSS pixels
 const MASKED = [229, 231, 235], OOB = [220, 38, 38], KIND = { load: [37, 99, 235], store: [234, 88, 12] };
 const SPECIAL = { nan: [236, 72, 153], inf: [220, 38, 38], "-inf": [30, 27, 75] };
 
@@ -37,10 +38,20 @@ export class BlockView {
     this.$("block-note").textContent = note;
   }
 
+  // A 1-D block (one row of lanes) wraps into rows of a power of two lanes, so no cell is under MIN_PX;
+  // a wide 2-D block keeps its rows and scrolls sideways instead of shrinking to a pixel per lane.
+  layout() {
+    const d = this.data, maxW = Math.max(200, this.$("block-wrap").clientWidth - 4);
+    let [R, C] = d.grid;
+    if (R === 1 && C * MIN_PX > maxW) { C = 2 ** Math.floor(Math.log2(maxW / MIN_PX)); R = Math.ceil(d.grid[1] / C); }
+    const px = Math.max(MIN_PX / 2, Math.min(16, Math.floor(maxW / Math.max(1, C))));
+    return { R, C, px, wrapped: C !== d.grid[1] };
+  }
+
   draw() {
-    const d = this.data, [R, C] = d.grid, maxW = Math.max(200, this.$("block-wrap").clientWidth - 4);
-    const px = Math.max(1, Math.min(16, Math.floor(maxW / Math.max(1, C))));
+    const d = this.data, { R, C, px, wrapped } = this.layout();
     this.px = px;
+    this.cols = C;
     const ctx = sizeCanvas(this.canvas, C * px, R * px);
     const img = new ImageData(C, R), buf = img.data, range = this.range();
     for (let k = 0; k < R * C; k++) {
@@ -53,6 +64,13 @@ export class BlockView {
     ctx.imageSmoothingEnabled = false;
     ctx.drawImage(off, 0, 0, C * px, R * px);
     Object.assign(this.canvas.dataset, { key: `${d.program.join(",")}|${d.seq}`, px: String(px), rows: String(R), cols: String(C) });
+    if (px >= 8) {        // white gaps between lanes, as one path
+      ctx.strokeStyle = "#fff";
+      ctx.beginPath();
+      for (let x = px; x < C * px; x += px) { ctx.moveTo(x - 0.5, 0); ctx.lineTo(x - 0.5, R * px); }
+      for (let y = px; y < R * px; y += px) { ctx.moveTo(0, y - 0.5); ctx.lineTo(C * px, y - 0.5); }
+      ctx.stroke();
+    }
     this.$("block-title").textContent = `op ${d.seq} of program ${pidText(d.program)}: ${d.kind} of ${d.tensor ?? "?"}, block ${d.shape.join("×") || "scalar"}`;
     const sw = (c, text) => { const s = h("span", { class: "swatch" }); s.style.background = rgb(c); return h("span", {}, s, text); };
     const box = clear(this.$("block-legend"));
@@ -65,7 +83,8 @@ export class BlockView {
     const notes = [`${d.active} of ${d.lanes} lanes active`];
     if (d.oob) notes.push(`${d.oob} active lane(s) outside '${d.tensor}'`);
     if (d.shape.length > 2) notes.push(`dims ${d.shape.slice(0, -1).join("×")} are drawn as ${R} rows`);
-    if (d.truncated) notes.push(`only the first ${R * C} of ${d.lanes} lanes are drawn`);
+    if (wrapped) notes.push(`${d.grid[1]} lanes wrapped into rows of ${C}`);
+    if (d.truncated) notes.push(`only the first ${d.mask.length} of ${d.lanes} lanes are drawn`);
     this.$("block-note").textContent = notes.join(" · ");
   }
 
@@ -91,7 +110,7 @@ export class BlockView {
   hover(e) {
     const d = this.data;
     if (!d || !d.lanes) return;
-    const r = this.canvas.getBoundingClientRect(), [R, C] = d.grid;
+    const r = this.canvas.getBoundingClientRect(), C = this.cols, R = Math.ceil(d.grid[0] * d.grid[1] / C);
     const x = Math.floor((e.clientX - r.left) / this.px), y = Math.floor((e.clientY - r.top) / this.px), k = y * C + x;
     if (x < 0 || y < 0 || x >= C || y >= R || k >= d.mask.length) { this.$("block-hover").textContent = ""; return; }
     const lane = unravel(k, d.shape), parts = [`lane (${lane.join(", ")})`, `offset ${d.offset[k]}`];

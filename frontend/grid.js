@@ -5,6 +5,15 @@ import { fmtMetric } from "./units.js";
 const MAX_WIDTH = 356;
 const NONE = [229, 231, 235];      // programs that recorded nothing
 
+// The metric the grid opens on: findings when the launch has some, else the first metric that varies
+// across the grid (a uniform colour says nothing), in the order a newcomer reads them.
+const TELLING = ["sector_efficiency", "masked_share", "load_bytes", "store_bytes", "dram_bytes", "flops"];
+export function telling(data, labels, hasFindings) {
+  if (hasFindings && data.ranges.findings && data.ranges.findings[1] > 0) return "findings";
+  const varies = (k) => labels.has(k) && data.ranges[k] && data.ranges[k][1] > data.ranges[k][0];
+  return TELLING.find(varies) || [...labels.keys()].find(varies) || "load_bytes";
+}
+
 export class ProgramGrid {
   constructor($, onSelect, onHover) {
     this.$ = $;
@@ -15,6 +24,7 @@ export class ProgramGrid {
     this.metric = "load_bytes";
     this.labels = new Map();
     this.selected = null;   // linear id of the selected program
+    this.marks = new Set(); // linear ids of the programs of the selected finding, ringed in red
     this.canvas.addEventListener("mousemove", (e) => this.hover(e));
     this.canvas.addEventListener("mouseleave", () => this.showHover(null));
     this.canvas.addEventListener("click", (e) => {
@@ -63,6 +73,8 @@ export class ProgramGrid {
     const d = this.data, [bx, by] = d.block;
     return [(c % d.cols) * bx, Math.floor(c / d.cols) * by, d.z];
   }
+
+  linear(p) { const [gx, gy] = this.data.grid; return p[0] + gx * (p[1] + gy * p[2]); }
 
   cellOfLinear(lin) {
     const [gx, gy] = this.data.grid, [bx, by] = this.data.block;
@@ -113,6 +125,16 @@ export class ProgramGrid {
       for (let y = px; y < H; y += px) { ctx.moveTo(0, y - 0.5); ctx.lineTo(W, y - 0.5); }
       ctx.stroke();
     }
+    ctx.lineWidth = 2; ctx.strokeStyle = "#dc2626";
+    const ringed = [];
+    for (const lin of this.marks) {     // the finding's programs: a red ring
+      const c = this.cellOfLinear(lin);
+      if (c === null) continue;
+      const [x, y] = this.cellXY(c);
+      ctx.strokeRect(x * px + 1, y * px + 1, Math.max(px - 2, 2), Math.max(px - 2, 2));
+      ringed.push(lin);
+    }
+    ds.marks = ringed.sort((a, b) => a - b).join(",");
     const sel = this.selected === null ? null : this.cellOfLinear(this.selected);
     if (sel !== null) {      // a dark ring with a white core, visible on every colour of the ramp
       const [x, y] = this.cellXY(sel), o = Math.max(px - (px >= 8 ? 1 : 0), 5);
@@ -120,7 +142,7 @@ export class ProgramGrid {
       ctx.lineWidth = 2; ctx.strokeStyle = "#111827"; ctx.strokeRect(cx + 1, cy + 1, o - 2, o - 2);
       if (o >= 8) { ctx.strokeStyle = "#fff"; ctx.strokeRect(cx + 3, cy + 3, o - 6, o - 6); }
     }
-    Object.assign(ds, { metric: this.metric, px: String(px), cols: String(L.cols), rows: String(L.rows), wrap: String(L.wrap) });
+    Object.assign(ds, { selected: this.selected === null ? "" : String(this.selected), metric: this.metric, px: String(px), cols: String(L.cols), rows: String(L.rows), wrap: String(L.wrap) });
     if (this.legendKey !== this.metric + "|" + this.imgKey || this.legendData !== d) {
       const [lo, hi] = d.ranges[this.metric];
       this.legend(lo, hi);

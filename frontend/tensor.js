@@ -1,14 +1,10 @@
 // The tensor view: the elements one op, one program or every program touched, on a 2-D plane.
-import { clear, fmtNum, gradientCss, h, pidText, programColor, rampColor, rgb, sizeCanvas } from "./dom.js";
+import { clear, fmtNum, h, pidText, programColor, rampColor, sizeCanvas } from "./dom.js";
+import { cellOf, drawEvidence, haloMargin, writersColor } from "./evidence.js";
+import { DIFF, KIND_COLOR, SPECIAL, UNTOUCHED, showTouches, tensorLegend } from "./tensorlegend.js";
 import { fmtPct } from "./units.js";
 
-const KIND_COLOR = { 1: [37, 99, 235], 2: [234, 88, 12], 3: [124, 58, 237] };
 const KIND_TEXT = { 1: "loaded", 2: "stored", 3: "loaded and stored" };
-const UNTOUCHED = [233, 236, 240];
-// colour by value: viridis over the finite range; NaN, +Inf, -Inf and "no value recorded" apart from it
-const SPECIAL = { nan: [236, 72, 153], inf: [220, 38, 38], "-inf": [30, 27, 75], none: [156, 163, 175] };
-// colour by difference from a compared trace: elements that agree are dimmed
-const DIFF = { same: [203, 213, 225], differ: [220, 38, 38], only_a: [234, 88, 12], only_b: [124, 58, 237] };
 
 export class TensorView {
   constructor($, api, onPick) {
@@ -65,17 +61,27 @@ export class TensorView {
     this.diffs = new Map();      // tensor -> DiffPayload (with a compared trace)
     this.showTouches(null);
     const cs = clear(this.$("tensor-colour"));
-    cs.append(h("option", { value: "auto" }, "by access"), h("option", { value: "value" }, "by value"));
+    cs.append(h("option", { value: "auto" }, "by access"), h("option", { value: "program" }, "by program"),
+      h("option", { value: "writers" }, "by writers (races)"), h("option", { value: "value" }, "by value"));
     if (this.compare) cs.append(h("option", { value: "diff" }, "by difference (compared trace)"));
     if (this.colour === "diff" && !this.compare) this.colour = "auto";
     cs.value = this.colour;
+    this.focus = null;
+  }
+
+  // A finding's evidence to draw: {t, indices (view indices to outline), mode ("all" or null), colour}.
+  // The tensor, mode and colour it asks for apply when its op is selected; null clears it.
+  setFocus(focus) {
+    this.focus = focus;
+    if (focus && focus.t !== null) this.t = focus.t;
+    if (focus && focus.colour) { this.colour = focus.colour; this.$("tensor-colour").value = focus.colour; }
   }
 
   // Called when the selected program or op changes; picks a sensible mode and tensor.
   select(pid, op) {
     this.pid = pid;
     this.op = op;
-    if (op) { this.mode = "op"; this.t = op.tensor; this.sticky = null; }
+    if (op) { this.mode = this.focus && this.focus.mode && this.focus.t === op.tensor ? this.focus.mode : "op"; this.t = op.tensor; this.sticky = null; }
     else if (pid) this.mode = this.sticky === "all" ? "all" : "program";
     else this.mode = "all";
     return this.refresh();
@@ -168,8 +174,10 @@ export class TensorView {
     const maxW = Math.max(200, this.$("tensor-wrap").clientWidth - 4), maxH = 560;
     const px = Math.max(1, Math.min(24, Math.floor(Math.min(maxW / Math.max(1, pl.cell_cols), maxH / Math.max(1, pl.cell_rows)))));
     this.px = px;
-    const W = pl.cell_cols * px, H = pl.cell_rows * px;
-    const ctx = sizeCanvas(this.canvas, Math.max(W, 1), Math.max(H, 1));
+    const W = pl.cell_cols * px, H = pl.cell_rows * px, m = haloMargin(pl, d.halo);
+    this.ox = m.left; this.oy = m.top;      // cells of halo before the plane (out-of-bounds lanes at negative offsets)
+    const ctx = sizeCanvas(this.canvas, Math.max(W + (m.left + m.right) * px, 1), Math.max(H + (m.top + m.bottom) * px, 1));
+    ctx.translate(m.left * px, m.top * px);
     // one pixel per cell, scaled up without smoothing
     const img = new ImageData(Math.max(1, pl.cell_cols), Math.max(1, pl.cell_rows)), buf = img.data;
     for (let i = 0; i < buf.length; i += 4) { buf[i] = UNTOUCHED[0]; buf[i + 1] = UNTOUCHED[1]; buf[i + 2] = UNTOUCHED[2]; buf[i + 3] = 255; }
@@ -179,7 +187,8 @@ export class TensorView {
       for (let c = Math.max(0, Math.ceil((tail - c0) / pl.cell[1])); c < pl.cell_cols; c++) buf.fill(255, (row * pl.cell_cols + c) * 4, (row * pl.cell_cols + c) * 4 + 4);
     }
     this.lookup = new Map();
-    const byProgram = this.colour === "auto" && d.selection.mode === "all" && cells.program;
+    const byProgram = (this.colour === "program" || (this.colour === "auto" && d.selection.mode === "all")) && cells.program;
+    const byWriters = this.colour === "writers" && cells.writers;
     const byValue = this.colour === "value" ? this.valueRange() : null;
     const byDiff = this.colour === "diff" ? this.diffCells() : null;
     this.diffAt = byDiff;
@@ -188,6 +197,7 @@ export class TensorView {
       this.lookup.set(c, i);
       let col = byDiff ? (byDiff.has(c) ? DIFF[this.diffKind(byDiff.get(c))] : DIFF.same)
         : byValue ? this.valueColor(cells.value ? cells.value[i] : null, byValue)
+        : byWriters ? writersColor(cells.writers[i])
         : byProgram ? programColor(cells.program[i]) : KIND_COLOR[cells.kinds[i]] || KIND_COLOR[3];
       if (cells.fill) {     // downsampled: shade by the share of the cell's elements touched
         const a = 0.3 + 0.7 * cells.fill[i];
@@ -212,61 +222,30 @@ export class TensorView {
       for (let y = px; y < H; y += px) { ctx.moveTo(0, y - 0.5); ctx.lineTo(W, y - 0.5); }
       ctx.stroke();
     }
+    const focus = this.focus && this.focus.t === d.tensor ? this.focus : null;
+    this.marks = focus ? focus.indices.map((ix) => cellOf(pl, ix)).filter(Boolean) : [];
+    const drawn = drawEvidence(ctx, px, d.halo, this.marks);
     const ds = this.canvas.dataset;
+    Object.assign(ds, { halo: String(drawn.halo), marks: String(drawn.marks), ox: String(m.left), oy: String(m.top) });
     ds.key = [d.selection.mode, d.tensor, d.selection.program ? d.selection.program.join(",") : "", d.selection.op ?? ""].join("|");
     ds.px = String(px); ds.cellRows = String(pl.cell_rows); ds.cellCols = String(pl.cell_cols);
     ds.fr = String(pl.cell[0]); ds.fc = String(pl.cell[1]);
-    ds.colour = byDiff ? "diff" : byValue ? "value" : byProgram ? "program" : "access";
-    this.legend();
+    ds.colour = byDiff ? "diff" : byValue ? "value" : byWriters ? "writers" : byProgram ? "program" : "access";
+    tensorLegend(this);
     performance.mark("tt-tensor-painted");
-  }
-
-  legend() {
-    const d = this.data, pl = d.plane, box = clear(this.$("tensor-legend"));
-    const sw = (c, text) => { const s = h("span", { class: "swatch" }); s.style.background = rgb(c); return h("span", {}, s, text); };
-    const range = this.colour === "value" ? this.valueRange() : null;
-    const diff = this.colour === "diff" ? this.diffs.get(d.tensor) : null;
-    if (diff) {
-      box.append(h("span", {}, diff.differing + diff.only_a + diff.only_b
-        ? `${fmtNum(diff.differing)} of ${fmtNum(diff.compared)} written element(s) differ from the compared trace` +
-          (diff.truncated ? ` (the first ${fmtNum(diff.elements.index.length)} drawn)` : "")
-        : `all ${fmtNum(diff.compared)} written element(s) equal the compared trace's`),
-        sw(DIFF.differ, "differs"), sw(DIFF.only_a, `written only here (${diff.only_a})`),
-        sw(DIFF.only_b, `written only there (${diff.only_b})`), sw(DIFF.same, "equal or not written"));
-    } else if (range) {
-      const bar = h("span", { class: "bar" });
-      bar.style.background = gradientCss("value");
-      box.append(h("span", {}, "value:"), h("span", {}, fmtNum(range[0])), bar, h("span", {}, fmtNum(range[1])),
-        sw(SPECIAL.nan, "NaN"), sw(SPECIAL.inf, "+Inf"), sw(SPECIAL["-inf"], "-Inf"), sw(SPECIAL.none, "no value recorded"));
-    } else if (this.colour === "value") {
-      box.append(h("span", {}, d.cells.fill ? "values are drawn element by element: zoom in (or pick a program or an op)"
-        : "no values were recorded for this view"));
-    } else if (d.selection.mode === "all" && d.cells.program) {
-      const progs = [...new Set(d.cells.program)].sort((a, b) => a - b);
-      box.append(h("span", {}, "colour = the first program that touched the element:"));
-      if (progs.length <= 24) for (const lin of progs) box.append(sw(programColor(lin), pidText(this.pidOf(lin))));
-      else box.append(h("span", {}, `${progs.length} programs`));
-    }
-    else box.append(sw(KIND_COLOR[1], "loaded"), sw(KIND_COLOR[2], "stored"), sw(KIND_COLOR[3], "both"));
-    box.append(sw(UNTOUCHED, "not touched"));
-    const what = d.selection.mode === "all" ? "all programs" : d.selection.mode === "program"
-      ? `program ${pidText(d.selection.program)}` : `op ${d.selection.op} of program ${pidText(d.selection.program)}`;
-    box.append(h("span", {}, `${d.name}: ${d.dtype} ${d.shape.join("×") || "scalar"}, strides (${d.strides.join(", ")}) · ${what}`));
-    const notes = [];
-    if (pl.windowed) notes.push(`Zoomed: rows ${pl.origin[0]}–${pl.origin[0] + pl.rows - 1}, columns ${pl.origin[1]}–${pl.origin[1] + pl.cols - 1} of ${pl.full[0]}×${pl.full[1]}.`);
-    if (pl.cell[0] * pl.cell[1] > 1) notes.push(`Downsampled: each cell is ${pl.cell[0]}×${pl.cell[1]} elements, shaded by the share touched.`);
-    if (d.elements_hidden) notes.push(`${fmtNum(d.elements_hidden)} touched element(s) are not drawn (another slice${pl.windowed ? " or outside the zoom" : ""}).`);
-    if (d.oob_lanes) notes.push(`⚠ ${fmtNum(d.oob_lanes)} active lane(s) fall outside the tensor's storage (offsets ${d.oob_examples.join(", ")}…); they are not drawn.`);
-    if (d.dropped.length) notes.push(`To stay small, this view left out: ${d.dropped.join(", ")}.`);
-    if (d.elements === 0 && !d.oob_lanes) notes.push("Nothing in this selection touches this tensor.");
-    this.$("tensor-note").textContent = notes.join(" ");
   }
 
   hover(e) {
     const d = this.data;
     if (!d) return;
     const pl = d.plane, r = this.canvas.getBoundingClientRect();
-    const cx = Math.floor((e.clientX - r.left) / this.px), cy = Math.floor((e.clientY - r.top) / this.px);
+    const cx = Math.floor((e.clientX - r.left) / this.px) - this.ox, cy = Math.floor((e.clientY - r.top) / this.px) - this.oy;
+    const halo = d.halo ? d.halo.row.findIndex((row, k) => row === cy && d.halo.col[k] === cx) : -1;
+    if (halo >= 0) {
+      this.$("tensor-hover").textContent = `storage offset ${d.halo.offset[halo]}: outside '${d.name}' (storage ` +
+        `0..${d.storage_size - 1}); an out-of-bounds lane's would-be element`;
+      return;
+    }
     if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows) { this.$("tensor-hover").textContent = ""; return; }
     const [fr, fc] = pl.cell, [r0, c0] = pl.origin;
     let where;
@@ -353,7 +332,7 @@ export class TensorView {
     const d = this.data;
     if (!d) return null;
     const pl = d.plane, r = this.canvas.getBoundingClientRect();
-    const cx = Math.floor((e.clientX - r.left) / this.px), cy = Math.floor((e.clientY - r.top) / this.px);
+    const cx = Math.floor((e.clientX - r.left) / this.px) - this.ox, cy = Math.floor((e.clientY - r.top) / this.px) - this.oy;
     if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows || pl.cell[0] * pl.cell[1] !== 1) return null;
     if (!this.lookup.has(cy * pl.cell_cols + cx)) return null;
     const row = pl.origin[0] + cy, col = pl.origin[1] + cx;
@@ -368,29 +347,16 @@ export class TensorView {
   // Click an element: every access to it, in execution order (who wrote it, with what).
   async pick(e) {
     const index = this.cellIndex(e);
-    if (index === null) return;
-    const t = this.data.tensor, mine = ++this.touchReq;
+    if (index !== null) await this.touchesAt(this.data.tensor, index);
+  }
+
+  async touchesAt(t, index) {
+    const mine = ++this.touchReq;
     const data = await this.api(`/api/launch/${this.index}/touches/${t}?index=${index.join(",")}`);
     if (mine === this.touchReq && data) this.showTouches(data);
   }
 
-  showTouches(data) {
-    const box = this.$("tensor-touches");
-    this.touches = data;
-    if (!data) { box.hidden = true; clear(box); delete box.dataset.index; return; }
-    const T = data.touches, list = h("ol", { class: "scroll" });
-    T.order.forEach((_, k) => {
-      const v = T.value[k] === null ? "value not recorded" : `value ${fmtNum(T.value[k])}`;
-      const via = T.tensor[k] !== data.name ? ` via ${T.tensor[k]}` : "";
-      list.append(h("li", { "data-k": k, tabindex: 0, class: T.kind[k].startsWith("load") ? "r" : "w" },
-        h("span", { class: "kind" }, T.kind[k]), ` program ${pidText(T.program[k])} · op ${T.seq[k]} · line ${T.line[k]}` +
-        ` · lane (${T.lane[k].join(", ")})${via} · ${v}`));
-    });
-    clear(box).append(h("div", { class: "muted" }, `${data.name}[${data.index.join(", ")}] (storage offset ${data.offset}): ` +
-      (data.total ? `${data.total} access(es), in execution order${data.truncated ? `, the first ${T.order.length} listed` : ""}; click one to open it` : "no recorded access")), list);
-    box.dataset.index = data.index.join(",");
-    box.hidden = false;
-  }
+  showTouches(data) { showTouches(this, data); }
 
   pidOf(lin) {
     const [gx, gy] = this.grid;

@@ -7,7 +7,8 @@ import { Charts } from "./charts.js";
 import { CompiledPanel, compiledKey, parseCompiled } from "./compiled.js";
 import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
 import { clear, fmtNum, h, pidText, scoped } from "./dom.js";
-import { ProgramGrid } from "./grid.js";
+import { FindingCard } from "./evidence.js";
+import { ProgramGrid, telling } from "./grid.js";
 import { TensorView } from "./tensor.js";
 import { fmtBytes, fmtPct, fmtSig } from "./units.js";
 
@@ -40,7 +41,8 @@ export function parsePlace(text) {
 export function mount(root, host) {
   const $ = scoped(root);
   const S = { routes: 0, trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null,
-              op: null, program: null, pending: null, place: null, compiled: null };
+              op: null, program: null, pending: null, place: null, compiled: null, finding: null, focusLine: null,
+              metricChosen: false };
 
   async function api(path) {
     const res = await host.request(path);
@@ -66,15 +68,42 @@ export function mount(root, host) {
   // its errors (a compile that failed, a target a notebook output does not carry) are shown in the panel
   const compiled = new CompiledPanel($, host.request, (c) => go(S.li, S.pid, S.op, null, c));
   let detail = null;
-  const findings = new FindingsList($, (k, t0) => {
-    const f = S.findings;
-    findings.highlight(k);
-    if (f.program[k]) go(S.li, f.program[k], f.op[k], { what: "finding-click", t0 });
-    else if (f.line[k]) source.mark([], f.line[k]);
-  }, (hint) => source.mark(S.program ? S.program.ops.line : [], hint.line));
+  const findings = new FindingsList($, (k, t0) => selectFinding(k, { what: "finding-click", t0 }),
+    (hint) => source.mark(S.program ? S.program.ops.line : [], hint.line));
+  const reveal = (id) => requestAnimationFrame(() => $(id).scrollIntoView({ block: "nearest" }));
+  const card = new FindingCard($, {
+    select: (k) => selectFinding(k, null),
+    line: (k) => { source.mark(S.program ? S.program.ops.line : [], S.findings.line[k]); reveal("source-panel"); },
+    program: (k, j) => {
+      const ev = S.findings.evidence[k];
+      go(S.li, ev.programs[j], j === 0 ? S.findings.op[k] : null, null, undefined, j === 0);
+    },
+    element: (k, j) => {
+      const ev = S.findings.evidence[k];
+      if (ev.indices[j] && ev.tensor_index !== null) tensor.touchesAt(ev.tensor_index, ev.indices[j]);
+      reveal("tensor-panel");
+    },
+  });
 
-  // The Compiled panel stays open while programs and ops are picked in the same launch.
-  function go(li, pid, op, pending, comp) {
+  // A finding: its line, its programs (ringed on the grid) and its elements (on the tensor) at once.
+  function selectFinding(k, pending) {
+    const f = S.findings, ev = f.evidence[k];
+    S.finding = k;
+    card.show(k);
+    findings.highlight(k);
+    tensor.setFocus(card.focus(k));
+    grid.marks = new Set(ev.programs.map((p) => grid.linear(p)));
+    if (f.program[k]) return go(S.li, f.program[k], f.op[k], pending, undefined, true);
+    S.focusLine = f.line[k];
+    grid.draw();
+    return go(S.li, null, null, pending, undefined, true);
+  }
+
+  // The Compiled panel stays open while programs and ops are picked in the same launch. ``finding``: the
+  // navigation comes from a finding, whose line (a NaN's birth line) stays the one marked in the source.
+  function go(li, pid, op, pending, comp, finding) {
+    S.focusLine = finding && S.finding !== null ? S.findings.line[S.finding] : null;
+    if (!finding && tensor.focus) tensor.focus = { ...tensor.focus, mode: null };   // a plain click shows the op itself
     S.pending = pending || null;
     if (comp === undefined) comp = li === S.li ? S.compiled : null;
     const place = li === null ? { view: "list" } : { view: "launch", li, pid, op: pid ? op ?? null : null, compiled: comp };
@@ -120,7 +149,15 @@ export function mount(root, host) {
     if (r.li >= S.trace.launches.kernel.length) { showError(`There is no launch ${r.li}; the trace has ${S.trace.launches.kernel.length}.`); showList(); return; }
     $("list-view").hidden = true;
     $("launch-view").hidden = false;
-    if (S.li !== r.li) await openLaunch(r.li);
+    if (S.li !== r.li) {
+      busy(true);          // a launch switch: no panel of the old launch beside the new one's
+      crumbs([[`#${r.li}`, null]]);
+      const opened = await openLaunch(r.li);
+      if (!opened) { busy(false); return; }
+      if (mine !== S.routes) return;
+      // findings first: a launch opened without a program opens on its worst finding
+      if (!r.pid && S.findings.kind.length) { selectFinding(0, S.pending); return; }
+    }
     if (mine !== S.routes || S.li !== r.li) return;
     S.compiled = r.compiled || null;
     compiled.show(r.li, S.compiled);          // not awaited: a compile takes seconds, the rest goes on
@@ -129,6 +166,7 @@ export function mount(root, host) {
     const at = { view: "launch", li: r.li, pid: null, op: null, compiled: S.compiled };
     crumbs([[`#${r.li} ${S.launch.kernel}`, at], r.pid && [`program ${pidText(r.pid)}`, { ...at, pid: r.pid }],
             r.pid && r.op !== null && [`op ${r.op}`, null]].filter(Boolean));
+    busy(false);
     finishPending();
   }
 
@@ -142,6 +180,11 @@ export function mount(root, host) {
       window.ttPerf.push(entry);
       root.dispatchEvent(new CustomEvent("tt-updated", { detail: entry, bubbles: true }));
     }, 0));
+  }
+
+  function busy(on) {
+    $("launch-view").setAttribute("aria-busy", String(on));
+    $("loading").hidden = !on;
   }
 
   function crumbs(items) {
@@ -177,14 +220,17 @@ export function mount(root, host) {
   async function openLaunch(li) {
     status("loading…");
     const [launch, gridData, found] = await Promise.all([api(`/api/launch/${li}`), api(`/api/launch/${li}/grid?z=0`), api(`/api/launch/${li}/findings`)]);
-    if (!launch || !gridData || !found) return;
-    Object.assign(S, { li, launch, findings: found, z: 0, pid: null, op: null, program: null });
+    if (!launch || !gridData || !found) return false;
+    Object.assign(S, { li, launch, findings: found, z: 0, pid: null, op: null, program: null, finding: null });
+    document.title = `${launch.kernel} · triton_trace`;
+    if (!S.metricChosen) S.metric = telling(gridData, labels_(), found.kind.length > 0);
     const labels = S.labels;
     const msel = clear($("metric"));
     for (const [k, label] of labels) msel.append(h("option", { value: k }, label));
     msel.value = S.metric;
     grid.metric = S.metric;
     grid.selected = null;
+    grid.marks = new Set();
     grid.set(gridData, labels);
     const zs = clear($("z"));
     for (let z = 0; z < launch.grid[2]; z++) zs.append(h("option", { value: z }, z));
@@ -194,6 +240,7 @@ export function mount(root, host) {
     source.set(launch, found);
     source.mark([], null);
     findings.set(found, S.trace.analysis.available ? null : "No analysis ran, so there are no findings.", launch.hints);
+    card.set(found, launch);
     tensor.compare = S.trace.compare && S.trace.compare.available && li < S.trace.compare.launches;
     tensor.setLaunch(launch, li);
     status(`${launch.kernel} · ${launch.recorded_programs} programs`);
@@ -201,7 +248,9 @@ export function mount(root, host) {
     delete $("charts-panel").dataset.ready;
     // plotly is big: load the charts after the grid and the rest of the page have painted
     idle(() => charts.load(li, labels));
+    return true;
   }
+  const labels_ = () => S.labels;
 
   function summary(L) {
     const m = L.metrics || {};
@@ -258,7 +307,7 @@ export function mount(root, host) {
     const o = op !== null ? detail.op(op) : null;
     if (op !== null && !o) showError(`Program ${pidText(pid)} has no op ${op}.`);
     detail.highlight(op);
-    source.mark(S.program.ops.line, o ? o.line : null);
+    source.mark(S.program.ops.line, S.focusLine || (o ? o.line : null));
     block.select(S.li, pid, o && o.memory ? op : null);
     await (tensorDone || tensor.select(pid, o && o.memory ? { seq: op, tensor: o.tensor } : null));
   }
@@ -273,6 +322,7 @@ export function mount(root, host) {
 
   $("metric").addEventListener("change", (e) => {
     S.metric = e.target.value;
+    S.metricChosen = true;
     grid.metric = S.metric;
     grid.draw();
     idle(() => charts.setMetric(S.metric));    // the histogram follows once the grid has painted

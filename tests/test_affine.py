@@ -1,11 +1,11 @@
-"""Batched memory ops recognised as plain pointer arithmetic (record/affine.py) take shortcuts: they must
+"""Batched memory ops recognised as plain pointer arithmetic (record/batch/affine.py) take shortcuts: they must
 find exactly the ops that are affine, and everything derived from the shortcut (bounds, alignment, the
 lane encoding, the chunk check's ranges) must equal what the full scans give."""
 import numpy as np
 import pytest
 
 from triton_trace.model.lanes import LaneWriter
-from triton_trace.record.affine import affine_rows
+from triton_trace.record.batch.affine import affine_rows
 
 
 def _block(firsts, strides, shape):
@@ -61,7 +61,7 @@ def test_the_lane_encoding_is_the_same_with_and_without_the_shortcut(masked):
 def test_traced_tiles_take_the_shortcut_and_record_what_one_program_at_a_time_records(monkeypatch):
     import torch
     import triton_trace
-    from triton_trace.record import attribution
+    from triton_trace.record.memory import attribution
     import kernels as K
     found, given = [], []
     monkeypatch.setattr(attribution, "affine_rows", lambda a: found.append(affine_rows(a)) or found[-1])
@@ -97,7 +97,7 @@ def test_programs_meet_is_exactly_whether_intervals_of_two_programs_overlap():
 @pytest.mark.parametrize("shape,strides", [((16, 32), (64, 1)), ((32, 16), (1, 64)), ((8, 4, 16), (0, 32, -1)),
                                            ((64,), (1,)), ((1, 8), (5, 1))])
 def test_runs_cover_exactly_the_elements_of_an_affine_access(shape, strides):
-    from triton_trace.record.affine import affine_runs
+    from triton_trace.record.batch.affine import affine_runs
     firsts = np.array([1000, 5000, 1000 + 64 * 16])
     offs = _block(firsts, strides, shape).reshape(len(firsts), -1)
     starts, ends = affine_runs(firsts, strides, shape)
@@ -143,7 +143,7 @@ def test_run_scatter_writes_what_a_lane_by_lane_assignment_writes(seed):
     elements; a block with no unit run, a unit run before the last dimension where lanes of one program meet
     (runs would not go in lane order), or a read-only view, is refused and nothing is written (gather may
     still read such a block, as one strided view: reads have no order)."""
-    from triton_trace.record.affine import gather, scatter
+    from triton_trace.record.batch.affine import gather, scatter
     rng = np.random.default_rng(seed)
     moved = refused = 0
     for _ in range(20):
@@ -186,7 +186,7 @@ def test_run_scatter_writes_what_a_lane_by_lane_assignment_writes(seed):
 def test_programs_that_read_one_block_share_one_copy():
     """Every program at the same first offset (layer norm's weights): gather returns the lanes a
     lane-by-lane read gives, as one copy broadcast over the programs (no copy per program)."""
-    from triton_trace.record.affine import gather
+    from triton_trace.record.batch.affine import gather
     view = np.arange(500, dtype=np.float32)
     for strides, shape in (((1,), (64,)), ((40, 1), (4, 16)), ((1, 40), (16, 4))):
         idx = np.indices(shape).reshape(len(shape), -1)
@@ -205,7 +205,7 @@ def test_programs_stepping_evenly_move_as_one_strided_block(seed):
     gather and scatter move the chunk as one strided view. Reads equal a lane-by-lane read; writes equal a
     lane-by-lane assignment in program order, the view taken only where no two lanes of the chunk meet
     (tiles that overlap, or a step of 0, go a run at a time, whose order is the lanes')."""
-    from triton_trace.record import affine
+    from triton_trace.record.batch import affine
     rng = np.random.default_rng(seed)
     strided = runs = 0
     for _ in range(30):

@@ -1,7 +1,7 @@
 """The rules of ../shared/DESIGN.md a machine can check, on the source (function-level imports included):
 no stage imports a later one, nothing outside view/ imports Flask or plotly, no two modules import each
-other (directly or around a circle), only record/interp touches Triton's interpreter (the seam's own test is
-in test_fidelity.py), no silent excepts, no module-level state in the views, error classes in errors.py."""
+other (directly or around a circle), every private Triton name is listed in the seam's table (record/interp/
+seams.py), no silent excepts, no module-level state in the views, error classes in errors.py."""
 from __future__ import annotations
 
 import ast
@@ -162,26 +162,74 @@ def test_no_import_circles():
 # --------------------------------------------------------------------------------------------------------
 # the other rules of DESIGN.md that a machine can check
 # --------------------------------------------------------------------------------------------------------
-TRITON_PRIVATE = ("triton.runtime.interpreter", "triton._C", "triton._internal_testing", "triton.runtime.jit")
-
-
 def _trees():
     for path, rel, package in _files():
         yield path, rel, ast.parse(open(path, encoding="utf-8").read(), path)
 
 
-def test_only_the_seam_touches_tritons_interpreter():
-    """Triton's private modules (the interpreter, the C extension, the jit runtime's internals) are
-    imported in record/interp only, the one module DESIGN.md allows to touch them."""
-    offenders = []
-    for path, rel, tree in _trees():
-        if rel[:2] == ["record", "interp"]:
+def _private_triton_uses(tree, private_modules) -> set:
+    """Every private Triton name one module touches: names imported from a private module, attributes of
+    an alias bound to one, and underscored attributes of ``triton``/``tl`` (dunders aside)."""
+    aliases, used = {}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("triton"):
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                aliases[a.asname or a.name] = full
+                if full not in private_modules and (full.startswith(private_modules) or a.name.startswith("_")):
+                    used.add(full)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("triton"):
+                    aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+    aliases.setdefault("tl", "triton.language")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or node.attr.startswith("__"):
             continue
-        for node in ast.walk(tree):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else \
-                [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            offenders += [f"{'/'.join(rel)}:{node.lineno} imports {n}" for n in names if n.startswith(TRITON_PRIVATE)]
-    assert not offenders, offenders
+        chain, base = [node.attr], node.value
+        while isinstance(base, ast.Attribute):
+            chain.append(base.attr)
+            base = base.value
+        if not (isinstance(base, ast.Name) and base.id in aliases):
+            continue
+        full = ".".join([aliases[base.id]] + chain[::-1])
+        if any(p.startswith("__") for p in chain):
+            continue
+        if full.startswith(private_modules) and len(chain) == 1:
+            used.add(full)
+        elif chain[0].startswith("_") and all(not p.startswith("_") for p in chain[1:]):
+            used.add(full)       # tl.standard._sum_combine
+    return used
+
+
+def test_every_private_triton_name_is_in_the_seam_table():
+    """A Triton upgrade is one file to read: every private Triton name any module touches is listed in
+    record/interp/seams.py's PRIVATE table (and the table lists nothing that nobody uses)."""
+    sys.path.insert(0, ROOT)
+    from triton_trace.record.interp import seams
+    listed = {f"{mod}.{name}" for mod, names in seams.PRIVATE.items() for name in names}
+    unlisted, sources = [], []
+    for path, rel, tree in _trees():
+        if rel[-1] == "seams":
+            continue
+        sources.append(open(path, encoding="utf-8").read())
+        for full in sorted(_private_triton_uses(tree, seams.PRIVATE_MODULES)):
+            if full not in listed:
+                unlisted.append(f"{'/'.join(rel)}: {full}")
+    assert not unlisted, "add these to seams.PRIVATE: " + "; ".join(unlisted)
+    text = "\n".join(sources)
+    stale = [f for f in listed if f.rsplit(".", 1)[-1] not in text]
+    assert not stale, f"seams.PRIVATE lists names no module uses: {stale}"
+
+
+def test_the_seam_table_catches_an_unlisted_name():
+    """The scanner behind the rule above sees the three ways a module reaches a private name."""
+    tree = ast.parse("from triton.runtime import interpreter as _ti\nimport triton.language as tl\n"
+                     "from triton.runtime.jit import JITFunction\n"
+                     "def f(x):\n    return _ti.new_private(x), tl.core._hidden, JITFunction")
+    found = _private_triton_uses(tree, ("triton.runtime.interpreter", "triton.runtime.jit"))
+    assert found == {"triton.runtime.interpreter.new_private", "triton.language.core._hidden",
+                     "triton.runtime.jit.JITFunction"}
 
 
 def test_no_bare_or_silent_excepts():
@@ -224,8 +272,8 @@ INTERNAL_ERRORS = {
     "ApiError": "view/payload.py: the app answers it as a 4xx JSON error",
     "PlaneError": "view/tensormap.py: the app answers it as a 400",
     "HeaderError": "header.py: store.py turns it into TraceFileError naming the file",
-    "ProgramFailure": "record/interp/executor.py: the session turns it into ProgramError",
-    "DeviceAssertionFailed": "record/interp/debugops.py: the cause of a ProgramError, as Triton raises it",
+    "ProgramFailure": "record/executor.py: the session turns it into ProgramError",
+    "DeviceAssertionFailed": "record/gpu/debugops.py: the cause of a ProgramError, as Triton raises it",
     "CliError": "cli.py: printed with exit status 2",
 }
 

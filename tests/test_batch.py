@@ -167,7 +167,7 @@ def _repeat_add_range(x_ptr, n_ptr, out_ptr, N: tl.constexpr):
 
 def test_a_range_loop_whose_count_differs_runs_masked_in_one_chunk():
     """The same loop as a ``range``: one chunk, every program batched, trips past a program's count masked
-    off (record/interp/maskedloops.py); the trace equals one program at a time, row for row."""
+    off (record/divergence/loops.py); the trace equals one program at a time, row for row."""
     x, n = torch.randn(64), torch.tensor([1, 0, 3, 1, 1, 1, 1, 1], dtype=torch.int32)
     (out_seq, t_seq), (out_bat, t_bat) = run_both(
         lambda o: (lambda out: (trace(_repeat_add_range, **o)[(8,)](x, n, out, N=8), out)[1])(torch.empty(64)), 8)
@@ -179,7 +179,7 @@ def test_a_range_loop_whose_count_differs_runs_masked_in_one_chunk():
 
 def test_a_branch_that_programs_take_differently_runs_masked_in_one_chunk():
     """Each program's loop count comes from memory (1, 0, 3, then five 1s) and the loop's ``if`` differs
-    between neighbours: both sides run masked to their programs (record/interp/maskedbranches.py), one
+    between neighbours: both sides run masked to their programs (record/divergence/branches.py), one
     chunk, every program batched; the trace equals one program at a time, row for row."""
     x, n = torch.randn(64), torch.tensor([1, 0, 3, 1, 1, 1, 1, 1], dtype=torch.int32)
     (out_seq, t_seq), (out_bat, t_bat) = run_both(
@@ -401,7 +401,7 @@ def test_loads_of_unwritten_storages_keep_ranges_and_the_chunk_reruns_when_it_wr
     need their lanes); a chunk that then writes it, with overlapping ranges, runs batched again with the
     lanes kept: tiles updated in place batch without falling back, and tiles that read a neighbour's
     rows fall back. Both give the sequential result."""
-    from triton_trace.record import chunkcheck as shadow
+    from triton_trace.record.batch import check as shadow
     kept = []
     add = shadow.ChunkConflicts.add
     monkeypatch.setattr(shadow.ChunkConflicts, "add", lambda self, t, o, s, w, eb, *rest, **kw: (
@@ -450,7 +450,7 @@ def test_the_default_chunk_grows_for_small_blocks(block, batch, want, monkeypatc
     up to MAX_CHUNK programs (fewer, larger numpy passes); wide blocks and an explicit size keep theirs. The
     trace is the one program at a time gives."""
     import kernels as K
-    from triton_trace.record.interp import executor
+    from triton_trace.record import executor
     sizes = []
     real = executor._run_batched
 
@@ -482,7 +482,7 @@ def test_a_spin_lock_splits_a_large_chunk_without_recursing(batch, monkeypatch):
     """Each split of a diverged chunk runs as its own chunk: stepped, not recursed into, so a chunk longer than
     Python's recursion limit splits 1500 times over; the default chunk does not grow for programs that
     diverge."""
-    from triton_trace.record.interp import executor
+    from triton_trace.record import executor
     sizes = []
     real = executor._run_batched
     monkeypatch.setattr(executor, "_run_batched", lambda k, b, c, pids, *rest: sizes.append(len(pids)) or
@@ -607,7 +607,7 @@ def _tile_sum(x_ptr, out_ptr, M, N, KEEP_ROWS: tl.constexpr, BM: tl.constexpr, B
 @pytest.mark.parametrize("shape", [(64, 96), (70, 96), (64, 100), (70, 100)], ids=str)
 def test_masks_and_ed_with_an_all_true_side_load_and_record_what_one_program_at_a_time_does(shape, keep_rows):
     """A mask and'ed with a side that is all true (a full tile's row or column bound) is the other side as it
-    is, broadcast (batch.py); tiles cut at the edges and masked lanes' ``other`` must not notice."""
+    is, broadcast (batch/chunk.py); tiles cut at the edges and masked lanes' ``other`` must not notice."""
     M, N = shape
     BM, BN = 16, 32
     grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
@@ -679,7 +679,7 @@ def test_stores_of_different_ops_that_programs_share_stay_batched_with_the_seque
 def test_without_the_fix_up_the_batched_values_differ(monkeypatch):
     """The check above can fail: op after op, the chunk leaves the last op's value on a shared element, not
     the last program's."""
-    from triton_trace.record import chunkcheck
+    from triton_trace.record.batch import check as chunkcheck
     (seq, _), _ = run_both(_overlapping(0), True)
     monkeypatch.setattr(chunkcheck.ChunkConflicts, "_fix_up", lambda self, sid, accesses, shared: True)
     triton_trace.reset()

@@ -9,7 +9,7 @@ import triton.language as tl
 from triton.runtime import interpreter as ti
 
 import triton_trace
-from triton_trace.record.interp import batchdot
+from triton_trace.record.batch import dot as batchdot
 
 from test_batch import assert_same_traces
 

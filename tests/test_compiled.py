@@ -142,7 +142,7 @@ def test_resources_and_occupancy():
 def test_compiles_are_cached_on_disk(monkeypatch):
     launch = compiled_cases.launch("transpose_32x32")
     first = launch.compiled("sm_80")
-    from triton_trace.record.interp import toolchain
+    from triton_trace.compiled import toolchain
 
     def refuse(*a, **k):
         raise AssertionError("compiled again")
@@ -358,7 +358,7 @@ def test_the_report_summary_says_how_each_launch_compiled():
 
 _WRITER = """
 import os, sys
-from triton_trace.record.interp.toolchain import import_module
+from triton_trace.compiled.toolchain import import_module
 text, folder = open(sys.argv[1]).read(), sys.argv[2]
 for _ in range(40):
     module, path = import_module(text, folder)

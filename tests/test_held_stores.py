@@ -12,7 +12,7 @@ import triton.language as tl
 import triton_trace
 from test_batch import assert_same_traces, run_both
 from triton_trace import trace
-from triton_trace.record import affine
+from triton_trace.record.batch import affine
 
 N, BLOCK = 4096, 256
 GRID = (N // BLOCK,)
@@ -200,7 +200,7 @@ def test_the_launch_s_memory_is_freed_when_the_launch_is_without_the_cycle_colle
     tie it into a reference cycle, or it stays until Python's cycle collector happens to run."""
     import gc
     import warnings
-    from triton_trace.record.memory import HostMemory
+    from triton_trace.record.memory.space import HostMemory
 
     def memories():           # (isinstance on every object wakes torch's deprecated module attributes)
         with warnings.catch_warnings():

@@ -1,8 +1,8 @@
 """Two places where the interpreter and the tracer disagreed with compiled code (issue 40, "Bring your own
 suite"): a ``for`` loop's variable is a tensor on a GPU, so ``i.to(tl.int64)`` compiles (flash-linear-
-attention's ``i_t.to(tl.int64)``), where the interpreter gave a Python int (record/interp/induction.py);
+attention's ``i_t.to(tl.int64)``), where the interpreter gave a Python int (record/divergence/induction.py);
 and a float stored into a bfloat16 tensor was checked as a conversion to uint16, the bfloat16 bits, so
--2.109375 "became 49159" (0xC007) in a false ``overflow`` finding (record/interp/overflow_ops.py), while a
+-2.109375 "became 49159" (0xC007) in a false ``overflow`` finding (record/checks/overflow_ops.py), while a
 real bfloat16 overflow to Inf went unreported. Expected values come from numpy and torch, not the tracer."""
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def test_persistent_loop_variable():
 
 
 def test_induction_variable_arithmetic_stays_typed():
-    from triton_trace.record.interp import induction
+    from triton_trace.record.divergence import induction
     i = induction.of(7, tl.int32)
     assert i == 7 and isinstance(i, int) and i.dtype == tl.int32
     for v in (i * 3, 3 * i, i + 1, 1 - i, -i, i // 2, i % 4, i << 2):

@@ -15,7 +15,8 @@ import torch
 import kernels as K
 import triton_trace
 from triton_trace import cli, store, trace
-from triton_trace.record import collector, memory
+from triton_trace.record import collector
+from triton_trace.record.memory import space as memory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,4 +1,4 @@
-"""CPU storages are copied into the launch's padded buffers only where that is needed (record/memory.py):
+"""CPU storages are copied into the launch's padded buffers only where that is needed (record/memory/space.py):
 a traced launch reads and writes the caller's bytes in place, unless an access needs raw addresses or the
 launch keeps its inputs (then a storage is copied when first written). What a kernel computes, what the
 trace records and what the caller's tensors hold afterwards must not depend on where the bytes are."""
@@ -11,7 +11,7 @@ import triton.language as tl
 import triton_trace
 from test_batch import assert_same_traces, run_both
 from triton_trace import trace
-from triton_trace.record.memory import HostMemory
+from triton_trace.record.memory.space import HostMemory
 
 
 def test_an_input_is_read_in_place_until_written():
@@ -63,7 +63,7 @@ def test_a_traced_launch_copies_no_cpu_storage_unless_inputs_are_kept(monkeypatc
     """The vector add writes its output in place (no copy of either input or the output); with
     trace(inputs=True) a storage is copied when first written, so the kept inputs are the caller's bytes
     before the launch (a kernel that updates its argument in place)."""
-    from triton_trace.record import memory as memory_mod
+    from triton_trace.record.memory import space as memory_mod
     from kernels import tutorials as K
     copies = []
     real = memory_mod._copy
@@ -161,7 +161,7 @@ def test_unaligned_loads_of_an_unwritten_input_read_its_bytes():
 # ---------------------------------------------------------------------------------------------------------
 def _spy_views(monkeypatch):
     """Count the loads handed out as views of a storage, by tensor name."""
-    from triton_trace.record import memory as M
+    from triton_trace.record.memory import space as M
     seen = []
     real = M.HostMemory.note_view
 
@@ -207,7 +207,7 @@ def _update_then_copy(x_ptr, keep_ptr, BLOCK: tl.constexpr):
 
 
 def test_a_chunk_that_writes_what_it_read_as_views_runs_again_with_copies(monkeypatch):
-    from triton_trace.record.interp import executor
+    from triton_trace.record import executor
     seen = _spy_views(monkeypatch)
     retries = []
     real = executor._run_chunk

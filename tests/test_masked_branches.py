@@ -1,5 +1,5 @@
 """Branches that the programs of a chunk take differently run batched, each side masked to its programs
-(record/interp/maskedbranches.py): outputs equal torch's, and the whole trace (ops, seq numbers, lanes,
+(record/divergence/branches.py): outputs equal torch's, and the whole trace (ops, seq numbers, lanes,
 values), the value findings and the metrics equal those of one program at a time."""
 import numpy as np
 import pytest
@@ -203,7 +203,7 @@ def test_divergent_branches_record_what_one_program_at_a_time_records(run):
 
 def test_a_side_with_return_is_left_alone():
     import ast
-    from triton_trace.record.interp import looprewrite
+    from triton_trace.record.divergence import rewrite as looprewrite
     src = ("def k(p):\n    if p:\n        return\n    if p > 1:\n        x = 1\n    else:\n        x = 2\n")
     text = ast.unparse(looprewrite.transform(ast.parse(src)))
     assert "if p:\n        return" in text and looprewrite.IF + "(p > 1, assigned=('x',), live=(), has_else=True)" in text

@@ -1,6 +1,6 @@
 """A kernel's early ``return`` that the programs of a chunk take differently (``if n_tokens == 0: return``
 of an MoE expert, a ragged batch's empty rows) keeps the chunk batched: the programs that leave sit out the
-rest of the kernel, as a GPU's finished warps do (record/interp/maskedexits.py). Outputs equal torch's, and
+rest of the kernel, as a GPU's finished warps do (record/divergence/exits.py). Outputs equal torch's, and
 the whole trace, the value findings and the metrics equal those of one program at a time (and Triton's own
 interpreter's outputs: the ``early_exits`` case of tests/test_dropin.py)."""
 import ast
@@ -164,7 +164,7 @@ MASKED = [_routed, _flagged_exits, _tail_leaves, _with_else, _experts]
                          ids=lambda f: f.__name__[1:])
 def test_early_exits_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
     # COMPACT_AT 0: the programs left always run masked; 1: the chunk is cut to them at every exit
-    from triton_trace.record.interp import maskedexits, maskedloops
+    from triton_trace.record.divergence import exits as maskedexits, loops as maskedloops
     monkeypatch.setattr(maskedexits, "COMPACT_AT", compact_at)
     monkeypatch.setattr(maskedloops, "COMPACT_AT", 0.0)      # loops never cut here: every cut is an exit's
     cuts = []
@@ -187,12 +187,12 @@ def test_early_exits_record_what_one_program_at_a_time_records(run, compact_at, 
 
 
 def _rewrite(src: str, kernel: bool) -> str:
-    from triton_trace.record.interp import looprewrite
+    from triton_trace.record.divergence import rewrite as looprewrite
     return ast.unparse(looprewrite.transform(ast.parse(src), kernel=kernel))
 
 
 def test_only_the_kernels_own_exits_are_rewritten():
-    from triton_trace.record.interp import looprewrite
+    from triton_trace.record.divergence import rewrite as looprewrite
     src = ("def k(p, q):\n    if p == 0:\n        return\n    if q:\n        x = 1\n        return\n"
            "    for i in range(p):\n        if i:\n            return\n    y = 2\n")
     text = _rewrite(src, kernel=True)
@@ -210,14 +210,14 @@ def test_only_the_kernels_own_exits_are_rewritten():
 
 
 def test_an_exit_with_a_value_is_left_alone():
-    from triton_trace.record.interp import looprewrite
+    from triton_trace.record.divergence import rewrite as looprewrite
     src = "def k(p):\n    if p > 1:\n        return 3\n    x = p\n"
     assert looprewrite.EXIT not in _rewrite(src, kernel=True)
 
 
 def test_an_exits_else_follows_it():
     """``if a: return`` / ``elif b: return`` / ``else: B``: the else runs exactly when neither exit is taken."""
-    from triton_trace.record.interp import looprewrite
+    from triton_trace.record.divergence import rewrite as looprewrite
     src = "def k(p):\n    if p == 0:\n        return\n    elif p == 1:\n        return\n    else:\n        x = p\n    y = x\n"
     text = _rewrite(src, kernel=True)
     assert text.count(looprewrite.EXIT + "(") == 2 and "else" not in text, text

@@ -1,4 +1,4 @@
-"""Loops whose trip count differs between programs run batched, masked (record/interp/maskedloops.py): the
+"""Loops whose trip count differs between programs run batched, masked (record/divergence/loops.py): the
 outputs and the whole trace (ops, seq numbers, lanes, values, flops, findings) must be those of one
 program at a time, and the chunk must not split."""
 import pytest
@@ -340,7 +340,8 @@ def same_as_one_at_a_time(run):
 def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at, monkeypatch):
     # COMPACT_AT 0: trips only ever run masked; 1: cut to the running programs whenever one leaves;
     # None: as if some value could not be cut (masked, or runs of agreeing programs where those are long)
-    from triton_trace.record.interp import compact, maskedloops
+    from triton_trace.record.batch import compact
+    from triton_trace.record.divergence import loops as maskedloops
     if compact_at is None:
         monkeypatch.setattr(compact, "can_take", lambda value: False)
     else:
@@ -367,7 +368,7 @@ def test_nonfinite_from_a_masked_trip_names_a_program_that_ran_it():
 
 
 def test_a_loop_variable_read_after_the_loop_is_left_alone():
-    from triton_trace.record.interp import looprewrite
+    from triton_trace.record.divergence import rewrite as looprewrite
     import ast
     src = ("def k(n):\n    for i in range(0, n):\n        x = i\n    y = i\n"
            "    for j in range(n):\n        z = j\n")
@@ -457,7 +458,7 @@ def test_blocks_of_programs_that_sit_out_a_trip_move_a_run_at_a_time(share, monk
     """Loads, stores and the undo log of a masked loop's trips, where the programs that sit out have no
     safe lane: the others' blocks are moved whole (affine runs), not lane by lane; outputs and traces are
     those of one program at a time (and, sharing, after the chunk was undone and re-run)."""
-    from triton_trace.record.interp import maskedloops
+    from triton_trace.record.divergence import loops as maskedloops
     from triton_trace.record.interp.proxy import MemoryProxy
     monkeypatch.setattr(maskedloops, "COMPACT_AT", 0.0)     # trips masked, never cut to the running programs
     taken = []

@@ -132,7 +132,7 @@ def test_garbage_in_an_undefined_output_is_not_an_input_nan():
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_all_finite_agrees_with_numpy(dtype):
-    from triton_trace.record.nonfinite import all_finite
+    from triton_trace.record.checks.nonfinite import all_finite
     x = np.linspace(-60000, 60000, 4096).astype(dtype).reshape(64, 64)
     assert all_finite(x) and all_finite(x[:, ::3]) and all_finite(x[:0])
     for bad in (np.inf, -np.inf, np.nan):
@@ -165,7 +165,7 @@ def test_batched_chunks_check_only_stores_until_one_writes_a_non_finite_value(mo
     again with them, and so does every later chunk of the launch: four chunks, births in the second and
     the fourth, give exactly the findings of one program at a time (one, for the line and its cause). A
     clean launch never checks an operation batched (one program at a time checks each)."""
-    from triton_trace.record.interp import nonfinite_ops
+    from triton_trace.record.checks import nonfinite_ops
     calls = []
     real = nonfinite_ops.all_finite
     monkeypatch.setattr(nonfinite_ops, "all_finite", lambda v: calls.append(v.size) or real(v))
@@ -241,7 +241,7 @@ def test_a_chunk_rerun_for_both_reasons_stays_batched():
 
 
 def test_non_finite_values_in_masked_lanes_keep_the_chunks_lazy(monkeypatch):
-    from triton_trace.record.interp import nonfinite_ops
+    from triton_trace.record.checks import nonfinite_ops
     calls = []
     real = nonfinite_ops.all_finite
     monkeypatch.setattr(nonfinite_ops, "all_finite", lambda v: calls.append(v.size) or real(v))

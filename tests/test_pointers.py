@@ -1,4 +1,4 @@
-"""Pointer arithmetic in a batched chunk (record/interp/pointers.py): ``p + offs`` computed on the operands'
+"""Pointer arithmetic in a batched chunk (record/batch/pointers.py): ``p + offs`` computed on the operands'
 unbroadcast cores must give the interpreter's bits, and the affine description a pointer block carries
 through ``p += step`` must describe its lanes exactly, so loads in a loop skip the affine probe and still
 record what one program at a time records."""
@@ -11,10 +11,10 @@ from triton.runtime.interpreter import TensorHandle
 
 from test_batch import assert_same_traces, run_both
 from triton_trace import trace
-from triton_trace.record import affine as affine_mod
-from triton_trace.record import attribution as attribution_mod
-from triton_trace.record.affine import affine_rows
-from triton_trace.record.interp import described, pointers
+from triton_trace.record.batch import affine as affine_mod
+from triton_trace.record.memory import attribution as attribution_mod
+from triton_trace.record.batch.affine import affine_rows
+from triton_trace.record.batch import described, pointers
 
 
 def _interpreter_addptr(ptr, offset):

@@ -1,7 +1,7 @@
 """The CUDA redirect (triton_trace.suite.cuda_on_cpu) on its own: every way to make or move a CUDA tensor
 lands on the CPU and computes exactly what plain CPU torch computes; torch.cuda and Triton's driver answer
 as the chosen GPU of the analysis's table; everything is put back afterwards, also after an error; and
-poisoned torch.empty (record/poison.py) gives uninitialised reads without declarations."""
+poisoned torch.empty (record/memory/poison.py) gives uninitialised reads without declarations."""
 from __future__ import annotations
 
 import copy
@@ -16,7 +16,7 @@ import triton.testing
 import triton_trace
 from triton_trace.analysis.gpus import GPUS
 from triton_trace.errors import NoSuchDevice, RequiresGPU, TraceUsageError
-from triton_trace.record import poison
+from triton_trace.record.memory import poison
 from triton_trace.suite import CudaTensor, PredictedTime, cuda_on_cpu
 
 

@@ -172,16 +172,27 @@ def canvas_cells(where, selector: str = "#tensor-canvas") -> np.ndarray:
     """The colour at the centre of every cell of the tensor heatmap, as an (rows, cols, 3) array.
     ``where``: a Playwright page, or a locator of one viewer's root."""
     data = where.locator(selector).evaluate("""(c) => {
-        const px = +c.dataset.px, R = +c.dataset.cellRows, C = +c.dataset.cellCols, dpr = c.width / (C * px);
+        const px = +c.dataset.px, R = +c.dataset.cellRows, C = +c.dataset.cellCols, dpr = c.width / parseFloat(c.style.width);
+        const ox = +(c.dataset.ox || 0), oy = +(c.dataset.oy || 0);    // halo cells before the plane
         const img = c.getContext("2d").getImageData(0, 0, c.width, c.height).data, out = [];
         for (let r = 0; r < R; r++) for (let k = 0; k < C; k++) {
-            const x = Math.floor((k * px + px / 2) * dpr), y = Math.floor((r * px + px / 2) * dpr), i = (y * c.width + x) * 4;
+            const x = Math.floor(((k + ox) * px + px / 2) * dpr), y = Math.floor(((r + oy) * px + px / 2) * dpr), i = (y * c.width + x) * 4;
             out.push(img[i], img[i + 1], img[i + 2]);
         }
         return [R, C, out];
     }""")
     R, C, flat = data
     return np.array(flat, dtype=np.int64).reshape(R, C, 3)
+
+
+def cell_pixel(where, row: int, col: int, dx: float = 0.5, dy: float = 0.5, selector: str = "#tensor-canvas") -> tuple:
+    """The colour at (dx, dy) of the way across cell (row, col) of a tensor canvas (plane cells; negative or
+    past-the-end cells are the halo)."""
+    return tuple(where.locator(selector).evaluate("""(c, [row, col, dx, dy]) => {
+        const px = +c.dataset.px, dpr = c.width / parseFloat(c.style.width);
+        const x = Math.floor(((col + +c.dataset.ox) * px + px * dx) * dpr), y = Math.floor(((row + +c.dataset.oy) * px + px * dy) * dpr);
+        return Array.from(c.getContext("2d").getImageData(x, y, 1, 1).data.slice(0, 3));
+    }""", [row, col, dx, dy]))
 
 
 def highlighted(where, colour=READ) -> np.ndarray:

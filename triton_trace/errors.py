@@ -184,7 +184,7 @@ class ChunkDiverged(BatchFallback):
     """Internal, never reaches the user: the programs of a chunk hold different values where control flow
     needs one (a branch condition, a loop bound). ``labels`` gives each program of the chunk (in its order)
     the group of programs that agree there; the executor runs the runs of consecutive programs with one
-    label as chunks of their own (record/interp/executor.py)."""
+    label as chunks of their own (record/executor.py)."""
 
     def __init__(self, message: str, labels):
         super().__init__(message)

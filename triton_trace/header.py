@@ -126,7 +126,7 @@ def _check_meta(meta, where: str) -> None:
     if meta is None:
         return
     _typed(meta, dict, where)
-    # (poisoned: arguments from a poisoned torch.empty, record/poison.py; the sanitizer reads them)
+    # (poisoned: arguments from a poisoned torch.empty, record/memory/poison.py; the sanitizer reads them)
     unknown = set(meta) - {"execution", "assert_failed", "nonfinite", "overflow", "module", "poisoned"}
     if unknown:
         raise HeaderError(f"{where} has unknown keys {sorted(unknown)[:5]}")

@@ -2,7 +2,7 @@
 (this machine's load moves absolute times by 2x between sittings; alternating A and B within one process
 is what makes the ratio readable):
 
-- ``dot``: a chunk's ``tl.dot`` as one stacked matmul (record/interp/batchdot.py) against one product per
+- ``dot``: a chunk's ``tl.dot`` as one stacked matmul (record/batch/dot.py) against one product per
   program (what every kind of operands falls back to), on the bench_suite cases named by ``--dot``;
 - ``threads``: ``analyze()`` on two cores against ``TRITON_TRACE_THREADS=1`` (analysis/parallel.py), on the
   cases named by ``--threads``; the two reports must be equal byte for byte (checked on every run);
@@ -32,7 +32,7 @@ sys.path.insert(0, HERE)
 import bench_suite as B  # noqa: E402
 import triton_trace  # noqa: E402
 from triton_trace.analysis import jitsteps  # noqa: E402
-from triton_trace.record.interp import batchdot  # noqa: E402
+from triton_trace.record.batch import dot as batchdot  # noqa: E402
 
 
 class _PerProgram(dict):

@@ -1,5 +1,5 @@
 """What the value checks cost: every case traced with and without the hooks behind the nonfinite and
-overflow findings (record/interp/nonfinite_ops.py, overflow_ops.py), alternating in one process, median
+overflow findings (record/checks/nonfinite_ops.py, overflow_ops.py), alternating in one process, median
 of --repeat runs each. Not part of the test run: nothing here asserts a time.
 
     python tests/benchmarks/bench_value_checks.py [--repeat 5]
@@ -18,7 +18,7 @@ import torch  # noqa: E402
 
 import kernels as K  # noqa: E402
 import triton_trace  # noqa: E402
-from triton_trace.record.interp import nonfinite_ops, overflow_ops  # noqa: E402
+from triton_trace.record.checks import nonfinite_ops, overflow_ops  # noqa: E402
 
 
 def cases():

@@ -1,4 +1,4 @@
-"""The GPU fidelity check (fidelity.py) under pytest.
+"""The GPU fidelity check (benchmarks/fidelity/fidelity.py) under pytest.
 
 On a machine without CUDA (CI) the GPU tests are skipped, saying so, and what can be checked without a
 GPU is: the script's --help, that every kernel of the suite and of examples/ has a comparison spec, and
@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIDELITY = os.path.join(ROOT, "benchmarks", "fidelity")    # the measurement scripts this file checks
+sys.path.insert(0, FIDELITY)
 
 import output_check as oc  # noqa: E402
 
@@ -27,7 +27,7 @@ needs_ncu = pytest.mark.skipif(not torch.cuda.is_available() or shutil.which("nc
 
 def _run(*args, timeout=120):
     env = {**os.environ, "PYTHONPATH": ROOT}
-    return subprocess.run([sys.executable, os.path.join(HERE, "fidelity.py"), *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, os.path.join(FIDELITY, "fidelity.py"), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 

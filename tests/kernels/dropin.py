@@ -223,7 +223,7 @@ def run_tile_sums(make, **opts):
     return {"out": out}
 
 
-# -- early exits that programs take differently: those that leave sit out the rest (maskedexits.py) ---------
+# -- early exits that programs take differently: those that leave sit out the rest (divergence/exits.py) ---------
 @triton.jit
 def early_exits(x_ptr, counts_ptr, out_ptr, hits_ptr, B: tl.constexpr):
     pid = tl.program_id(0)

@@ -1,6 +1,6 @@
 """An MoE expert's token rows times its weights, a tile of rows per program, with the early exit such kernels
 have: the tiles past the expert's token count return at once (``if start >= n: return``), so programs that
-leave alternate with programs that stay, expert after expert (record/interp/maskedexits.py). Used by
+leave alternate with programs that stay, expert after expert (record/divergence/exits.py). Used by
 tests/test_masked_exits.py and tests/benchmarks/bench_divergent.py."""
 from __future__ import annotations
 

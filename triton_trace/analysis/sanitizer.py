@@ -141,7 +141,7 @@ def _memory_row(ctx: LaunchContext, pid, line, kinds) -> int:
 
 
 def check_nonfinite(ctx: LaunchContext) -> list:
-    """NaN / Inf that reached memory (record/nonfinite.py): born in the kernel from finite operands
+    """NaN / Inf that reached memory (record/checks/nonfinite.py): born in the kernel from finite operands
     (``nonfinite``), or carried in from an argument that already held them (``nonfinite_input``)."""
     lc = ctx.launch
     out = []
@@ -169,7 +169,7 @@ def check_nonfinite(ctx: LaunchContext) -> list:
 
 
 def check_overflow(ctx: LaunchContext) -> list:
-    """Integers that did not fit their type and reached memory (record/overflow.py): an int32 index that
+    """Integers that did not fit their type and reached memory (record/checks/overflow.py): an int32 index that
     wrapped and then addressed memory, a float-to-int conversion out of range that was stored or used as
     an address. (Floats that overflow a narrower float type are check_nonfinite's, kind ``overflow``.)"""
     lc = ctx.launch
@@ -278,7 +278,7 @@ def _outputs(ctx: LaunchContext) -> list:
 
 def _undefined(ctx: LaunchContext) -> list:
     """The declared outputs and the arguments whose storage still held the poison of an empty tensor at
-    launch (``meta["poisoned"]``, record/poison.py): undefined for the uninitialised-read check. Only
+    launch (``meta["poisoned"]``, record/memory/poison.py): undefined for the uninitialised-read check. Only
     declared outputs are checked for coverage and double writes: a poisoned buffer need not be filled."""
     names = {t.name: i for i, t in enumerate(ctx.launch.tensors)}
     undefined = set(ctx.launch.outputs) | set((ctx.launch.meta or {}).get("poisoned", ()))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from ..cachedir import CacheUnusable, cache_dir, check_file, local_key, mac, private_dir, same_mac
 from ..errors import CompileError, TraceUsageError, UntrustedTrace
-from ..record.interp import toolchain
+from . import toolchain
 from . import ir
 from .occupancy import occupancy
 from .source import constant_node, kernel_module

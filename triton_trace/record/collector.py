@@ -16,12 +16,12 @@ from ..errors import BatchFallback, OutOfBoundsAccess
 from ..model.lanes import LaneWriter
 from ..model import KIND_CODE, Launch
 from ..model.lanes.encoding import core
-from .memory import HostMemory
-from .affine import LazyOffsets
-from .chunkcheck import ChunkConflicts
-from .nonfinite import NonFinite
+from .memory.space import HostMemory
+from .batch.affine import LazyOffsets
+from .batch.check import ChunkConflicts
+from .checks.nonfinite import NonFinite
 from .oprows import Event, op_rows
-from .overflow import Overflow
+from .checks.overflow import Overflow
 from .valueblob import ValueBlob
 
 DEFAULT_VALUE_CAP = 1 << 22     # elements of values kept per launch (about 32 MB of float64)
@@ -281,7 +281,7 @@ class Collector:
 
     def stored_values(self, tensor: int, values) -> None:
         """The values of the plain store ``memory_op`` just checked (a batched chunk's exact check may need
-        them: chunkcheck.ChunkConflicts.stored)."""
+        them: batch/check.ChunkConflicts.stored)."""
         if self._conflicts is not None and tensor >= 0:
             self._conflicts.stored(tensor, values)
 

@@ -8,7 +8,7 @@ from typing import Callable, Iterable, Optional, Union
 
 from ..errors import TraceUsageError
 from .collector import DEFAULT_VALUE_CAP
-from .interp import executor as _grid
+from . import executor as _grid
 
 
 def _pid(p) -> tuple:

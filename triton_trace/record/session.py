@@ -4,16 +4,19 @@ from __future__ import annotations
 import inspect
 import signal
 import threading
+import weakref
 from contextlib import contextmanager
 from typing import Callable, Iterable, Optional, Union
 
 from ..errors import TraceUsageError, TritonTraceError, program_error
 from ..model import Launch, Trace
 from .. import arena
-from . import frames, kernelmodule, poison
-from .interp import executor as _grid, hooks
+from . import frames, kernelmodule
+from .memory import poison
+from . import executor as _grid
+from .interp import hooks
 from .collector import Collector
-from .memory import HostMemory
+from .memory.space import HostMemory
 from .options import TraceOptions, untraced_options
 
 
@@ -164,7 +167,7 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
     for hook in hooks.pre_run_hooks(kernel_obj):
         hook(*args, **{k: v for k, v in kwargs.items() if k in bound})
     # large temporaries reuse pages the launch already touched (arena.py); the values are the same;
-    # the tracer's own buffers are never poisoned (record/poison.py)
+    # the tracer's own buffers are never poisoned (record/memory/poison.py)
     with arena.active(), poison.suspended():
         try:
             _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug, grow=opts.grow)
@@ -255,7 +258,118 @@ def _choose_config(tuner, args, kwargs, opts: TraceOptions):
             configs = tuner.prune_configs(kwargs)
         finally:
             tuner.nargs = None
-    return configs[0], "first config"
+    if len(configs) < 2:        # nothing to choose from: a config that cannot compile fails here as on the GPU
+        return configs[0], "first config"
+    return _first_that_compiles(tuner, configs, nargs, kwargs, tuple(key))
+
+
+# Triton's autotuner compiles every config while it benchmarks them and drops one that fails a
+# tl.static_assert (CompileTimeAssertionFailure) or needs more shared memory than the GPU has
+# (OutOfResources); so does a library's tuner built on it. The interpreter would run any config, so the
+# choice compiles them in order (to LLVM IR, far enough to know the shared memory; no ptxas) and takes the
+# first that passes, once per autotune key as Triton benchmarks once per key: tuner -> {key: (config, how)}.
+_COMPILED_CHOICE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _first_that_compiles(tuner, configs: list, nargs: dict, kwargs: dict, key: tuple):
+    target, max_shared = _gpu_target()
+    memo_key = (key, target.arch, max_shared)
+    try:
+        memo = _COMPILED_CHOICE.setdefault(tuner, {})
+        if memo_key in memo:
+            return memo[memo_key]
+    except TypeError:           # an unhashable key argument: compile again at each launch
+        memo = {}
+    dropped = []
+    for index, cfg in enumerate(configs):
+        why = _compile_failure(tuner, cfg, nargs, kwargs, target, max_shared)
+        if why is None:
+            break
+        dropped.append(f"config {index} ({cfg}): {why}")
+    else:   # every config fails: Triton's autotuner then launches the first, which fails to compile
+        cfg = configs[0]
+    how = "first config"
+    if dropped:
+        how = (f"first config that compiles for sm_{target.arch}; dropped as Triton's autotuner drops them: "
+               + "; ".join(dropped)) if len(dropped) < len(configs) else \
+            f"first config, though none compiles for sm_{target.arch}: " + "; ".join(dropped)
+    memo[memo_key] = (cfg, how)
+    return cfg, how
+
+
+def _gpu_target():
+    """(GPUTarget, bytes of shared memory a program may use) of the GPU Triton's driver answers for: the CUDA
+    redirect's chosen GPU, or a real one. Where no driver answers (a CPU-only machine outside the redirect),
+    sm_90 and no shared-memory limit (only compile-time assertions are checked then)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    try:
+        driver = triton.runtime.driver.active
+        target = driver.get_current_target()
+        props = driver.utils.get_device_properties(driver.get_current_device())
+        return target, int(props["max_shared_mem"])
+    except (RuntimeError, ImportError, AttributeError, KeyError):     # "0 active drivers" and kin
+        return GPUTarget("cuda", 90, 32), None
+
+
+def _compile_failure(tuner, cfg, nargs: dict, kwargs: dict, target, max_shared) -> Optional[str]:
+    """Why ``cfg`` does not compile for ``target`` as Triton's autotuner would find out (a failed
+    ``tl.static_assert``, too much shared memory), or None: it compiles, or it fails for another reason,
+    which a GPU launch would raise too and the interpreter shows at its line."""
+    from triton._C.libtriton import ir
+    from triton.compiler import ASTSource, make_backend
+    from triton.compiler.errors import CompileTimeAssertionFailure
+    from triton.runtime.jit import create_function_from_signature
+    parts = hooks.autotune_parts(tuner)
+    values = {**nargs, **kwargs, **(cfg.all_kwargs() if hasattr(cfg, "all_kwargs") else cfg.kwargs)}
+    for part in parts[1:]:
+        if hasattr(part, "configs"):        # an autotuner below this one: its choice is made later
+            return None
+        for k, heur in part.values.items():
+            values[k] = heur(values)
+    jit = parts[-1].fn
+    names = {p.name for p in jit.params}
+    try:
+        backend = make_backend(target)
+        known = set(backend.parse_options({}).__dict__)
+        binder = create_function_from_signature(jit.signature, jit.params, backend)
+        bound, spec, opts = binder(**{k: v for k, v in values.items() if k in names},
+                                   **{k: v for k, v in values.items() if k in known and k not in names and v is not None})
+        options, signature, constexprs, attrs = jit._pack_args(backend, opts, bound, spec, opts)
+        src = ASTSource(jit, signature, constexprs, attrs)
+        context = ir.context()
+        ir.load_dialects(context)
+        backend.load_dialects(context)
+        module = src.make_ir(target, options, backend.get_codegen_implementation(options),
+                             backend.get_module_map(), context)
+    except CompileTimeAssertionFailure as e:
+        return _assertion_text(e)
+    except Exception:               # noqa: BLE001 the binder and front end raise many kinds; not this check's
+        return None
+    if max_shared is None:
+        return None
+    stages, metadata = {}, {"hash": "0", "target": target, **options.__dict__}
+    try:
+        backend.add_stages(stages, options, src.language)
+        for stage in ("ttir", "ttgir", "llir"):
+            module = stages[stage](module, metadata)
+    except Exception:               # noqa: BLE001 a lowering failure would fail on the GPU too: not a drop
+        return None
+    finally:
+        del module, context         # free the MLIR objects now (else nanobind reports them leaked at exit)
+    shared = int(metadata.get("shared") or 0)
+    if shared > max_shared:
+        return f"out of resource: shared memory, Required: {shared}, Hardware limit: {max_shared}"
+    return None
+
+
+def _assertion_text(err) -> str:
+    """``tl.static_assert(...) failed[: message]`` from a CompileTimeAssertionFailure (its text shows the
+    failing source line above a caret)."""
+    lines = str(err).splitlines()
+    code = next((lines[i - 1].strip() for i, ln in enumerate(lines) if i and ln.strip() == "^"), "tl.static_assert")
+    message = (getattr(err, "error_message", None) or "").strip()
+    return f"{code} failed" + (f": {message}" if message else "")
 
 
 def _config_dict(cfg, how: str, configs: list) -> dict:
@@ -406,7 +520,7 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
     options. Launches land in ``current_trace()``. ``poison_empty``: tensors from ``torch.empty`` and its
     kin made inside the block are filled with a poison pattern (NaN for floats), and a launch that reads
     one before any program wrote it gets an ``uninitialized_read`` finding with no ``outputs=`` declared
-    (record/poison.py).
+    (record/memory/poison.py).
     """
     opts = TraceOptions(programs, values, inputs=inputs)
     names = None if kernels is None else ({kernels} if isinstance(kernels, str) else set(kernels))

@@ -40,7 +40,7 @@ import torch
 
 from ..errors import RequiresGPU, TritonTraceError
 from ..record.patching import Scope
-from ..record.poison import PoisonEmpty
+from ..record.memory.poison import PoisonEmpty
 from ..record.session import trace_all
 from .. import cbuild
 from . import tensors

@@ -10,7 +10,7 @@ What it installs, all put back in ``finally`` in reverse order:
   every kernel launch routed through the interpreter: traced into ``current_trace()`` (``trace=True``, with
   ``trace_all``) or run untraced (``trace=False``: what ``pytest --tt-cuda`` installs for the whole session,
   each test then tracing its own launches);
-- ``poison_empty``: ``torch.empty`` and its kin filled with poison (record/poison.py);
+- ``poison_empty``: ``torch.empty`` and its kin filled with poison (record/memory/poison.py);
 - torch.compile: Inductor generating CUDA Triton kernels for the GPU, run through the interpreter and
   traced under Inductor's kernel names (inductor.py; inference only).
 
@@ -29,7 +29,7 @@ from ..analysis.gpus import GPU, GPUS
 from ..errors import TraceUsageError
 from ..record.interp.activedriver import driver_active
 from ..record.patching import Scope
-from ..record.poison import poisoning
+from ..record.memory.poison import poisoning
 from ..record.session import trace_all
 from . import bench, cudaapi, inductor, tensors
 from .driver import SuiteDriver

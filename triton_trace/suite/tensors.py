@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..errors import NoSuchDevice, RequiresGPU
-from ..record import poison
+from ..record.memory import poison
 
 CUDA = torch.device("cuda", 0)
 DEVICE_COUNT = 1

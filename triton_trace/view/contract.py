@@ -146,6 +146,8 @@ class TensorPayload(TypedDict):
     elements_hidden: int  # of those, not drawn: in another slice or outside the window
     oob_lanes: int        # active lanes outside the tensor's storage
     oob_examples: list
+    halo: dict            # out-of-bounds lanes at their would-be cells (evidence.halo): row, col (cells relative
+                          # to the window, possibly negative or past cell_rows / cell_cols), offset, hidden
     cells: dict           # cell (row-major index), kinds (1 read | 2 written), lanes, program (the smallest
                           # linear id that touched it), programs (how many), value and writer (the linear id
                           # of the last program that wrote it, -1: none), element by element, or fill
@@ -173,6 +175,10 @@ class FindingsPayload(TypedDict):
     line: list
     tensor: list
     count: list
+    evidence: list        # per finding: programs (the programs involved, [x, y, z] each: a race names two),
+                          # tensor_index (the tensor's position in the launch, or None), offsets (the first
+                          # offending storage offsets), indices (their view indices, None outside the view),
+                          # outside (offset outside the storage), valid_range, other_line (a race's other access)
     total: int
     truncated: bool
     suppressed: int       # findings the analysis left out over its cap (whole trace)

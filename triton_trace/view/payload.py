@@ -13,6 +13,7 @@ from .contract import (ChartsPayload, DiffPayload, FindingsPayload, GridPayload,
                        TouchesPayload, TracePayload)
 from .lookup import LaunchIndex, TraceIndex
 from .places import cell_name, cell_text
+from .evidence import finding_evidence
 from .report_view import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
 from .limits import (HIST_BINS, MAX_FINDINGS, MAX_GRID_CELLS, MAX_ITEMS, MAX_LAUNCHES, MAX_LINE_CHARS, MAX_OPS,  # noqa: F401
                      MAX_SOURCE_LINES, MAX_TEXT, MAX_TOUCHES, MAX_DIFF_ELEMENTS, MAX_HINTS)
@@ -305,7 +306,7 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
     report, _ = ti.report()
     found = launch_findings(ti, i)
     shown = found[:MAX_FINDINGS]
-    out: dict = {k: [] for k in ("kind", "severity", "message", "program", "op", "line", "tensor", "count")}
+    out: dict = {k: [] for k in ("kind", "severity", "message", "program", "op", "line", "tensor", "count", "evidence")}
     for f, row in shown:
         lin = finding_lin(ix, f)
         out["kind"].append(clip(f.get("kind", "")))
@@ -316,6 +317,7 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
         out["tensor"].append(clip(f.get("tensor")))
         out["count"].append(int(f.get("count") or 0))
         out["op"].append(_finding_op(ix, lin, row))
+        out["evidence"].append(finding_evidence(ix, f))
     return {**out, "total": len(found), "truncated": len(found) > len(shown),
             "suppressed": int(report.suppressed) if report is not None else 0}
 

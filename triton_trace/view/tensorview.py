@@ -16,6 +16,7 @@ from .lookup import LaunchIndex, TraceIndex
 from .payload import clip, encode, json_values
 from .tensormap import Plane, auto_window, cell_sizes, cells, invertible, locate, make_plane, view_index
 from .limits import MAX_TENSOR_BYTES
+from .evidence import HALO_MAX, halo
 
 OOB_EXAMPLES = 8
 
@@ -31,13 +32,15 @@ class Elements:
     value: np.ndarray       # float64: the last recorded value (NaN when none was recorded)
     has_value: np.ndarray   # bool
     writer: np.ndarray      # linear id of the program of the last write (row order), -1 when none wrote it
-    oob_lanes: int          # active lanes outside the tensor's storage (not drawable)
+    writers: np.ndarray     # number of distinct programs that wrote it (2 or more: a race, unless atomic)
+    oob_lanes: int          # active lanes outside the tensor's storage (drawn in the halo, evidence.py)
     oob_examples: tuple     # a few of their offsets
+    oob_offsets: np.ndarray  # their distinct offsets, the first HALO_MAX
 
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.offsets, self.kinds, self.lanes, self.program, self.programs,
-                                      self.value, self.has_value, self.writer))
+                                      self.value, self.has_value, self.writer, self.writers, self.oob_offsets))
 
 
 def group(keys: np.ndarray, bound: int) -> tuple:
@@ -67,33 +70,67 @@ def elements(ix: LaunchIndex, rows: np.ndarray, tensor: int) -> Elements:
     size = lc.tensors[tensor].storage_size
     inside = (off >= 0) & (off < size)
     bad = active & ~inside
-    oob_examples = tuple(int(v) for v in np.unique(off[bad])[:OOB_EXAMPLES])
+    oob_offsets = np.unique(off[bad])[:HALO_MAX]
+    oob_examples = tuple(int(v) for v in oob_offsets[:OOB_EXAMPLES])
     keep = active & inside
     off, lane_row, values, has = off[keep], lane_row[keep], values[keep], has[keep]
     lin = ix.lin[lane_row]
     uniq, inv = group(off, size)
     n = len(uniq)
-    read = np.bincount(inv, weights=ix.read[lane_row], minlength=n) > 0
-    write = np.bincount(inv, weights=ix.write[lane_row], minlength=n) > 0
-    program = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(program, inv, lin)
-    pairs = np.sort(inv * max(ix.num_programs, 1) + lin)     # distinct (element, program) pairs
-    if len(pairs):
-        pairs = pairs[np.concatenate([[True], pairs[1:] != pairs[:-1]])]
-    nprog = np.bincount(pairs // max(ix.num_programs, 1), minlength=n)
-    # the value of the last lane (in row order) that recorded one
-    last = np.full(n, -1, dtype=np.int64)
-    rec = np.nonzero(has)[0]
-    np.maximum.at(last, inv[rec], rec)
-    has_value = last >= 0
-    value = np.where(has_value, values[np.maximum(last, 0)] if len(values) else np.nan, np.nan)
-    last_write = np.full(n, -1, dtype=np.int64)
-    wrote = np.flatnonzero(ix.write[lane_row])
-    np.maximum.at(last_write, inv[wrote], wrote)
-    writer = np.where(last_write >= 0, lin[np.maximum(last_write, 0)] if len(lin) else -1, -1)
+    read_lane, write_lane = ix.read[lane_row].astype(bool), ix.write[lane_row].astype(bool)
+    if len(inv) == n:
+        # every element was touched by one lane (a copy, an elementwise kernel): scatter, no grouping
+        read, write, nlanes = np.zeros(n, bool), np.zeros(n, bool), np.ones(n, np.int64)
+        read[inv], write[inv] = read_lane, write_lane
+        program = np.empty(n, np.int64)
+        program[inv] = lin
+        nprog = np.ones(n, np.int64)
+        nwriters = np.zeros(n, np.int64)
+        nwriters[inv] = write_lane
+        has_value = np.zeros(n, bool)
+        has_value[inv] = has
+        value = np.full(n, np.nan)
+        value[inv[has]] = values[has]
+        writer = np.full(n, -1, np.int64)
+        writer[inv[write_lane]] = lin[write_lane]
+    else:
+        read = np.bincount(inv, weights=read_lane, minlength=n) > 0
+        write = np.bincount(inv, weights=write_lane, minlength=n) > 0
+        nlanes = np.bincount(inv, minlength=n)
+        program, nprog, nwriters = _programs(inv, lin, write_lane, n, ix.num_programs)
+        # the value of the last lane (in row order) that recorded one
+        last = np.full(n, -1, dtype=np.int64)
+        rec = np.nonzero(has)[0]
+        np.maximum.at(last, inv[rec], rec)
+        has_value = last >= 0
+        value = np.where(has_value, values[np.maximum(last, 0)] if len(values) else np.nan, np.nan)
+        last_write = np.full(n, -1, dtype=np.int64)
+        wrote = np.flatnonzero(write_lane)
+        np.maximum.at(last_write, inv[wrote], wrote)
+        writer = np.where(last_write >= 0, lin[np.maximum(last_write, 0)] if len(lin) else -1, -1)
     return Elements(uniq, (read.astype(np.int8) | (write.astype(np.int8) << 1)).astype(np.int8),
-                    np.bincount(inv, minlength=n).astype(np.int32), program,
-                    nprog.astype(np.int32), value, has_value, writer.astype(np.int64), int(bad.sum()), oob_examples)
+                    nlanes.astype(np.int32), program,
+                    nprog.astype(np.int32), value, has_value, writer.astype(np.int64), nwriters.astype(np.int32),
+                    int(bad.sum()), oob_examples, oob_offsets)
+
+
+def _programs(inv: np.ndarray, lin: np.ndarray, wrote: np.ndarray, n: int, num_programs: int) -> tuple:
+    """Per element (lane i: element inv[i], program lin[i], a write when wrote[i]): the smallest program
+    that touched it, how many distinct programs touched it, how many wrote it. One sort of
+    (element, program, wrote) keys answers all three."""
+    p = max(num_programs, 1)
+    key = np.sort((inv * p + lin) * 2 + wrote)
+    if len(key):
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])]      # distinct (element, program, wrote)
+    pair = key >> 1
+    elem = pair // p
+    first = np.ones(len(pair), dtype=bool)
+    first[1:] = pair[1:] != pair[:-1]
+    program = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    starts = np.ones(len(elem), dtype=bool)
+    starts[1:] = elem[1:] != elem[:-1]
+    program[elem[starts]] = pair[starts] % p          # keys sort by program within an element
+    return program, np.bincount(elem[first], minlength=n), np.bincount(elem[(key & 1) == 1], minlength=n)
 
 
 def plane_cells(plane: Plane, table: Elements, pos: np.ndarray, entry: np.ndarray) -> dict:
@@ -107,8 +144,10 @@ def plane_cells(plane: Plane, table: Elements, pos: np.ndarray, entry: np.ndarra
     np.minimum.at(program, inv, table.program[entry])
     programs = np.zeros(n, dtype=np.int32)
     np.maximum.at(programs, inv, table.programs[entry])
+    writers = np.zeros(n, dtype=np.int32)
+    np.maximum.at(writers, inv, table.writers[entry])
     out = {"cell": uc.tolist(), "kinds": kinds.tolist(), "program": program.tolist(),
-           "programs": programs.tolist(),
+           "programs": programs.tolist(), "writers": writers.tolist(),
            "lanes": np.bincount(inv, weights=table.lanes[entry], minlength=n).astype(np.int64).tolist()}
     if plane.fr == 1 and plane.fc == 1:
         first = np.full(n, len(entry), dtype=np.int64)
@@ -147,6 +186,7 @@ def tensor_payload(ti: TraceIndex, launch: int, tensor: int, rows: np.ndarray, c
         "storage_size": info.storage_size, "plane": plane.to_dict(), "selection": selection,
         "elements": int(len(table.offsets)), "elements_hidden": int((~placed).sum()),
         "oob_lanes": table.oob_lanes, "oob_examples": list(table.oob_examples),
+        "halo": halo(info, plane, table.oob_offsets),
         "cells": plane_cells(plane, table, pos, entry), "dropped": [],
     }
     return encode_bounded(payload)
@@ -179,7 +219,7 @@ def encode_bounded(payload: dict, limit: int = MAX_TENSOR_BYTES) -> str:
     """``encode``, kept under ``limit`` bytes by dropping the least essential columns (named in
     ``dropped``)."""
     body = encode(payload)
-    for column in ("value", "writer", "programs", "program", "lanes"):
+    for column in ("value", "writer", "writers", "programs", "program", "lanes"):
         if len(body) <= limit:
             break
         if column in payload["cells"]:

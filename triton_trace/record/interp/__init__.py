@@ -1,9 +1,8 @@
-"""Everything that touches Triton's interpreter internals, and nothing else does.
+"""The seam: the hooks that make Triton's interpreter record, and the table of every private Triton name.
 
-Triton's interpreter is private and changes between releases, so its seams are reached only from this
-package: ``hooks`` installs and restores the recording seams and runs a grid, ``semantics`` makes traced
-kernels compute as compiled code does where the plain interpreter differs, and ``batch`` runs many
-programs in one numpy pass. ``toolchain`` is the one touch of Triton's compiler internals (the launcher's
-specialization, compiling for a GPU target on the CPU). ``tests/test_fidelity.py`` checks that no module outside this package
-imports Triton's interpreter module.
+``hooks`` installs and restores the recording seams and runs a grid, ``proxy`` stands in for the
+interpreter's C++ memory module, ``semantics`` makes traced kernels compute as compiled code does where the
+plain interpreter differs, ``activedriver`` is the one touch of the runtime's driver slot, and ``seams`` lists
+the supported releases and every private name the package touches anywhere (tests/test_architecture.py keeps
+that list complete, so a Triton upgrade is one file to read).
 """

@@ -25,7 +25,12 @@ from triton.runtime.jit import JITFunction
 from .. import frames
 from ..frames import where
 from ..patching import Scope, Snapshot
-from . import batch, batchtensor, debugops, looprewrite, nonfinite_ops, overflow_ops, pointers, provenance, pylogic, semantics
+from ..batch import chunk as batch, tensor as batchtensor, pointers
+from ..gpu import debugops, pylogic
+from ..divergence import rewrite as looprewrite
+from ..checks import nonfinite_ops, overflow_ops
+from ..memory import provenance
+from . import semantics
 from .proxy import MemoryProxy, install_pointer_casts
 
 # --------------------------------------------------------------------------------------------------------

@@ -13,15 +13,15 @@ from typing import Optional
 import numpy as np
 
 from ...numerics.rounding import bf16_to_f32
-from .. import affine
+from ..batch import affine
 from ..frames import where
 
 
 def install_pointer_casts(scope, builder, memory) -> None:
     """Integers cast to pointers (a table of ``data_ptr()`` values loaded by the kernel) name the caller's
     memory; ``memory.translate`` moves them into the padded copies the traced launch runs on."""
-    from . import provenance
-    from .lowp import inner_method
+    from ..memory import provenance
+    from ..gpu.lowp import inner_method
     inner = inner_method(builder, "create_int_to_ptr")
 
     def create_int_to_ptr(val, dst_type):
@@ -65,7 +65,7 @@ class MemoryProxy:
 
     def _raw(self):
         """The interpreter's C++ functions, which dereference raw addresses in the padded buffers: every
-        storage is copied into its buffer first (record/memory.py copies lazily)."""
+        storage is copied into its buffer first (record/memory/space.py copies lazily)."""
         self.settle()
         self._rec.memory.copy_all()
         return self._real

@@ -1,6 +1,12 @@
-"""Which Triton releases the tracer runs on, and the private interpreter attributes it hooks (its seams):
-both checked when triton_trace is imported, so a release that moved one fails there, naming what moved,
-instead of mid-launch. The version range is what the test suite runs against."""
+"""Which Triton releases the tracer runs on, and every private Triton name it touches (its seams): both
+checked when triton_trace is imported, so a release that moved one fails there, naming what moved, instead
+of mid-launch. The version range is what the test suite runs against.
+
+``PRIVATE`` is the whole list: tests/test_architecture.py fails when any module of the package touches a
+private Triton name (one imported from a private module, an attribute of such a module, an underscored
+attribute of ``triton``/``tl``) that is not in it, or when it lists a name nobody uses. Upgrading Triton
+starts by reading this one table.
+"""
 from __future__ import annotations
 
 import triton
@@ -30,6 +36,40 @@ def check_version() -> None:
             f"Install a supported release, e.g. pip install 'triton>={lo},<{SUPPORTED[1][0]}.{SUPPORTED[1][1] + 1}'")
 
 
+# module -> {name: where it is used}; every name must exist in every supported release
+PRIVATE = {
+    "triton.runtime.interpreter": {
+        "TensorHandle": "record/batch, divergence, gpu, memory/provenance, interp/semantics: the interpreter's values",
+        "_get_np_dtype": "record/batch, divergence, gpu: numpy dtype of a Triton type",
+        "_interpreter": "interp/hooks, batch/memops: the C++ memory module the proxy stands in for",
+        "interpreter_builder": "interp/hooks, batch/tensor, divergence: the builder whose ops are hooked",
+        "interpreter_semantic": "gpu/libdevice: the semantic object libdevice calls take",
+        "_patch_lang": "interp/hooks", "_implicit_cvt": "interp/semantics",
+        "GridExecutor": "interp/hooks", "InterpretedFunction": "interp/hooks", "FunctionRewriter": "interp/hooks",
+        "ReduceOps": "interp/hooks", "ScanOps": "interp/hooks", "InterpreterBuilder": "interp/hooks",
+    },
+    "triton.runtime.jit": {
+        "JITFunction": "interp/hooks: JITFunction.run is wrapped",
+        "create_function_from_signature": "compiled/toolchain: the launcher's argument binder",
+    },
+    "triton.runtime.autotuner": {"Autotuner": "interp/hooks, session", "Heuristics": "interp/hooks, session"},
+    "triton.runtime.driver": {"driver": "interp/activedriver: the active-driver slot"},
+    "triton.runtime": {"driver.active": "suite/bench: the active driver's benchmarker"},
+    "triton.backends.compiler": {"GPUTarget": "compiled/toolchain, suite/driver"},
+    "triton.backends.driver": {"DriverBase": "suite/driver: the stub GPU driver's base"},
+    "triton.backends.nvidia.driver": {"ty_to_cpp": "suite/driver: the CUDA backend's type table"},
+    "triton.compiler": {"ASTSource": "compiled/toolchain", "make_backend": "compiled/toolchain"},
+    "triton.compiler.errors": {"CompilationError": "errors"},
+    "triton.language.standard": {
+        "_sum_combine": "batch/tensor, gpu/lowp: reductions recognised by their combine function",
+        "_prod_combine": "batch/tensor, gpu/lowp", "_elementwise_max": "batch/tensor, gpu/lowp",
+        "_elementwise_min": "batch/tensor, gpu/lowp",
+    },
+}
+PRIVATE_MODULES = ("triton.runtime.interpreter", "triton.runtime.jit", "triton.runtime.autotuner",
+                   "triton.runtime.driver", "triton.backends", "triton.compiler", "triton._C",
+                   "triton._internal_testing")
+
 SEAMS = (
     (_ti, "_interpreter"), (_ti, "interpreter_builder"), (_ti, "_patch_lang"), (_ti, "_implicit_cvt"),
     (_ti, "GridExecutor"), (_ti, "InterpretedFunction"), (_ti, "ReduceOps"), (_ti, "ScanOps"),
@@ -44,9 +84,34 @@ def _owner_name(owner) -> str:
     return getattr(owner, "__qualname__", None) or getattr(owner, "__name__", None) or type(owner).__name__
 
 
+def _missing_private() -> list:
+    import importlib
+    missing = []
+    for module, names in PRIVATE.items():
+        try:
+            mod = importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+            continue
+        missing += [f"{module}.{n}" for n in names if not _has_static(mod, n)]
+    return missing
+
+
+def _has_static(obj, dotted: str) -> bool:
+    """Whether ``obj.a.b`` exists, without running properties (``driver.active`` starts a GPU driver)."""
+    import inspect
+    for part in dotted.split("."):
+        try:
+            obj = inspect.getattr_static(obj, part)
+        except AttributeError:
+            return False
+    return True
+
+
 def check_seams() -> list:
     """Names of hooked interpreter attributes that are missing in the installed Triton (empty when fine)."""
     missing = [f"{_owner_name(owner)}.{name}" for owner, name in SEAMS if not hasattr(owner, name)]
+    missing += _missing_private()
     if hasattr(_ti, "_interpreter"):
         missing += [f"_interpreter.{n}" for n in ("load", "store", "atomic_rmw", "atomic_cas")
                     if not hasattr(_ti._interpreter, n)]

@@ -23,8 +23,8 @@ import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _ti
 
-from . import libdevice, lowp
-from .lowp import inner_method
+from ..gpu import libdevice, lowp
+from ..gpu.lowp import inner_method
 
 _TH = _ti.TensorHandle
 _INT_CONSTANTS = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")

@@ -1,0 +1,79 @@
+// The tensor view's legend and notes, and the list of accesses to a clicked element (tensor.js draws).
+import { clear, fmtNum, gradientCss, h, pidText, programColor, rgb } from "./dom.js";
+import { OOB_RED, WRITERS } from "./evidence.js";
+export const KIND_COLOR = { 1: [37, 99, 235], 2: [234, 88, 12], 3: [124, 58, 237] };
+export const UNTOUCHED = [233, 236, 240];
+// colour by value: viridis over the finite range; NaN, +Inf, -Inf and "no value recorded" apart from it
+export const SPECIAL = { nan: [236, 72, 153], inf: [220, 38, 38], "-inf": [30, 27, 75], none: [156, 163, 175] };
+// colour by difference from a compared trace: elements that agree are dimmed
+export const DIFF = { same: [203, 213, 225], differ: [220, 38, 38], only_a: [234, 88, 12], only_b: [124, 58, 237] };
+
+export function tensorLegend(v) {
+  const d = v.data, pl = d.plane, box = clear(v.$("tensor-legend"));
+  const sw = (c, text) => { const s = h("span", { class: "swatch" }); s.style.background = rgb(c); return h("span", {}, s, text); };
+  const range = v.colour === "value" ? v.valueRange() : null;
+  const diff = v.colour === "diff" ? v.diffs.get(d.tensor) : null;
+  if (diff) {
+    box.append(h("span", {}, diff.differing + diff.only_a + diff.only_b
+      ? `${fmtNum(diff.differing)} of ${fmtNum(diff.compared)} written element(s) differ from the compared trace` +
+        (diff.truncated ? ` (the first ${fmtNum(diff.elements.index.length)} drawn)` : "")
+      : `all ${fmtNum(diff.compared)} written element(s) equal the compared trace's`),
+      sw(DIFF.differ, "differs"), sw(DIFF.only_a, `written only here (${diff.only_a})`),
+      sw(DIFF.only_b, `written only there (${diff.only_b})`), sw(DIFF.same, "equal or not written"));
+  } else if (range) {
+    const bar = h("span", { class: "bar" });
+    bar.style.background = gradientCss("value");
+    box.append(h("span", {}, "value:"), h("span", {}, fmtNum(range[0])), bar, h("span", {}, fmtNum(range[1])),
+      sw(SPECIAL.nan, "NaN"), sw(SPECIAL.inf, "+Inf"), sw(SPECIAL["-inf"], "-Inf"), sw(SPECIAL.none, "no value recorded"));
+  } else if (v.colour === "value") {
+    box.append(h("span", {}, d.cells.fill ? "values are drawn element by element: zoom in (or pick a program or an op)"
+      : "no values were recorded for this view"));
+  } else if (v.colour === "writers") {
+    box.append(h("span", {}, "written by:"), sw(WRITERS[0], "no program (read only)"), sw(WRITERS[1], "1 program"),
+      sw(WRITERS[2], "2 programs"), sw(WRITERS[3], "3 or more"), h("span", {}, "(2 or more without an atomic: a race)"));
+  } else if (d.selection.mode === "all" && d.cells.program) {
+    const progs = [...new Set(d.cells.program)].sort((a, b) => a - b);
+    box.append(h("span", {}, "colour = the first program that touched the element:"));
+    if (progs.length <= 24) for (const lin of progs) box.append(sw(programColor(lin), pidText(v.pidOf(lin))));
+    else box.append(h("span", {}, `${progs.length} programs`));
+  }
+  else box.append(sw(KIND_COLOR[1], "loaded"), sw(KIND_COLOR[2], "stored"), sw(KIND_COLOR[3], "both"));
+  box.append(sw(UNTOUCHED, "not touched"));
+  const what = d.selection.mode === "all" ? "all programs" : d.selection.mode === "program"
+    ? `program ${pidText(d.selection.program)}` : `op ${d.selection.op} of program ${pidText(d.selection.program)}`;
+  box.append(h("span", {}, `${d.name}: ${d.dtype} ${d.shape.join("×") || "scalar"}, strides (${d.strides.join(", ")}) · ${what}`));
+  const notes = [];
+  if (pl.windowed) notes.push(`Zoomed: rows ${pl.origin[0]}–${pl.origin[0] + pl.rows - 1}, columns ${pl.origin[1]}–${pl.origin[1] + pl.cols - 1} of ${pl.full[0]}×${pl.full[1]}.`);
+  if (pl.cell[0] * pl.cell[1] > 1) notes.push(`Downsampled: each cell is ${pl.cell[0]}×${pl.cell[1]} elements, shaded by the share touched.`);
+  if (d.elements_hidden) notes.push(`${fmtNum(d.elements_hidden)} touched element(s) are not drawn (another slice${pl.windowed ? " or outside the zoom" : ""}).`);
+  if (d.oob_lanes) {
+    const drawn = d.halo ? d.halo.row.length : 0, hidden = d.halo ? d.halo.hidden : 0;
+    notes.push(`⚠ ${fmtNum(d.oob_lanes)} active lane(s) fall outside the tensor's storage (offsets ${d.oob_examples.join(", ")}…)` +
+      (drawn ? `; drawn in red at their would-be cells past the tensor's end${hidden ? ` (${fmtNum(hidden)} offsets too far out to draw)` : ""}.` : "; too far out to draw."));
+    box.append(sw(OOB_RED, "outside the tensor (would-be position)"));
+  }
+  if (v.marks && v.marks.length) box.append(h("span", { class: "mark-key" }, "▢ outlined: the finding's elements"));
+  if (d.dropped.length) notes.push(`To stay small, this view left out: ${d.dropped.join(", ")}.`);
+  if (d.elements === 0 && !d.oob_lanes) notes.push("Nothing in this selection touches this tensor.");
+  v.$("tensor-note").textContent = notes.join(" ");
+}
+
+
+export function showTouches(v, data) {
+  const box = v.$("tensor-touches");
+  v.touches = data;
+  if (!data) { box.hidden = true; clear(box); delete box.dataset.index; return; }
+  const T = data.touches, list = h("ol", { class: "scroll" });
+  T.order.forEach((_, k) => {
+    const val = T.value[k] === null ? "value not recorded" : `value ${fmtNum(T.value[k])}`;
+    const via = T.tensor[k] !== data.name ? ` via ${T.tensor[k]}` : "";
+    list.append(h("li", { "data-k": k, tabindex: 0, class: T.kind[k].startsWith("load") ? "r" : "w" },
+      h("span", { class: "kind" }, T.kind[k]), ` program ${pidText(T.program[k])} · op ${T.seq[k]} · line ${T.line[k]}` +
+      ` · lane (${T.lane[k].join(", ")})${via} · ${val}`));
+  });
+  clear(box).append(h("div", { class: "muted" }, `${data.name}[${data.index.join(", ")}] (storage offset ${data.offset}): ` +
+    (data.total ? `${data.total} access(es), in execution order${data.truncated ? `, the first ${T.order.length} listed` : ""}; click one to open it` : "no recorded access")), list);
+  box.dataset.index = data.index.join(",");
+  box.hidden = false;
+}
+

@@ -1,0 +1,5 @@
+"""Control flow that differs between the programs of a batched chunk, run as a GPU runs it (masked lanes).
+
+loops (divergent trip counts), rewrite (the source rewrite behind them), induction (a loop variable typed as
+compiled code types it), branches (``if`` on a per-program condition), exits (an early ``return``).
+"""
