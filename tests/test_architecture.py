@@ -15,7 +15,7 @@ PKG = os.path.join(ROOT, "triton_trace")
 # stage of each top-level part of the package; a module may import its own stage or earlier ones
 STAGES = {"errors": 0, "numerics": 0, "cachedir": 0, "signing": 0, "cbuild": 0, "arena": 0, "model": 1, "header": 2, "store": 2, "record": 3, "compiled": 4, "analysis": 4,
           "repro": 5, "view": 5, "suite": 5}
-TOP = {"__init__", "__main__", "cli", "pytest_plugin", "fuzzing", "gpucheck"}   # the public API, the command line and the pytest plugin wire every stage
+TOP = {"__init__", "__main__", "cli", "commands", "pytest_plugin", "fuzzing", "gpucheck"}   # the public API, the command line and the pytest plugin wire every stage
 
 
 def _module_imports(path: str, package: list) -> set:

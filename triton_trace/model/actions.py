@@ -1,16 +1,33 @@
 """What the data objects do through later stages: save (the store), show and ``_repr_html_`` (the view).
 
-The data model imports no stage. These methods call functions that the package's ``__init__`` installs
-(``install``): the store to save a Trace, the view to render HTML (loaded, with plotly, on the first
-display). Jupyter uses IPython's formatters (view/notebook.py registers them, and they take precedence);
+The data model imports no stage: each action is named here by module and function (``DEFAULTS``) and
+loaded on its first call (the view, with plotly, on the first display); ``install`` replaces one (tests,
+embedders). Jupyter uses IPython's formatters (view/notebook.py registers them, and they take precedence);
 marimo, VS Code, Quarto and nbconvert read ``_repr_html_``.
 """
 from __future__ import annotations
 
 from typing import Callable, Optional
 
-# "html": obj -> HTML string; "show": display obj in the running notebook; "save": (trace, path) -> None
+# "html": obj -> HTML string; "show": display obj in the running notebook; "save": (trace, path) -> None;
+# "compiled": (launch, target, **kw) -> compiled launch; "reproducer": (launch, path, **kw) -> path
+DEFAULTS = {
+    "html": ("triton_trace.view.notebook", "repr_html"),
+    "show": ("triton_trace.view.notebook", "show"),
+    "save": ("triton_trace.store", "save"),
+    "compiled": ("triton_trace.compiled", "compile_launch"),
+    "reproducer": ("triton_trace.repro", "write_reproducer"),
+}
 _RENDERER: dict = {}
+
+
+def _get(name: str) -> Optional[Callable]:
+    found = _RENDERER.get(name)
+    if found is None and name in DEFAULTS:
+        import importlib
+        module, attr = DEFAULTS[name]
+        found = _RENDERER[name] = getattr(importlib.import_module(module), attr)
+    return found
 
 
 def install(html: Optional[Callable] = None, show: Optional[Callable] = None, save: Optional[Callable] = None,
@@ -21,30 +38,23 @@ def install(html: Optional[Callable] = None, show: Optional[Callable] = None, sa
 
 
 def action(name: str) -> Callable:
-    found = _RENDERER.get(name)
+    found = _get(name)
     if found is None:
-        raise RuntimeError(f"no '{name}' is installed; import triton_trace (not only triton_trace.model)")
+        raise RuntimeError(f"no action '{name}': the actions are {sorted(set(DEFAULTS) | set(_RENDERER))}")
     return found
 
 
 def save(trace, path) -> None:
-    writer = _RENDERER.get("save")
-    if writer is None:
-        raise RuntimeError("no trace writer is installed; import triton_trace (not only triton_trace.model)")
-    writer(trace, path)
+    action("save")(trace, path)
 
 
 def html(obj) -> Optional[str]:
     """The object's HTML, or None when no renderer is installed (a front end then shows its repr)."""
-    render = _RENDERER.get("html")
-    return render(obj) if render is not None else None
+    return action("html")(obj)
 
 
 def show(obj, **kw) -> None:
-    render = _RENDERER.get("show")
-    if render is None:
-        raise RuntimeError("no display is installed; import triton_trace (not only triton_trace.model)")
-    render(obj, **kw)
+    action("show")(obj, **kw)
 
 
 class RichDisplay:

@@ -1,0 +1,25 @@
+"""``triton-trace report TRACE``: the metrics and findings of a saved trace; exit 1 on findings."""
+from __future__ import annotations
+
+import json
+
+from .common import EXIT_FINDINGS, emit, load, trust_flag
+
+
+def add_parser(sub) -> None:
+    rp = sub.add_parser("report", help="print the metrics and findings of a saved trace",
+                        description="Print the metrics and findings of a saved trace. Exit status 1 when "
+                                    "there are findings, 2 for any error (a bad or damaged file, a crash), "
+                                    "0 when clean, so it can gate CI.")
+    rp.add_argument("trace", help="a .ttrace file")
+    rp.add_argument("--json", action="store_true", help="print the report's JSON instead of a table")
+    trust_flag(rp)
+    rp.set_defaults(func=run)
+
+
+def run(args) -> int:
+    trace = load(args.trace, args.trust)
+    from ..analysis import analyze
+    report = analyze(trace)
+    text = json.dumps(report.to_dict(), sort_keys=True, indent=1) if args.json else report.summary()
+    return emit(text, EXIT_FINDINGS if report.findings else 0)
