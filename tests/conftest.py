@@ -6,6 +6,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(1, ROOT)       # benchmarks/ (measurement scripts some tests import)
 
 
 @pytest.fixture(autouse=True)

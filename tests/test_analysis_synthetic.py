@@ -320,12 +320,15 @@ def test_groups_past_the_cap_are_counted_per_program_without_being_built():
     d = r.to_dict()
     assert d["finding_counts"]["out_of_bounds"] == 30 and d["finding_counts"]["race"] == 1
     assert len(d["findings"]) == 5 and d["suppressed"] == 26
-    assert d["launches"][0]["programs"]["findings"] == [2] + [1] * 29
+    # every program: its own out-of-bounds load (a line each) and the one race all 30 take part in
+    assert d["launches"][0]["programs"]["findings"] == [2] * 30
+    (race,) = [f for f in r.findings if f.kind == "race"]
+    assert race.extent["writers"]["count"] == 30 and race.extent["elements"]["count"] == 4
 
 
 @pytest.mark.parametrize("scenario", ["stream", "tiled", "gather"])
 def test_benchmark_launches_analyse_cleanly(scenario):
-    from benchmarks import bench_analysis
+    from benchmarks.speed import bench_analysis
     lc = getattr(bench_analysis, scenario)(200_000)
     d = analyze(lc).to_dict()
     assert d["findings"] == [] and d["launches"][0]["metrics"]["lanes"] == len(lc.offsets)

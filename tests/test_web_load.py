@@ -1,12 +1,12 @@
 """A short load test on loopback: 20 concurrent clients against a 4096-program trace, no errors.
-The full-length run (and the numbers to report) is tests/benchmarks/bench_web_load.py."""
+The full-length run (and the numbers to report) is benchmarks/speed/bench_web_load.py."""
 from __future__ import annotations
 
 import pytest
 
 import webcases as K
 import triton_trace
-from benchmarks.bench_web_load import run_load
+from benchmarks.speed.bench_web_load import run_load
 
 
 @pytest.mark.slow

@@ -2,7 +2,7 @@
 overflow findings (record/checks/nonfinite_ops.py, overflow_ops.py), alternating in one process, median
 of --repeat runs each. Not part of the test run: nothing here asserts a time.
 
-    python tests/benchmarks/bench_value_checks.py [--repeat 5]
+    python benchmarks/speed/bench_value_checks.py [--repeat 5]
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))        # the test kernels
 
 import torch  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Benchmark: analyse synthetic launches of about 10 million recorded lanes and print the time of each stage.
 
-    /work/venv39/bin/python tests/benchmarks/bench_analysis.py [--lanes 10000000] [--only NAME]
+    /work/venv39/bin/python benchmarks/speed/bench_analysis.py [--lanes 10000000] [--only NAME]
 
 The launches are built directly with numpy (tracing 10 million lanes through the interpreter would take
 minutes and measure the recorder, not the analysis):

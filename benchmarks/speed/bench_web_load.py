@@ -1,6 +1,6 @@
 """Load benchmark: many concurrent clients against the web app on loopback, serving a 4096-program trace.
 
-    /work/venv39/bin/python tests/benchmarks/bench_web_load.py [--clients 20] [--seconds 10]
+    /work/venv39/bin/python benchmarks/speed/bench_web_load.py [--clients 20] [--seconds 10]
 
 Each client loops over what the UI asks for when someone clicks around: the launch list, a launch, its
 grid, findings and charts, a random program, that program's tensor view (zoomed), one of its ops, and
@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))
 
 
 def ui_requests(rng: random.Random, grid=(64, 64)) -> list:
@@ -92,7 +92,7 @@ def start_server(timeout: float = 120.0):
     """Serve the 4096-program trace from a separate process, so the clients here do not share its GIL.
     Returns (process, base URL)."""
     import subprocess
-    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tests = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tests")
     proc = subprocess.Popen([sys.executable, "-u", "-c", SERVER.format(tests=tests)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + timeout

@@ -1,6 +1,6 @@
 """Kernels that take the analysis' per-element paths, at scale: trace and analysis time, its memory.
 
-    python tests/benchmarks/bench_findings.py [--programs 1024,4096] [--repeat 3]
+    python benchmarks/speed/bench_findings.py [--programs 1024,4096] [--repeat 3]
 
 Cases (each in a fresh child process, so the peak is its own), programs x 1024-element blocks:
 - ``one_block``: every program stores its 1024 values over the same block (a missing ``pid * BLOCK``:

@@ -2,7 +2,7 @@
 and cache size, so that a change to analysis/cache.py, lockstep.py or streaming.py can be checked for the
 same counts (equal hashes) and timed, on this commit and on another one (a worktree, PYTHONPATH=it).
 
-    python tests/benchmarks/bench_cache.py [--cases add,softmax,ln,transpose,hist,mm512,mm1k,mm2k,mm4k] [--repeat 3]
+    python benchmarks/speed/bench_cache.py [--cases add,softmax,ln,transpose,hist,mm512,mm1k,mm2k,mm4k] [--repeat 3]
 
 Not part of the test run: nothing here asserts a time (tests/test_cache_windows.py checks the counts).
 """
@@ -16,7 +16,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))        # the test kernels
 
 
 def _trace(case: str):

@@ -2,7 +2,7 @@
 contiguous and padded-row layouts; the kernel assumes unit column stride, and a transposed layout
 fails at once: the fuzzer finds that in a second), every launch traced and analysed and compared with torch.
 
-    python tests/benchmarks/bench_fuzz.py [--examples 100]
+    python benchmarks/speed/bench_fuzz.py [--examples 100]
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))        # the test kernels
 
 import triton_trace  # noqa: E402
 from kernels import tutorials as T  # noqa: E402

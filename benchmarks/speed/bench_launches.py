@@ -1,7 +1,7 @@
 """Launches in a row, in one process: each case of bench_suite.py traced ``--runs`` times, the median time of
 the runs after the first two, and the page faults (minor, ``ru_minflt``) each of them took.
 
-    python tests/benchmarks/bench_launches.py [--runs 9] add_4m softmax ln_fwd transpose
+    python benchmarks/speed/bench_launches.py [--runs 9] add_4m softmax ln_fwd transpose
 
 Run it from two checkouts alternately to compare them (``PYTHONPATH=<other checkout>`` picks that
 checkout's triton_trace; the cases come from this file's bench_suite.py). Not part of the test run: nothing
@@ -18,7 +18,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))        # the test kernels
 
 
 def main(argv=None) -> None:

@@ -2,7 +2,7 @@
 arithmetic, whose bits the trace gives) and one copy of the values a trace records (x, y and out: 48 MB)
 into memory already touched, each the median of 21 runs.
 
-    python tests/benchmarks/bench_floor.py
+    python benchmarks/speed/bench_floor.py
 
 A trace does at least the last two; their sum over torch's time bounds traced / torch from below. Not part
 of the test run: nothing here asserts a time.

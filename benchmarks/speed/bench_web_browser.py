@@ -1,6 +1,6 @@
 """Browser benchmark: how fast the UI paints and reacts for a 4096-program launch, in headless Chromium.
 
-    /work/venv39/bin/python tests/benchmarks/bench_web_browser.py [--runs 5] [--clicks 30]
+    /work/venv39/bin/python benchmarks/speed/bench_web_browser.py [--runs 5] [--clicks 30]
 
 The server runs in its own process (as launch() would), serving a synthetic 64 x 64-program tile_copy
 trace. Measured in the page:

@@ -12,7 +12,7 @@ Every compile is cold (``force_disable_caches``, ``torch.compiler.reset()`` befo
 kernel caches would else turn a later compile into a load. One throwaway compile per way warms the process
 first (imports, Inductor's pattern tables), and is reported on its own line.
 
-    python tests/benchmarks/bench_inductor.py [--repeat 3] [--quick]
+    python benchmarks/speed/bench_inductor.py [--repeat 3] [--quick]
 
 Not part of the test run: nothing here asserts a time.
 """
@@ -99,7 +99,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     torch._inductor.config.force_disable_caches = True
     warnings.filterwarnings("ignore")        # each cold compile repeats torch's notes about disabled caches
-    command = " ".join(["python tests/benchmarks/bench_inductor.py", *(argv if argv is not None else sys.argv[1:])])
+    command = " ".join(["python benchmarks/speed/bench_inductor.py", *(argv if argv is not None else sys.argv[1:])])
     print(f"# {command}; "
           f"torch {torch.__version__}, triton {triton.__version__}, {torch.get_num_threads()} torch threads")
     print("# times in s: compile + first call (cold caches), then the sorted steady-state calls; "

@@ -10,7 +10,7 @@ persistent kernel a loop start (tl.range(pid, num_tiles, NUM_SMS)): every progra
 loop masked per program and its later trips run on the programs still running. Outputs are compared bit
 for bit with ``batch=False``.
 
-    python tests/benchmarks/bench_divergent.py [--seq 2048] [--heads 8] [--repeat 1]
+    python benchmarks/speed/bench_divergent.py [--seq 2048] [--heads 8] [--repeat 1]
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import triton.language as tl
 
 import triton_trace
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))        # the test kernels
 from kernels import moe  # noqa: E402  (tests/kernels: the MoE kernel its tests use too)
 
 
@@ -200,7 +200,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     q, k, v = (torch.randn(args.heads, args.seq, 64).half() for _ in range(3))
-    print(f"# python tests/benchmarks/bench_divergent.py --seq {args.seq} --heads {args.heads}; triton "
+    print(f"# python benchmarks/speed/bench_divergent.py --seq {args.seq} --heads {args.heads}; triton "
           f"{triton.__version__}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"{'case':>12} {'torch s':>9} {'traced s':>9} {'analysed s':>10} {'tr/torch':>9} {'(tr+an)/torch':>13} "
           f"{'batched':>9} {'diverged':>8} {'fallbacks':>9}")

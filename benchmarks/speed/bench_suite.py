@@ -1,9 +1,9 @@
 """The benchmark suite: every case under Triton's plain interpreter, traced, and traced plus analysed.
 
-    python tests/benchmarks/bench_suite.py [--quick] [--repeat 3] [--cases add_1m,softmax]
+    python benchmarks/speed/bench_suite.py [--quick] [--repeat 3] [--cases add_1m,softmax]
                                            [--trace-opt batch=False] [--json out.json]
-    python tests/benchmarks/bench_suite.py --micro      # the lane compaction alone, per block
-    python tests/benchmarks/bench_suite.py --budget 64MB  # the 16M vector add under a memory budget
+    python benchmarks/speed/bench_suite.py --micro      # the lane compaction alone, per block
+    python benchmarks/speed/bench_suite.py --budget 64MB  # the 16M vector add under a memory budget
 
 Each (case, mode) runs in a fresh child process, so its peak memory is its own: ``plain`` sets
 ``TRITON_INTERPRET=1`` before Triton is imported and runs the bare kernels, as a user would; ``traced``
@@ -37,7 +37,7 @@ if __name__ == "__main__" and "--child" in sys.argv and sys.argv[sys.argv.index(
     os.environ["TRITON_INTERPRET"] = "1"       # before triton is imported, as a user would set it
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))        # the test kernels
 
 MODES = ("plain", "traced", "analysed", "torch", "numpy")
 

@@ -1,6 +1,6 @@
 """Tracing overhead: the same launches traced by triton_trace and run by Triton's plain interpreter.
 
-    python tests/benchmarks/bench_trace.py [--repeat 3]
+    python benchmarks/speed/bench_trace.py [--repeat 3]
 
 Each side runs in its own child process on the CPU, one after the other: the plain interpreter with
 ``TRITON_INTERPRET=1`` (set before Triton is imported, as a user would), and the same kernels traced by
@@ -19,7 +19,7 @@ if __name__ == "__main__" and "--child" in sys.argv and sys.argv[sys.argv.index(
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))        # the test kernels
 import kernels as K  # noqa: E402
 
 

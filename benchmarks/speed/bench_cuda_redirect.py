@@ -10,7 +10,7 @@ times between sittings; the ratio is what reads).
   Side B: ``device="cuda"`` inside ``cuda_on_cpu()`` (installed once, as ``pytest --tt-cuda`` does, with
   ``torch.empty`` poisoned).
 
-    python tests/benchmarks/bench_cuda_redirect.py [--repeat 7] [--rounds 3]
+    python benchmarks/speed/bench_cuda_redirect.py [--repeat 7] [--rounds 3]
 
 Prints the sorted times of each side and the ratio of the medians. Not part of the test run: nothing here
 asserts a time.
@@ -25,7 +25,7 @@ import time
 from contextlib import ExitStack
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "cuda_suite"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "cuda_suite"))
 
 import torch  # noqa: E402
 import triton  # noqa: E402

@@ -10,7 +10,7 @@ is what makes the ratio readable):
   and loaded before the clock starts) against its numpy passes, on the cases named by ``--jit``;
   the reports must be equal byte for byte.
 
-    python tests/benchmarks/bench_ab.py [--dot matmul_1024,matmul_4096_fp16] [--threads matmul_1024,transpose]
+    python benchmarks/speed/bench_ab.py [--dot matmul_1024,matmul_4096_fp16] [--threads matmul_1024,transpose]
                                         [--jit ln_fwd,matmul_4096_fp16] [--repeat 3] [--quick]
 
 Prints the sorted times of each side and the ratio of the medians. Not part of the test run: nothing here
@@ -26,7 +26,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))        # the test kernels
 sys.path.insert(0, HERE)
 
 import bench_suite as B  # noqa: E402
@@ -129,7 +129,7 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     import torch
     import triton
-    print(f"# python tests/benchmarks/bench_ab.py {' '.join(argv if argv is not None else sys.argv[1:])}; triton "
+    print(f"# python benchmarks/speed/bench_ab.py {' '.join(argv if argv is not None else sys.argv[1:])}; triton "
           f"{triton.__version__}, torch {torch.__version__}, {os.cpu_count()} CPUs; sorted times in s", flush=True)
     for case in filter(None, args.dot.split(",")):
         print(ab_dot(case, args.repeat, args.quick), flush=True)
