@@ -1,7 +1,7 @@
 """L2 cache simulation: which requests reach DRAM, and which L2 lookups hit.
 
 The model, and what it assumes (each H100/H200 behaviour below was measured with Nsight Compute on an
-H200; tests/gpu/RESULTS.md has the numbers):
+H200; benchmarks/fidelity/fidelity.py measures them):
 
 - Issue order. Programs are dispatched in the GPU's order (x fastest) in waves of
   ``programs_in_flight``; within a wave the programs advance together, so the stream takes op ``seq``

@@ -102,7 +102,7 @@ MIN_MASKED_RUN = 4     # programs that agree with their neighbours, on average: 
 # A trip that this share of the running programs makes, or less, runs on them alone. Cut as soon as a few
 # programs have left: a cut takes the running programs' values once, where a masked trip computes the finished
 # programs' lanes too and merges every loop value of every program (causal attention, S=2048: 0.8-0.9 s
-# traced when cut at 75%, 0.45-0.6 s at 99%; bench_divergent.py, RESULTS_divergent.txt).
+# traced when cut at 75%, 0.45-0.6 s at 99%; measured by benchmarks/speed/bench_divergent.py).
 COMPACT_AT = 0.99
 
 
