@@ -54,9 +54,26 @@ async function injectPlotly() {
   return window.Plotly;
 }
 
+// A file from the API (it needs the headers above, so not a plain link): fetched, then saved from a blob.
+async function download(path, filename) {
+  const r = await fetch(path, { credentials: "same-origin", headers: { ...HEADERS, Accept: "application/octet-stream" } });
+  if (!r.ok) {
+    const body = await r.json().catch(() => ({}));
+    return { error: body.error || `download failed with ${r.status} ${r.statusText}` };
+  }
+  const url = URL.createObjectURL(await r.blob());
+  const a = Object.assign(document.createElement("a"), { href: url, download: filename });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);    // the browser has taken the file by then
+  return {};
+}
+
 const viewer = mount(document.body, {
   request,
   plotly,
+  download,
   // pushState is cheaper than assigning location.hash and waiting for hashchange; Back / Forward come in
   // as popstate, a hash typed into the address bar as hashchange
   remember: (place) => { const key = placeKey(place); if (location.hash !== key) history.pushState(null, "", key); },
@@ -68,3 +85,19 @@ const onNavigate = () => { if (location.hash !== viewer.current()) viewer.route(
 window.addEventListener("hashchange", onNavigate);
 window.addEventListener("popstate", onNavigate);
 viewer.route(parsePlace(location.hash));
+
+// Served from a trace file, the server follows it (triton_trace/view/reload.py): when a new run rewrote
+// it, the page reloads at the same place (the URL keeps it). Nothing to poll for a trace given as an object.
+const POLL_MS = 2000;
+let seen = null;
+async function poll() {
+  const res = await fetchJson("/api/version").catch(() => null);
+  if (!res || res.error) { setTimeout(poll, POLL_MS); return; }      // the server is busy or restarting
+  const v = res.body;
+  if (!v.watching) return;
+  if (seen === null) seen = v.version;
+  else if (v.version !== seen) { location.reload(); return; }
+  if (v.error) document.getElementById("status").textContent = v.error;
+  setTimeout(poll, POLL_MS);
+}
+poll();

@@ -159,7 +159,7 @@ export class CompiledPanel {
     const d = res.body;
     this.data = d;
     this.$("compiled-main").hidden = false;
-    this.$("compiled-resources").textContent = resourcesText(d.resources);
+    this.$("compiled-resources").textContent = [resourcesText(d.resources), ...(d.dots || []).map(dotText)].join(" · ");
     this.sourceRows(d);
     this.opRows(d);
     return true;
@@ -300,6 +300,12 @@ export function resourcesText(r) {
     o.occupancy === undefined ? "occupancy unknown"
       : `occupancy ${fmtPct(o.occupancy)} (${o.programs_per_sm} programs, ${o.warps_per_sm} warps per SM), limited by ${o.limited_by}`,
     `Triton ${r.triton}`].join(" · ");
+}
+
+// "tl.dot at line 48 → FMA (32 instructions: no tensor cores)": how the compiler lowered a dot.
+const DOT_AS = { wgmma: "wgmma (Hopper warpgroup MMA)", mma: "mma.sync (tensor cores)", fma: "FMA: no tensor cores" };
+export function dotText(x) {
+  return `tl.dot at line ${x.line} → ` + (x.as ? `${DOT_AS[x.as]}, ${x.count} instruction(s)` : "no MMA or FMA found in its PTX lines");
 }
 
 // "blocked sizePerThread=[1,4] threadsPerWarp=[4,8] warpsPerCTA=[4,1] order=[1,0]": the usual fields first.

@@ -68,7 +68,9 @@ export function drawEvidence(ctx, px, halo, marks) {
 // What each finding kind shows on the tensor: all programs coloured by writers for a race (the conflict
 // set is every element two programs wrote), values for a non-finite one, the op's own access otherwise.
 const FOCUS = { race: { mode: "all", colour: "writers" }, nonfinite: { mode: null, colour: "value" },
-                nonfinite_input: { mode: null, colour: "value" }, overflow: { mode: null, colour: "value" } };
+                nonfinite_input: { mode: null, colour: "value" }, overflow: { mode: null, colour: "value" },
+                int_division: { mode: null, colour: "value" }, padded_reduction: { mode: null, colour: "value" },
+                lane_conflict: { mode: null, colour: "value" } };
 
 export class FindingCard {
   // host: {select(k), line(k), program(k, j), element(k, j)}
@@ -121,7 +123,7 @@ export class FindingCard {
     const path = h("ol", { class: "fc-path" });
     const src = this.launch.source, text = (ln) => ln ? (src.lines[ln - src.first_line] || "").trim() : "";
     if (f.line[k]) {
-      const what = f.kind[k].startsWith("nonfinite") || f.kind[k] === "overflow" ? "born at line" : "line";
+      const what = f.kind[k].startsWith("nonfinite") || f.kind[k] === "overflow" || f.kind[k] === "int_division" ? "born at line" : "line";
       path.append(h("li", {}, step("line", 0, `${what} ${f.line[k]}`, "show the line in the source"), h("code", {}, text(f.line[k]))));
     }
     if (ev.programs.length) {

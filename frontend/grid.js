@@ -99,7 +99,8 @@ export class ProgramGrid {
     for (let c = 0; c < vals.length; c++) {
       const [x, y] = this.cellXY(c), v = vals[c], i = (y * L.cols + x) * 4;
       let col = NONE;
-      if (d.recorded[c] && v !== null) col = lut[Math.round(255 * (hi > lo ? (v - lo) / span : (v > 0 ? 1 : 0)))];
+      // clamped: values arrive rounded (payload._num), so one may sit a hair past the unrounded range
+      if (d.recorded[c] && v !== null) col = lut[Math.min(255, Math.max(0, Math.round(255 * (hi > lo ? (v - lo) / span : (v > 0 ? 1 : 0)))))];
       px[i] = col[0]; px[i + 1] = col[1]; px[i + 2] = col[2];
     }
     c2.putImageData(img, 0, 0);

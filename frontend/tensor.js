@@ -7,9 +7,11 @@ import { fmtPct } from "./units.js";
 const KIND_TEXT = { 1: "loaded", 2: "stored", 3: "loaded and stored" };
 
 export class TensorView {
-  constructor($, api, onPick) {
+  constructor($, api, onPick, onElement) {
     this.$ = $;
     this.onPick = onPick;   // (pid, seq): open a program's op (a line of the element's accesses)
+    this.onElement = onElement;   // ({t, index}): an element was clicked (the host remembers it)
+    this.pinned = null;     // {t, index}: the element whose accesses are listed, outlined
     this.colour = "auto";
     this.api = api;
     this.canvas = this.$("tensor-canvas");
@@ -59,10 +61,13 @@ export class TensorView {
     this.pid = null;
     this.op = null;
     this.diffs = new Map();      // tensor -> DiffPayload (with a compared trace)
+    this.pinned = null;
     this.showTouches(null);
     const cs = clear(this.$("tensor-colour"));
     cs.append(h("option", { value: "auto" }, "by access"), h("option", { value: "program" }, "by program"),
       h("option", { value: "writers" }, "by writers (races)"), h("option", { value: "value" }, "by value"));
+    if (launch.programs_in_flight) cs.append(h("option", { value: "wave" }, `by wave (${launch.programs_in_flight} programs at once)`));
+    if (this.colour === "wave" && !launch.programs_in_flight) this.colour = "auto";
     if (this.compare) cs.append(h("option", { value: "diff" }, "by difference (compared trace)"));
     if (this.colour === "diff" && !this.compare) this.colour = "auto";
     cs.value = this.colour;
@@ -189,6 +194,8 @@ export class TensorView {
     this.lookup = new Map();
     const byProgram = (this.colour === "program" || (this.colour === "auto" && d.selection.mode === "all")) && cells.program;
     const byWriters = this.colour === "writers" && cells.writers;
+    // which wave of programs_in_flight programs (in launch order) touched the element first: GROUP_M's tiles
+    const byWave = this.colour === "wave" && cells.program && this.launch.programs_in_flight;
     const byValue = this.colour === "value" ? this.valueRange() : null;
     const byDiff = this.colour === "diff" ? this.diffCells() : null;
     this.diffAt = byDiff;
@@ -198,6 +205,7 @@ export class TensorView {
       let col = byDiff ? (byDiff.has(c) ? DIFF[this.diffKind(byDiff.get(c))] : DIFF.same)
         : byValue ? this.valueColor(cells.value ? cells.value[i] : null, byValue)
         : byWriters ? writersColor(cells.writers[i])
+        : byWave ? programColor(Math.floor(cells.program[i] / byWave))
         : byProgram ? programColor(cells.program[i]) : KIND_COLOR[cells.kinds[i]] || KIND_COLOR[3];
       if (cells.fill) {     // downsampled: shade by the share of the cell's elements touched
         const a = 0.3 + 0.7 * cells.fill[i];
@@ -223,14 +231,15 @@ export class TensorView {
       ctx.stroke();
     }
     const focus = this.focus && this.focus.t === d.tensor ? this.focus : null;
-    this.marks = focus ? focus.indices.map((ix) => cellOf(pl, ix)).filter(Boolean) : [];
+    const outlined = (focus ? focus.indices : []).concat(this.pinned && this.pinned.t === d.tensor ? [this.pinned.index] : []);
+    this.marks = outlined.map((ix) => cellOf(pl, ix)).filter(Boolean);
     const drawn = drawEvidence(ctx, px, d.halo, this.marks);
     const ds = this.canvas.dataset;
     Object.assign(ds, { halo: String(drawn.halo), marks: String(drawn.marks), ox: String(m.left), oy: String(m.top) });
     ds.key = [d.selection.mode, d.tensor, d.selection.program ? d.selection.program.join(",") : "", d.selection.op ?? ""].join("|");
     ds.px = String(px); ds.cellRows = String(pl.cell_rows); ds.cellCols = String(pl.cell_cols);
     ds.fr = String(pl.cell[0]); ds.fc = String(pl.cell[1]);
-    ds.colour = byDiff ? "diff" : byValue ? "value" : byWriters ? "writers" : byProgram ? "program" : "access";
+    ds.colour = byDiff ? "diff" : byValue ? "value" : byWriters ? "writers" : byWave ? "wave" : byProgram ? "program" : "access";
     tensorLegend(this);
     performance.mark("tt-tensor-painted");
   }
@@ -347,7 +356,28 @@ export class TensorView {
   // Click an element: every access to it, in execution order (who wrote it, with what).
   async pick(e) {
     const index = this.cellIndex(e);
-    if (index !== null) await this.touchesAt(this.data.tensor, index);
+    if (index === null) return;
+    this.pin({ t: this.data.tensor, index });
+    this.onElement(this.pinned);
+    await this.touchesAt(this.data.tensor, index);
+  }
+
+  // Outline an element ({t, index}; null: none) on the drawn plane.
+  pin(el) {
+    const same = JSON.stringify(el) === JSON.stringify(this.pinned);
+    this.pinned = el;
+    if (!same && this.data) this.draw();
+  }
+
+  // A place's element: its tensor drawn (in the current mode), the element outlined, its accesses listed.
+  async showElement(el) {
+    this.pinned = el;
+    if (this.t !== el.t || !this.data || this.data.tensor !== el.t) {
+      if (this.mode === "op" && (!this.op || this.op.tensor !== el.t)) this.mode = this.pid ? "program" : "all";
+      this.t = el.t;
+      await this.refresh();
+    } else this.draw();
+    await this.touchesAt(el.t, el.index);
   }
 
   async touchesAt(t, index) {

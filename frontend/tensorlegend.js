@@ -28,6 +28,11 @@ export function tensorLegend(v) {
   } else if (v.colour === "value") {
     box.append(h("span", {}, d.cells.fill ? "values are drawn element by element: zoom in (or pick a program or an op)"
       : "no values were recorded for this view"));
+  } else if (v.colour === "wave" && d.cells.program) {
+    const F = v.launch.programs_in_flight, waves = [...new Set(d.cells.program.map((p) => Math.floor(p / F)))].sort((a, b) => a - b);
+    box.append(h("span", {}, `colour = the wave of ${F} programs (in launch order) that first touched the element:`));
+    if (waves.length <= 24) for (const w of waves) box.append(sw(programColor(w), `wave ${w}`));
+    else box.append(h("span", {}, `${waves.length} waves`));
   } else if (v.colour === "writers") {
     box.append(h("span", {}, "written by:"), sw(WRITERS[0], "no program (read only)"), sw(WRITERS[1], "1 program"),
       sw(WRITERS[2], "2 programs"), sw(WRITERS[3], "3 or more"), h("span", {}, "(2 or more without an atomic: a race)"));

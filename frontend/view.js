@@ -4,11 +4,13 @@
 // inlined in the output, no URL). Every payload is documented in triton_trace/view/contract.py.
 import { BlockView } from "./block.js";
 import { Charts } from "./charts.js";
+import { CompareCard } from "./compare.js";
 import { CompiledPanel, compiledKey, parseCompiled } from "./compiled.js";
 import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
 import { clear, fmtNum, h, pidText, scoped } from "./dom.js";
 import { FindingCard } from "./evidence.js";
 import { ProgramGrid, telling } from "./grid.js";
+import { installNavigation } from "./navigate.js";
 import { TensorView } from "./tensor.js";
 import { fmtBytes, fmtPct, fmtSig } from "./units.js";
 
@@ -18,22 +20,25 @@ const idle = (fn) => (window.requestIdleCallback ? requestIdleCallback(fn, { tim
 const sum = (a) => a.reduce((x, y) => x + y, 0);
 
 // A place in the viewer: {view: "list"} or {view: "launch", li, pid: [x, y, z] | null, op: seq | null,
-// compiled: the Compiled panel's place (compiled.js) | null}.
+// el: {t, index} (an element of tensor t whose accesses are listed) | null, compiled: the Compiled panel's
+// place (compiled.js) | null}.
 export function placeKey(p) {
   if (p.view !== "launch") return "#/";
   let key = `#/launch/${p.li}`;
   if (p.pid) key += `/program/${p.pid.join(",")}`;
   if (p.pid && p.op !== null && p.op !== undefined) key += `/op/${p.op}`;
+  if (p.el) key += `/element/${p.el.t}:${p.el.index.join(",")}`;
   return key + compiledKey(p.compiled);
 }
 
 export function parsePlace(text) {
-  const m = String(text).match(/^#\/launch\/(\d+)(?:\/program\/(\d+(?:,\d+){0,2}))?(?:\/op\/(\d+))?(\/compiled[\w/:]*?)?\/?$/);
-  const compiled = m ? parseCompiled(m[4]) : undefined;
+  const m = String(text).match(/^#\/launch\/(\d+)(?:\/program\/(\d+(?:,\d+){0,2}))?(?:\/op\/(\d+))?(?:\/element\/(\d+):(\d+(?:,\d+)*|))?(\/compiled[\w/:]*?)?\/?$/);
+  const compiled = m ? parseCompiled(m[6]) : undefined;
   if (compiled === undefined) return { view: "list" };
   const pid = m[2] ? m[2].split(",").map(Number) : null;
   while (pid && pid.length < 3) pid.push(0);
-  return { view: "launch", li: Number(m[1]), pid, op: m[3] !== undefined ? Number(m[3]) : null, compiled };
+  const el = m[4] !== undefined ? { t: Number(m[4]), index: m[5] ? m[5].split(",").map(Number) : [] } : null;
+  return { view: "launch", li: Number(m[1]), pid, op: m[3] !== undefined ? Number(m[3]) : null, el, compiled };
 }
 
 // host: {request(path) -> Promise<{body} | {error}>, plotly() -> Promise<Plotly>, remember(place) (record
@@ -55,7 +60,9 @@ export function mount(root, host) {
   function clearError() { $("error").hidden = true; }
   function status(msg) { $("status").textContent = msg; }
 
-  const tensor = new TensorView($, api, (pid, seq) => go(S.li, pid, seq, null));
+  // a tensor element clicked: its accesses are listed, and the place (the URL) names it
+  const tensor = new TensorView($, api, (pid, seq) => go(S.li, pid, seq, null),
+    (el) => host.remember({ view: "launch", li: S.li, pid: S.pid, op: S.pid ? S.op : null, el, compiled: S.compiled }));
   function prefetchProgram(pid) {
     prefetch(`/api/launch/${S.li}/program/${pid.join(",")}`);
     const url = tensor.urlFor(pid, null);
@@ -65,6 +72,7 @@ export function mount(root, host) {
   const source = new SourceView($);
   const block = new BlockView($, api);
   const charts = new Charts($, api, host.plotly);
+  const comparison = new CompareCard($, api);
   // its errors (a compile that failed, a target a notebook output does not carry) are shown in the panel
   const compiled = new CompiledPanel($, host.request, (c) => go(S.li, S.pid, S.op, null, c));
   let detail = null;
@@ -156,13 +164,15 @@ export function mount(root, host) {
       if (!opened) { busy(false); return; }
       if (mine !== S.routes) return;
       // findings first: a launch opened without a program opens on its worst finding
-      if (!r.pid && S.findings.kind.length) { selectFinding(0, S.pending); return; }
+      if (!r.pid && !r.el && S.findings.kind.length) { selectFinding(0, S.pending); return; }
     }
     if (mine !== S.routes || S.li !== r.li) return;
     S.compiled = r.compiled || null;
     compiled.show(r.li, S.compiled);          // not awaited: a compile takes seconds, the rest goes on
     await selectProgram(r.pid, r.op, mine);
     if (mine !== S.routes) return;
+    if (r.el) await tensor.showElement(r.el);
+    else tensor.pin(null);
     const at = { view: "launch", li: r.li, pid: null, op: null, compiled: S.compiled };
     crumbs([[`#${r.li} ${S.launch.kernel}`, at], r.pid && [`program ${pidText(r.pid)}`, { ...at, pid: r.pid }],
             r.pid && r.op !== null && [`op ${r.op}`, null]].filter(Boolean));
@@ -204,15 +214,17 @@ export function mount(root, host) {
       const tr = h("tr", { "data-launch": i, tabindex: 0 },
         h("td", { class: "num" }, i), h("td", { class: "kernel" }, name), h("td", {}, L.grid[i].join(" × ")),
         h("td", { class: "num" }, fmtNum(L.programs[i])), h("td", { class: "num" }, fmtNum(L.ops[i])),
-        h("td", { class: "num" }, L.findings[i] ? h("span", { class: "flag bad" }, L.findings[i]) : "0"), h("td", {}, state));
+        h("td", { class: "num" }, L.findings[i] ? h("span", { class: "flag bad" }, L.findings[i]) : "0"),
+        h("td", { class: "worst" }, L.worst ? L.worst[i] || "" : ""), h("td", { class: "num" }, L.efficiency && L.efficiency[i] !== null ? fmtPct(L.efficiency[i]) : "–"),
+        h("td", {}, L.bound ? L.bound[i] || "–" : "–"), h("td", {}, state));
       tr.addEventListener("click", () => go(i, null, null));
       tr.addEventListener("keydown", (e) => { if (e.key === "Enter") go(i, null, null); });
       body.append(tr);
     });
     if (S.trace.total_launches > L.kernel.length) {
-      body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, `… and ${fmtNum(S.trace.total_launches - L.kernel.length)} more launches, not listed`)));
+      body.append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, `… and ${fmtNum(S.trace.total_launches - L.kernel.length)} more launches, not listed`)));
     }
-    if (!L.kernel.length) body.append(h("tr", {}, h("td", { colspan: 7, class: "muted" }, "The trace is empty: run a kernel decorated with @triton_trace.trace first.")));
+    if (!L.kernel.length) body.append(h("tr", {}, h("td", { colspan: 10, class: "muted" }, "The trace is empty: run a kernel decorated with @triton_trace.trace first.")));
     status(`${L.kernel.length} launch(es)`);
     root.dataset.view = "list";
   }
@@ -243,6 +255,7 @@ export function mount(root, host) {
     card.set(found, launch);
     tensor.compare = S.trace.compare && S.trace.compare.available && li < S.trace.compare.launches;
     tensor.setLaunch(launch, li);
+    comparison.show(li, Boolean(tensor.compare), labels);        // not awaited: it analyses the other trace
     status(`${launch.kernel} · ${launch.recorded_programs} programs`);
     root.dataset.view = "launch";
     delete $("charts-panel").dataset.ready;
@@ -336,6 +349,25 @@ export function mount(root, host) {
     const next = Math.max(0, Math.min(n - 1, cur + (e.key === "ArrowDown" || e.key === "j" ? 1 : -1)));
     e.preventDefault();
     go(S.li, S.pid, next, { what: "key", t0: e.timeStamp });
+  });
+
+  // host.download(path, filename) -> Promise<{error?}>: the page has one; a notebook output has no server
+  $("tensor-npy").hidden = !host.download;
+  $("tensor-npy").addEventListener("click", async () => {
+    const d = tensor.data;
+    if (!d || !host.download) return;
+    const p = new URLSearchParams({ mode: d.selection.mode });
+    if (d.selection.program) p.set("program", d.selection.program.join(","));
+    if (d.selection.op !== null && d.selection.op !== undefined) p.set("op", String(d.selection.op));
+    const name = `${S.launch.kernel}_${d.name}_${d.selection.mode}.npy`.replace(/[^\w.-]+/g, "_");
+    const res = await host.download(`/api/launch/${S.li}/tensor/${d.tensor}/values.npy?${p}`, name);
+    if (res.error) showError(res.error);
+  });
+
+  installNavigation($, host.keys, {
+    program: (pid) => { if (S.li !== null) go(S.li, pid, null, null); },
+    finding: (d) => { if (S.findings && S.findings.kind.length) card.step(d); },
+    error: showError,
   });
 
   // route(place) shows a place; current() is the one shown (its key), so a host can skip repeats.

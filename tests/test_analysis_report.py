@@ -20,7 +20,7 @@ METRIC_KEYS = {"load_bytes", "store_bytes", "load_lanes", "store_lanes", "masked
                "store_sectors", "sector_efficiency", "unique_load_bytes", "dram_bytes_predicted", "flops",
                "arithmetic_intensity", "l2_hit_rate", "l1_hit_sectors"}
 FINDING_KEYS = {"kind", "severity", "kernel", "launch", "program", "file", "line", "tensor", "op", "message",
-                "count", "rows", "offsets", "indices", "lanes", "valid_range", "other"}
+                "count", "rows", "offsets", "indices", "lanes", "valid_range", "other", "extent"}
 
 
 @pytest.fixture
@@ -62,10 +62,12 @@ def test_schema(mixed_trace):
     assert kinds == sorted(kinds, key=lambda k: ("out_of_bounds", "race").index(k))      # most severe first
     for f in d["findings"]:
         assert set(f) == FINDING_KEYS
-    assert d["finding_counts"]["race"] == 2 and d["finding_counts"]["out_of_bounds"] == 3
-    assert d["launches"][1]["programs"]["findings"] == [1, 0, 1, 0]
+    # one finding per cause: the racy store (programs 0, 1 on row 0 and 2, 3 on row 1); the unmasked
+    # accesses of three tensors
+    assert d["finding_counts"]["race"] == 1 and d["finding_counts"]["out_of_bounds"] == 3
+    assert d["launches"][1]["programs"]["findings"] == [1, 1, 1, 1]        # every program takes part
     store = next(o for o in d["launches"][1]["ops"] if o["kind"] == "store")
-    assert store["findings"] == 2
+    assert store["findings"] == 1
 
 
 def test_every_documented_key_is_in_the_module_docstring(mixed_trace):
@@ -74,7 +76,13 @@ def test_every_documented_key_is_in_the_module_docstring(mixed_trace):
     keys = set(d) | set(d["params"]) | set(d["launches"][0]) | set(d["launches"][0]["metrics"]) | FINDING_KEYS
     keys |= set(d["launches"][0]["ops"][0]) | set(d["launches"][0]["lines"][0]) | set(d["launches"][0]["tensors"][0])
     keys |= set(d["launches"][0]["programs"]) | set(d["launches"][0]["balance"])
-    keys |= set(d["launches"][0]["roofline"]["H200"])
+    keys |= set(d["launches"][0]["roofline"]["H200"]) | set(d["kinds"][0])
+    for f in d["findings"]:                               # the extent, every level of it
+        x = f["extent"]
+        keys |= set(x) | set(x["programs"]) | set(x["elements"]) | set(x["elements"]["first"][0])
+        for part in ("past_end", "mask_lanes", "writers", "readers"):
+            keys |= set(x.get(part) or {})
+        keys |= set((x.get("accesses") or [{}])[0])
     assert sorted(k for k in keys if f'"{k}"' not in doc) == []
 
 

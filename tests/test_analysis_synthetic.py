@@ -322,7 +322,7 @@ def test_groups_past_the_cap_are_counted_per_program_without_being_built():
     assert len(d["findings"]) == 5 and d["suppressed"] == 26
     # every program: its own out-of-bounds load (a line each) and the one race all 30 take part in
     assert d["launches"][0]["programs"]["findings"] == [2] * 30
-    (race,) = [f for f in r.findings if f.kind == "race"]
+    (race,) = [f for f in analyze(launch([t], ops)).findings if f.kind == "race"]
     assert race.extent["writers"]["count"] == 30 and race.extent["elements"]["count"] == 4
 
 

@@ -110,6 +110,14 @@ def tensor_key(pg, key: str):
     pg.wait_for_selector(f'#tensor-canvas[data-key="{key}"]')
 
 
+def all_programs(pg, t: int):
+    """Tensor ``t`` over all programs, once the launch has opened (on its worst finding, when it has one)."""
+    pg.wait_for_selector('#launch-view[aria-busy="false"]')
+    pg.select_option("#tensor", str(t))
+    pg.click('#tensor-mode button[data-mode="all"]')
+    tensor_key(pg, f"all|{t}||")
+
+
 def click_program(pg, lin: int):
     px = int(pg.get_attribute("#grid-canvas", "data-px"))
     cols = int(pg.get_attribute("#grid-canvas", "data-cols"))
@@ -126,8 +134,12 @@ def test_launch_list_opens_a_launch(page):
     assert rows.nth(1).locator("td").nth(5).inner_text() != "0"     # the shift kernel has findings
     page.check("launch-list")
     rows.nth(0).click()
-    pg.wait_for_selector('#grid-canvas[data-metric="load_bytes"]')
+    pg.wait_for_selector("#grid-canvas[data-metric]")
     assert pg.evaluate("location.hash") == "#/launch/0"
+    # the matmul has no findings: the grid opens on a metric that varies over its programs, never a uniform one
+    metric = pg.get_attribute("#grid-canvas", "data-metric")
+    lo, hi = pg.evaluate("""async (m) => (await (await fetch('/api/launch/0/grid?z=0', {headers: {'X-TT-Client': '1'}})).json()).ranges[m]""", metric)
+    assert metric != "findings" and lo < hi
     pg.wait_for_selector("#charts-panel[data-ready] #chart-hist .main-svg")
     assert pg.locator("#chart-roofline .main-svg").count() >= 1
     assert pg.locator("#chart-tensors .main-svg").count() >= 1
@@ -281,7 +293,7 @@ def test_a_3d_grid_is_shown_as_z_slices(page):
 
 def test_a_4096_program_launch_stays_small_and_fast(browser):
     """Every answer the browser gets for one view stays under about 1 MB, and the grid paints quickly
-    (tests/benchmarks/bench_web_browser.py measures the speed properly; this only catches regressions)."""
+    (benchmarks/speed/bench_web_browser.py measures the speed properly; this only catches regressions)."""
     srv = triton_trace.launch(trace=K.synthetic_tiled(64, 64, 16, 16), block=False, port=0)
     p = Page(browser, srv.url)
     sizes = {}
@@ -404,9 +416,7 @@ def test_values_heatmap_and_who_touched_an_element(browser):
     out = torch.empty_like(x)
     with served(browser, trace_of(V.softmax_no_max, (6,), x, out, 40, BLOCK=64)) as p:
         pg = p.open("#/launch/0")
-        pg.wait_for_selector("#grid-canvas[data-px]")
-        pg.select_option("#tensor", "1")                                    # out_ptr, all programs
-        tensor_key(pg, "all|1||")
+        all_programs(pg, 1)                                                 # out_ptr, all programs
         pg.select_option("#tensor-colour", "value")
         pg.wait_for_selector('#tensor-canvas[data-colour="value"]')
         cells = canvas_cells(pg)
@@ -467,9 +477,7 @@ def test_two_traces_side_by_side_on_the_tensor_view(browser, tmp_path):
     want = ~((a == b) | (a.isnan() & b.isnan()))                          # bit for bit, as the diff compares
     with served(browser, str(tmp_path / "a.ttrace"), compare=str(tmp_path / "b.ttrace")) as p:
         pg = p.open("#/launch/0")
-        pg.wait_for_selector("#grid-canvas[data-px]")
-        pg.select_option("#tensor", "1")
-        tensor_key(pg, "all|1||")
+        all_programs(pg, 1)
         pg.select_option("#tensor-colour", "diff")
         pg.wait_for_selector('#tensor-canvas[data-colour="diff"]')
         red = np.all(canvas_cells(pg) == np.array((220, 38, 38)), axis=2)

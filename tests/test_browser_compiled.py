@@ -281,3 +281,29 @@ def test_a_truncated_stage_says_so(browser, nested):
         assert pg.inner_text("#compiled-ir-note") == f"PTX: the first 50 of {shown['total']} lines (truncated)"
         assert pg.locator("#compiled-ir .ir-line").count() == 50
         p.check("compiled-truncated")
+
+
+def test_the_panel_says_what_a_dot_became(browser):
+    """tl.dot in fp32 with input_precision="ieee" (examples/matmul_grouped.py) gets no tensor cores: the
+    panel says FMA, as the compiled PTX's own instructions at that line do (wgmma / mma.sync absent)."""
+    import importlib.util
+    from triton_trace.compiled import compile_launch
+    from triton_trace.compiled.source import SAFE_PACKAGES
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("matmul_grouped", root / "examples" / "matmul_grouped.py")
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    triton_trace.reset()
+    ex.matmul(torch.randn(32, 32), torch.randn(32, 32), 1)
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    src = (root / "examples" / "matmul_grouped.py").read_text().splitlines()
+    dot_line = next(k + 1 for k, t in enumerate(src) if "tl.dot(" in t)
+    ptx = compile_launch(tr.launches[0], "sm_90", allowed_imports=SAFE_PACKAGES).ir["ptx"]
+    assert "wgmma." not in ptx and "mma.sync" not in ptx and "fma.rn.f32" in ptx
+    with served(browser, tr) as p:
+        pg = p.open("#/launch/0/compiled/sm_90/ttgir")
+        pg.wait_for_selector(READY, timeout=60_000)
+        text = pg.inner_text("#compiled-resources")
+        assert f"tl.dot at line {dot_line} → FMA: no tensor cores" in text
+        p.check("compiled-dot")

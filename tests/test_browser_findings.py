@@ -6,6 +6,9 @@ lane is past the end, which programs write which row, which element overflows), 
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -23,6 +26,20 @@ MARK_INK = (17, 24, 39)
 TWO_WRITERS = (249, 115, 22)
 NAN_PINK = (236, 72, 153)        # frontend/tensorlegend.js
 N_SCALE, BLOCK_SCALE = 250, 64   # broken_kernels.run_scale
+# TT_DOCS_SHOTS=1 saves the views these tests walk as the documentation's screenshots (docs/img/)
+DOCS_IMG = Path(__file__).resolve().parents[1] / "docs" / "img"
+
+
+def docs_shot(pg, name: str, *selectors: str, page: bool = True):
+    """Screenshots of the page (1440 px wide; not with ``page=False``) and of single panels, for docs/ui.md."""
+    if os.environ.get("TT_DOCS_SHOTS") != "1":
+        return
+    DOCS_IMG.mkdir(parents=True, exist_ok=True)
+    pg.wait_for_selector("#charts-panel[data-ready]")
+    if page:
+        pg.screenshot(path=str(DOCS_IMG / f"{name}.png"))
+    for sel in selectors:
+        pg.locator(sel).screenshot(path=str(DOCS_IMG / f"{name}-{sel.strip('#').split('-')[0]}.png"))
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +60,7 @@ def served(browser):
 @pytest.fixture
 def page(browser, served):
     p = Page(browser, served.url)
-    p.ctx.set_default_timeout(15_000)
+    p.page.set_viewport_size({"width": 1440, "height": 1000})
     yield p
     p.close()
 
@@ -77,6 +94,7 @@ def test_out_of_bounds_opens_on_the_lane_past_the_end(page):
     pg.wait_for_selector('#block-canvas[data-key="3,0,0|0"]')
     assert "1 active lane(s) outside 'x'" in pg.inner_text("#block-note")
     page.check("finding-oob")
+    docs_shot(pg, "finding-oob", "#finding-card", "#tensor-panel")
 
 
 def test_race_draws_the_writer_counts_and_both_programs(page):
@@ -107,6 +125,7 @@ def test_race_draws_the_writer_counts_and_both_programs(page):
     pg.click('#fc-body button[data-step="finding"]')                        # and back to the finding
     pg.wait_for_selector('#grid-canvas[data-selected="0"]')
     page.check("finding-race")
+    docs_shot(pg, "finding-race", "#tensor-panel", page=False)
 
 
 def test_nan_selects_its_birth_line_and_draws_the_element(page):
@@ -120,6 +139,7 @@ def test_nan_selects_its_birth_line_and_draws_the_element(page):
     assert pg.get_attribute("#tensor-canvas", "data-marks") == "1"
     assert cell_pixel(pg, 3, 7) == NAN_PINK and cell_pixel(pg, 3, 7, dx=0.1) == MARK_INK
     assert cell_pixel(pg, 3, 8) != NAN_PINK
+    docs_shot(pg, "finding-nan", "#finding-card", "#tensor-panel", page=False)
     # the line step keeps the birth line; a plain op click moves to the op's own line
     pg.click('#fc-body button[data-step="line"]')
     assert pg.get_attribute("#source", "data-current") == str(born)
@@ -147,3 +167,52 @@ def test_a_launch_without_findings_opens_without_a_card(browser):
     finally:
         p.close()
         srv.stop()
+
+
+def test_keys_walk_the_findings_and_go_to_a_program(page):
+    pg = page.open("#/")
+    opened(pg, 0, 3, "op|0|3,0,0|0")                 # the off-by-one mask: its load (x) and its store (out)
+    load = marked_line(B.scale_off_by_one)
+    assert pg.get_attribute("#source", "data-current") == str(load)
+    pg.keyboard.press("n")
+    pg.wait_for_selector('#finding-card[data-k="1"]')
+    pg.wait_for_selector(f'#source[data-current="{load + 1}"]')          # the store, on the next line
+    pg.wait_for_selector('#tensor-canvas[data-key="op|1|3,0,0|1"]')      # out, past its end too
+    assert pg.get_attribute("#tensor-canvas", "data-halo") == "1"
+    pg.keyboard.press("p")
+    pg.wait_for_selector(f'#source[data-current="{load}"]')
+    pg.keyboard.press("?")
+    assert pg.locator("#key-help").is_visible()
+    pg.keyboard.press("Escape")
+    assert pg.locator("#key-help").is_hidden()
+    pg.keyboard.press("g")
+    pg.keyboard.type("(1, 0)")
+    pg.keyboard.press("Enter")
+    pg.wait_for_selector('#grid-canvas[data-selected="1"]')
+    pg.wait_for_function("location.hash === '#/launch/0/program/1,0,0'")
+    pg.fill("#goto-pid", "9, 0, 0")
+    pg.press("#goto-pid", "Enter")
+    pg.wait_for_selector("#error:not([hidden])")
+    assert "outside the grid 4×1×1" in pg.inner_text("#error")
+    pg.fill("#goto-pid", "x")
+    pg.press("#goto-pid", "Enter")
+    pg.wait_for_function("document.querySelector('#error').textContent.includes('is not a program id')")
+
+
+def test_a_link_names_an_element_and_clicking_one_names_it(page):
+    pg = page.open("#/")
+    # the race launch: out is 2 x 32, row r stored by programs 2r and 2r+1
+    pg.goto(pg.url.split("#")[0] + "#/launch/1/element/1:1,5")
+    pg.wait_for_selector('#tensor-touches[data-index="1,5"]')
+    assert pg.get_attribute("#tensor-canvas", "data-key") == "all|1||"
+    stores = [t for t in pg.locator("#tensor-touches li").all_inner_texts() if t.startswith("store")]
+    assert len(stores) == 2 and "program (2, 0, 0)" in stores[0] and "program (3, 0, 0)" in stores[1]
+    assert pg.get_attribute("#tensor-canvas", "data-marks") == "1"
+    assert cell_pixel(pg, 1, 5, dx=0.1) == MARK_INK
+    # a click on another element puts it in the URL (a permalink), and lists its accesses
+    canvas = pg.locator("#tensor-canvas")
+    px, ox, oy = (int(canvas.get_attribute(f"data-{k}")) for k in ("px", "ox", "oy"))
+    canvas.click(position={"x": (ox + 9) * px + px // 2, "y": (oy + 0) * px + px // 2})
+    pg.wait_for_selector('#tensor-touches[data-index="0,9"]')
+    assert pg.evaluate("location.hash") == "#/launch/1/element/1:0,9"
+    assert cell_pixel(pg, 0, 9, dx=0.1) == MARK_INK

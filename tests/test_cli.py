@@ -195,3 +195,20 @@ def test_report_exit_status_tells_findings_from_errors(plain_trace, tmp_path, mo
     assert cli_mod.main(["report", str(out)]) == 2
     err = capsys.readouterr().err
     assert "RuntimeError: a bug in the analysis" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_report_takes_the_analysis_options_of_analyze(plain_trace):
+    """``report --gpu/--l2-kib/--in-flight`` give what ``analyze(...)`` gives with the same options (the
+    served page takes them too: ``view``); a GPU the table lacks is a one-line error."""
+    out, _ = plain_trace
+    r = cli("report", str(out), "--json", "--gpu", "A100", "--l2-kib", "16", "--in-flight", "4")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["params"]["gpu"] == "A100" and got["params"]["l2_bytes"] == 16 << 10
+    assert got["params"]["programs_in_flight"] == 4
+    want = triton_trace.analyze(triton_trace.load(str(out)), gpu="A100", l2_bytes=16 << 10,
+                                programs_in_flight=4).to_dict()
+    assert got["launches"][0]["roofline"] == json.loads(json.dumps(want["launches"][0]["roofline"]))
+    default = json.loads(cli("report", str(out), "--json").stdout)
+    assert default["params"]["gpu"] == "H200" and default["params"]["programs_in_flight"] != 4
+    one_line_error(cli("report", str(out), "--gpu", "X100"), "unknown GPU")

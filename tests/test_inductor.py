@@ -207,6 +207,22 @@ def test_training_is_refused_under_the_redirect():
     assert isinstance(cause, RequiresGPU) and "backward" in cause.what
 
 
+def _in_device_of(x):
+    # as fla's input_guard wraps every op: dynamo traces the context through its own bound functions
+    with torch.cuda.device(x.device.index):
+        return x.sin() * 2
+
+
+def test_a_device_context_inside_a_compiled_function():
+    with torch.no_grad(), cuda_on_cpu():
+        triton_trace.reset()
+        x = torch.randn(300, device="cuda")
+        out = torch.compile(_in_device_of)(x)
+        names = [launch.kernel_name for launch in triton_trace.current_trace().launches]
+    assert out.is_cuda and torch.allclose(out.cpu(), x.cpu().sin() * 2)
+    assert names == ["triton_poi_fused_mul_sin_0"]
+
+
 LAZY = """
 import sys, torch, triton_trace
 from triton_trace.suite import cuda_on_cpu

@@ -163,7 +163,8 @@ def test_finite_values_whose_sum_overflows_are_not_findings(batch):
 def test_batched_chunks_check_only_stores_until_one_writes_a_non_finite_value(monkeypatch):
     """A batched chunk skips the per-operation checks; the first store of a non-finite value runs its chunk
     again with them, and so does every later chunk of the launch: four chunks, births in the second and
-    the fourth, give exactly the findings of one program at a time (one, for the line and its cause). A
+    the fourth, give exactly the findings of one program at a time (one, for the line and its cause, with
+    both programs in its extent). A
     clean launch never checks an operation batched (one program at a time checks each)."""
     from triton_trace.record.checks import nonfinite_ops
     calls = []
@@ -183,7 +184,8 @@ def test_batched_chunks_check_only_stores_until_one_writes_a_non_finite_value(mo
         got[-1].append(len(calls))
     # batched: the second chunk twice (lazy, then checking), the third and fourth checking: 3 checked divisions
     assert got[0][:-1] == got[1][:-1] and got[0][-1] == 3 and got[1][-1] == 16
-    assert [f["program"] for f in got[0][:-1]] == [[5, 0, 0]] and got[0][0]["count"] == 1
+    assert [f["program"] for f in got[0][:-1]] == [[5, 0, 0]] and got[0][0]["count"] == 2
+    assert got[0][0]["extent"]["programs"]["first"] == [[5, 0, 0], [13, 0, 0]]       # both programs, one cause
 
 
 @triton.jit

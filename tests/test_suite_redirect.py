@@ -261,6 +261,32 @@ def test_kernels_run_through_the_interpreter_traced_or_not():
         assert torch.equal(out3.cpu(), out.cpu())
 
 
+@triton.jit
+def template_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, GENERATE_TEST_HERE, mask=offs < n)  # noqa: F821 (replaced before a launch)
+
+
+def test_a_kernel_whose_source_was_replaced_runs_the_new_source():
+    """Triton's own tests make kernels from a template this way when they run on a GPU (patch_kernel)."""
+    before = triton.JITFunction._unsafe_update_src
+    with cuda_on_cpu():
+        triton_trace.reset()
+        kernel = triton.JITFunction(template_kernel.fn)
+        kernel._unsafe_update_src(kernel.src.replace("GENERATE_TEST_HERE", "x * 3 + 1"))
+        x = torch.randn(300, device="cuda")
+        out = torch.empty_like(x)
+        kernel[(3,)](x, out, 300, BLOCK=128)
+        launch, = triton_trace.current_trace().launches
+    assert torch.equal(out.cpu(), x.cpu() * 3 + 1)
+    # the template's line numbers: the store is the 5th line of the def, as in this file
+    store_line = template_kernel.fn.__code__.co_firstlineno + 4
+    assert "source replaced" in launch.source_file and "x * 3 + 1" in launch.source
+    assert {a.line for a in launch.accesses(kind="store")} == {store_line}
+    assert triton.JITFunction._unsafe_update_src is before          # put back
+
+
 def test_do_bench_answers_a_predicted_time():
     with cuda_on_cpu("H100"):
         x, y = torch.randn(1 << 16, device="cuda"), torch.randn(1 << 16, device="cuda")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import triton_trace
-from test_browser import served
+from test_browser import all_programs, served
 from test_cli_bugs import line_of, masked, one_past_the_end, traced
 from triton_trace.analysis.units import nbytes
 
@@ -41,9 +41,7 @@ def test_the_compare_view_says_every_written_element_equals(browser, past_and_fi
     past, fixed = past_and_fixed
     with served(browser, past, compare=fixed) as p:
         pg = p.open("#/launch/0")
-        pg.wait_for_selector("#grid-canvas[data-px]")
-        pg.select_option("#tensor", "1")
-        pg.wait_for_selector('#tensor-canvas[data-key="all|1||"]')
+        all_programs(pg, 1)           # the launch opens on its out-of-bounds finding; then all programs
         pg.select_option("#tensor-colour", "diff")
         pg.wait_for_selector('#tensor-canvas[data-colour="diff"]')
         legend = pg.inner_text("#tensor-legend")
@@ -122,3 +120,48 @@ def test_a_notebook_kernel_is_named_as_ipython_names_its_cell(tmp_path, monkeypa
     assert got["error"] is None and got["compiled_files"] == [f"cell {cell}"]
     assert any(f'loc("cell {cell}":{load_line}:' in line for line in got["ttgir"])
     assert not any("ipykernel" in line or "/modules/" in line for line in got["ttgir"])
+
+
+# --- bug 5: the GROUP_M example's effect where it is served --------------------------------------------------
+@pytest.fixture(scope="module")
+def grouped_matmul():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("matmul_grouped", os.path.join(ROOT, "examples", "matmul_grouped.py"))
+    ex = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    triton_trace.reset()
+    torch.manual_seed(0)
+    a, b = torch.randn(96, 96), torch.randn(96, 96)               # the example's default size
+    for group_m in (1, 4):
+        ex.matmul(a, b, group_m)
+    trace = triton_trace.current_trace()
+    triton_trace.reset()
+    return trace
+
+
+def test_the_served_analysis_uses_the_scripts_l2(grouped_matmul):
+    from triton_trace.view.app import create_app
+    options = {"l2_bytes": 16 << 10, "programs_in_flight": 8, "what_if": True}     # the example's options
+    want = triton_trace.analyze(grouped_matmul, **options).to_dict()["launches"]
+    served_app = create_app(grouped_matmul, analysis=options).test_client()
+    plain = create_app(grouped_matmul).test_client()
+    got, default = [], []
+    for i in range(2):
+        got.append(served_app.get(f"/api/launch/{i}", headers={"X-TT-Client": "1"}).get_json())
+        default.append(plain.get(f"/api/launch/{i}", headers={"X-TT-Client": "1"}).get_json())
+    dram = [g["metrics"]["dram_bytes_predicted"] for g in got]
+    assert dram == [w["metrics"]["dram_bytes_predicted"] for w in want]     # the page says what the script printed
+    assert dram[1] < dram[0]                                                # and GROUP_M=4 moves fewer bytes
+    # the GPU's own L2 holds these 72 KiB of inputs whole: without the options there is no GROUP_M effect,
+    # which is why the page used to disagree with the printout
+    assert default[0]["metrics"]["dram_bytes_predicted"] == default[1]["metrics"]["dram_bytes_predicted"]
+    # the what-if hint of the row-order launch, on the page too
+    hints = [h["message"] for h in got[0]["hints"]]
+    assert any("GROUP_M=4 instead of 1 would cut predicted DRAM reads" in m for m in hints), hints
+
+
+def test_unknown_analysis_options_name_the_valid_ones(grouped_matmul):
+    from triton_trace.errors import TraceUsageError
+    from triton_trace.view.app import create_app
+    with pytest.raises(TraceUsageError, match="l2_bytes"):
+        create_app(grouped_matmul, analysis={"l2_kib": 16})

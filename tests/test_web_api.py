@@ -386,7 +386,7 @@ def test_views_work_when_the_analysis_fails(mixed, monkeypatch, make_client):
 
     def broken(trace):
         raise ValueError("an unusual trace")
-    monkeypatch.setattr(answers, "analyzer", lambda: broken)
+    monkeypatch.setattr(answers, "analyzer", lambda options=None: broken)
     c = make_client(mixed["trace"])
     assert get(c, "/api/trace")["analysis"] == {"available": False, "error": "analysis failed: ValueError: an unusual trace"}
     d = get(c, "/api/launch/0")
@@ -574,3 +574,53 @@ def test_the_diff_endpoint_needs_a_compared_trace(make_client):
     assert d["elements"]["a"] == [pytest.approx((x[17] + y[17]).item(), rel=1e-6)]
     assert d["elements"]["b"] == [pytest.approx((x[17] + y[17] + 1).item(), rel=1e-6)]
     assert get(c, "/api/launch/0/diff/0")["differing"] == 0                   # x is only read: nothing written
+
+
+def test_values_npy_holds_the_recorded_values_in_the_view_shape(monkeypatch):
+    """GET .../values.npy: the tensor in its view shape, float64, the values the trace recorded (computed
+    here from synthetic_tiled's own formula), NaN nowhere it wrote; too big a tensor is refused by name."""
+    import io
+    from triton_trace.view import download
+    from triton_trace.view.app import create_app
+    from webcases import synthetic_tiled
+    client = create_app(synthetic_tiled(2, 3, 4, 4, ragged=2)).test_client()
+    M, N = 2 * 4, 3 * 4 - 2
+    r = client.get("/api/launch/0/tensor/1/values.npy", headers={"X-TT-Client": "1"})
+    assert r.status_code == 200
+    y = np.load(io.BytesIO(r.data))
+    x = (np.arange(M * N, dtype=np.float32) % 97) / 10
+    assert y.shape == (M, N) and np.array_equal(y, (x * 2).astype(np.float64).reshape(M, N))
+    monkeypatch.setattr(download, "MAX_NPY_ELEMENTS", 10)
+    r = client.get("/api/launch/0/tensor/0/values.npy", headers={"X-TT-Client": "1"})
+    assert r.status_code == 413 and "read it from the trace file" in r.get_json()["error"]
+
+
+def test_a_watched_trace_file_is_reloaded_when_rewritten(tmp_path):
+    """GET /api/version: served from a file, the app loads it again once rewritten (the page reloads on
+    a new version); a file caught damaged keeps the old trace and says why; an object is not watched."""
+    import os
+    from triton_trace.view.app import create_app
+    from webcases import synthetic_long, synthetic_tiled
+    path = tmp_path / "t.ttrace"
+    synthetic_tiled(2, 2, 4, 4).save(path)
+    loads = []
+    loader = lambda p: loads.append(p) or triton_trace_load(p)
+    client = create_app(str(path), loader=loader).test_client()
+    H = {"X-TT-Client": "1"}
+    assert client.get("/api/version", headers=H).get_json() == {"error": None, "version": 0, "watching": True}
+    path.write_bytes(b"not a trace")
+    v = client.get("/api/version", headers=H).get_json()
+    assert v["version"] == 0 and "could not be loaded" in v["error"]
+    assert client.get("/api/trace", headers=H).get_json()["launches"]["kernel"] == ["tile_copy"]
+    synthetic_long(10).save(path)
+    os.utime(path, ns=(1, 2))              # a new stamp even on a coarse clock
+    assert client.get("/api/version", headers=H).get_json() == {"error": None, "version": 1, "watching": True}
+    assert client.get("/api/trace", headers=H).get_json()["launches"]["kernel"] == ["long_loop"]
+    assert len(loads) == 2
+    plain = create_app(synthetic_tiled(2, 2, 4, 4)).test_client()
+    assert plain.get("/api/version", headers=H).get_json()["watching"] is False
+
+
+def triton_trace_load(p):
+    from triton_trace import load
+    return load(p)

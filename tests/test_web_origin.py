@@ -223,7 +223,9 @@ def test_the_ui_still_works_in_a_notebooks_iframe(browser, server, refusals):
             pg = ctx.new_page()
             pg.goto(f"http://localhost:{port}/")
             frame = pg.frame_locator("iframe")
-            assert frame.locator("#summary .title").inner_text(timeout=10_000) == "add_kernel"
+            # the launch's panels show once all of them are drawn (no half-loaded page: issue 43, bug 6)
+            title = frame.locator('#launch-view[aria-busy="false"] #summary .title')
+            assert title.inner_text(timeout=10_000) == "add_kernel"
         assert refusals == []
     finally:
         ctx.close()

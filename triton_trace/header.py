@@ -127,7 +127,8 @@ def _check_meta(meta, where: str) -> None:
         return
     _typed(meta, dict, where)
     # (poisoned: arguments from a poisoned torch.empty, record/memory/poison.py; the sanitizer reads them)
-    unknown = set(meta) - {"execution", "assert_failed", "nonfinite", "overflow", "module", "poisoned"}
+    unknown = set(meta) - {"execution", "assert_failed", "nonfinite", "overflow", "module", "poisoned", "intdiv",
+                           "lane_conflict", "int32_address", "tf32_dot", "padded_reduction"}
     if unknown:
         raise HeaderError(f"{where} has unknown keys {sorted(unknown)[:5]}")
     if "poisoned" in meta:
@@ -158,14 +159,47 @@ def _check_meta(meta, where: str) -> None:
                 for name, v in r[key].items():
                     if not isinstance(v, (str, int, float, list)) or isinstance(v, bool):
                         raise HeaderError(f"{w}.{key}.{name} is {type(v).__name__}")
-    _list_of(meta.get("overflow", []), dict, f"{where}.overflow")
-    for k, r in enumerate(meta.get("overflow", [])):
-        w = f"{where}.overflow[{k}]"
-        _fields(r, {"kind": str, "how": str, "op": str, "program": "ints", "line": int, "lanes": int, "cause": dict}, w,
-                extra={"file", "tensor"})
-        for name, v in r["cause"].items():
-            if not isinstance(v, (str, int, float, list)) or isinstance(v, bool):
-                raise HeaderError(f"{w}.cause.{name} is {type(v).__name__}")
+    for key in ("overflow", "intdiv"):      # (integer divisions are recorded as overflows are)
+        _list_of(meta.get(key, []), dict, f"{where}.{key}")
+        for k, r in enumerate(meta.get(key, [])):
+            w = f"{where}.{key}[{k}]"
+            _fields(r, {"kind": str, "how": str, "op": str, "program": "ints", "line": int, "lanes": int,
+                        "cause": dict}, w, extra={"file", "tensor", "programs", "reach_lanes"})
+            _reach(r, w)
+            for name, v in r["cause"].items():
+                if not isinstance(v, (str, int, float, list)) or isinstance(v, bool):
+                    raise HeaderError(f"{w}.cause.{name} is {type(v).__name__}")
+            _names(r, w)
+    _list_of(meta.get("lane_conflict", []), dict, f"{where}.lane_conflict")
+    for k, r in enumerate(meta.get("lane_conflict", [])):
+        w = f"{where}.lane_conflict[{k}]"
+        _fields(r, {"kind": str, "op": str, "program": "ints", "line": int, "lanes": int, "first": list,
+                    "values": list}, w, extra={"file", "tensor", "programs", "reach_lanes"})
+        _reach(r, w)
+        for lane in r["first"]:
+            _ints(lane, f"{w}.first")
+        _list_of(r["values"], (int, float, str), f"{w}.values")
+        _names(r, w)
+    _list_of(meta.get("int32_address", []), dict, f"{where}.int32_address")
+    for k, r in enumerate(meta.get("int32_address", [])):
+        _fields(r, {"line": int, "op": str, "max": int}, f"{where}.int32_address[{k}]", extra={"file", "tensor"})
+        _int(r["max"], f"{where}.int32_address[{k}].max", lo=0)
+        _names(r, f"{where}.int32_address[{k}]")
+    _list_of(meta.get("padded_reduction", []), dict, f"{where}.padded_reduction")
+    for k, r in enumerate(meta.get("padded_reduction", [])):
+        w = f"{where}.padded_reduction[{k}]"
+        _fields(r, {"kind": str, "op": str, "program": "ints", "line": int, "load": dict, "outputs": int,
+                    "output": "ints", "lanes": int, "contribution": (int, float, str), "result": (int, float, str),
+                    "without": (int, float, str)}, w, extra={"file", "programs", "reach_lanes"})
+        _reach(r, w)
+        _fields(r["load"], {"line": int, "other": (int, float, str)}, f"{w}.load", extra={"file"})
+        _names(r, w)
+        _names(r["load"], f"{w}.load")
+    _list_of(meta.get("tf32_dot", []), dict, f"{where}.tf32_dot")
+    for k, r in enumerate(meta.get("tf32_dot", [])):
+        w = f"{where}.tf32_dot[{k}]"
+        _fields(r, {"line": int, "checked": int, "max_abs": float, "max_result": float, "k": int}, w, extra={"file"})
+        _names(r, w)
     if meta.get("module") is not None:
         _check_module(meta["module"], f"{where}.module")
     fail = meta.get("assert_failed")
@@ -181,6 +215,22 @@ def _check_meta(meta, where: str) -> None:
         _typed(fail.get("values", {}), dict, f"{w}.values")
         for name, vals in fail.get("values", {}).items():
             _list_of(vals, (int, float, list), f"{w}.values[{name!r}]")
+
+
+def _reach(record: dict, where: str) -> None:
+    """A cause's extent as the recorder keeps it: every program it reached, and its lanes in all."""
+    _list_of(record.get("programs", []), list, f"{where}.programs")
+    for pid in record.get("programs", []):
+        _ints(pid, f"{where}.programs", length=3)
+    if "reach_lanes" in record:
+        _int(record["reach_lanes"], f"{where}.reach_lanes", lo=0)
+
+
+def _names(record: dict, where: str) -> None:
+    """A record's ``file`` and ``tensor``: a name, or absent (null)."""
+    for key in ("file", "tensor"):
+        if record.get(key) is not None:
+            _typed(record[key], str, f"{where}.{key}")
 
 
 def _check_module(mod, where: str) -> None:

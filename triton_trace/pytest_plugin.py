@@ -111,12 +111,12 @@ def pytest_configure(config):
 def _kinds(text):
     if not text:
         return None
-    from .analysis.findings import FINDING_KINDS
+    from .analysis.findings import KINDS
     kinds = {k.strip() for k in text.split(",") if k.strip()}
-    unknown = kinds - set(FINDING_KINDS)
+    unknown = kinds - {k for k, _, _ in KINDS}
     if unknown:
-        raise pytest.UsageError(f"--triton-trace-kinds: unknown kind(s) {sorted(unknown)}; "
-                                f"choose from {', '.join(FINDING_KINDS)}")
+        raise pytest.UsageError(f"--triton-trace-kinds: unknown kind(s) {sorted(unknown)}; choose from "
+                                + "; ".join(f"{k} ({meaning})" for k, _, meaning in KINDS))
     return kinds
 
 
@@ -169,8 +169,8 @@ class _Sanitizer:
         if self.kinds is None and self.cuda:
             # a GPU suite is written to pass on a GPU: only what breaks there fails a test (a warning such
             # as a non-finite input may be the test's own point, e.g. a -inf gradient on purpose)
-            from .analysis.findings import SEVERITY
-            self.kinds = {k for k, level in SEVERITY.items() if level == "error"} | {"unwritten_output"}
+            from .analysis.findings import KINDS
+            self.kinds = {k for k, level, _ in KINDS if level == "error"} | {"unwritten_output"}
         self.results: list = []        # (nodeid, launches, kinds found, failed) from every worker's reports
         self.hollow: list = []         # node ids of tests that passed with no traced launch
         self.requires_gpu: dict = {}   # what -> tests (or files, at collection) skipped for it

@@ -67,7 +67,7 @@ class OutputDiff:
     differing: int               # elements whose bits differ
     beyond: int                  # of them, further apart than NAN_BITS / ULP1 allow
     max_ulp: int                 # floats: the largest distance among non-NaN pairs (0 for integers)
-    examples: list               # [{"index", "gpu", "trace", "gpu_bits", "trace_bits", "ulp"}]
+    examples: list               # [{"index", "ref", "trace", "ref_bits", "trace_bits", "ulp"}]
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -78,12 +78,12 @@ def _bits_view(a: np.ndarray) -> np.ndarray:
     return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
 
 
-def compare_bits(name: str, dtype: str, gpu_bits: np.ndarray, trace_bits: np.ndarray,
-                 gpu_values=None, trace_values=None) -> OutputDiff:
+def compare_bits(name: str, dtype: str, ref_bits: np.ndarray, trace_bits: np.ndarray,
+                 ref_values=None, trace_values=None) -> OutputDiff:
     """Classify element by element two arrays of raw bits of the same shape (``dtype``: the torch dtype's
     name, which says whether and how the bits are a float). ``*_values`` (same shape, any numeric type)
     only feed the examples' readable values."""
-    g, t = _bits_view(gpu_bits).reshape(-1), _bits_view(trace_bits).reshape(-1)
+    g, t = _bits_view(ref_bits).reshape(-1), _bits_view(trace_bits).reshape(-1)
     diff = np.flatnonzero(g != t)
     if diff.size == 0:
         return OutputDiff(name, dtype, int(g.size), EXACT, 0, 0, 0, [])
@@ -103,14 +103,14 @@ def compare_bits(name: str, dtype: str, gpu_bits: np.ndarray, trace_bits: np.nda
         max_ulp, status = 0, BEYOND
     # the examples: the worst elements first (beyond before 1 ulp before NaN bits), then in index order
     order = np.lexsort((diff, ~bad))[:MAX_EXAMPLES]
-    shape = gpu_bits.shape
+    shape = ref_bits.shape
     examples = []
     for k in order.tolist():
         flat = int(diff[k])
         idx = [int(i) for i in np.unravel_index(flat, shape)] if shape else []
-        ex = {"index": idx, "gpu_bits": hex(int(gd[k])), "trace_bits": hex(int(td[k])), "ulp": int(dist[k])}
-        if gpu_values is not None:
-            ex["gpu"] = _plain(np.asarray(gpu_values).reshape(-1)[flat])
+        ex = {"index": idx, "ref_bits": hex(int(gd[k])), "trace_bits": hex(int(td[k])), "ulp": int(dist[k])}
+        if ref_values is not None:
+            ex["ref"] = _plain(np.asarray(ref_values).reshape(-1)[flat])
             ex["trace"] = _plain(np.asarray(trace_values).reshape(-1)[flat])
         examples.append(ex)
     return OutputDiff(name, dtype, int(g.size), status, int(diff.size), int(bad.sum()), max_ulp, examples)

@@ -11,9 +11,13 @@ deadline, go to ``--lf-log`` (``.<xdist worker>`` appended).
 """
 from __future__ import annotations
 
+import inspect
 import json
+import linecache
 import os
 import random
+import re
+import textwrap
 import threading
 import time
 import traceback
@@ -41,7 +45,7 @@ def pytest_configure(config):
     # helpers the release-3.6 tests import that later Triton releases dropped (as tt_suite_plugin does)
     import triton._internal_testing as testing
     for name, answer in {"is_hip_gfx11": False, "is_hip_gfx12": False, "is_hip_mi200": False,
-                         "is_hip_mi300": False, "is_hip_mi350": False, "is_hip_cdna4": False}.items():
+                         "is_hip_mi300": False, "is_hip_mi350": False, "is_hip_cdna4": False, "get_arch": ""}.items():
         if not hasattr(testing, name):
             setattr(testing, name, lambda _answer=answer: _answer)
 
@@ -99,7 +103,7 @@ def compare_launch(item, reference, kernel, original_run, args, grid, kwargs):
     t0 = time.perf_counter()
     try:
         reset()
-        gpucheck._launch(kernel, grid, before, traced=True, values=False)
+        gpucheck._launch(as_written(kernel), grid, before, traced=True, values=False)
         reset()
     except Exception as e:          # an op the tracer cannot run: counted, with its message, not hidden
         rec.update(status="trace_error", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
@@ -111,6 +115,40 @@ def compare_launch(item, reference, kernel, original_run, args, grid, kwargs):
     rec["trace_s"] = round(time.perf_counter() - t0, 4)
     _write(item.config, rec)
     return result
+
+
+def as_written(kernel):
+    """The kernel the GPU compiled, as a function the tracer can run. Triton's own tests make kernels from
+    templates with ``JITFunction._unsafe_update_src`` (``patch_kernel``: ``GENERATE_TEST_HERE`` replaced by
+    the op under test): the compiler reads ``.src``, while ``.fn``, which the tracer runs, is still the
+    template. Such a kernel is rebuilt from ``.src`` in the template's globals and closure, its source
+    registered with linecache so that the trace can show it; any other kernel is returned as it is."""
+    from triton.runtime.jit import JITFunction
+    if type(kernel) is not JITFunction:
+        return kernel
+    fn = kernel.fn
+    try:
+        own = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return kernel
+    start = re.search(r"^def\s+\w+\s*\(", own, re.MULTILINE)
+    if start is None or own[start.start():] == kernel.src:
+        return kernel
+    cached = _REBUILT.get(kernel.src)
+    if cached is not None and cached.fn.__name__ == fn.__name__:
+        return cached
+    filename = f"<{fn.__name__} as patched, {len(_REBUILT)}>"
+    linecache.cache[filename] = (len(kernel.src), None, kernel.src.splitlines(True), filename)
+    namespace = dict(fn.__globals__)
+    namespace.update(zip(fn.__code__.co_freevars, (c.cell_contents for c in fn.__closure__ or ())))
+    exec(compile(kernel.src, filename, "exec"), namespace)
+    rebuilt = JITFunction(namespace[fn.__name__], do_not_specialize=kernel.do_not_specialize,
+                          noinline=kernel.noinline)
+    _REBUILT[kernel.src] = rebuilt
+    return rebuilt
+
+
+_REBUILT: dict = {}     # patched source -> its rebuilt kernel, per test process
 
 
 def _views(bound: dict):

@@ -92,6 +92,6 @@ def markdown(s: dict, header: str = "") -> str:
             for o in ex["outputs"][:1]:
                 e = o["examples"][0] if o["examples"] else {}
                 lines.append(f"  - `{ex['nodeid']}` ({ex['kernel']}) `{o['name']}` {o['dtype']}: {o['differing']} of "
-                             f"{o['elements']} differ, max {o['max_ulp']} ulp; e.g. {e.get('index')}: gpu "
-                             f"{e.get('gpu')} ({e.get('gpu_bits')}), trace {e.get('trace')} ({e.get('trace_bits')})")
+                             f"{o['elements']} differ, max {o['max_ulp']} ulp; e.g. {e.get('index')}: ref "
+                             f"{e.get('ref')} ({e.get('ref_bits')}), trace {e.get('trace')} ({e.get('trace_bits')})")
     return "\n".join(lines) + "\n"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import json
 import os
 import platform
@@ -29,7 +30,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 UNIT = ROOT / "tests" / "triton_suite" / "release-3.6" / "python" / "test" / "unit"
-FILES = ["language/test_core.py", "language/test_standard.py", "language/test_random.py"]
+# the files Triton's CI runs under its interpreter
+FILES = ["language/test_core.py", "language/test_standard.py", "language/test_random.py",
+         "language/test_block_pointer.py", "language/test_tuple.py"]
 sys.path.insert(0, str(HERE))
 
 import launch_table  # noqa: E402
@@ -45,7 +48,7 @@ def pytest_command(args, log: str, deadline: float) -> list:
         cmd += ["--device=cpu", "-m", "interpreter"]
     if args.workers > 1:
         cmd += ["-n", str(args.workers)]
-    if args.timeout:
+    if args.timeout and importlib.util.find_spec("pytest_timeout"):
         cmd += [f"--timeout={args.timeout}"]
     if args.k:
         cmd += ["-k", args.k]
@@ -84,7 +87,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no new test starts (0: none)")
     ap.add_argument("--seed", type=int, default=0, help="the shuffle of the test order")
-    ap.add_argument("--timeout", type=int, default=0, help="per-test limit in seconds (pytest-timeout)")
+    ap.add_argument("--timeout", type=int, default=0, help="per-test limit in seconds (where pytest-timeout is installed)")
     ap.add_argument("-k", default=None, help="pytest -k expression")
     ap.add_argument("--files", nargs="+", default=FILES, help="test files, relative to the suite's unit folder")
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
@@ -119,7 +122,7 @@ def main(argv=None) -> int:
     text = launch_table.markdown(summary, header)
     (out / "table.md").write_text(text)
     print(text)
-    print(proc.stdout[-1500:] if not launches else proc.stdout.strip().splitlines()[-1])
+    print((proc.stdout + proc.stderr)[-1500:] if not launches else proc.stdout.strip().splitlines()[-1])
     # pytest's own exit status (failing tests of the suite) is not the comparison's: 0 means launches were
     # compared; a run that compared none (a collection error, a broken plugin) is a failure
     return 0 if launches else 1

@@ -14,7 +14,7 @@ import numpy as np
 from .. import arena
 from ..errors import TraceUsageError
 from ..model import Launch, Trace
-from . import layouts as L, metrics, parallel
+from . import layouts as L, metrics, parallel, predictions
 from .cache import issue_order, simulate
 from .coalescing import coalesce
 from .context import LOAD, LaunchContext, Params
@@ -27,8 +27,9 @@ from .hints import hints, resource_hints
 from .whatif import hints_from, replays, warps_hints
 from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage
 from .writeorder import check_double_writes, check_uninitialized
+from .valuechecks import check_int_division, check_lane_conflicts, check_padded_reductions
 
-CHECKS = (check_asserts, check_nonfinite, check_overflow, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
+CHECKS = (check_asserts, check_nonfinite, check_overflow, check_int_division, check_lane_conflicts, check_padded_reductions, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
 
 
 def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 32, vector_bytes: int = 16,
@@ -189,7 +190,7 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
     replayed, note = replay.result()
     extra = hints_from(replayed, m["dram_read_bytes"])
     note = note if m["dram_read_bytes"] else None
-    extra += resource_hints(ctx, compiled_entry, GPUS[ctx.params.gpu].sms)
+    extra += resource_hints(ctx, compiled_entry, GPUS[ctx.params.gpu].sms) + predictions.hints(ctx)
     if ctx.params.what_if is True:
         extra += warps_hints(ctx, compiled_entry, lambda w: _compile(ctx, w))
     summary["hints"] = sorted(summary["hints"] + extra, key=lambda h: -h["saving"])

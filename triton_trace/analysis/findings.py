@@ -1,11 +1,13 @@
-"""Findings: one problem, grouped so a broken kernel reports a handful of them, not one per lane.
+"""Findings: one per root cause, each with its full extent.
 
-A finding groups the offending lanes (or elements) of one kind, one program and one static op
-(kind, tensor, file, line); it carries their count and the first few element offsets in execution
-order. Findings sort most severe first, then by launch, program, line; the report keeps the first
-``max_findings`` and counts the rest as suppressed. A check builds in full only the first
-``max_findings`` groups of each kind in (program, op) order, since no later one could be shown; it
-returns the rest as a ``Suppressed`` record, so a grid of a million broken programs stays cheap.
+A finding names one root cause: a kind, a kernel line, a tensor (for lane checks, one static op: kind,
+tensor, file, line, over every program). Its ``extent`` (analysis/extent.py) counts exactly what the
+cause reaches over the whole launch: the programs (count, runs, first ids), the elements (count, runs of
+offsets, first few with values), and per kind the writers and readers of a race, how far past the end
+an out-of-bounds access reaches and which block lanes a mask must cover, how many values and programs a
+NaN poisons. ``count`` is the offending lanes (elements, for race and coverage findings) over every
+program; ``program`` the first program involved, the one the UI opens. Findings sort most severe first,
+then by launch, line; the report keeps the first ``max_findings`` and counts the rest as suppressed.
 """
 from __future__ import annotations
 
@@ -16,12 +18,27 @@ import numpy as np
 
 from .context import KIND_NAMES, LaunchContext
 
-# Most severe first. "error": the kernel computes garbage or faults on a GPU; "warning": suspicious or
-# wasteful, but a kernel may do it on purpose.
-FINDING_KINDS = ("assert_failed", "out_of_bounds", "race", "uninitialized_read", "nonfinite", "out_of_view",
-                 "double_write", "unwritten_output", "nonfinite_input", "overflow")
-SEVERITY = {"assert_failed": "error", "nonfinite": "error", "overflow": "error", "nonfinite_input": "warning", "out_of_bounds": "error", "race": "error", "uninitialized_read": "error",
-            "out_of_view": "warning", "double_write": "warning", "unwritten_output": "warning"}
+# Every finding kind, most severe first: (name, severity, meaning). The report schema, the pytest plugin
+# and the UI read this table; a new check appends its row. "error": the kernel computes garbage or faults
+# on a GPU; "warning": suspicious or wasteful, but a kernel may do it on purpose.
+KINDS = (
+    ("assert_failed", "error", "a tl.device_assert was false on some lanes (a GPU traps there)"),
+    ("out_of_bounds", "error", "an active lane addressed memory outside its tensor's storage"),
+    ("race", "error", "programs accessed one element with no atomic or common lock ordering them"),
+    ("uninitialized_read", "error", "an element of an undefined output was read before any program wrote it"),
+    ("nonfinite", "error", "a NaN or Inf born in the kernel from finite operands reached memory"),
+    ("overflow", "error", "a value did not fit its type (int32 wrap, narrowing cast) and reached memory"),
+    ("int_division", "error", "an integer // or % by zero (or INT_MIN // -1) whose result reached memory"),
+    ("lane_conflict", "error", "two lanes of one store wrote one address with different values (kept: either)"),
+    ("padded_reduction", "error", "a masked load's other= value, changed by arithmetic, entered a sum/max/min"),
+    ("out_of_view", "warning", "an access inside the storage but outside the tensor's view (shape, strides)"),
+    ("double_write", "warning", "one program stored the same element of an output twice"),
+    ("unwritten_output", "warning", "elements of a declared output that no program wrote"),
+    ("nonfinite_input", "warning", "a NaN or Inf already held by an argument was carried into memory"),
+)
+FINDING_KINDS = tuple(k for k, _, _ in KINDS)
+SEVERITY = {k: s for k, s, _ in KINDS}
+MEANING = {k: m for k, _, m in KINDS}
 
 
 @dataclass(frozen=True)
@@ -30,8 +47,8 @@ class Finding:
     kernel: str
     launch: int
     message: str
-    count: int                           # offending lanes (or elements, for race/coverage findings)
-    program: Optional[tuple] = None      # (x, y, z); None for launch-wide findings (unwritten_output)
+    count: int                           # offending lanes over every program (elements, for race/coverage)
+    program: Optional[tuple] = None      # (x, y, z) of the first program; None for launch-wide findings
     file: Optional[str] = None
     line: Optional[int] = None
     tensor: Optional[str] = None
@@ -41,16 +58,24 @@ class Finding:
     lanes: tuple = ()                    # their positions in the op's block
     valid_range: Optional[tuple] = None  # inclusive element offsets an access may touch
     rows: int = 0                        # op executions involved (a loop runs one op many times)
-    other: dict = field(default_factory=dict)   # race: the other program, file, line, op
+    other: dict = field(default_factory=dict)   # race: the first other program, file, line, op
+    extent: dict = field(default_factory=dict)  # the full extent (analysis/extent.py; report.py's schema)
     op_row: int = field(default=-1, compare=False, repr=False)   # a row of the op, for per-op counts
+    # a row of each program involved (its first), for per-program counts; empty: op_row alone
+    op_rows: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def severity(self) -> str:
         return SEVERITY[self.kind]
 
     def sort_key(self) -> tuple:
-        return (FINDING_KINDS.index(self.kind), self.launch, self.program or (-1, -1, -1), self.file or "",
-                self.line or 0, self.tensor or "", self.op or "", self.message)
+        return (FINDING_KINDS.index(self.kind), self.launch, self.file or "", self.line or 0, self.tensor or "",
+                self.op or "", self.program or (-1, -1, -1), self.message)
+
+    def attributed_rows(self) -> np.ndarray:
+        """The op rows this finding counts against, one per program involved."""
+        rows = self.op_rows if len(self.op_rows) else ([self.op_row] if self.op_row >= 0 else [])
+        return np.asarray(rows, dtype=np.int64)
 
     def to_dict(self) -> dict:
         return {
@@ -62,81 +87,24 @@ class Finding:
             "lanes": [list(i) for i in self.lanes],
             "valid_range": list(self.valid_range) if self.valid_range is not None else None,
             "other": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(self.other.items())},
+            "extent": _sorted(self.extent),
         }
+
+
+def _sorted(d):
+    """Dict keys sorted at every level (deterministic JSON)."""
+    if isinstance(d, dict):
+        return {k: _sorted(d[k]) for k in sorted(d)}
+    if isinstance(d, (list, tuple)):
+        return [_sorted(v) for v in d]
+    return d
 
 
 @dataclass(frozen=True)
 class Suppressed:
-    """Finding groups of one kind that were counted but not built: past the first ``max_findings`` of
-    their launch and kind, they could never make the report. ``op_rows`` holds a row of each group."""
+    """Findings of one kind that were counted but not built (``op_rows``: a row of each)."""
     kind: str
     op_rows: np.ndarray
-
-
-@dataclass(frozen=True)
-class LaneGroup:
-    """Offending lanes of one (program, static op)."""
-    program: int           # program index (ctx.pids)
-    row: int               # first offending row
-    count: int
-    rows: int
-    lanes: np.ndarray      # first offending lanes (indices into ctx.offsets), execution order
-
-
-def group_lanes(ctx: LaunchContext, bad: np.ndarray) -> tuple:
-    """Group offending lanes (ascending indices into ctx.offsets) by (program, static op).
-
-    Returns (the first max_findings groups in (program, op) order, a row of each further group)."""
-    if not len(bad):
-        return [], np.zeros(0, dtype=np.int64)
-    k, limit = ctx.params.max_examples, ctx.params.max_findings
-    rows = ctx.lane_row[bad]
-    key = ctx.row_prog[rows] * ctx.n_static + ctx.row_op[rows]
-    groups, first, inverse, counts = np.unique(key, return_index=True, return_inverse=True, return_counts=True)
-    inverse = inverse.reshape(-1)
-    # Examples: at most k lanes per row first (lanes are laid out row by row), then per group.
-    row_starts = np.r_[True, rows[1:] != rows[:-1]]
-    starts = np.flatnonzero(row_starts)
-    rank = np.arange(len(bad)) - np.repeat(starts, np.diff(np.r_[starts, len(bad)]))
-    few = np.nonzero((rank < k) & (inverse < limit))[0]
-    few = few[np.argsort(inverse[few], kind="stable")]
-    n_rows = np.bincount(inverse[row_starts], minlength=len(groups))
-    out = []
-    bounds = np.searchsorted(inverse[few], np.arange(min(limit, len(groups)) + 1))
-    for g in range(min(limit, len(groups))):
-        ex = bad[few[bounds[g]:bounds[g + 1]]][:k]
-        out.append(LaneGroup(int(ctx.row_prog[ctx.lane_row[ex[0]]]), int(ctx.lane_row[ex[0]]), int(counts[g]),
-                             int(n_rows[g]), ex))
-    return out, rows[first[limit:]].astype(np.int64)
-
-
-def group_entries(ctx: LaunchContext, rows: np.ndarray, counts: np.ndarray, lanes_of) -> tuple:
-    """What ``group_lanes`` gives for offending lanes known per row, without listing them: ``rows`` and
-    ``counts`` say how many lanes of each row offend (a row may appear more than once), ``lanes_of(row)``
-    lists one row's offending lanes in order; it is asked only for the first rows of the groups built."""
-    if not len(rows):
-        return [], np.zeros(0, dtype=np.int64)
-    k, limit = ctx.params.max_examples, ctx.params.max_findings
-    urow, inv = np.unique(rows, return_inverse=True)
-    per_row = np.bincount(inv.reshape(-1), weights=counts, minlength=len(urow)).astype(np.int64)
-    key = ctx.row_prog[urow] * ctx.n_static + ctx.row_op[urow]
-    groups, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    counts_g = np.bincount(inverse, weights=per_row, minlength=len(groups)).astype(np.int64)
-    n_rows = np.bincount(inverse, minlength=len(groups))
-    order = np.argsort(inverse, kind="stable")                    # rows ascending within a group
-    bounds = np.searchsorted(inverse[order], np.arange(min(limit, len(groups)) + 1))
-    out = []
-    for g in range(min(limit, len(groups))):
-        mine = urow[order[bounds[g]:bounds[g + 1]]]
-        ex: list = []
-        for r in mine.tolist():          # lanes in execution order: rows ascending, lanes within a row
-            ex += lanes_of(r)[:k - len(ex)].tolist()
-            if len(ex) >= k:
-                break
-        out.append(LaneGroup(int(ctx.row_prog[mine[0]]), int(mine[0]), int(counts_g[g]), int(n_rows[g]),
-                             np.array(ex, dtype=np.int64)))
-    return out, urow[first[limit:]].astype(np.int64)
 
 
 def block_index(ctx: LaunchContext, lane: int) -> tuple:

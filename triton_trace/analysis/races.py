@@ -16,19 +16,22 @@ Definitions:
 - An element is a place in a storage: two arguments that view one storage (``x`` and ``x[1:]``, an
   in-place kernel) are compared with each other, in units of the smallest element size among them.
 
-A race is reported once per (first writer's program and op, other program and op), with the number of
-elements and the first few. The writer is the first plain store to the element in execution order (else
-the first atomic); the other is the first access of another program that conflicts with it.
+A race is reported once per root cause: the op (kind, tensor, line) of the elements' first writer, over
+every program. The writer of an element is its first plain store in execution order (else its first
+atomic). The finding counts every racy element whose first writer is that op and lists every program
+that writes them (stores, atomics) and every one that reads them (plain loads), with the lines they do
+it at; ``other`` names the first access of another program that conflicts with the first writer.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..model.overlap import ranges_disjoint, shared_elements
-from . import context, pieces
+from . import context, intervals, pieces
 from .context import CAS, LOAD, STORE, XCHG, LaunchContext, pattern_intervals, sorted_unique, unique_rows
-from .findings import Finding, Suppressed, op_fields, short_list, where
-from .sanitizer import view_positions
+from . import extent as E
+from .findings import Finding, op_fields, short_list, where
+from .extent import view_positions
 
 R, W, A = 0, 1, 2
 _NONE = np.iinfo(np.int64).max
@@ -219,42 +222,72 @@ def _races(ctx, unit, el, lr, p, typ, lk, cut=None) -> list:
     conflicts = (p != wp) & ((wt == W) | (typ == W) | ((wt == A) & (typ == R))) & ~((lk >= 0) & (lk == wl))
     other = first(conflicts)
     other = np.where(other == _NONE, first(p != wp), other)
-    bad = np.nonzero(race)[0]
-    return _findings(ctx, unit, bad, w[bad], other[bad], lr, p, el, cut)
+    return _findings(ctx, unit, race, w, other, (lr, p, el, typ, seg), cut)
 
 
-def _findings(ctx, unit, segs, w, other, lr, p, el, cut) -> list:
-    # Group racy elements by (writer program, writer op, other program, other op), in that order.
-    key = np.stack([p[w], ctx.row_op[lr[w]], p[other], ctx.row_op[lr[other]]], axis=1)
-    groups, inverse = unique_rows(key)
-    order = np.lexsort(groups.T[::-1])                  # fingerprint order is arbitrary: sort the groups
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    inverse = rank[inverse]
-    members = np.argsort(inverse, kind="stable")        # element order kept within a group
-    bounds = np.searchsorted(inverse[members], np.arange(len(groups) + 1))
-    limit, k = ctx.params.max_findings, ctx.params.max_examples
-    rest = lr[w[members[bounds[limit:-1]]]] if len(groups) > limit else np.zeros(0, dtype=np.int64)
-    out = [Suppressed("race", rest.astype(np.int64))] if len(rest) else []
-    for g in range(min(limit, len(groups))):
-        mine = members[bounds[g]:bounds[g + 1]]
+def _findings(ctx, unit, race, w, other, acc, cut) -> list:
+    """One finding per writer op: ``race`` per element (segment), ``w`` and ``other`` its first writer and
+    first conflicting access, ``acc`` the accesses (row, program, element, type, segment)."""
+    lr, p, el, typ, seg = acc
+    bad = np.flatnonzero(race)
+    key = ctx.row_op[lr[w[bad]]]
+    ops = sorted_unique(key)
+    gid = np.full(len(race), -1, dtype=np.int64)
+    gid[bad] = np.searchsorted(ops, key)
+    acc_gid = gid[seg]
+    k = ctx.params.max_examples
+    out = []
+    for g in range(len(ops)):
+        mine = bad[gid[bad] == g]                        # racy elements, ascending
+        a = np.flatnonzero(acc_gid == g)                 # every access to them
         wrow, orow = int(lr[w[mine[0]]]), int(lr[other[mine[0]]])
         f, fo = op_fields(ctx, wrow), op_fields(ctx, orow)
         t = ctx.launch.tensors[int(ctx.tensor[wrow])]
-        count, first = pieces.elements(el[w[mine]], cut, k)
+        ids = el[w[mine]]
+        count, first = pieces.elements(ids, cut, k)
         offs = first * unit // t.elem_bytes               # in the writer's tensor's elements
+        lo = (ids if cut is None else cut.start[ids]) * unit
+        hi = lo + (unit if cut is None else cut.length[ids] * unit)
+        s, e = intervals.union(lo // t.elem_bytes, (hi + t.elem_bytes - 1) // t.elem_bytes)
         inside, idx = view_positions(t, offs)
+        writes = typ[a] != R
+        writers, readers = sorted_unique(p[a][writes]), sorted_unique(p[a][~writes])
+        every = sorted_unique(p[a])
+        ex = [{"offset": int(o), "index": [int(v) for v in idx[i]] if inside[i] else None, "program": None,
+               "value": None} for i, o in enumerate(offs.tolist())]
+        lanes = len(a) if cut is None else int(cut.length[el[a]].sum())     # an entry: a piece's elements
+        extent = {"exact": True, "programs": E.programs(ctx, every), "elements": E.elements(s, e, lanes, ex),
+                  "writers": E.listed(ctx, writers), "readers": E.listed(ctx, readers),
+                  "accesses": _places(ctx, lr[a])}
         prog, oprog = ctx.pid(int(p[w[mine[0]]])), ctx.pid(int(p[other[mine[0]]]))
         what = f"'{t.name}'" if fo["tensor"] == t.name else \
             f"'{t.name}' and '{fo['tensor']}' (arguments that view the same memory)"
-        msg = (f"race on {what}: program {prog} ({f['op']} at {where(f)}) and program {oprog} "
-               f"({fo['op']} at {where(fo)}) access the same {count} element(s) with no atomic or "
-               f"common lock ordering them (element offsets {short_list(int(v) for v in offs)})")
+        places = "; ".join(f"{x['op']} at {x['file']}:{x['line']} by {x['programs']} program(s)"
+                           for x in extent["accesses"][:4])
+        msg = (f"race on {what}: {len(writers)} program(s) write ({_ids(ctx, writers)}) and {len(readers)} read "
+               f"({_ids(ctx, readers)}) {E.elements_text(extent['elements'])} with no atomic or common lock "
+               f"ordering them ({places}); first: program {E.pid_text(prog)} ({f['op']} at {where(f)}) and program "
+               f"{E.pid_text(oprog)} ({fo['op']} at {where(fo)}), element offsets {short_list(int(v) for v in offs)}")
         out.append(Finding(
             kind="race", kernel=ctx.launch.kernel_name, launch=ctx.index, message=msg, count=count,
-            program=tuple(prog), rows=len(sorted_unique(lr[w[mine]])), offsets=tuple(int(v) for v in offs),
+            program=tuple(prog), rows=len(sorted_unique(lr[a])), offsets=tuple(int(v) for v in offs),
             indices=tuple(tuple(int(v) for v in idx[i]) if inside[i] else None for i in range(len(offs))),
             other={"program": tuple(oprog), "file": fo["file"], "line": fo["line"], "op": fo["op"],
                    "tensor": fo["tensor"]},
-            op_row=wrow, **f))
+            extent=extent, op_row=wrow, op_rows=E.attributed(ctx, every, lr[a]), **f))
+    return out
+
+
+def _ids(ctx: LaunchContext, prog: np.ndarray) -> str:
+    return short_list((E.pid_text(ctx.pid(int(q))) for q in prog), 8) if len(prog) else "none"
+
+
+def _places(ctx: LaunchContext, rows: np.ndarray) -> list:
+    """The static ops of the accesses to the racy elements: {"op", "file", "line", "tensor", "programs"}."""
+    sid = ctx.row_op[rows]
+    out = []
+    for op in sorted_unique(sid).tolist():
+        sel = sid == op
+        f = op_fields(ctx, int(ctx.op_first_row[op]))
+        out.append({**f, "programs": int(len(sorted_unique(ctx.row_prog[rows[sel]])))})
     return out

@@ -80,15 +80,35 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                    "masked_lanes", "requests", "sectors", "used_bytes", "sector_efficiency" (float),
                    "dram_read_bytes", "dram_write_bytes", "flops", "findings"}]}
       ],
-      "findings": [most severe first, at most params.max_findings:
-        {"kind": "out_of_bounds" | "race" | "uninitialized_read" | "out_of_view" | "double_write" |
-                 "unwritten_output", "severity": "error" | "warning", "kernel", "launch" (index),
-         "program": [x, y, z] | null, "file", "line", "tensor", "op", "message": str,
-         "count" (offending lanes; elements for race, unwritten_output), "rows" (op executions),
-         "offsets": [element offsets into the storage], "indices": [view index | null],
-         "lanes": [position in the op's block], "valid_range": [lo, hi] | null,
-         "other": {} | race: {"program", "file", "line", "op", "tensor" (the other access's argument:
-                   differs from "tensor" when two arguments view one storage)}}],
+      "kinds": [{"kind", "severity": "error" | "warning", "meaning": str}]   every finding kind, most severe
+               first (analysis/findings.py's KINDS table),
+      "findings": [most severe first, at most params.max_findings; one per root cause: a kind, a kernel line,
+                   a tensor (for lane checks: one static op over every program):
+        {"kind": one of "kinds", "severity": "error" | "warning", "kernel", "launch" (index),
+         "program": [x, y, z] (the first program involved) | null, "file", "line", "tensor", "op",
+         "message": str (what happened, then the extent in words, as the pytest failure shows it),
+         "count" (offending lanes over every program; elements for race, unwritten_output),
+         "rows" (op executions), "offsets": [first element offsets into the storage],
+         "indices": [view index | null], "lanes": [position in the op's block], "valid_range": [lo, hi] | null,
+         "other": {} | race: {"program", "file", "line", "op", "tensor" (the first other access; its argument
+                   differs from "tensor" when two arguments view one storage)},
+         "extent": the full extent, exact over the launch whatever max_findings keeps (analysis/extent.py):
+           {"exact": bool (false: a lower bound, "note" says why),
+            "programs": {"count", "runs" (runs of consecutive (x, y, z) ids), "ranges": [[first pid, last pid]]
+                         (the first 8 runs), "first": [pid] (the first max_examples)}   (not for unwritten_output),
+            "elements": {"count" (distinct elements), "lanes" (accesses to them), "runs", "ranges":
+                         [[lo, hi]] (inclusive storage offsets, the first 8 runs), "first": [{"offset",
+                         "index" (view index | null), "program" (pid | null), "value" (the value loaded or
+                         stored: number, "nan", "inf", "-inf" | null)}]},
+            out_of_bounds: "past_end": {"limit" (elements in the storage), "past_end", "before_start" (how far
+                           the farthest lane reaches), "elements_past_end", "elements_before_start"},
+                           "mask_lanes": {"count", "of" (block lanes), "runs", "ranges": [[lo, hi]] (flat
+                           positions in the block a mask must turn off), "shape" (the block's)},
+            race: "writers", "readers": {"count", "programs": [pid] (the first 64)}, "accesses": [{"op",
+                  "file", "line", "tensor", "programs"}] (every op that touches the racy elements),
+            nonfinite, overflow (float): "birth": {"file", "line", "op"}; nonfinite, nonfinite_input,
+                  overflow (float): "poisoned": {"values", "programs", "nan", "inf"} (every non-finite value
+                  the cause's stores wrote)}}],
       "finding_counts": {kind: findings found, before the cap},
       "suppressed": findings left out by the cap
     }
@@ -99,7 +119,7 @@ from dataclasses import dataclass
 from ..model.actions import RichDisplay
 from ..errors import FindingsError  # noqa: F401  (re-exported for callers of analysis.report)
 from .context import Params
-from .findings import FINDING_KINDS, SEVERITY
+from .findings import FINDING_KINDS, KINDS, SEVERITY
 from .units import metric, nbytes, percent, seconds
 
 # the one line a report of a file the user did not record or sign prints, for all its launches at once
@@ -141,6 +161,7 @@ class Report(RichDisplay):
             "schema": SCHEMA,
             "params": self.params.to_dict(),
             "launches": [lr.to_dict(self.params.max_programs) for lr in self.launches],
+            "kinds": [{"kind": k, "severity": sev, "meaning": m} for k, sev, m in KINDS],
             "findings": [f.to_dict() for f in self.findings],
             "finding_counts": dict(sorted(self.finding_counts.items())),
             "suppressed": self.suppressed,

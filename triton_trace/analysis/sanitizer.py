@@ -31,41 +31,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import KIND_CODE, MEMORY_KINDS, WRITE_KINDS, TensorInfo
-from . import intervals
-from . import context
-from .context import LaunchContext, pattern_intervals
-from .findings import Finding, Suppressed, block_index, group_lanes, op_fields, short_list, where
-
-
-def view_positions(t: TensorInfo, off: np.ndarray) -> tuple:
-    """(inside the view, index in the view (n, ndim)) for element offsets into the storage."""
-    off = np.asarray(off, dtype=np.int64)
-    nd = len(t.shape)
-    idx = np.zeros((len(off), nd), dtype=np.int64)
-    if any(s == 0 for s in t.shape):
-        return np.zeros(len(off), dtype=bool), idx
-    dims = sorted((d for d in range(nd) if t.shape[d] > 1 and t.strides[d] != 0), key=lambda d: t.strides[d])
-    reach, nested = 0, True
-    for d in dims:                      # each stride beyond the reach of the smaller ones: unique indices
-        nested &= t.strides[d] > reach
-        reach += (t.shape[d] - 1) * t.strides[d]
-    if nested:
-        r = off - t.storage_offset
-        inside = r >= 0
-        for d in reversed(dims):
-            q = r // t.strides[d]
-            inside &= q < t.shape[d]
-            idx[:, d] = np.clip(q, 0, t.shape[d] - 1)
-            r = r - idx[:, d] * t.strides[d]
-        return inside & (r == 0), idx
-    # Overlapping or unusual strides: look the offsets up among the view's own.
-    vo = t.view_offsets().reshape(-1)
-    order = np.argsort(vo, kind="stable")
-    pos = np.clip(np.searchsorted(vo[order], off), 0, len(vo) - 1)
-    inside = vo[order][pos] == off
-    idx[:] = np.stack(np.unravel_index(order[pos], t.shape), axis=1) if nd else idx
-    return inside, idx
+from ..model import TensorInfo
+from . import context, intervals
+from . import extent as E
+from .context import LaunchContext, pattern_intervals, sorted_unique
+from .extent import view_positions
+from .findings import Finding, block_index, op_fields, short_list, where
+from .recorded import check_asserts, check_nonfinite, check_overflow  # noqa: F401  (the analyzer's CHECKS)
 
 
 def _covers_storage(t: TensorInfo) -> bool:
@@ -95,114 +67,75 @@ def _example_fields(ctx: LaunchContext, t: TensorInfo, lanes: np.ndarray) -> dic
     return fields
 
 
-def _lane_findings(ctx, bad, kind, describe, grouped=None) -> list:
-    """Findings of the offending lanes ``bad``, or of ``grouped`` (``group_entries``) when given."""
-    groups, rest = group_lanes(ctx, bad) if grouped is None else grouped
-    out = [Suppressed(kind, rest)] if len(rest) else []
+def lane_findings(ctx: LaunchContext, groups: list, kind: str, describe, with_values: bool = True) -> list:
+    """One finding per ``extent.OpGroup``: ``describe(fields, group, tensor)`` gives (what happened, the
+    valid range or None, kind-specific extent keys, their words); the extent's words follow.
+    ``with_values`` False: the examples' values only for stores and atomics (what an out-of-bounds load
+    "read" was never memory's)."""
+    out = []
     for g in groups:
         f = op_fields(ctx, g.row)
         ti = int(ctx.tensor[g.row])
         t = ctx.launch.tensors[ti] if ti >= 0 else None
         ex = _example_fields(ctx, t, g.lanes)
-        message, valid = describe(f, g, t, ex)
+        what, valid, more, words = describe(f, g, t)
+        extent = {"exact": True, "programs": E.programs(ctx, g.programs),
+                  "elements": E.elements(g.starts, g.ends, g.count,
+                                         E.examples(ctx, g.lanes, t, with_values or bool(ctx.is_write[g.row]))),
+                  **more}
+        first = "" if len(g.programs) == 1 else f", first in program {E.pid_text(ctx.pid(int(ctx.row_prog[g.row])))}"
+        message = f"{what}: {g.count} lane(s) {E.describe(extent)}{words} (first element offsets " \
+                  f"{short_list(ex['offsets'])}{first})"
         out.append(Finding(kind=kind, kernel=ctx.launch.kernel_name, launch=ctx.index, message=message,
-                           count=g.count, program=tuple(ctx.pid(g.program)), valid_range=valid, rows=g.rows,
-                           op_row=g.row, **f, **ex))
-    return out
-
-
-def check_asserts(ctx: LaunchContext) -> list:
-    d = (ctx.launch.meta or {}).get("assert_failed")
-    if not d:
-        return []
-    lc = ctx.launch
-    expr = f" ({d.get('expression')})" if d.get("expression") else ""
-    values = "; ".join(f"{k}={v}" for k, v in sorted((d.get("values") or {}).items()))
-    message = (f"device_assert {d.get('message', '')!r}{expr} failed at {d.get('file')}:{d.get('line')} in program "
-               f"{tuple(d.get('program') or ())} on {d.get('count', 0)} lane(s), first at block index "
-               f"{[tuple(v) for v in d.get('lanes') or []]}" + (f"; values {values}" if values else ""))
-    return [Finding(kind="assert_failed", kernel=lc.kernel_name, launch=ctx.index, message=message,
-                    count=int(d.get("count", 0)), program=tuple(d.get("program") or (0, 0, 0)),
-                    file=d.get("file"), line=int(d.get("line") or 0), op="device_assert",
-                    lanes=tuple(tuple(v) for v in d.get("lanes") or []))]
-
-
-WRITE_CODES = [KIND_CODE[k] for k in WRITE_KINDS]
-MEMORY_CODES = list(range(len(MEMORY_KINDS)))
-
-
-def _memory_row(ctx: LaunchContext, pid, line, kinds) -> int:
-    """The first op row of program ``pid`` at ``line`` whose kind is one of ``kinds`` (op codes), or -1:
-    what a finding recorded by program and line (not by row) opens in the UI."""
-    o = ctx.launch.ops
-    hit = np.flatnonzero(np.all(o["program"] == np.asarray(pid, dtype=o["program"].dtype), axis=1) &
-                         (o["line"] == int(line or 0)) & np.isin(o["kind"], list(kinds)))
-    return int(hit[0]) if len(hit) else -1
-
-
-def check_nonfinite(ctx: LaunchContext) -> list:
-    """NaN / Inf that reached memory (record/checks/nonfinite.py): born in the kernel from finite operands
-    (``nonfinite``), or carried in from an argument that already held them (``nonfinite_input``)."""
-    lc = ctx.launch
-    out = []
-    for r in (lc.meta or {}).get("nonfinite") or []:
-        pid = tuple(r.get("program") or (0, 0, 0))
-        where_ = f"{r.get('file')}:{r.get('line')}"
-        stored = (f"store of '{r.get('tensor')}' at {where_} by program {pid} wrote {r.get('lanes')} non-finite "
-                  f"value(s) (element offsets {short_list(r.get('offsets') or [])})")
-        if r.get("kind") in ("nonfinite", "overflow"):
-            b = r.get("birth") or {}
-            ops = ", ".join(str(v) for v in b.get("operands") or [])
-            message = (f"{stored}; born at {b.get('file')}:{b.get('line')} in {b.get('op')} from finite operands "
-                       f"({ops}) -> {b.get('result')}, first at block index {tuple(b.get('lane') or ())}")
-            line = b.get("line")
-        else:
-            src = r.get("input") or {}
-            message = (f"{stored}; they came from '{src.get('tensor')}', which already held NaN/Inf (element "
-                       f"offset {src.get('offset')}, loaded at {src.get('file')}:{src.get('line')})")
-            line = r.get("line")
-        out.append(Finding(kind=r.get("kind", "nonfinite"), kernel=lc.kernel_name, launch=ctx.index, message=message,
-                           count=int(r.get("lanes") or 0), program=pid, file=r.get("file"), line=int(line or 0),
-                           tensor=r.get("tensor"), op="store", offsets=tuple(r.get("offsets") or ()),
-                           op_row=_memory_row(ctx, pid, r.get("line"), WRITE_CODES)))
-    return out
-
-
-def check_overflow(ctx: LaunchContext) -> list:
-    """Integers that did not fit their type and reached memory (record/checks/overflow.py): an int32 index that
-    wrapped and then addressed memory, a float-to-int conversion out of range that was stored or used as
-    an address. (Floats that overflow a narrower float type are check_nonfinite's, kind ``overflow``.)"""
-    lc = ctx.launch
-    out = []
-    for r in (lc.meta or {}).get("overflow") or []:
-        pid, c = tuple(r.get("program") or (0, 0, 0)), r.get("cause") or {}
-        op = str(c.get("op", ""))
-        ops = f" {op.split()[-1]} ".join(str(v) for v in c.get("operands") or []) if op.startswith("int32") \
-            else ", ".join(str(v) for v in c.get("operands") or [])
-        what = ("addressed memory" if r.get("how") == "address" else "was stored") + \
-            (f" ('{r.get('tensor')}')" if r.get("tensor") else "")
-        message = (f"{c.get('op')} at {c.get('file')}:{c.get('line')} does not fit: {ops} = {c.get('exact')}, "
-                   f"became {c.get('result')}; the value {what} at {r.get('file')}:{r.get('line')} in program {pid} "
-                   f"({r.get('lanes')} active lane(s))")
-        out.append(Finding(kind="overflow", kernel=lc.kernel_name, launch=ctx.index, message=message,
-                           count=int(r.get("lanes") or 0), program=pid, file=c.get("file"), line=int(c.get("line") or 0),
-                           tensor=r.get("tensor"), op=r.get("op"),
-                           op_row=_memory_row(ctx, pid, r.get("line"), MEMORY_CODES)))
+                           count=g.count, program=tuple(ctx.pid(int(ctx.row_prog[g.row]))), valid_range=valid,
+                           rows=g.rows, extent=extent, op_row=g.row, op_rows=g.op_rows, **f, **ex))
     return out
 
 
 def check_bounds(ctx: LaunchContext) -> list:
     bad = ctx.oob_lane_index
+    if not len(bad):
+        return _check_views(ctx)
+    rows = ctx.rows_of_lanes(bad).astype(np.int64)
+    off = ctx.lane_offsets(bad)
 
-    def describe(f, g, t, ex):
-        head = f"{f['op']} at {where(f)} by program {ctx.pid(g.program)}: {g.count} active lane(s)"
+    def lanes_of(row):
+        return bad[np.searchsorted(rows, row):np.searchsorted(rows, row, side="right")]
+    groups = E.group_by_op(ctx, rows, np.ones(len(bad), np.int64), off, off + 1, lanes_of)
+
+    def describe(f, g, t):
+        o, r = off[g.members], rows[g.members]
+        limit = int(ctx.row_limit[g.row])
+        more = {"past_end": _past_end(o, limit), "mask_lanes": _mask_lanes(ctx, bad[g.members], r)}
+        pe, ml = more["past_end"], more["mask_lanes"]
+        words = "".join([f"; up to {pe['past_end']} element(s) past the end" if pe["past_end"] else "",
+                         f"; up to {pe['before_start']} before the start" if pe["before_start"] else "",
+                         f"; a mask must turn off block lanes {E.span_text(ml['ranges'], ml['runs'])} "
+                         f"({ml['count']} of {ml['of']})"])
         if t is None:
-            return f"{head} at addresses outside every tensor argument", None
-        hi = int(ctx.row_limit[g.row]) - 1
-        return (f"{head} outside the storage of '{f['tensor']}' (element offsets {short_list(ex['offsets'])}; "
-                f"valid 0..{hi})"), (0, hi)
-    findings = _lane_findings(ctx, bad, "out_of_bounds", describe)
-    return findings + _check_views(ctx)
+            return f"{f['op']} at {where(f)} at addresses outside every tensor argument", None, more, words
+        return (f"{f['op']} at {where(f)} outside the storage of '{f['tensor']}' (valid 0..{limit - 1})",
+                (0, limit - 1), more, words)
+    return lane_findings(ctx, groups, "out_of_bounds", describe, with_values=False) + _check_views(ctx)
+
+
+def _past_end(off: np.ndarray, limit: int) -> dict:
+    """How far out-of-bounds offsets reach: past the last element, before the first."""
+    over, under = off[off >= limit], off[off < 0]
+    return {"limit": int(limit), "past_end": int(over.max() - limit + 1) if len(over) else 0,
+            "before_start": int(-under.min()) if len(under) else 0,
+            "elements_past_end": int(len(sorted_unique(over))), "elements_before_start": int(len(sorted_unique(under)))}
+
+
+def _mask_lanes(ctx: LaunchContext, lanes: np.ndarray, rows: np.ndarray) -> dict:
+    """The positions in the op's block (flat) of the out-of-bounds lanes: what a mask must turn off."""
+    pos = sorted_unique(lanes - ctx.lane_pos[rows])
+    lo, hi = E.runs(pos)
+    row = int(rows[0])
+    nd = int(ctx.launch.ops["ndim"][row])
+    return {"count": int(len(pos)), "of": int(ctx.lane_count[row]), "runs": int(len(lo)),
+            "ranges": [[int(a), int(b)] for a, b in zip(lo[:E.MAX_RANGES], hi[:E.MAX_RANGES])],
+            "shape": [int(s) for s in ctx.launch.ops["shape"][row][:nd]]}
 
 
 def _check_views(ctx: LaunchContext) -> list:
@@ -218,13 +151,12 @@ def _check_views(ctx: LaunchContext) -> list:
         bad_parts.append(lanes[~inside])
     bad = np.sort(np.concatenate(bad_parts)) if bad_parts else np.zeros(0, dtype=np.int64)
 
-    def describe(f, g, t, ex):
+    def describe(f, g, t):
         vo = t.view_offsets()
         valid = (int(vo.min()), int(vo.max())) if vo.size else None
-        return (f"{f['op']} of '{f['tensor']}' at {where(f)} by program {ctx.pid(g.program)}: {g.count} lane(s) "
-                f"inside the storage but outside the view (shape {list(t.shape)}, strides {list(t.strides)}, "
-                f"storage offset {t.storage_offset}); element offsets {short_list(ex['offsets'])}"), valid
-    return _lane_findings(ctx, bad, "out_of_view", describe)
+        return (f"{f['op']} of '{f['tensor']}' at {where(f)} inside the storage but outside the view (shape "
+                f"{list(t.shape)}, strides {list(t.strides)}, storage offset {t.storage_offset})"), valid, {}, ""
+    return lane_findings(ctx, E.group_lanes(ctx, bad), "out_of_view", describe)
 
 
 def _output_rows(ctx: LaunchContext, ti: int) -> np.ndarray:
@@ -305,10 +237,10 @@ def _stretches(t: TensorInfo):
     return None if (np.diff(ordered) < extent).any() else (starts, extent)
 
 
-def _coverage_by_intervals(ctx: LaunchContext, ti: int, k: int):
-    """(elements of an output no program wrote, the first k of their offsets in the view's order) from the
-    write rows' intervals and the view's runs (``_stretches``); None when a write row is irregular or the
-    view has no such runs."""
+def _coverage_by_intervals(ctx: LaunchContext, ti: int):
+    """The elements of an output no program wrote, as sorted disjoint half-open intervals of storage
+    offsets, from the write rows' intervals and the view's runs (``_stretches``); None when a write row is
+    irregular or the view has no such runs."""
     t = ctx.launch.tensors[ti]
     view = _stretches(t) if t.shape and context.SHORTCUTS else None
     if view is None:
@@ -318,19 +250,24 @@ def _coverage_by_intervals(ctx: LaunchContext, ti: int, k: int):
     if iv is None:
         return None
     s, e = intervals.union(iv[0], iv[1])
-    done = np.r_[0, np.cumsum(e - s)]
-
-    def written_before(x):          # elements of the union below x
-        j = np.searchsorted(s, x)
-        return done[j] - np.maximum(0, np.where(j > 0, e[np.maximum(j - 1, 0)], 0) - x) if len(s) else 0 * x
     starts, extent = view
-    gaps = extent - (written_before(starts + extent) - written_before(starts))
-    first: list = []
-    for a in np.flatnonzero(gaps).tolist():
-        first += intervals.missing((s, e), int(starts[a]), int(starts[a]) + extent, k - len(first))[1]
-        if len(first) >= k:
-            break
-    return int(gaps.sum()), first
+    vs, ve = intervals.union(starts, starts + extent)
+    lo, hi = int(vs[0]), int(ve[-1])
+    s, e = np.clip(s, lo, hi), np.clip(e, lo, hi)
+    gs, ge = np.r_[lo, e], np.r_[s, hi]                      # what the writes leave between them
+    keep = ge > gs
+    return E.intersect(gs[keep], ge[keep], vs, ve)
+
+
+def _coverage_by_lanes(ctx: LaunchContext, ti: int) -> tuple:
+    t = ctx.launch.tensors[ti]
+    lanes, off = _output_lanes(ctx, ti)
+    written = np.zeros(t.storage_size, dtype=bool)
+    written[off[ctx.is_write[ctx.lane_row[lanes]]]] = True
+    vo = t.view_offsets().reshape(-1)
+    miss = sorted_unique(vo[~written[vo]]) if vo.size else np.zeros(0, np.int64)
+    lo, hi = E.runs(miss)
+    return lo, hi + 1
 
 
 def check_coverage(ctx: LaunchContext) -> list:
@@ -338,28 +275,24 @@ def check_coverage(ctx: LaunchContext) -> list:
     if lc.skipped_programs or not lc.completed:
         return []          # the programs that did not run or were not recorded may write the rest
     out = []
+    k = ctx.params.max_examples
     for ti in _outputs(ctx):
         t = lc.tensors[ti]
-        k = ctx.params.max_examples
-        found = _coverage_by_intervals(ctx, ti, k)
-        if found is None:
-            lanes, off = _output_lanes(ctx, ti)
-            written = np.zeros(t.storage_size, dtype=bool)
-            written[off[ctx.is_write[ctx.lane_row[lanes]]]] = True
-            vo = t.view_offsets()
-            missing = ~written[vo] if vo.size else np.zeros(t.shape, dtype=bool)
-            n = int(missing.sum())
-            idx = np.argwhere(missing)[:k]
-            offs = tuple(int(vo[tuple(i)]) for i in idx)
-        else:
-            n, offs = found[0], tuple(found[1])
-            idx = view_positions(t, np.array(offs, dtype=np.int64))[1]
+        found = _coverage_by_intervals(ctx, ti)
+        s, e = _coverage_by_lanes(ctx, ti) if found is None else found
+        n = int((e - s).sum())
         if not n:
             continue
+        first = np.concatenate([np.arange(a, min(b, a + k)) for a, b in zip(s[:k].tolist(), e[:k].tolist())])[:k]
+        inside, idx = view_positions(t, first)
+        index = tuple(tuple(int(v) for v in i) for i in idx)
+        ex = [{"offset": int(o), "index": list(i), "program": None, "value": None} for o, i in zip(first.tolist(), index)]
+        extent = {"exact": True, "elements": E.elements(s, e, 0, ex)}
+        el = extent["elements"]
         out.append(Finding(
             kind="unwritten_output", kernel=lc.kernel_name, launch=ctx.index, tensor=t.name, count=n,
-            message=(f"declared output '{t.name}': {n} of {int(np.prod(t.shape))} element(s) were never written by any program "
-                     f"(first at index {short_list(tuple(int(v) for v in i) for i in idx)})"),
-            offsets=offs, indices=tuple(tuple(int(v) for v in i) for i in idx)))
+            message=(f"declared output '{t.name}': {n} of {int(np.prod(t.shape))} element(s) were never written by any "
+                     f"program, at offsets {E.span_text(el['ranges'], el['runs'])} ({el['runs']} run(s); first at "
+                     f"index {short_list(index)})"),
+            offsets=tuple(int(v) for v in first), indices=index, extent=extent))
     return out
-

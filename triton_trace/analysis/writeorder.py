@@ -14,8 +14,9 @@ import numpy as np
 
 from . import context, intervals, pieces
 from .context import STORE, LaunchContext
-from .findings import group_entries, short_list, where
-from .sanitizer import _lane_findings, _output_lanes, _output_rows, _outputs, _undefined
+from . import extent as E
+from .findings import where
+from .sanitizer import _output_lanes, _output_rows, _outputs, _undefined, lane_findings
 
 _NEVER = np.iinfo(np.int64).max
 
@@ -40,17 +41,17 @@ def check_uninitialized(ctx: LaunchContext) -> list:
         np.minimum.at(first, piece[w], t[w])
         return ctx.is_read[r] & (first[piece] >= t)      # an atomic's own write comes after its read
 
-    grouped = _by_pieces(ctx, todo, bad_entries)
-    bad = None if grouped is not None else _uninitialized_lanes(ctx, todo, time)
+    groups = _by_pieces(ctx, todo, bad_entries)
+    if groups is None:
+        groups = E.group_lanes(ctx, _uninitialized_lanes(ctx, todo, time))
 
     declared = set(ctx.launch.outputs)
 
-    def describe(f, g, t, ex):
+    def describe(f, g, t):
         what = "declared output" if f['tensor'] in declared else "never-written torch.empty result"
-        return (f"{f['op']} of {what} '{f['tensor']}' at {where(f)} by program {ctx.pid(g.program)} "
-                f"reads {g.count} element(s) before any program wrote them (element offsets "
-                f"{short_list(ex['offsets'])})"), None
-    return _lane_findings(ctx, bad, "uninitialized_read", describe, grouped)
+        return (f"{f['op']} of {what} '{f['tensor']}' at {where(f)} reads elements before any program wrote "
+                f"them"), None, {}, ""
+    return lane_findings(ctx, groups, "uninitialized_read", describe)
 
 
 def _uninitialized_lanes(ctx: LaunchContext, todo: list, time: np.ndarray) -> np.ndarray:
@@ -85,14 +86,14 @@ def check_double_writes(ctx: LaunchContext) -> list:
         again[order[1:]] = (cut.piece[order[1:]] == cut.piece[order[:-1]]) & (prog[order[1:]] == prog[order[:-1]])
         return again
 
-    grouped = _by_pieces(ctx, todo, bad_entries)
-    bad = None if grouped is not None else _double_write_lanes(ctx, todo)
+    groups = _by_pieces(ctx, todo, bad_entries)
+    if groups is None:
+        groups = E.group_lanes(ctx, _double_write_lanes(ctx, todo))
 
-    def describe(f, g, t, ex):
-        return (f"store to declared output '{f['tensor']}' at {where(f)} by program {ctx.pid(g.program)} "
-                f"writes {g.count} element(s) that the same program already stored (element offsets "
-                f"{short_list(ex['offsets'])})"), None
-    return _lane_findings(ctx, bad, "double_write", describe, grouped)
+    def describe(f, g, t):
+        return (f"store to declared output '{f['tensor']}' at {where(f)} writes elements that the same program "
+                f"already stored"), None, {}, ""
+    return lane_findings(ctx, groups, "double_write", describe)
 
 
 def _double_write_lanes(ctx: LaunchContext, todo: list) -> np.ndarray:
@@ -114,12 +115,12 @@ def _double_write_lanes(ctx: LaunchContext, todo: list) -> np.ndarray:
 
 
 def _by_pieces(ctx: LaunchContext, todo: list, bad_entries):
-    """The offending lanes of every (tensor, rows) in ``todo`` grouped as ``group_entries`` groups them,
+    """The offending lanes of every (tensor, rows) in ``todo`` grouped by static op (``extent.group_by_op``),
     from pieces (``bad_entries(cut)``: per entry, whether its lanes offend); None when some tensor's rows
     do not cut into pieces (the lanes decide)."""
     if not context.SHORTCUTS:
         return None
-    rows, counts, spans = [], [], []
+    rows, counts, spans, lo_el, hi_el = [], [], [], [], []
     for ti, tensor_rows in todo:
         cut = pieces.cut(ctx, tensor_rows, ctx.launch.tensors[ti].elem_bytes, distinct=True)
         if cut is None:
@@ -128,10 +129,12 @@ def _by_pieces(ctx: LaunchContext, todo: list, bad_entries):
         r, piece = cut.row[bad], cut.piece[bad]
         rows.append(r)
         counts.append(cut.length[piece])
+        lo_el.append(cut.start[piece])
+        hi_el.append(cut.start[piece] + cut.length[piece])
         o = np.lexsort((cut.lane[bad], piece, r))       # by row, then element
         spans.append((r[o], cut.start[piece[o]], cut.start[piece[o]] + cut.length[piece[o]], cut.lane[bad][o]))
     if not rows:
-        return [], np.zeros(0, dtype=np.int64)
+        return []
 
     def lanes_of(row):
         for r, lo, hi, lane in spans:                    # (a row is one tensor's)
@@ -141,4 +144,5 @@ def _by_pieces(ctx: LaunchContext, todo: list, bad_entries):
             if b > a:
                 return pieces.lanes_in(ctx, row, lo[a:b], hi[a:b])
         return np.zeros(0, dtype=np.int64)
-    return group_entries(ctx, np.concatenate(rows), np.concatenate(counts), lanes_of)
+    return E.group_by_op(ctx, np.concatenate(rows), np.concatenate(counts), np.concatenate(lo_el),
+                         np.concatenate(hi_el), lanes_of)

@@ -87,3 +87,26 @@ def trust_flag(parser) -> None:
                              "which must still pass the Triton-language allowlist. Files you saved yourself are "
                              "trusted already (signed with your local key); others are data: their compiled "
                              "layouts are skipped")
+
+
+def analysis_flags(parser) -> None:
+    """The analysis options a command that analyses passes on (the same as ``analyze(...)``'s)."""
+    parser.add_argument("--gpu", default=None, help="GPU modelled (L2, SMs, roofline): A100, H100, H200, B200")
+    parser.add_argument("--l2-kib", type=int, default=None, help="simulated L2 size in KiB (default: the GPU's)")
+    parser.add_argument("--in-flight", type=int, default=None,
+                        help="programs the GPU runs at once (default: from its SMs and occupancy)")
+    parser.add_argument("--what-if", action="store_true",
+                        help="replay other GROUP_M, GPUs and num_warps for the hints")
+
+
+def analysis_options(args) -> dict:
+    options = {}
+    if args.gpu:
+        options["gpu"] = args.gpu
+    if args.l2_kib:
+        options["l2_bytes"] = args.l2_kib * 1024
+    if args.in_flight:
+        options["programs_in_flight"] = args.in_flight
+    if args.what_if:
+        options["what_if"] = True
+    return options

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from .common import EXIT_FINDINGS, emit, load, trust_flag
+from .common import EXIT_FINDINGS, CliError, analysis_flags, analysis_options, emit, load, trust_flag
 
 
 def add_parser(sub) -> None:
@@ -13,6 +13,7 @@ def add_parser(sub) -> None:
                                     "0 when clean, so it can gate CI.")
     rp.add_argument("trace", help="a .ttrace file")
     rp.add_argument("--json", action="store_true", help="print the report's JSON instead of a table")
+    analysis_flags(rp)
     trust_flag(rp)
     rp.set_defaults(func=run)
 
@@ -20,6 +21,10 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     trace = load(args.trace, args.trust)
     from ..analysis import analyze
-    report = analyze(trace)
+    from ..errors import TraceUsageError
+    try:
+        report = analyze(trace, **analysis_options(args))
+    except TraceUsageError as e:      # e.g. --gpu names a GPU the table lacks
+        raise CliError(str(e)) from None
     text = json.dumps(report.to_dict(), sort_keys=True, indent=1) if args.json else report.summary()
     return emit(text, EXIT_FINDINGS if report.findings else 0)

@@ -1,7 +1,7 @@
 """``triton-trace view TRACE``: serve a saved trace in the web UI."""
 from __future__ import annotations
 
-from .common import CliError, load, port, trust_flag
+from .common import CliError, analysis_flags, analysis_options, load, port, trust_flag
 
 
 def add_parser(sub) -> None:
@@ -17,6 +17,7 @@ def add_parser(sub) -> None:
                         "machine; repeatable). Its own names and IP addresses are always allowed")
     v.add_argument("--compare", metavar="TRACE", help="a second trace of the same kernels: the tensor view "
                                                        "can show where their outputs differ")
+    analysis_flags(v)
     trust_flag(v)
     v.set_defaults(func=run)
 
@@ -27,7 +28,8 @@ def run(args) -> int:
     from ..view.server import launch
     try:
         launch(trace=trace, port=args.port, share=args.share, block=True, allowed_hosts=args.allow_host or (),
-               compare=load(args.compare, args.trust) if args.compare else None)
+               compare=load(args.compare, args.trust) if args.compare else None,
+               analysis=analysis_options(args), watch=args.trace, loader=lambda path: load(path, args.trust))
     except TraceUsageError as e:      # e.g. the port is taken; say it in the command line's terms
         raise CliError(str(e).replace("pass another port= or port=None to take a free one",
                                       "pass another --port, or leave it out to take a free one")) from None

@@ -22,6 +22,10 @@ from .batch.check import ChunkConflicts
 from .checks.nonfinite import NonFinite
 from .oprows import Event, op_rows
 from .checks.overflow import Overflow
+from .checks.lanes import LaneConflicts
+from .checks.addresses import Int32Addresses
+from .checks.tf32 import TF32Dots
+from .checks.padding import PaddedReductions
 from .valueblob import ValueBlob
 
 DEFAULT_VALUE_CAP = 1 << 22     # elements of values kept per launch (about 32 MB of float64)
@@ -83,6 +87,10 @@ class Collector:
         self.origin = None                   # the argument the running memory op's pointers derive from
         self.nonfinite = NonFinite(memory.tensors, outputs)   # NaN/Inf births and the stores they reach
         self.overflow = Overflow(memory.tensors)     # wrapped int32 / saturated conversions that reach memory
+        self.lane_conflicts = LaneConflicts(memory.tensors)   # two lanes of one store, one address, two values
+        self.int32_address = Int32Addresses(memory.tensors)   # the largest int32 offset behind each memory op
+        self.tf32_dots = TF32Dots()                  # float32 dots: how far the GPU's TF32 result lies
+        self.padded = PaddedReductions(memory.tensors)   # reductions a masked load's other= value changed
 
     # -- chunk boundaries ---------------------------------------------------------------------------------
     def begin_chunk(self, pids: np.ndarray, batched: bool) -> None:
@@ -107,6 +115,8 @@ class Collector:
         self._reset_active()
         self.nonfinite.begin(pids, keep, batched)
         self.overflow.begin(pids, keep, batched)
+        self.lane_conflicts.begin(pids, keep, batched)
+        self.padded.begin(pids, keep, batched)
         self.recording = len(kept) > 0
         self._kept = kept
         self._conflicts = ChunkConflicts(self.memory, len(pids), self._scratch) if batched else None
@@ -130,6 +140,8 @@ class Collector:
             self._sel = active if keep is None else (keep if active is None else keep & active)
         self.nonfinite.set_active(active, rows)
         self.overflow.set_active(active, rows)
+        self.lane_conflicts.set_active(active, rows)
+        self.padded.set_active(active, rows)
 
     def _reset_active(self) -> None:
         self._active = self._data_rows = self._data_active = None
@@ -193,15 +205,17 @@ class Collector:
         return (len(self._events), len(self._chunk_pids), self._lanes.mark(), self._blob.used,
                 self._value_bytes, self._value_elems, self.values_truncated, set(self._files), set(self._dtypes),
                 self._stopped, len(self.limit_notes), self.nonfinite.mark(), self.overflow.mark(),
-                self.memory.stored_flags())
+                self.lane_conflicts.mark(), self.padded.mark(), self.memory.stored_flags())
 
     def rollback(self, mark: tuple) -> None:
         """Forget everything recorded since ``mark`` (a chunk that is re-run program by program)."""
         (ne, nc, lanes, nv, self._value_bytes, self._value_elems, self.values_truncated, files, dtypes,
-         self._stopped, nn, nonfinite, overflow, stored) = mark
+         self._stopped, nn, nonfinite, overflow, conflicts, padded, stored) = mark
         self.memory.restore_stored(stored)
         self.nonfinite.rollback(nonfinite)
         self.overflow.rollback(overflow)
+        self.lane_conflicts.rollback(conflicts)
+        self.padded.rollback(padded)
         del self.limit_notes[nn:]
         del self._events[ne:], self._chunk_pids[nc:]
         self._blob.used = nv
@@ -364,4 +378,11 @@ class Collector:
             values_truncated=self.values_truncated, recorded_ids=recorded.astype(np.int32).reshape(-1, 3),
             meta={"execution": self.execution(), **self.meta_extra,
                   **({"nonfinite": list(self.nonfinite.reports)} if self.nonfinite.reports else {}),
-                  **({"overflow": list(self.overflow.reports)} if self.overflow.reports else {})}, **meta)
+                  **({"overflow": self.overflow.finished(self.overflow.reports)} if self.overflow.reports else {}),
+                  **({"intdiv": self.overflow.finished(self.overflow.divisions)} if self.overflow.divisions else {}),
+                  **({"lane_conflict": self.lane_conflicts.finished(self.lane_conflicts.reports)}
+                     if self.lane_conflicts.reports else {}),
+                  **({"int32_address": self.int32_address.reports()} if self.int32_address.largest else {}),
+                  **({"tf32_dot": self.tf32_dots.reports()} if self.tf32_dots.lines else {}),
+                  **({"padded_reduction": self.padded.finished(self.padded.reports)} if self.padded.reports else {})},
+            **meta)

@@ -8,16 +8,23 @@ import weakref
 from contextlib import contextmanager
 from typing import Callable, Iterable, Optional, Union
 
-from ..errors import TraceUsageError, TritonTraceError, program_error
-from ..model import Launch, Trace
-from .. import arena
-from . import frames, kernelmodule
-from .memory import poison
-from . import executor as _grid
-from .interp import hooks
-from .collector import Collector
-from .memory.space import HostMemory
-from .options import TraceOptions, untraced_options
+from .interp import seams as _seams
+
+# A Triton outside the supported range, or one that moved a private name, fails here with a message
+# naming what moved, before any module that reaches those names loads.
+_seams.check_version()
+_seams.require_seams()
+
+from ..errors import TraceUsageError, TritonTraceError, program_error  # noqa: E402
+from ..model import Launch, Trace  # noqa: E402
+from .. import arena  # noqa: E402
+from . import frames, kernelmodule  # noqa: E402
+from .memory import poison  # noqa: E402
+from . import executor as _grid  # noqa: E402
+from .interp import hooks  # noqa: E402
+from .collector import Collector  # noqa: E402
+from .memory.space import HostMemory  # noqa: E402
+from .options import TraceOptions, untraced_options  # noqa: E402
 
 
 class _Session:

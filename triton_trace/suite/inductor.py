@@ -61,6 +61,7 @@ INTERNALS = (
     ("torch._dynamo.device_interface", "CudaInterface"),
     ("torch._dynamo.device_interface", "caching_worker_device_properties"),
     ("torch._dynamo.variables.torch_function", "SymbolicTorchFunctionState.__init__"),
+    ("torch._dynamo.variables.ctx_manager", "CUDADeviceVariable._exchange_fn"),
     ("torch._subclasses.fake_tensor", "FakeTensorMode.avoid_device_init"),
     ("torch._C._dynamo.guards", "_empty_strided_cuda"),
 )
@@ -272,9 +273,16 @@ def _wrapper_runtime(scope: Scope) -> None:
         return tensors.as_cuda(torch.empty_strided(size, stride, dtype=dtype, device="cpu"))
     scope.set_attr(torch._C._dynamo.guards, "_empty_strided_cuda", empty_strided_cuda)
     scope.set_attr(torch._C, "_cuda_getCurrentRawStream", lambda device=None: 0)
-    # torch.cuda._DeviceGuard, around every CUDA graph's call; one GPU, so nothing to exchange
-    scope.set_attr(torch.cuda, "_exchange_device", lambda device: -1 if device < 0 else 0)
-    scope.set_attr(torch.cuda, "_maybe_exchange_device", lambda device: -1 if device < 0 else 0)
+    # torch.cuda._DeviceGuard, around every CUDA graph's call; one GPU, so nothing to exchange. Dynamo bound
+    # the same functions when it was imported, for a ``with torch.cuda.device(i):`` it traces (fla's
+    # input_guard wraps every op in one)
+    def exchange(device: int) -> int:
+        return -1 if device < 0 else 0
+    scope.set_attr(torch.cuda, "_exchange_device", exchange)
+    scope.set_attr(torch.cuda, "_maybe_exchange_device", exchange)
+    traced = _lookup("torch._dynamo.variables.ctx_manager", "CUDADeviceVariable")
+    scope.set_attr(traced, "_exchange_fn", staticmethod(exchange))
+    scope.set_attr(traced, "_maybe_exchange_fn", staticmethod(exchange))
 
 
 def _compile_sees_cuda(scope: Scope, refusal: Optional[Exception]) -> None:

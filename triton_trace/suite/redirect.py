@@ -7,6 +7,7 @@ What it installs, all put back in ``finally`` in reverse order:
   CPU, and torch's ``overwrite_module_params_on_conversion`` so ``model.cuda()`` makes CUDA parameters;
 - Triton: the redirect's driver as ``triton.runtime.driver.active`` (driver.py, through
   record/interp/activedriver.py), ``triton.testing.do_bench`` answering a predicted time (bench.py), and
+  a kernel whose source a test replaced (``_unsafe_update_src``) running the new source (kernelsource.py), and
   every kernel launch routed through the interpreter: traced into ``current_trace()`` (``trace=True``, with
   ``trace_all``) or run untraced (``trace=False``: what ``pytest --tt-cuda`` installs for the whole session,
   each test then tracing its own launches);
@@ -31,7 +32,7 @@ from ..record.interp.activedriver import driver_active
 from ..record.patching import Scope
 from ..record.memory.poison import poisoning
 from ..record.session import trace_all
-from . import bench, cudaapi, inductor, tensors
+from . import bench, cudaapi, inductor, kernelsource, tensors
 from .driver import SuiteDriver
 
 DEFAULT_GPU = "H200"
@@ -91,6 +92,7 @@ def cuda_on_cpu(gpu: str = DEFAULT_GPU, *, trace: bool = True, poison_empty: boo
         _future_params(scope)
         scope.set_attr(triton.testing, "do_bench", bench.do_bench)
         scope.set_attr(triton.testing, "do_bench_cudagraph", bench.do_bench_cudagraph)
+        kernelsource.install(scope)
         stack.enter_context(driver_active(driver))
         stack.enter_context(tensors.CudaFactories())
         stack.enter_context(poisoning(poison_empty))

@@ -7,13 +7,17 @@ are built once (``TraceIndex.memo``); tensor answers go to its byte-bounded LRU.
 """
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Mapping, Optional
 
 import numpy as np
 
+from ..errors import TraceUsageError
 from . import payload as P
 from .blockview import block_payload
+from .compareview import compare_payload
+from .download import npy_values
 from .compiledview import ACCEPTED, compiled_payload
 from .lookup import TraceIndex
 from .payload import encode
@@ -65,13 +69,21 @@ def program_id(ti: TraceIndex, i: int, text: Optional[str]) -> tuple:
     return pid
 
 
-def analyzer():
-    """The analysis the views run on their trace (once, on first use), or None when it is not installed."""
+def analyzer(options: Optional[Mapping] = None):
+    """The analysis the views run on their trace (once, on first use), or None when it is not installed.
+    ``options``: keyword arguments of ``triton_trace.analyze`` (``l2_bytes``, ``programs_in_flight``,
+    ``gpu``, ...), so the served numbers are the ones a script printed with the same options."""
     try:
         from ..analysis import analyze
     except ImportError:
         return None
-    return lambda trace: analyze(trace, max_findings=P.MAX_FINDINGS)
+    opts = {"max_findings": P.MAX_FINDINGS, **dict(options or {})}
+    known = set(inspect.signature(analyze).parameters) - {"trace"}
+    unknown = sorted(set(opts) - known)
+    if unknown:
+        raise TraceUsageError(f"analysis options {unknown} are not arguments of triton_trace.analyze; "
+                              f"use some of: {', '.join(sorted(known))}")
+    return lambda trace: analyze(trace, **opts)
 
 
 def _once(ti: TraceIndex, key, build) -> str:
@@ -134,6 +146,11 @@ def diff(ti: TraceIndex, i: int, t: int) -> str:
     return ti.cached(("diff", i, t), lambda: encode(P.diff_payload(ti, i, t)))
 
 
+def compare(ti: TraceIndex, i: int) -> str:
+    check_launch(ti, i)
+    return ti.memo(("compare-json", i), lambda: encode(compare_payload(ti, i)))
+
+
 def touches(ti: TraceIndex, i: int, t: int, args: Mapping[str, str]) -> str:
     lc = ti.trace.launches[check_launch(ti, i)]
     if not 0 <= t < len(lc.tensors):
@@ -143,7 +160,33 @@ def touches(ti: TraceIndex, i: int, t: int, args: Mapping[str, str]) -> str:
     return ti.cached(("touches", i, t, index), lambda: encode(P.touches_payload(ti, i, t, index)))
 
 
+def values_npy(ti: TraceIndex, i: int, t: int, args: Mapping[str, str]) -> bytes:
+    rows, key, _ = _selection(ti, i, t, args)
+    return npy_values(ti, i, t, rows, key)
+
+
 def tensor(ti: TraceIndex, i: int, t: int, args: Mapping[str, str]) -> str:
+    lc = ti.trace.launches[check_launch(ti, i)]
+    rows, key, selection = _selection(ti, i, t, args)
+    mode = selection["mode"]
+    rank = len(lc.tensors[t].shape)
+    rows_dim = _int(args.get("rows"), "rows", default=-1, lo=0, hi=max(rank - 1, 0)) if args.get("rows") else None
+    cols_dim = _int(args.get("cols"), "cols", default=-1, lo=0, hi=max(rank - 1, 0)) if args.get("cols") else None
+    index = _ints(args["index"], "index") if args.get("index") else None
+    wrap = _int(args.get("wrap"), "wrap", lo=1, hi=1 << 31) if args.get("wrap") else None
+    window = args.get("window") or None
+    if window not in (None, "auto"):
+        window = _ints(window, "window")
+        if len(window) != 4:
+            raise P.ApiError("parameter 'window' is auto or r0,r1,c0,c1")
+    request_key = ("tensor-json", i, t, mode, selection["program"] and tuple(selection["program"]), selection["op"],
+                   rows_dim, cols_dim, index, wrap, window)
+    return ti.cached(request_key, lambda: tensor_payload(ti, i, t, rows, key, selection, rows_dim, cols_dim,
+                                                         index, wrap, window))
+
+
+def _selection(ti: TraceIndex, i: int, t: int, args: Mapping[str, str]) -> tuple:
+    """(op rows, element-table cache key or None, selection) of a tensor request's mode, program and op."""
     lc = ti.trace.launches[check_launch(ti, i)]
     if not 0 <= t < len(lc.tensors):
         raise P.ApiError(f"launch {i} has {len(lc.tensors)} tensors; there is no tensor {t}", 404)
@@ -165,17 +208,4 @@ def tensor(ti: TraceIndex, i: int, t: int, args: Mapping[str, str]) -> str:
             selection = {"mode": "op", "program": list(pid), "op": seq}
     else:
         raise P.ApiError(f"parameter 'mode' is one of all, program, op; got {mode[:40]!r}")
-    rank = len(lc.tensors[t].shape)
-    rows_dim = _int(args.get("rows"), "rows", default=-1, lo=0, hi=max(rank - 1, 0)) if args.get("rows") else None
-    cols_dim = _int(args.get("cols"), "cols", default=-1, lo=0, hi=max(rank - 1, 0)) if args.get("cols") else None
-    index = _ints(args["index"], "index") if args.get("index") else None
-    wrap = _int(args.get("wrap"), "wrap", lo=1, hi=1 << 31) if args.get("wrap") else None
-    window = args.get("window") or None
-    if window not in (None, "auto"):
-        window = _ints(window, "window")
-        if len(window) != 4:
-            raise P.ApiError("parameter 'window' is auto or r0,r1,c0,c1")
-    request_key = ("tensor-json", i, t, mode, selection["program"] and tuple(selection["program"]), selection["op"],
-                   rows_dim, cols_dim, index, wrap, window)
-    return ti.cached(request_key, lambda: tensor_payload(ti, i, t, rows, key, selection, rows_dim, cols_dim,
-                                                         index, wrap, window))
+    return rows, key, selection

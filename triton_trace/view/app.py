@@ -28,6 +28,7 @@ from .embed import frontend_dir
 from . import payload as P
 from .payload import encode
 from .lookup import TraceIndex
+from .reload import Reloader
 from .tensormap import PlaneError
 
 # The page sends the token from its own URL (?token=) in this header with every API request. There is no
@@ -74,23 +75,34 @@ pages = Blueprint("pages", __name__)
 # --------------------------------------------------------------------------------------------------------
 # the app factory
 # --------------------------------------------------------------------------------------------------------
-def create_app(trace, token: Optional[str] = None, allowed_hosts=(), compare=None) -> Flask:
+def create_app(trace, token: Optional[str] = None, allowed_hosts=(), compare=None, analysis=None,
+               watch=None, loader=None) -> Flask:
     """A Flask app that serves ``trace`` (a Trace or the path of a trace file), and with ``compare`` (a
     second one, of the same kernels) the differences of their outputs on the tensor view.
 
     With ``token`` (a shared server), every page and API request must carry it (``?token=`` or the
     ``X-TT-Token`` header). Without it, every API request must carry the ``X-TT-Client`` header and
     must not come from another site (see CLIENT_HEADER). Requests whose Host is not an allowed name get
-    403 (see LOOPBACK_HOSTS).
+    403 (see LOOPBACK_HOSTS). ``analysis``: keyword arguments of ``triton_trace.analyze`` for the served
+    analysis (``{"l2_bytes": 16 << 10, "programs_in_flight": 8}``), as a script's own report used them.
+    A trace given as a file path is followed (reload.py); ``watch`` names the file of a trace given as an
+    object (the command line loads it itself), and ``loader(path)`` loads it again (default: store.load).
     """
+    path = os.fspath(watch) if watch is not None else os.fspath(trace) if isinstance(trace, (str, os.PathLike)) else None
     trace = _as_trace(trace, "the web app shows")
     compare = _as_trace(compare, "compare=") if compare is not None else None
+    load_again = loader or (lambda p: _as_trace(p, "the web app shows"))
+    make_index = lambda t: TraceIndex(_as_trace(load_again(t) if isinstance(t, (str, os.PathLike)) else t,
+                                                "the web app shows"), analyze=A.analyzer(analysis), compare=compare)
     app = Flask(__name__, static_folder=None)
     app.url_map.merge_slashes = False     # "/static//etc/passwd" is a 404, not a redirect
     app.url_map.converters["int"] = AsciiInt
     app.config["TT_TOKEN"] = token
     app.config["TT_HOSTS"] = _allowed_hosts(bool(token), allowed_hosts)
-    app.extensions["triton_trace"] = TraceIndex(trace, analyze=A.analyzer(), compare=compare)
+    app.extensions["triton_trace"] = make_index(trace)
+    # a trace file is followed (reload.py): a new run's trace replaces it on the page's next poll
+    app.extensions["triton_trace.reloader"] = (
+        Reloader(path, make_index, lambda ix: app.extensions.__setitem__("triton_trace", ix)) if path else None)
     app.extensions["triton_trace.static"] = _static_files()
     app.register_blueprint(api)
     app.register_blueprint(pages)
@@ -232,6 +244,13 @@ def get_trace():
     return _json(A.trace(_ti()))
 
 
+@api.get("/version")
+def get_version():
+    reloader = current_app.extensions.get("triton_trace.reloader")
+    body = reloader.check() if reloader is not None else {"watching": False, "version": 0, "error": None}
+    return _json(encode(body))
+
+
 @api.get("/launch/<int:i>")
 def get_launch(i: int):
     return _json(A.launch(_ti(), i))
@@ -252,6 +271,11 @@ def get_tensor(i: int, t: int):
     return _json(A.tensor(_ti(), i, t, request.args))
 
 
+@api.get("/launch/<int:i>/tensor/<int:t>/values.npy")
+def get_values_npy(i: int, t: int):
+    return current_app.response_class(A.values_npy(_ti(), i, t, request.args), mimetype="application/octet-stream")
+
+
 @api.get("/launch/<int:i>/block/<pid>/<int:seq>")
 def get_block(i: int, pid: str, seq: int):
     return _json(A.block(_ti(), i, pid, seq))
@@ -265,6 +289,11 @@ def get_compiled(i: int):
 @api.get("/launch/<int:i>/diff/<int:t>")
 def get_diff(i: int, t: int):
     return _json(A.diff(_ti(), i, t))
+
+
+@api.get("/launch/<int:i>/compare")
+def get_compare(i: int):
+    return _json(A.compare(_ti(), i))
 
 
 @api.get("/launch/<int:i>/touches/<int:t>")

@@ -12,6 +12,8 @@ target on the server's CPU (triton_trace.compiled, cached on disk), for the IR v
                          and ``src`` ([file index, line] or null per IR line), ``total`` lines, ``truncated``
     ops                  global memory ops: op, instruction (ld / st / atom / cp.async / tma), direction,
                          vector_bytes, layout (kind and fields), shape, element, file index, line, ir_line
+    dots                 per source line with a tl.dot: file index, line, as ("wgmma" / "mma" / "fma" / null:
+                         the PTX instructions of that line), count (how many)
 
 A trace file may come from anyone: a launch from a file the user did not record or sign is not compiled at
 all (``error`` says so and names --trust); otherwise the kernel module is rebuilt only from imports of
@@ -34,6 +36,26 @@ IR_SHOWN = ("ttir", "ttgir", "ptx")
 
 def _clip(text: str, n: int = MAX_LINE_CHARS) -> str:
     return text if len(text) <= n else text[:n - 1] + "\u2026"
+
+
+# How a tl.dot was lowered, told by the PTX instructions of its source line (most specific first): Hopper's
+# warpgroup MMA, the tensor cores' mma.sync, or plain FMAs (no tensor cores: e.g. fp32 with "ieee" precision).
+DOT_FAMILIES = (("wgmma.", "wgmma"), ("mma.", "mma"), ("fma.", "fma"))
+
+
+def dot_lowering(c) -> list:
+    """[(file, line, family or None, how many PTX instructions of it)] per source line with a tt.dot."""
+    locs = sorted({tuple(loc) for text, loc in zip(c.ir["ttir"].splitlines(), c.lines["ttir"])
+                   if "tt.dot " in text and loc and loc[0]})
+    ptx = [(text.strip().split(None, 1)[-1] if text.strip().startswith("@") else text.strip(), tuple(loc) if loc else None)
+           for text, loc in zip(c.ir["ptx"].splitlines(), c.lines["ptx"])]
+    out = []
+    for loc in locs:
+        ins = [text for text, at in ptx if at == loc]
+        found = next(((fam, sum(t.startswith(prefix) for t in ins)) for prefix, fam in DOT_FAMILIES
+                      if any(t.startswith(prefix) for t in ins)), (None, 0))
+        out.append((loc[0], int(loc[1]), found[0], found[1]))
+    return out
 
 
 def ir_listing(lc, c, stage: str) -> list:
@@ -103,4 +125,5 @@ def compiled_payload(ti: TraceIndex, i: int, target: str) -> dict:
                           "registers": c.registers, "spill_bytes": c.spill_bytes, "occupancy": c.occupancy,
                           "triton": c.triton},
             "signature": c.signature, "divisible_by_16": list(c.divisible_by_16),
+            "dots": [{"file": fid(f), "line": ln, "as": fam, "count": n} for f, ln, fam, n in dot_lowering(c)],
             "files": [_clip(f, MAX_TEXT) for f in files], "source": source, "stages": stages, "ops": ops}

@@ -12,6 +12,9 @@ another site, so no other page can make this server compile or read a trace.
     The launches, columnar: kernel name, grid, programs recorded / left out, op count, findings count,
     completed flag and error; the op-kind names, the grid metrics offered (``METRICS``) and whether the
     analysis ran.
+``GET /api/version`` -> ``{"watching": bool, "version": int, "error": str | None}`` (reload.py)
+    Served from a trace file, the app reloads it when it changed; ``version`` counts the reloads, so the
+    page reloads itself when it grows. ``watching`` is false for a trace passed as an object.
 ``GET /api/launch/<i>`` -> ``LaunchPayload``
     One launch: arguments, config, the tensor table (with bytes loaded / stored and predicted DRAM bytes
     per tensor), the kernel source (at most ``MAX_SOURCE_LINES`` of ``MAX_LINE_CHARS``) with per-line
@@ -46,6 +49,12 @@ another site, so no other page can make this server compile or read a trace.
 ``GET /api/launch/<i>/diff/<t>`` -> ``DiffPayload`` (with a compared trace: ``launch(compare=)``)
     The elements of tensor ``t`` whose final values differ from the compared trace's launch ``i`` (or
     that only one side wrote), at most ``MAX_DIFF_ELEMENTS``, each with both values and both writers.
+``GET /api/launch/<i>/tensor/<t>/values.npy?mode=&program=&op=`` -> a NumPy ``.npy`` file (download.py)
+    Tensor ``t`` in its view shape, float64: the last value the selection recorded per element, NaN where
+    none; 413 past ``download.MAX_NPY_ELEMENTS`` elements.
+``GET /api/launch/<i>/compare`` -> ``ComparePayload`` (with a compared trace)
+    Launch ``i`` against the compared trace's launch ``i``, both analysed alike: the metrics that changed
+    and the findings only one side has (by kind, tensor and program), at most ``compareview.MAX_LISTED``.
 ``GET /api/launch/<i>/touches/<t>?index=<i0,i1,...>`` -> ``TouchesPayload``
     Every recorded access to one element of tensor ``t`` (aliasing arguments included), in execution
     order: program, op, line, kind, the lane and the value (at most ``MAX_TOUCHES``).
@@ -72,8 +81,9 @@ class ErrorPayload(TypedDict):
 
 class TracePayload(TypedDict):
     kinds: list           # op kind names; the "kind" columns below index into it
-    launches: dict        # kernel, grid, programs, skipped, ops, findings, completed, error: parallel lists
-                          # (the first MAX_LAUNCHES launches)
+    launches: dict        # kernel, grid, programs, skipped, ops, findings, completed, error, worst (the worst
+                          # finding's kind), efficiency (sector efficiency), bound ("memory" / "compute" on the
+                          # report's GPU; None where unknown): parallel lists (the first MAX_LAUNCHES launches)
     total_launches: int
     analysis: dict        # {"available": bool, "error": str | None}
     metrics: dict         # the grid metrics, in display order: {"key": [...], "label": [...]}
@@ -83,6 +93,7 @@ class TracePayload(TypedDict):
 
 class LaunchPayload(TypedDict):
     index: int
+    programs_in_flight: Optional[int]    # programs the analysis' GPU runs at once (one wave), None without it
     kernel: str
     grid: list
     args: dict
@@ -189,6 +200,15 @@ class ChartsPayload(TypedDict):
     roofline: dict        # flops, dram_bytes_predicted, arithmetic_intensity, machine, peak_flops,
                           # peak_bandwidth, bound, time_s
     tensors: dict         # name, load_bytes, store_bytes (+ dram_read_bytes, dram_write_bytes)
+
+
+class ComparePayload(TypedDict):
+    launch: int
+    kernel: str           # the compared launch's kernel
+    metrics: dict         # {"key", "here", "there"}: the launch metrics that differ, parallel lists
+    only_here: list       # findings of this trace the compared one lacks: {kind, tensor, program, line, message}
+    only_there: list      # findings of the compared trace this one lacks (the fix removed them, or made them)
+    error: Optional[str]  # why a side has no analysis
 
 
 class DiffPayload(TypedDict):

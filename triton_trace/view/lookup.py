@@ -154,6 +154,17 @@ class TraceIndex:
                 self._report_done = True
             return self._report, self._report_error
 
+    def compare_report(self) -> tuple:
+        """(Report or None, error or None) of the compared trace, by the same analysis as this one's."""
+        def run():
+            if self.compare is None or self._analyze is None:
+                return None, "no compared trace" if self.compare is None else "analysis is not available"
+            try:
+                return self._analyze(self.compare), None
+            except Exception as e:   # as report(): the diff view says why, the other views go on
+                return None, f"analysis of the compared trace failed: {type(e).__name__}: {e}"
+        return self.memo(("compare-report",), run)
+
     def memo(self, key, build: Callable):
         """Keep a small per-launch result (indexes, program metrics, findings) for the app's lifetime."""
         with self._lock:

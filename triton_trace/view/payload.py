@@ -82,7 +82,8 @@ def trace_payload(ti: TraceIndex) -> TracePayload:
             "kernel": [clip(lc.kernel_name) for lc in lcs], "grid": [list(lc.grid) for lc in lcs],
             "programs": [lc.recorded_programs for lc in lcs], "skipped": [lc.skipped_programs for lc in lcs],
             "ops": [lc.num_ops for lc in lcs], "findings": [len(launch_findings(ti, i)) for i in range(len(lcs))],
-            "completed": [lc.completed for lc in lcs], "error": [clip(lc.error) for lc in lcs]},
+            "completed": [lc.completed for lc in lcs], "error": [clip(lc.error) for lc in lcs],
+            **_launch_columns(ti, len(lcs))},
         "total_launches": len(ti.trace.launches),
         "analysis": {"available": report is not None, "error": error},
         "limits": {"ops_per_page": MAX_OPS, "findings": MAX_FINDINGS},
@@ -90,6 +91,22 @@ def trace_payload(ti: TraceIndex) -> TracePayload:
         "compare": {"available": ti.compare is not None,
                     "launches": len(ti.compare.launches) if ti.compare is not None else 0},
     }
+
+
+def _launch_columns(ti: TraceIndex, n: int) -> dict:
+    """The launch list's verdict columns: the worst finding's kind, sector efficiency, and what bounds the
+    launch on the report's GPU (memory or compute), None where the analysis did not say."""
+    report, _ = ti.report()
+    out: dict = {"worst": [], "efficiency": [], "bound": []}
+    for i in range(n):
+        found = launch_findings(ti, i)
+        entry = report_launch(ti, i)
+        eff = (entry.get("metrics") or {}).get("sector_efficiency")
+        roof = (entry.get("roofline") or {}).get(report.params.gpu) if report is not None else None
+        out["worst"].append(clip(found[0][0].get("kind")) if found else None)
+        out["efficiency"].append(round(float(eff), 4) if isinstance(eff, (int, float)) and np.isfinite(eff) else None)
+        out["bound"].append(clip((roof or {}).get("bound")))
+    return out
 
 
 def launch_payload(ti: TraceIndex, i: int) -> LaunchPayload:
@@ -125,9 +142,14 @@ def _launch(ti: TraceIndex, i: int) -> LaunchPayload:
         "source": _source(ti, i), "metrics": _json_safe(summary.get("metrics") or {}),
         "checks_skipped": [clip(c) for c in summary.get("checks_skipped") or []],
         "findings": len(launch_findings(ti, i)), "analysis_error": error,
+        "programs_in_flight": _int_or_none((summary.get("balance") or {}).get("programs_in_flight")),
         "hints": [{k: (clip(h.get(k)) if isinstance(h.get(k), str) else h.get(k)) for k in ("kind", "line", "message", "effect")}
                   for h in (summary.get("hints") or [])[:MAX_HINTS]],
     }
+
+
+def _int_or_none(v) -> Optional[int]:
+    return int(v) if isinstance(v, (int, np.integer)) else None
 
 
 def _source(ti: TraceIndex, i: int) -> dict:

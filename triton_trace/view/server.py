@@ -140,7 +140,7 @@ def _warm(ti: TraceIndex) -> None:
 
 
 def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool] = None, trace=None,
-           allowed_hosts=(), compare=None) -> Server:
+           allowed_hosts=(), compare=None, analysis=None, watch=None, loader=None) -> Server:
     """Serve the current trace (or ``trace``: a Trace or a trace file path) in the browser.
 
     ``share=False`` listens on 127.0.0.1 only and answers to the host names 127.0.0.1, localhost and
@@ -149,14 +149,18 @@ def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool
     ``allowed_hosts`` (for a DNS name or proxy in front of it). ``port=None`` takes 5001 or the next
     free port. ``block=None`` blocks until Ctrl-C in a script and returns at once in Jupyter/IPython.
     ``compare``: a second trace of the same kernels (a Trace or path): the tensor view can then show where
-    their outputs differ (``triton-trace view a.ttrace --compare b.ttrace``).
+    their outputs differ (``triton-trace view a.ttrace --compare b.ttrace``). ``analysis``: keyword
+    arguments of ``triton_trace.analyze`` for what the page shows (``l2_bytes``, ``programs_in_flight``,
+    ``gpu``, ...): pass the ones a script printed its report with, so the page shows the same numbers.
+    A trace given as a path is followed: the page reloads when the file is written again; ``watch`` (a
+    path) and ``loader(path)`` do the same for a trace loaded by the caller.
     """
     port = _check_port(port)
     if trace is None:
         from ..record.session import current_trace
         trace = current_trace()
     token = secrets.token_urlsafe(32) if share else None
-    app = create_app(trace, token, allowed_hosts, compare)
+    app = create_app(trace, token, allowed_hosts, compare, analysis, watch, loader)
     ti = app.extensions["triton_trace"]
     if ti.compare is not None:
         from ..analysis.diff import unrelated

@@ -28,6 +28,9 @@ from ...errors import ChunkRetry
 MAX_REPORTS = 200        # entries kept per launch (one per store line and cause)
 MAX_VALUES = 4           # operand values shown per birth
 MAX_BIRTHS = 16          # births kept per program (the first of each source line)
+# operations that divide (numpy's names, as the arithmetic hooks give them): a birth of one of them whose
+# divisor is zero says so, since that, not the operation, is what to fix
+DIVISIONS = ("divide", "true_divide", "fmod", "remainder", "div_rn", "fdiv", "div")
 
 
 def _kind(cause) -> str:
@@ -127,9 +130,12 @@ class NonFinite:
                     return _plain(np.broadcast_to(a, shape)[index])
                 except (ValueError, IndexError):
                     return _plain(a)
-            mine.append({"file": file, "line": int(line or 0), "op": op, "lane": list(first),
-                         "operands": [at(o) for o in operands[:MAX_VALUES]], "result": at(result),
-                         "lanes": int(lanes.sum()), "_mask": np.array(lanes, dtype=bool)})
+            values = [at(o) for o in operands[:MAX_VALUES]]
+            birth = {"file": file, "line": int(line or 0), "op": op, "lane": list(first), "operands": values,
+                     "result": at(result), "lanes": int(lanes.sum()), "_mask": np.array(lanes, dtype=bool)}
+            if op in DIVISIONS and len(values) == 2 and values[1] == 0:
+                birth["cause"] = f"a float {'remainder' if op in ('fmod', 'remainder') else 'division'} by zero"
+            mine.append(birth)
 
     def load(self, tensor: int, written: bool, file, line, values: np.ndarray, safe: np.ndarray,
              offsets: np.ndarray, storage: Optional[np.ndarray] = None) -> None:

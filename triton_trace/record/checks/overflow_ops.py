@@ -28,10 +28,11 @@ def install(scope, builder, rec) -> None:
     for name in _CARRY:
         if hasattr(builder, name):
             scope.set_attr(builder, name, _carry(inner_method(builder, name)))
+    inside = [False]          # a plain load or store ends in the masked one: the outer hook reports it, once
     for name, where_ in _MEMORY.items():
         if hasattr(builder, name):
             kind = "load" if "load" in name else "store" if "store" in name else "atomic"
-            scope.set_attr(builder, name, _memory(inner_method(builder, name), rec, kind, *where_))
+            scope.set_attr(builder, name, _memory(inner_method(builder, name), rec, kind, *where_, inside))
 
 
 def _is_int_or_ptr(handle) -> bool:
@@ -171,11 +172,17 @@ def _carry(inner):
     return run
 
 
-def _memory(inner, rec, kind, ptr_at, value_at, mask_at):
+def _memory(inner, rec, kind, ptr_at, value_at, mask_at, inside):
     def run(*args, **kwargs):
+        if inside[0]:
+            return inner(*args, **kwargs)
         if rec.recording:        # before the access, which a bad address may make fail
             _reached(rec, args, kind, ptr_at, value_at, mask_at)
-        return inner(*args, **kwargs)
+        inside[0] = True
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            inside[0] = False
     return run
 
 

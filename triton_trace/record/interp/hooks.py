@@ -28,7 +28,7 @@ from ..patching import Scope, Snapshot
 from ..batch import chunk as batch, tensor as batchtensor, pointers
 from ..gpu import debugops, pylogic
 from ..divergence import rewrite as looprewrite
-from ..checks import nonfinite_ops, overflow_ops
+from ..checks import addresses, intdiv, lanes, nonfinite_ops, overflow_ops, padding, tf32
 from ..memory import provenance
 from . import semantics
 from .proxy import MemoryProxy, install_pointer_casts
@@ -333,6 +333,11 @@ def _installed(fn, rec, debug: bool):
         semantics.install(scope, _ti.interpreter_builder)
         nonfinite_ops.install(scope, _ti.interpreter_builder, rec)
         overflow_ops.install(scope, _ti.interpreter_builder, rec)     # before provenance: it reads rec.origin
+        intdiv.install(scope, _ti.interpreter_builder, rec)
+        lanes.install(scope, _ti.interpreter_builder, rec)            # (these read rec.origin, which
+        addresses.install(scope, _ti.interpreter_builder, rec)        # provenance sets: installed before it)
+        tf32.install(scope, _ti.interpreter_builder, rec)
+        padding.install(scope, _ti.interpreter_builder, rec)
         install_pointer_casts(scope, _ti.interpreter_builder, rec.memory)
         provenance.install(scope, _ti.interpreter_builder, rec)
         pointers.install(scope, _ti.interpreter_builder, rec)

@@ -39,14 +39,15 @@ def check_version() -> None:
 # module -> {name: where it is used}; every name must exist in every supported release
 PRIVATE = {
     "triton.runtime.interpreter": {
-        "TensorHandle": "record/batch, divergence, gpu, memory/provenance, interp/semantics: the interpreter's values",
+        "TensorHandle": "record/batch, divergence, gpu, memory/provenance, interp/semantics, checks/padding: the "
+                        "interpreter's values",
         "_get_np_dtype": "record/batch, divergence, gpu: numpy dtype of a Triton type",
         "_interpreter": "interp/hooks, batch/memops: the C++ memory module the proxy stands in for",
         "interpreter_builder": "interp/hooks, batch/tensor, divergence: the builder whose ops are hooked",
         "interpreter_semantic": "gpu/libdevice: the semantic object libdevice calls take",
         "_patch_lang": "interp/hooks", "_implicit_cvt": "interp/semantics",
         "GridExecutor": "interp/hooks", "InterpretedFunction": "interp/hooks", "FunctionRewriter": "interp/hooks",
-        "ReduceOps": "interp/hooks", "ScanOps": "interp/hooks", "InterpreterBuilder": "interp/hooks",
+        "ReduceOps": "interp/hooks, checks/padding", "ScanOps": "interp/hooks", "InterpreterBuilder": "interp/hooks",
     },
     "triton.runtime.jit": {
         "JITFunction": "interp/hooks: JITFunction.run is wrapped",

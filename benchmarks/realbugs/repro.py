@@ -1,0 +1,138 @@
+"""Reproduce, on the CPU with triton_trace, each finding of REALBUGS.md from a checkout of the library.
+
+    python benchmarks/realbugs/repro.py attn_res_blocks    --liger /path/to/Liger-Kernel
+    python benchmarks/realbugs/repro.py attn_res_int32     --liger /path/to/Liger-Kernel
+    python benchmarks/realbugs/repro.py group_norm         --liger /path/to/Liger-Kernel
+    python benchmarks/realbugs/repro.py fla_layernorm_race --fla /path/to/flash-linear-attention
+    python benchmarks/realbugs/repro.py fla_gla_inf        --fla /path/to/flash-linear-attention
+
+Each prints what the library computed against torch and triton_trace's report (findings only; the hints are
+left out). The Liger cases need torch and Triton only; the fla ones need einops (fla imports it) and run
+through triton_trace's CUDA-on-CPU redirect answering as an H200, the GPU fla's launch heuristics see.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import types
+
+import torch
+
+import triton_trace
+
+
+def _report():
+    rep = triton_trace.analyze(triton_trace.current_trace())
+    lines = [l for l in rep.summary().splitlines() if "[hint]" not in l and "[compiled]" not in l]
+    print("\n".join(lines))
+    return rep
+
+
+def _liger(path):
+    sys.path.insert(0, os.path.join(path, "src"))
+
+
+def _fla(path):
+    """fla's package __init__ imports transformers: load its kernel modules without it."""
+    pkg = types.ModuleType("fla")
+    pkg.__path__ = [os.path.join(path, "fla")]
+    pkg.__version__ = "0.5.2"
+    sys.modules["fla"] = pkg
+
+
+def attn_res_blocks(a):
+    """N = 40 > 32 blocks: the kernels unroll at most 32 (MAX_BLOCKS); blocks 32.. are dropped."""
+    _liger(a.liger)
+    import liger_kernel.ops.attn_res as ar
+    ar._attn_res_fwd_kernel = triton_trace.trace(outputs=("Out_ptr", "Alpha_ptr", "RSTD_ptr"))(ar._attn_res_fwd_kernel)
+    ar._attn_res_bwd_kernel = triton_trace.trace(outputs=("dV_ptr",))(ar._attn_res_bwd_kernel)
+    torch.manual_seed(0)
+    N, B, T, D = 40, 2, 3, 64
+    V = torch.randn(N, B, T, D, requires_grad=True)
+    wq, wn = torch.randn(D), torch.ones(D)
+    h = ar.LigerAttnResFunction.apply(V, wq, wn, 1e-6)
+    Vr = V.detach().clone().requires_grad_(True)
+    K = Vr * torch.rsqrt(Vr.pow(2).mean(-1, keepdim=True) + 1e-6) * wn
+    hr = torch.einsum("nbt,nbtd->btd", torch.softmax(torch.einsum("d,nbtd->nbt", wq, K), 0), Vr)
+    g = torch.randn_like(h)
+    h.backward(g)
+    hr.backward(g)
+    print(f"N={N}: forward max |liger - torch| = {(h - hr).abs().max():.3g} (torch max |h| {hr.abs().max():.3g}); "
+          f"dV max |liger - torch| = {(V.grad - Vr.grad).abs().max():.3g}")
+    _report()
+
+
+def attn_res_int32(a):
+    """(N-1) * B*T * D = 2**31: the block offset i * n_tokens * D wraps. Only token 0's program runs, so V's
+    4.8 GB are address space, not memory (the wrap depends on the block index, not on the token)."""
+    _liger(a.liger)
+    import liger_kernel.ops.attn_res as ar
+    N, NT, D = 9, 65536, 4096
+    V = torch.empty(N, NT, D, dtype=torch.bfloat16)
+    V[:, 0, :] = torch.randn(N, D, dtype=torch.bfloat16)
+    Out = torch.empty(NT, D, dtype=torch.bfloat16)
+    Alpha, RSTD = torch.empty(NT, N), torch.empty(NT, N)
+    triton_trace.trace(ar._attn_res_fwd_kernel)[(1,)](
+        V, torch.randn(D), torch.ones(D), Out, Alpha, RSTD, N, NT, D, 1e-6,
+        BLOCK_D=4096, MAX_BLOCKS=ar._get_max_blocks(N), num_warps=8)        # the wrapper's own arguments
+    print(f"V [{N}, {NT}, {D}] bf16 ({N * NT * D:,} elements); block {N - 1} starts at element {(N - 1) * NT * D:,}")
+    _report()
+
+
+def group_norm(a):
+    """Groups of equal values: variance = E[x^2] - E[x]^2 comes out below -eps; rsqrt gives NaN."""
+    _liger(a.liger)
+    from liger_kernel.ops.group_norm import LigerGroupNormFunction
+    C = 4
+    for v in (100.3, 200.0 + 1e-3 * torch.randn(1, C, 1000)):
+        x = torch.full((1, C, 1000), v) if isinstance(v, float) else v
+        w, b = torch.ones(C), torch.zeros(C)
+        triton_trace.reset()
+        with triton_trace.trace_all():
+            y = LigerGroupNormFunction.apply(x, w, b, C, 1, 1e-5)
+        ref = torch.nn.functional.group_norm(x, 1, w, b, 1e-5)
+        what = "constant 100.3" if isinstance(v, float) else "200 + 1e-3 * randn"
+        print(f"group of {what}: liger NaN {int(torch.isnan(y).sum())} of {y.numel()}, "
+              f"max |liger - torch| = {(y - ref).abs().nan_to_num(float('inf')).max():.3g} (torch max |y| {ref.abs().max():.3g})")
+        _report()
+
+
+def fla_layernorm_race(a):
+    """T = 50 rows on a 132-SM GPU: NS = 50 programs own BS = 1 row each but store whole BT-row tiles of dx."""
+    _fla(a.fla)
+    import triton_trace.suite
+    with triton_trace.suite.cuda_on_cpu("H200"):
+        from fla.modules.layernorm import rms_norm
+        torch.manual_seed(0)
+        x = torch.randn(50, 512, device="cuda", requires_grad=True)
+        w = torch.randn(512, device="cuda", requires_grad=True)
+        rms_norm(x, w, None).backward(torch.ones(50, 512, device="cuda"))
+    _report()
+
+
+def fla_gla_inf(a):
+    """GLA with strong gates: the intra-chunk kernel stores exp2(g_i - g_j) = inf above the diagonal of A and
+    zeroes that triangle right after (same program): A ends finite. A false finding of triton_trace."""
+    _fla(a.fla)
+    import torch.nn.functional as F
+    import triton_trace.suite
+    with triton_trace.suite.cuda_on_cpu("H200"):
+        from fla.ops.gla import chunk_gla
+        torch.manual_seed(0)
+        B, T, H, D = 1, 64, 1, 64
+        q, k, v = (torch.randn(B, T, H, D, device="cuda", dtype=torch.float16) for _ in range(3))
+        g = F.logsigmoid(torch.rand(B, T, H, D, device="cuda", dtype=torch.float16)) / 0.05   # gates of -6..-14
+        o, _ = chunk_gla(q, k, v, g)
+        print("output finite:", bool(torch.isfinite(o).all()))
+    _report()
+
+
+FINDINGS = {f.__name__: f for f in (attn_res_blocks, attn_res_int32, group_norm, fla_layernorm_race, fla_gla_inf)}
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("finding", choices=sorted(FINDINGS))
+    ap.add_argument("--liger", default="/tmp/rb/liger", help="a Liger-Kernel checkout (its src/ is imported)")
+    ap.add_argument("--fla", default="/tmp/suites/fla", help="a flash-linear-attention checkout")
+    FINDINGS[ap.parse_args().finding](ap.parse_args())

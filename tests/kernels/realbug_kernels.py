@@ -1,0 +1,186 @@
+"""Our own kernels with the defects triton_trace found in public libraries (benchmarks/realbugs/REALBUGS.md),
+each beside its fixed twin. No upstream code: the same mistake, written small.
+
+- depth_mix_*: a weighted sum over a stack of N blocks, out[r] = sum_i w[i] * x[i, r] and dx[i, r] = w[i] * g[r]
+  (Liger-Kernel's AttnRes): the capped twin unrolls a constexpr MAX_BLOCKS loop that the host caps, so blocks
+  past the cap are dropped from out and their dx rows are never written; it also forms the block offset
+  i * n_rows * D in int32, which wraps once (N - 1) * n_rows * D reaches 2**31.
+- norm_*: group normalisation; the one-pass twin takes the variance as E[x^2] - E[x]^2, which cancels to a
+  negative number for groups of nearly equal values (Liger-Kernel's GroupNorm): rsqrt of it is NaN.
+- rows_*: a program owns BS rows but computes a BT-row tile (flash-linear-attention's layer norm backward):
+  the overlapping twin stores the whole tile, masked by the row count only, so BT / BS programs write each row.
+- triangle_*: a tile whose upper triangle gets exp2 of a large positive number (inf) and is then overwritten
+  by zeros by the same program before the kernel ends (GLA's intra-chunk A): no bug, the final values are
+  finite; what triton_trace says about it is a false finding (see REALBUGS.md).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+# ---------------------------------------------------------------- depth mix: dropped blocks, int32 offsets
+
+
+@triton.jit
+def depth_mix_capped(x_ptr, w_ptr, g_ptr, out_ptr, dx_ptr, n_blocks, n_rows, D,
+                     MAX_BLOCKS: tl.constexpr, BLOCK_D: tl.constexpr):
+    r = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_D)
+    m = cols < D
+    g = tl.load(g_ptr + r * D + cols, mask=m, other=0.0)
+    acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+    for i in tl.static_range(0, MAX_BLOCKS):           # blocks past MAX_BLOCKS are never visited
+        if i < n_blocks:
+            off = i * n_rows * D + r * D                 # int32: wraps when i * n_rows * D >= 2**31
+            w = tl.load(w_ptr + i)
+            acc += w * tl.load(x_ptr + off + cols, mask=m, other=0.0).to(tl.float32)
+            tl.store(dx_ptr + off + cols, w * g, mask=m)
+    tl.store(out_ptr + r * D + cols, acc, mask=m)
+
+
+@triton.jit
+def depth_mix_fixed(x_ptr, w_ptr, g_ptr, out_ptr, dx_ptr, n_blocks, n_rows, D,
+                    MAX_BLOCKS: tl.constexpr, BLOCK_D: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_D)
+    m = cols < D
+    g = tl.load(g_ptr + r * D + cols, mask=m, other=0.0)
+    acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+    for i in range(0, n_blocks):                         # every block, whatever N
+        off = i.to(tl.int64) * n_rows * D + r * D
+        w = tl.load(w_ptr + i)
+        acc += w * tl.load(x_ptr + off + cols, mask=m, other=0.0).to(tl.float32)
+        tl.store(dx_ptr + off + cols, w * g, mask=m)
+    tl.store(out_ptr + r * D + cols, acc, mask=m)
+
+
+def depth_mix(kernel, x, w, g, cap=8):
+    """out [n_rows, D] and dx [N, n_rows, D] (float32); the host caps the unrolled loop at ``cap`` blocks, as
+    a wrapper that rounds N up to one of a few sizes and stops at the largest does."""
+    N, n_rows, D = x.shape
+    out = torch.empty(n_rows, D, dtype=torch.float32)
+    dx = torch.empty(N, n_rows, D, dtype=torch.float32)
+    kernel[(n_rows,)](x, w, g, out, dx, N, n_rows, D, MAX_BLOCKS=min(triton.next_power_of_2(N), cap),
+                      BLOCK_D=triton.next_power_of_2(D))
+    return out, dx
+
+
+@triton.jit
+def depth_sum_int32(x_ptr, out_ptr, n_blocks, n_rows, D, MAX_BLOCKS: tl.constexpr, BLOCK_D: tl.constexpr):
+    """out[r] = sum_i x[i, r]: the int32 block offset alone (no dx), for the large-size test."""
+    r = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_D)
+    m = cols < D
+    acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+    for i in tl.static_range(0, MAX_BLOCKS):
+        if i < n_blocks:
+            acc += tl.load(x_ptr + i * n_rows * D + r * D + cols, mask=m, other=0).to(tl.float32)
+    tl.store(out_ptr + r * D + cols, acc, mask=m)
+
+
+@triton.jit
+def depth_sum_int64(x_ptr, out_ptr, n_blocks, n_rows, D, MAX_BLOCKS: tl.constexpr, BLOCK_D: tl.constexpr):
+    r = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_D)
+    m = cols < D
+    acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+    for i in tl.static_range(0, MAX_BLOCKS):
+        if i < n_blocks:
+            acc += tl.load(x_ptr + tl.full((), i, tl.int64) * n_rows * D + r * D + cols, mask=m, other=0).to(tl.float32)
+    tl.store(out_ptr + r * D + cols, acc, mask=m)
+
+
+# ---------------------------------------------------------------- group norm: one-pass variance
+
+
+@triton.jit
+def norm_onepass(x_ptr, y_ptr, n, eps, BLOCK: tl.constexpr, RSQRT: tl.constexpr):
+    """One program per group of n values."""
+    base = tl.program_id(0) * n
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + base + offs, mask=m, other=0.0)
+    mean = tl.sum(x) / n
+    var = tl.sum(x * x) / n - mean * mean              # cancels for nearly equal values: can be < -eps
+    if RSQRT:
+        r = tl.rsqrt(var + eps)
+    else:
+        r = 1.0 / tl.sqrt(var + eps)
+    tl.store(y_ptr + base + offs, (x - mean) * r, mask=m)
+
+
+@triton.jit
+def norm_twopass(x_ptr, y_ptr, n, eps, BLOCK: tl.constexpr, RSQRT: tl.constexpr):
+    base = tl.program_id(0) * n
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + base + offs, mask=m, other=0.0)
+    mean = tl.sum(x) / n
+    d = tl.where(m, x - mean, 0.0)
+    var = tl.sum(d * d) / n                              # a sum of squares: never negative
+    if RSQRT:
+        r = tl.rsqrt(var + eps)
+    else:
+        r = 1.0 / tl.sqrt(var + eps)
+    tl.store(y_ptr + base + offs, d * r, mask=m)
+
+
+def group_norm(kernel, x, eps=1e-5, rsqrt=True):
+    """x [groups, n] -> normalised per group."""
+    y = torch.empty_like(x)
+    kernel[(x.shape[0],)](x, y, x.shape[1], eps, BLOCK=triton.next_power_of_2(x.shape[1]), RSQRT=rsqrt)
+    return y
+
+
+# ---------------------------------------------------------------- rows: a tile wider than the rows owned
+
+
+@triton.jit
+def rows_overlap(x_ptr, y_ptr, T, D, BS: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr):
+    """Program p owns rows [p*BS, p*BS+BS) and computes y = 2x on a BT-row tile from its first row."""
+    t = tl.program_id(0) * BS + tl.arange(0, BT)
+    cols = tl.arange(0, BD)
+    m = (t < T)[:, None] & (cols < D)[None, :]           # masked by T only: rows of the next programs too
+    x = tl.load(x_ptr + t[:, None] * D + cols[None, :], mask=m, other=0.0)
+    tl.store(y_ptr + t[:, None] * D + cols[None, :], 2 * x, mask=m)
+
+
+@triton.jit
+def rows_owned(x_ptr, y_ptr, T, D, BS: tl.constexpr, BT: tl.constexpr, BD: tl.constexpr):
+    start = tl.program_id(0) * BS
+    t = start + tl.arange(0, BT)
+    cols = tl.arange(0, BD)
+    m = ((t < T) & (t < start + BS))[:, None] & (cols < D)[None, :]     # only the rows this program owns
+    x = tl.load(x_ptr + t[:, None] * D + cols[None, :], mask=m, other=0.0)
+    tl.store(y_ptr + t[:, None] * D + cols[None, :], 2 * x, mask=m)
+
+
+def rows_double(kernel, x, BS=1, BT=16):
+    T, D = x.shape
+    y = torch.empty_like(x)
+    kernel[(triton.cdiv(T, BS),)](x, y, T, D, BS=BS, BT=BT, BD=triton.next_power_of_2(D))
+    return y
+
+
+# ---------------------------------------------------------------- triangle: inf stored, then overwritten
+
+
+@triton.jit
+def triangle_overwritten(g_ptr, a_ptr, BC: tl.constexpr):
+    """a[i, j] = exp2(g[i] - g[j]) for j <= i, 0 above the diagonal; g decreases, so g[i] - g[j] > 0 above it."""
+    i = tl.arange(0, BC)
+    g = tl.load(g_ptr + i)
+    for j in range(0, BC):
+        gj = tl.load(g_ptr + j)
+        tl.store(a_ptr + i * BC + j, tl.exp2(g - gj))        # every row: inf above the diagonal when large
+    tl.debug_barrier()
+    tl.store(a_ptr + i[:, None] * BC + i[None, :], tl.zeros((BC, BC), dtype=tl.float32),
+             mask=i[:, None] < i[None, :])                   # the same program zeroes the upper triangle
+
+
+def triangle(kernel, g):
+    BC = g.shape[0]
+    a = torch.empty(BC, BC, dtype=torch.float32)
+    kernel[(1,)](g, a, BC=BC)
+    return a

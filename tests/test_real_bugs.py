@@ -1,0 +1,163 @@
+"""The defects triton_trace found in public kernels (benchmarks/realbugs/REALBUGS.md), in kernels of our own:
+each buggy kernel gets its finding, its fixed twin gets none, and both are compared with torch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import triton_trace
+from kernels import realbug_kernels as K
+
+
+def _findings():
+    return triton_trace.analyze(triton_trace.current_trace()).findings
+
+
+def _traced(kernel, **kwargs):
+    return triton_trace.trace(**kwargs)(kernel)
+
+
+# ---------------------------------------------------------------- dropped blocks (Liger AttnRes, N > 32)
+
+def _depth_inputs(N, R=3, D=20):
+    torch.manual_seed(0)
+    return torch.randn(N, R, D), torch.randn(N), torch.randn(R, D)
+
+
+def test_blocks_past_the_cap_leave_dx_unwritten_and_out_wrong():
+    x, w, g = _depth_inputs(11)
+    out, dx = K.depth_mix(_traced(K.depth_mix_capped, outputs=("out_ptr", "dx_ptr")), x, w, g, cap=8)
+    found = [f for f in _findings() if f.kind == "unwritten_output"]
+    assert [f.tensor for f in found] == ["dx_ptr"]
+    assert found[0].count == 3 * 3 * 20                      # blocks 8, 9, 10: every row, every column
+    assert not torch.allclose(out, (w[:, None, None] * x).sum(0), atol=1e-5)
+    assert torch.allclose(out, (w[:8, None, None] * x[:8]).sum(0), atol=1e-5)   # what it computed: 8 blocks
+
+
+def test_fixed_depth_mix_visits_every_block():
+    x, w, g = _depth_inputs(11)
+    out, dx = K.depth_mix(_traced(K.depth_mix_fixed, outputs=("out_ptr", "dx_ptr")), x, w, g, cap=8)
+    assert _findings() == ()
+    assert torch.allclose(out, (w[:, None, None] * x).sum(0), atol=1e-5)
+    assert torch.equal(dx, w[:, None, None] * g[None])
+
+
+def test_under_the_cap_both_agree_and_nothing_is_found():
+    x, w, g = _depth_inputs(5)
+    out, dx = K.depth_mix(_traced(K.depth_mix_capped, outputs=("out_ptr", "dx_ptr")), x, w, g, cap=8)
+    assert _findings() == ()
+    assert torch.equal(dx, w[:, None, None] * g[None])
+
+
+# ---------------------------------------------------------------- int32 block offset (Liger AttnRes at scale)
+
+# (N - 1) * n_rows * D == 2**31 exactly: block 8's offset wraps to -2**31. x is int8 and never filled past row
+# 0 of each block, so its 2.4 GB are address space only; one program (row 0) runs.
+N32, ROWS32, D32 = 9, 1 << 18, 1024
+
+
+@pytest.fixture(scope="module")
+def big_stack():
+    try:
+        x = torch.empty(N32, ROWS32, D32, dtype=torch.int8)
+    except RuntimeError as e:                   # an allocator that refuses 2.4 GB of address space
+        pytest.skip(f"cannot reserve {N32 * ROWS32 * D32 >> 20} MiB of address space: {e}")
+    x[:, 0, :] = torch.randint(-100, 100, (N32, D32), dtype=torch.int8)
+    return x
+
+
+def _depth_sum(kernel, x):
+    out = torch.zeros(ROWS32, D32, dtype=torch.float32)
+    kernel[(1,)](x, out, N32, ROWS32, D32, MAX_BLOCKS=16, BLOCK_D=D32)
+    return out[0]
+
+
+def test_int32_block_offset_wraps_at_two_to_the_31(big_stack):
+    _depth_sum(_traced(K.depth_sum_int32), big_stack)
+    found = _findings()
+    overflow = [f for f in found if f.kind == "overflow"]
+    oob = [f for f in found if f.kind == "out_of_bounds"]
+    assert overflow and oob
+    wrapped = (N32 - 1) * ROWS32 * D32 - (1 << 32)          # -2**31: computed here, not by the tool
+    assert min(oob[0].offsets) == wrapped
+    assert oob[0].count == D32                              # the 1024 lanes of block 8's load
+
+
+def test_int64_block_offset_reads_the_right_rows(big_stack):
+    out = _depth_sum(_traced(K.depth_sum_int64), big_stack)
+    assert _findings() == ()
+    assert torch.equal(out, big_stack[:, 0, :].float().sum(0))
+
+
+# ---------------------------------------------------------------- one-pass variance (Liger GroupNorm)
+
+def _constant_groups():
+    return torch.full((4, 1000), 100.3)        # E[x^2] - E[x]^2 rounds to about -1e-3 in float32
+
+
+def test_one_pass_variance_stores_nan_and_is_found():
+    x = _constant_groups()
+    y = K.group_norm(_traced(K.norm_onepass), x, rsqrt=False)
+    ref = torch.nn.functional.group_norm(x[None], 4)[0]
+    assert torch.isnan(y).all() and torch.equal(ref, torch.zeros_like(ref))
+    found = [f for f in _findings() if f.kind == "nonfinite"]
+    assert len(found) == 1 and found[0].tensor == "y_ptr"
+
+
+@pytest.mark.xfail(strict=True, reason="triton_trace misses a NaN born in tl.rsqrt: the interpreter's "
+                   "create_rsqrt is not among the ops the non-finite check hooks (REALBUGS.md, 'tool gaps')")
+def test_one_pass_variance_through_rsqrt_is_found():
+    x = _constant_groups()
+    y = K.group_norm(_traced(K.norm_onepass), x, rsqrt=True)
+    assert torch.isnan(y).all()
+    assert [f.kind for f in _findings()] == ["nonfinite"]
+
+
+@pytest.mark.parametrize("rsqrt", [False, True])
+def test_two_pass_variance_matches_torch(rsqrt):
+    x = torch.cat([_constant_groups(), 100.3 + 1e-3 * torch.randn(4, 1000, generator=torch.Generator().manual_seed(0))])
+    y = K.group_norm(_traced(K.norm_twopass), x, rsqrt=rsqrt)
+    assert _findings() == ()
+    ref = torch.nn.functional.group_norm(x.double()[None], 8)[0].float()
+    assert torch.allclose(y, ref, atol=2e-2)
+
+
+# ---------------------------------------------------------------- overlapping row tiles (fla layer norm bwd)
+
+def test_tile_wider_than_owned_rows_races():
+    x = torch.randn(50, 24)
+    y = K.rows_double(_traced(K.rows_overlap), x, BS=1, BT=16)
+    assert torch.equal(y, 2 * x)                           # benign: every writer stores the same value
+    races = [f for f in _findings() if f.kind == "race"]
+    assert races and {f.tensor for f in races} == {"y_ptr"}
+    # row t is stored by programs max(0, t-15)..t: rows 1..49 have 2+ writers (computed here, not by the tool)
+    writers = np.array([min(t, 15) + 1 for t in range(50)])
+    assert (writers > 1).sum() == 49
+
+
+def test_tile_masked_to_owned_rows_has_no_race():
+    x = torch.randn(50, 24)
+    y = K.rows_double(_traced(K.rows_owned), x, BS=1, BT=16)
+    assert torch.equal(y, 2 * x)
+    assert _findings() == ()
+
+
+# ---------------------------------------------------------------- a false finding (GLA's intra-chunk A)
+
+def _decreasing_gates():
+    return -torch.arange(16, dtype=torch.float32) * 20.0        # g[i] - g[j] up to 300: exp2 overflows
+
+
+def test_triangle_final_values_are_finite():
+    g = _decreasing_gates()
+    a = K.triangle(_traced(K.triangle_overwritten), g)
+    ref = torch.tril(torch.exp2(g[:, None] - g[None, :]))
+    assert torch.isfinite(a).all() and torch.equal(a, ref)
+
+
+@pytest.mark.xfail(strict=True, reason="false finding: an inf stored and then overwritten with 0 by the same "
+                   "program before the kernel ends is reported as nonfinite (REALBUGS.md, 'tool gaps')")
+def test_triangle_overwritten_by_the_same_program_is_not_a_finding():
+    K.triangle(_traced(K.triangle_overwritten), _decreasing_gates())
+    assert _findings() == ()

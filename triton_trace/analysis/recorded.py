@@ -1,0 +1,174 @@
+"""Findings the recorder noted while the kernel ran: failed device asserts, NaN/Inf that reached memory,
+integers that did not fit their type (definitions: sanitizer.py's docstring).
+
+The recorder keeps one report per cause (record/checks/nonfinite.py, overflow.py): the first program
+where it happened. A NaN's reach is counted here again, exactly, from the values the stores wrote: every
+non-finite value the cause's store(s) put in memory, over every program, so a softmax that poisons 16
+rows says 16 programs, not the first. The reach of an integer overflow is not in the values (a wrapped
+index looks like any other), so its extent is the recorder's and says so (``exact`` false).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import KIND_CODE, MEMORY_KINDS, WRITE_KINDS
+from ..model.values import lane_values
+from . import extent as E
+from .context import LaunchContext, sorted_unique
+from .findings import Finding, short_list
+
+WRITE_CODES = [KIND_CODE[k] for k in WRITE_KINDS]
+MEMORY_CODES = list(range(len(MEMORY_KINDS)))
+_FIRST_ONLY = "the recorder keeps the first program of each cause"
+
+
+def _memory_row(ctx: LaunchContext, pid, line, kinds) -> int:
+    """The first op row of program ``pid`` at ``line`` whose kind is one of ``kinds`` (op codes), or -1:
+    what a finding recorded by program and line (not by row) opens in the UI."""
+    o = ctx.launch.ops
+    hit = np.flatnonzero(np.all(o["program"] == np.asarray(pid, dtype=o["program"].dtype), axis=1) &
+                         (o["line"] == int(line or 0)) & np.isin(o["kind"], list(kinds)))
+    return int(hit[0]) if len(hit) else -1
+
+
+def _one_program(pid, lanes: int, exact: bool) -> dict:
+    """The extent of a cause seen in one program: all of it (an assert stops the launch) or the first."""
+    x = {"programs": {"count": 1, "runs": 1, "ranges": [[list(pid), list(pid)]], "first": [list(pid)]},
+         "elements": {"count": 0, "lanes": int(lanes), "runs": 0, "ranges": [], "first": []}, "exact": exact}
+    return x if exact else {**x, "note": _FIRST_ONLY}
+
+
+def check_asserts(ctx: LaunchContext) -> list:
+    d = (ctx.launch.meta or {}).get("assert_failed")
+    if not d:
+        return []
+    lc = ctx.launch
+    pid = tuple(d.get("program") or (0, 0, 0))
+    expr = f" ({d.get('expression')})" if d.get("expression") else ""
+    values = "; ".join(f"{k}={v}" for k, v in sorted((d.get("values") or {}).items()))
+    message = (f"device_assert {d.get('message', '')!r}{expr} failed at {d.get('file')}:{d.get('line')} in program "
+               f"{pid} on {d.get('count', 0)} lane(s), first at block index "
+               f"{[tuple(v) for v in d.get('lanes') or []]}" + (f"; values {values}" if values else "") +
+               "; the launch stopped there, as a GPU traps: later programs did not run")
+    # exact: the launch stops at the first program whose assert fails, so no other program is involved
+    return [Finding(kind="assert_failed", kernel=lc.kernel_name, launch=ctx.index, message=message,
+                    count=int(d.get("count", 0)), program=pid, file=d.get("file"), line=int(d.get("line") or 0),
+                    op="device_assert", lanes=tuple(tuple(v) for v in d.get("lanes") or []),
+                    extent=_one_program(pid, int(d.get("count", 0)), True))]
+
+
+def _stored_nonfinite(ctx: LaunchContext, ti: int, places: list) -> tuple:
+    """(rows, offsets, values, complete) of the active lanes whose stores to tensor ``ti`` at ``places``
+    ((file, line) pairs) wrote NaN or Inf; ``complete``: every such row's values were recorded."""
+    lc, files = ctx.launch, list(ctx.launch.files)
+    at = np.zeros(ctx.n_rows, dtype=bool)
+    for file, line in places:
+        if file in files:
+            at |= (ctx.file == files.index(file)) & (ctx.line == int(line or 0))
+    rows = np.flatnonzero(at & (ctx.tensor == ti) & ctx.is_write & (ctx.lane_count > 0))
+    if not len(rows):
+        return rows, rows, np.zeros(0), True
+    _, vals, has = lane_values(lc, rows)
+    cnt = ctx.lane_count[rows]
+    off, mask = lc.lanes.gather(lc.ops["lane_start"][rows], cnt)
+    bad = has & mask & ~np.isfinite(vals)
+    lane_rows = np.repeat(rows, cnt)
+    complete = bool((lc.ops["value_dtype"][rows] >= 0).all())
+    return lane_rows[bad], off[bad].astype(np.int64), vals[bad], complete
+
+
+def _poisoned(ctx: LaunchContext, ti: int, places: list, fallback_pid, fallback_lanes: int) -> tuple:
+    """(extent, attributed rows) of every non-finite value the stores at ``places`` wrote to tensor ``ti``."""
+    rows, off, vals, complete = _stored_nonfinite(ctx, ti, places)
+    if not len(rows):
+        return _one_program(fallback_pid, fallback_lanes, False), np.zeros(0, np.int64)
+    prog = sorted_unique(ctx.row_prog[rows])
+    u = sorted_unique(off)
+    k = ctx.params.max_examples
+    first = [{"offset": int(o), "index": None, "program": ctx.pid(int(ctx.row_prog[r])), "value": E._number(v)}
+             for o, r, v in zip(off[:k].tolist(), rows[:k].tolist(), vals[:k].tolist())]
+    t = ctx.launch.tensors[ti]
+    if len(t.shape) and first:
+        inside, idx = E.view_positions(t, off[:k])
+        for i, f in enumerate(first):
+            f["index"] = [int(v) for v in idx[i]] if inside[i] else None
+    x = {"programs": E.programs(ctx, prog), "elements": E.elements(u, u + 1, len(off), first),
+         "poisoned": {"values": int(len(off)), "programs": int(len(prog)),
+                      "nan": int(np.isnan(vals).sum()), "inf": int(np.isinf(vals).sum())},
+         "exact": complete}
+    if not complete:
+        x["note"] = "the value cap was hit: later stores' values were not recorded"
+    return x, E.attributed(ctx, prog, rows)
+
+
+def check_nonfinite(ctx: LaunchContext) -> list:
+    """NaN / Inf that reached memory (record/checks/nonfinite.py): born in the kernel from finite operands
+    (``nonfinite``), or carried in from an argument that already held them (``nonfinite_input``). One
+    finding per cause (the birth line, or the input argument) and stored tensor."""
+    lc = ctx.launch
+    causes: dict = {}
+    for r in (lc.meta or {}).get("nonfinite") or []:
+        kind = r.get("kind", "nonfinite")
+        src = (r.get("birth") or {}) if kind in ("nonfinite", "overflow") else (r.get("input") or {})
+        cause = (src.get("file"), src.get("line")) if kind != "nonfinite_input" else (src.get("tensor"),)
+        # repr: a key whatever a (possibly damaged) trace file put in these fields
+        causes.setdefault(repr((kind, cause, r.get("tensor"))), []).append(r)
+    names = {t.name: i for i, t in enumerate(lc.tensors)}
+    out = []
+    for rs in causes.values():
+        r = rs[0]
+        kind, tensor = r.get("kind", "nonfinite"), r.get("tensor")
+        pid = tuple(r.get("program") or (0, 0, 0))
+        places = sorted({(str(x.get("file")), int(x.get("line") or 0)) for x in rs})
+        stores = ", ".join(f"{f}:{ln}" for f, ln in places)
+        if isinstance(tensor, str) and tensor in names:
+            extent, attributed = _poisoned(ctx, names[tensor], places, pid, int(r.get("lanes") or 0))
+        else:
+            extent, attributed = _one_program(pid, int(r.get("lanes") or 0), False), np.zeros(0, np.int64)
+        if kind in ("nonfinite", "overflow"):
+            b = r.get("birth") or {}
+            ops = ", ".join(str(v) for v in b.get("operands") or [])
+            extent["birth"] = {"file": b.get("file"), "line": b.get("line"), "op": b.get("op")}
+            head = (f"born at {b.get('file')}:{b.get('line')} in {b.get('op')} from finite operands ({ops}) -> "
+                    f"{b.get('result')} (first in program {pid}, at block index {tuple(b.get('lane') or ())})")
+            line = b.get("line")
+        else:
+            s = r.get("input") or {}
+            head = (f"came from '{s.get('tensor')}', which already held NaN/Inf (element offset {s.get('offset')}, "
+                    f"loaded at {s.get('file')}:{s.get('line')} by program {pid})")
+            line = r.get("line")
+        el = extent["elements"]
+        n = el["lanes"] if el["lanes"] else int(r.get("lanes") or 0)
+        message = (f"NaN/Inf {head}; the store(s) of '{tensor}' at {stores} wrote {n} non-finite value(s) "
+                   f"{E.describe(extent)}" + (f" (element offsets {short_list(f['offset'] for f in el['first'])})"
+                                             if el["first"] else ""))
+        out.append(Finding(kind=kind, kernel=lc.kernel_name, launch=ctx.index, message=message, count=n,
+                           program=pid, file=r.get("file"), line=int(line or 0), tensor=tensor, op="store",
+                           offsets=tuple(f["offset"] for f in el["first"]) or tuple(r.get("offsets") or ()),
+                           rows=len(attributed), extent=extent, op_rows=attributed,
+                           op_row=_memory_row(ctx, pid, r.get("line"), WRITE_CODES)))
+    return out
+
+
+def check_overflow(ctx: LaunchContext) -> list:
+    """Integers that did not fit their type and reached memory (record/checks/overflow.py): an int32 index that
+    wrapped and then addressed memory, a float-to-int conversion out of range that was stored or used as
+    an address. (Floats that overflow a narrower float type are check_nonfinite's, kind ``overflow``.)"""
+    lc = ctx.launch
+    out = []
+    for r in (lc.meta or {}).get("overflow") or []:
+        pid, c = tuple(r.get("program") or (0, 0, 0)), r.get("cause") or {}
+        op = str(c.get("op", ""))
+        ops = f" {op.split()[-1]} ".join(str(v) for v in c.get("operands") or []) if op.startswith("int32") \
+            else ", ".join(str(v) for v in c.get("operands") or [])
+        what = ("addressed memory" if r.get("how") == "address" else "was stored") + \
+            (f" ('{r.get('tensor')}')" if r.get("tensor") else "")
+        extent = _one_program(pid, int(r.get("lanes") or 0), False)
+        message = (f"{c.get('op')} at {c.get('file')}:{c.get('line')} does not fit: {ops} = {c.get('exact')}, "
+                   f"became {c.get('result')}; the value {what} at {r.get('file')}:{r.get('line')} in program {pid} "
+                   f"({r.get('lanes')} active lane(s)) {E.describe(extent)}")
+        out.append(Finding(kind="overflow", kernel=lc.kernel_name, launch=ctx.index, message=message,
+                           count=int(r.get("lanes") or 0), program=pid, file=c.get("file"), line=int(c.get("line") or 0),
+                           tensor=r.get("tensor"), op=r.get("op"), extent=extent,
+                           op_row=_memory_row(ctx, pid, r.get("line"), MEMORY_CODES)))
+    return out
