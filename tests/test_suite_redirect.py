@@ -264,7 +264,7 @@ def test_kernels_run_through_the_interpreter_traced_or_not():
 @triton.jit
 def template_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n)
+    x = tl.load(x_ptr + offs, mask=offs < n)  # noqa: F841 (the replaced source uses it)
     tl.store(out_ptr + offs, GENERATE_TEST_HERE, mask=offs < n)  # noqa: F821 (replaced before a launch)
 
 

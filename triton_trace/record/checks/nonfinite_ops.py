@@ -12,7 +12,11 @@ from ...numerics import rounding
 from ..gpu.lowp import floats, inner_method, is_bf16
 
 # builder entry points that compute float values, and the name a finding gives each
-OPS = ("binary_op", "unary_op", "ternary_op", "create_fma", "cast_impl", "create_fp_to_fp")
+# create_rsqrt and create_erf are builder methods of their own, not unary_op, and libdevice calls end in
+# create_extern_elementwise (record/gpu/libdevice.py): without them a NaN born in rsqrt had no birth and its
+# store was taken for a non-finite constant written on purpose
+OPS = ("binary_op", "unary_op", "ternary_op", "create_fma", "cast_impl", "create_fp_to_fp",
+       "create_rsqrt", "create_erf", "create_extern_elementwise")
 
 
 def install(scope, builder, rec) -> None:
@@ -22,6 +26,10 @@ def install(scope, builder, rec) -> None:
 
 
 def _op_name(name: str, args) -> str:
+    if name == "create_extern_elementwise" and len(args) > 2:
+        return str(args[2])                       # the libdevice symbol, e.g. __nv_rsqrtf
+    if name in ("create_rsqrt", "create_erf"):
+        return name[len("create_"):]
     fn = args[-1] if name in ("binary_op", "unary_op", "ternary_op") and callable(args[-1]) else None
     if fn is not None:
         return getattr(fn, "__name__", name)
@@ -52,7 +60,8 @@ def _checked(inner, name, rec):
         if active is not None and data.ndim and data.shape[0] == len(active):
             if np.isfinite(data[active]).all():       # what programs sitting out a trip compute is unused
                 return out
-        operands = [_values(a) for a in args if hasattr(a, "data") and hasattr(a, "dtype")]
+        flat = [x for a in args for x in (a if isinstance(a, (list, tuple)) else (a,))]   # extern: a list
+        operands = [_values(a) for a in flat if hasattr(a, "data") and hasattr(a, "dtype")]
         born = ~np.isfinite(data)          # and, below, every float operand of the lane finite
         for o in operands:
             o = np.asarray(o)

@@ -51,6 +51,7 @@ PRIVATE = {
     },
     "triton.runtime.jit": {
         "JITFunction": "interp/hooks: JITFunction.run is wrapped",
+        "JITFunction._unsafe_update_src": "suite/kernelsource: a library's source rewrite also replaces jit.fn",
         "create_function_from_signature": "compiled/toolchain: the launcher's argument binder",
     },
     "triton.runtime.autotuner": {"Autotuner": "interp/hooks, session", "Heuristics": "interp/hooks, session"},
@@ -60,7 +61,11 @@ PRIVATE = {
     "triton.backends.driver": {"DriverBase": "suite/driver: the stub GPU driver's base"},
     "triton.backends.nvidia.driver": {"ty_to_cpp": "suite/driver: the CUDA backend's type table"},
     "triton.compiler": {"ASTSource": "compiled/toolchain", "make_backend": "compiled/toolchain"},
-    "triton.compiler.errors": {"CompilationError": "errors"},
+    "triton.compiler.errors": {"CompilationError": "errors",
+                               "CompileTimeAssertionFailure": "record/session: an autotune config that fails "
+                                                              "tl.static_assert is dropped"},
+    "triton._C.libtriton": {"ir": "record/session: compiling a config to see that it builds",
+                            "ir.context": "record/session", "ir.load_dialects": "record/session"},
     "triton.language.standard": {
         "_sum_combine": "batch/tensor, gpu/lowp: reductions recognised by their combine function",
         "_prod_combine": "batch/tensor, gpu/lowp", "_elementwise_max": "batch/tensor, gpu/lowp",
