@@ -56,7 +56,7 @@ def test_a_stride_2_load_in_a_wide_block_takes_the_stores_layout():
     # 1024 elements over 128 threads: the contiguous store gives each thread 4 consecutive elements, and the
     # load's def-use slice inherits that layout, so each of its scalar instructions spreads a warp over 32
     # sectors (8 floats apart). Nsight Compute on an H200 counted exactly this: 2,097,152 load sectors for
-    # 2,097,152 elements (tests/gpu/RESULTS.md).
+    # 2,097,152 elements (benchmarks/fidelity/RESULTS.md).
     x, out = torch.randn(2 * 1024), torch.empty(1024)
     trace(strided_copy)[(1,)](x, out, STRIDE=2, BLOCK=1024)
     torch.testing.assert_close(out, x[::2])

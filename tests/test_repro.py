@@ -20,7 +20,7 @@ from triton_trace.errors import TraceFileError, TraceUsageError
 import kernels as K
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks", "fidelity"))
 
 
 def _run(script, *flags, env=None):

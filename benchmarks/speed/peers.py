@@ -250,13 +250,16 @@ def table(results: dict, tools, timeout: float) -> str:
                                           for t in tools))
         out.append(f"{'  n':13s}" + "".join(f"{len(row[t]['times']):>14d}" if t in row else f"{'':>14s}"
                                            for t in tools))
-    for ref in ("torch", "plain"):
+    titles = {"torch": "ratio to torch eager (all threads)", "plain": "ratio to the plain interpreter (Triton 3.9)",
+              "floor": "ratio to the floor (numpy's math + one copy of the values triton_trace recorded)"}
+    fmt = lambda x: f"{x:.3g}x" if x < 1000 else f"{x:.0f}x"
+    for ref in ("torch", "plain", "floor"):
         if ref not in tools:
             continue
-        out += ["", f"ratio to {ref}" + (" eager (all threads)" if ref == "torch" else " interpreter"), head,
-                "-" * len(head)]
+        out += ["", titles[ref], head, "-" * len(head)]
         for case, row in results.items():
             base = med(row.get(ref, {}))
+            base_out = bool(row.get(ref, {}).get("timed_out")) and base is None     # the reference timed out
             cells = []
             for t in tools:
                 r = row.get(t)
@@ -264,10 +267,11 @@ def table(results: dict, tools, timeout: float) -> str:
                     cells.append("-")
                 elif not r.get("times"):
                     cells.append("error" if r.get("error") else
-                                 (f">{timeout / base:.3g}x" if base else f"> {timeout:.0f} s"))
+                                 (">" + fmt(timeout / base) if base else "?"))
                 elif base:
-                    x = med(r) / base
-                    cells.append((f"{x:.3g}x" if x < 1000 else f"{x:.0f}x") + ("*" if r["timed_out"] else ""))
+                    cells.append(fmt(med(r) / base) + ("*" if r["timed_out"] else ""))
+                elif base_out:          # the reference ran past the timeout: this tool's ratio is below t / timeout
+                    cells.append("<" + fmt(med(r) / timeout))
                 else:
                     cells.append("?")
             out.append(f"{case:13s}" + "".join(f"{c:>14s}" for c in cells))

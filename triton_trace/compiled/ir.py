@@ -11,11 +11,11 @@ import re
 
 _LOC_DEF = re.compile(r"^#(loc\d*)\s*=\s*loc\((.*)\)\s*$")
 _TRAIL = re.compile(r"loc\((#loc\d*|\"[^\"]*\":\d+:\d+)\)\s*$")
-_FILELINE = re.compile(r"^\"([^\"]*)\":(\d+):\d+")
+_FILELINE = re.compile(r"^\"([^\"]*)\":(\d+):(\d+)")
 _REF = re.compile(r"#(loc\d*)")
 _LAYOUT_DEF = re.compile(r"^#([\w]+)\s*=\s*#(?:ttg|triton_gpu|ttng)\.(\w+)<\{(.*)\}>\s*$")
 _PTX_FILE = re.compile(r"^\s*\.file\s+(\d+)\s+\"([^\"]*)\"")
-_PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+")
+_PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
 # TTGIR memory ops -> (how the access runs, load/store)
 MEMORY_OPS = {
     "tt.load": ("ld", "load"), "tt.store": ("st", "store"), "tt.atomic_rmw": ("atom", "atomic"),
@@ -29,27 +29,28 @@ _PTX_MEM = re.compile(r"\b(ld\.global|st\.global|atom\.global|red\.global|cp\.as
                       r"cp\.async\b)[\w.]*")
 
 
-def _resolve(defs: dict, body: str, depth: int = 0):
-    """(file, line) a location body names, following references; the callee of a callsite."""
+def _resolve(defs: dict, body: str, depth: int = 0, columns: bool = False):
+    """(file, line) a location body names (``columns``: (file, line, column)), following references; the
+    callee of a callsite."""
     if depth > 50:
         return None
     m = _FILELINE.match(body)
     if m:
-        return m.group(1), int(m.group(2))
+        return (m.group(1), int(m.group(2))) + ((int(m.group(3)),) if columns else ())
     if body.startswith("callsite("):
         inner = body[len("callsite("):]
         ref = _REF.match(inner.strip())
-        return _resolve(defs, defs.get(ref.group(1), ""), depth + 1) if ref else None
+        return _resolve(defs, defs.get(ref.group(1), ""), depth + 1, columns) if ref else None
     for ref in _REF.findall(body):
-        found = _resolve(defs, defs.get(ref, ""), depth + 1)
+        found = _resolve(defs, defs.get(ref, ""), depth + 1, columns)
         if found:
             return found
     inline = re.search(r"\"[^\"]*\":\d+:\d+", body)
-    return _resolve(defs, inline.group(0), depth + 1) if inline else None
+    return _resolve(defs, inline.group(0), depth + 1, columns) if inline else None
 
 
-def mlir_lines(text: str) -> list:
-    """Per line of a TTIR/TTGIR text: (file, line) of its source, or None."""
+def mlir_lines(text: str, columns: bool = False) -> list:
+    """Per line of a TTIR/TTGIR text: (file, line) of its source (``columns``: (file, line, column)), or None."""
     lines = text.splitlines()
     defs = {}
     for line in lines:
@@ -66,12 +67,14 @@ def mlir_lines(text: str) -> list:
             out.append(None)
             continue
         tok = m.group(1)
-        out.append(_resolve(defs, defs.get(tok[1:], "")) if tok.startswith("#") else _resolve(defs, tok))
+        out.append(_resolve(defs, defs.get(tok[1:], ""), columns=columns) if tok.startswith("#")
+                   else _resolve(defs, tok, columns=columns))
     return out
 
 
-def ptx_lines(text: str) -> list:
-    """Per line of a PTX text: (file, line) of the ``.loc`` in force, or None."""
+def ptx_lines(text: str, columns: bool = False) -> list:
+    """Per line of a PTX text: (file, line) of the ``.loc`` in force (``columns``: (file, line, column)), or
+    None."""
     files = dict(m.groups() for m in map(_PTX_FILE.match, text.splitlines()) if m)    # listed at the end
     current, out, in_asm, asm_loc = None, [], False, None
     for line in text.splitlines():
@@ -82,7 +85,8 @@ def ptx_lines(text: str) -> list:
             in_asm = False
         m = _PTX_LOC.match(line)
         if m:
-            loc = (files.get(m.group(1), ""), int(m.group(2))) if m.group(2) != "0" else None
+            loc = ((files.get(m.group(1), ""), int(m.group(2))) + ((int(m.group(3)),) if columns else ())
+                   if m.group(2) != "0" else None)
             # inside an inline-asm block LLVM moves on to the next op's line before the asm's last
             # instruction: the block's first .loc is the op's
             if not in_asm or asm_loc is None:
@@ -146,20 +150,24 @@ def memory_ops(ttgir: str, ptx: str, original) -> list:
     """Every global memory op of the TTGIR with its source place (via ``original(module line)``), layout and,
     from the PTX, the widest access its source line became."""
     where = mlir_lines(ttgir)
-    ptx_where = ptx_lines(ptx)
-    widths = _ptx_widths(ptx, ptx_where)
+    widths = _ptx_widths(ptx, ptx_lines(ptx))
+    # two ops on one source line (``tl.dot(tl.load(a_ptrs), tl.load(b_ptrs))``) can become different
+    # instructions: an fp32 B tile that a tf32 dot wants K-major in shared memory is copied 4 bytes at a
+    # time, A 16; the column tells them apart, the line alone would give both the widest
+    where_col = mlir_lines(ttgir, columns=True)
+    widths_col = _ptx_widths(ptx, ptx_lines(ptx, columns=True))
     alias = layouts(ttgir)
     out = []
-    for n, (line, loc) in enumerate(zip(ttgir.splitlines(), where), start=1):
+    for n, (line, loc, loc_col) in enumerate(zip(ttgir.splitlines(), where, where_col), start=1):
         m = _OP.match(line)
         if not m or m.group(1) not in MEMORY_OPS:
             continue
         how, direction = MEMORY_OPS[m.group(1)]
         shape, elem, layout = _tensor_type(line)
         file, src = original(loc) if loc else (None, 0)
-        instrs = widths.get(loc, []) if loc else []
         prefix = {"load": ("ld.", "cp.async"), "store": ("st.",), "atomic": ("atom.", "red.")}[direction]
-        kind_instrs = [w for i, w in instrs if i.startswith(prefix) and w]
+        kind_instrs = [w for i, w in (widths_col.get(loc_col, []) if loc_col else []) if i.startswith(prefix) and w] \
+            or [w for i, w in (widths.get(loc, []) if loc else []) if i.startswith(prefix) and w]
         out.append({"op": m.group(1), "instruction": how, "direction": direction, "ir_line": n,
                     "file": file, "line": src, "shape": list(shape), "element": elem,
                     "layout": dict(alias.get(layout, {}), name=layout) if layout else None,

@@ -148,3 +148,36 @@ def f64_to_narrow(x, np_dtype, is_bf16: bool, mode: str = "rn"):
     x = np.asarray(x, dtype=np.float64)
     mid = to_odd_f32(x) if mode == "rn" else round_to(x, 0.0, np.float32, "rz")
     return f32_to_bf16(mid, mode) if is_bf16 else f32_to_f16(mid, mode).astype(np_dtype)
+
+
+# --------------------------------------------------------------------------------------------------------
+# fp8 (the interpreter stores it as uint8 bit patterns)
+# --------------------------------------------------------------------------------------------------------
+_FP8 = {"fp8e5": (5, 2, 15, True), "fp8e4nv": (4, 3, 7, False)}     # exponent bits, mantissa bits, bias, has Inf
+
+
+def _fp8_table(fmt: str) -> np.ndarray:
+    """The value of each of the 256 codes of an fp8 format, as float32 (every one is exact there)."""
+    e_bits, m_bits, bias, has_inf = _FP8[fmt]
+    codes = np.arange(256, dtype=np.int64)
+    sign = np.where(codes & 0x80, -1.0, 1.0)
+    exp = (codes >> m_bits) & ((1 << e_bits) - 1)
+    man = codes & ((1 << m_bits) - 1)
+    # subnormals (exp 0) are man * 2^(1 - bias - m_bits): the conversion a GPU's cvt performs exactly
+    mag = np.where(exp == 0, man * 2.0 ** (1 - bias - m_bits), (1 + man / 2.0 ** m_bits) * 2.0 ** (exp - bias))
+    top = (1 << e_bits) - 1
+    if has_inf:        # e5m2: IEEE-like, the top exponent is Inf (mantissa 0) or NaN
+        mag = np.where((exp == top) & (man == 0), np.inf, np.where(exp == top, np.nan, mag))
+    else:              # e4m3fn: no Inf; only S.1111.111 is NaN
+        mag = np.where((exp == top) & (man == (1 << m_bits) - 1), np.nan, mag)
+    return (sign * mag).astype(np.float32)
+
+
+_FP8_TABLES = {fmt: _fp8_table(fmt) for fmt in _FP8}
+
+
+def fp8_to_f32(bits, fmt: str) -> np.ndarray:
+    """float32 values of fp8 bit patterns (uint8) in Triton's format ``fmt`` ("fp8e5" = e5m2, "fp8e4nv" =
+    e4m3fn), subnormals included: exact, so a further cast to fp16, bf16 or fp64 rounds as the GPU's
+    single ``cvt`` does (every fp8 value is exact in fp16 and bf16 as well)."""
+    return _FP8_TABLES[fmt][np.asarray(bits).astype(np.uint8)]

@@ -239,7 +239,7 @@ def _choose_config(tuner, args, kwargs, opts: TraceOptions):
 
     In order: the config the user pinned with ``trace(config=...)``, the one Triton's autotuner already
     chose for this key (e.g. after a GPU run in this process), else the first config left after the
-    autotuner's own pruning.
+    autotuner's own pruning that compiles for the GPU (_first_that_compiles).
     """
     configs = list(tuner.configs)
     if opts.config is not None:
@@ -283,10 +283,12 @@ def _first_that_compiles(tuner, configs: list, nargs: dict, kwargs: dict, key: t
     memo_key = (key, target.arch, max_shared)
     try:
         memo = _COMPILED_CHOICE.setdefault(tuner, {})
-        if memo_key in memo:
-            return memo[memo_key]
+        hash(memo_key)
     except TypeError:           # an unhashable key argument: compile again at each launch
         memo = {}
+        memo_key = None
+    if memo_key in memo:
+        return memo[memo_key]
     dropped = []
     for index, cfg in enumerate(configs):
         why = _compile_failure(tuner, cfg, nargs, kwargs, target, max_shared)
