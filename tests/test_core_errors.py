@@ -87,8 +87,10 @@ def test_check_version(monkeypatch, version, ok):
         assert isinstance(ei.value, ImportError)
 
 
-def test_unsupported_version_is_refused_at_import():
-    code = "import triton; triton.__version__ = '3.4.1'\nimport triton_trace"
+def test_unsupported_version_is_refused_when_the_recorder_loads():
+    """``import triton_trace`` is inert (tests/test_import_cost.py); the first use of the recorder checks
+    the release before any module that reaches Triton's private names loads."""
+    code = "import triton; triton.__version__ = '3.4.1'\nimport triton_trace\ntriton_trace.trace"
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
     assert res.returncode != 0

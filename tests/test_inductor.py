@@ -286,3 +286,14 @@ def test_one_body_in_two_files_keeps_each_source(tmp_path):
         launched.append((str(path), triton_trace.current_trace().launches[-1]))
     for path, launch in launched:
         assert launch.source_file == path
+
+
+def test_bare_trace_all_with_the_cpu_triton_backend_names_inductor_on_cpu():
+    """Without a GPU, Inductor's Triton backend asks Triton for a driver there is none of: the error says
+    to compile inside ``triton_trace.inductor_on_cpu()`` instead of "0 active drivers"."""
+    from triton_trace.errors import TraceUsageError
+    torch.compiler.reset()
+    with torch._inductor.config.patch(cpu_backend="triton"), pytest.raises(TraceUsageError, match="inductor_on_cpu"):
+        with triton_trace.trace_all():
+            torch.compile(lambda x: (x * 2 + 1).relu())(torch.randn(100))
+    torch.compiler.reset()

@@ -367,3 +367,18 @@ def test_poison_is_off_unless_asked():
     with triton_trace.trace_all():
         t = torch.empty(8)
     assert not poison.still_poisoned(t)
+
+
+@triton.jit
+def _quoted_constexpr_kernel(x_ptr, out_ptr, n, BLOCK: "tl.constexpr"):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def test_a_quoted_constexpr_under_future_annotations():
+    """This file has ``from __future__ import annotations``: ``BLOCK: "tl.constexpr"`` is the text
+    ``'tl.constexpr'``, a constexpr to the compiler, and must be one to the tracer too."""
+    x = torch.randn(100)
+    out = torch.empty_like(x)
+    triton_trace.trace(_quoted_constexpr_kernel)[(2,)](x, out, 100, BLOCK=64)
+    assert torch.equal(out, x * 2)

@@ -31,6 +31,7 @@ _LAZY = {
     "fuzz": ("triton_trace.fuzzing", "fuzz"),
     "enable_progress": ("triton_trace.view.progress", "enable_progress"),
     "cuda_on_cpu": ("triton_trace.suite", "cuda_on_cpu"),
+    "inductor_on_cpu": ("triton_trace.suite", "inductor_on_cpu"),
 }
 _STARTED = False
 
@@ -56,7 +57,7 @@ __all__ = [
     "TritonTraceError", "ProgramError", "FindingsError", "TraceUsageError", "TraceFileError", "UnsupportedOp",
     "UnsupportedTritonVersion", "OutOfBoundsAccess", "FuzzFailure", "fuzz",
     "analyze", "check", "Report", "diff", "compare", "launch", "create_app", "show", "iframe", "enable_progress",
-    "cuda_on_cpu", "compiled", "reproducer",
+    "cuda_on_cpu", "inductor_on_cpu", "compiled", "reproducer",
 ]
 
 

@@ -11,7 +11,8 @@ Tools (columns): ``plain`` (Triton's interpreter, ``TRITON_INTERPRET=1``, Triton
 ``triton_trace.analyze`` of the trace; its time is the sum), ``tl_tracer`` and ``tl_sanitizer`` (TileLens
 3.1.1's ``@tilelens.trace("tracer")`` and ``@tilelens.trace("sanitizer")``, as its README runs a kernel),
 ``ttsem`` (ttsem 0.1.0's ``ttsem.sanitize.session()``, what ``python -m ttsem.sanitize`` opens around a
-program), ``torch`` (the same math in torch eager on the CPU, all threads) and ``floor`` (the issue-45
+program), ``torch`` (the same math in torch eager on the CPU, all threads; for the fp16 kernels on fp32 copies
+of the inputs, as torch's CPU fp16 matmul is no reference anyone would pick) and ``floor`` (the issue-45
 floor: the same math in numpy, as Triton's interpreter computes it, plus one copy of the values
 triton_trace recorded for the case, whose byte count the ``traced`` child reports).
 
@@ -20,7 +21,8 @@ clock starts, then times whole launches (outputs allocated inside) up to ``--rep
 after the first run that takes longer than ``--long``; the cell's time is the median. The child checks the
 first run's outputs against a float64 torch reference; a tool whose outputs are off is marked ``WRONG``. A
 child killed at ``--timeout`` seconds shows ``> T s`` (or, if it finished some runs, their median). A
-child that fails shows ``error`` and the failure's last line below the table.
+child that fails shows ``error`` and the failure's last line below the table. A second table gives each cell's
+first run alone (a fresh process's first launch: what one use of the tool costs).
 
 Ratios compare cells of one run of this script (each row's cells one after the other), never with other
 runs: on a shared machine absolute times move by tens of percent between sittings. Not part of the test
@@ -243,13 +245,21 @@ def table(results: dict, tools, timeout: float) -> str:
     """Seconds (median), then each tool's time over torch eager's and over the plain interpreter's."""
     def med(r):
         return statistics.median(r["times"]) if r.get("times") else None
+
+    def first(r):
+        return f"{r['times'][0]:.3g}" if r["times"] else cell_text(r, timeout)
     head = f"{'case':13s}" + "".join(f"{t:>14s}" for t in tools)
-    out = ["seconds (median of the runs; n = runs)", head, "-" * len(head)]
+    out = ["seconds (median of the runs; n = runs; for torch and floor one median of up to 21 runs)", head,
+           "-" * len(head)]
     for case, row in results.items():
         out.append(f"{case:13s}" + "".join(f"{cell_text(row[t], timeout):>14s}" if t in row else f"{'-':>14s}"
                                           for t in tools))
         out.append(f"{'  n':13s}" + "".join(f"{len(row[t]['times']):>14d}" if t in row else f"{'':>14s}"
                                            for t in tools))
+    out += ["", "seconds, first run only (the first launch in a fresh process: what a single use costs; the "
+                "medians above are of warm runs wherever n > 1)", head, "-" * len(head)]
+    for case, row in results.items():
+        out.append(f"{case:13s}" + "".join(f"{first(row[t]) if t in row else '-':>14s}" for t in tools))
     titles = {"torch": "ratio to torch eager (all threads)", "plain": "ratio to the plain interpreter (Triton 3.9)",
               "floor": "ratio to the floor (numpy's math + one copy of the values triton_trace recorded)"}
     fmt = lambda x: f"{x:.3g}x" if x < 1000 else f"{x:.0f}x"

@@ -158,11 +158,13 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
             dot, math = flops(ctx)
             rows = metrics.row_table(ctx, co, cache, dot, math)
     unique, findings = side.result()
-    attributed = np.concatenate([np.array([f.op_row for f in findings if isinstance(f, Finding) and f.op_row >= 0],
-                                          dtype=np.int64)] +
-                                [f.op_rows for f in findings if isinstance(f, Suppressed)])
-    cols = metrics.program_columns(ctx, rows, ctx.row_prog[attributed])
-    ops = metrics.static_ops(ctx, rows, ctx.row_op[attributed])
+    # a finding counts once per program it involves (its extent), and once against the op it names
+    built = [f for f in findings if isinstance(f, Finding)]
+    suppressed = [f.op_rows for f in findings if isinstance(f, Suppressed)]
+    by_program = np.concatenate([f.attributed_rows() for f in built] + suppressed + [np.zeros(0, np.int64)])
+    by_op = np.concatenate([np.array([f.op_row for f in built if f.op_row >= 0], dtype=np.int64)] + suppressed)
+    cols = metrics.program_columns(ctx, rows, ctx.row_prog[by_program])
+    ops = metrics.static_ops(ctx, rows, ctx.row_op[by_op])
     for op in ops:
         op["compiled_as"] = None
     for sid, o in matched.items():

@@ -184,7 +184,7 @@ def _side_text(s: Optional[dict]) -> str:
 
 
 def _finding_key(f) -> tuple:
-    return (f.kind, f.tensor, tuple(f.program) if f.program else None)
+    return (f.kind, f.tensor, f.file, f.line)      # one finding per root cause: kind, tensor, source line
 
 
 def _finding_dict(f) -> dict:

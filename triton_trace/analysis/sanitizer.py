@@ -54,8 +54,9 @@ def _covers_storage(t: TensorInfo) -> bool:
 def _expanded(t: TensorInfo) -> bool:
     """A view with a zero stride (``expand``, ``as_strided(..., (0, ...))``, a broadcast): made on purpose
     to reuse memory, and libraries index the memory behind it past its nominal extent (a gather over a
-    restrided input). Such a view is checked against its storage only (out_of_bounds)."""
-    return any(n > 1 and st == 0 for n, st in zip(t.shape, t.strides))
+    restrided input, even along a dimension of size 1). Such a view is checked against its storage only
+    (out_of_bounds)."""
+    return any(st == 0 for st in t.strides)
 
 
 def _example_fields(ctx: LaunchContext, t: TensorInfo, lanes: np.ndarray) -> dict:

@@ -552,5 +552,20 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
     try:
         with hooks.kernel_runs_routed(handler), poison.poisoning(poison_empty):
             yield
+    except Exception as e:
+        if _inductor_without_driver(e):
+            raise TraceUsageError(
+                "torch.compile with torch._inductor.config.cpu_backend = 'triton' generates Triton kernels, and "
+                "Inductor asks Triton's driver for the target while it writes them; on a machine without a GPU "
+                "there is none ('0 active drivers'). Compile inside `with triton_trace.inductor_on_cpu():` "
+                "instead (it runs Inductor's kernels through the interpreter, traced into current_trace())") from e
+        raise
     finally:
         _SESSION.inputs = saved
+
+
+def _inductor_without_driver(e: BaseException) -> bool:
+    """Whether ``e`` is Inductor failing for want of a Triton driver (``cpu_backend="triton"``, no GPU)."""
+    import sys
+    config = sys.modules.get("torch._inductor.config")
+    return getattr(config, "cpu_backend", None) == "triton" and "active drivers" in str(e)

@@ -190,6 +190,8 @@ class FindingsPayload(TypedDict):
                           # tensor_index (the tensor's position in the launch, or None), offsets (the first
                           # offending storage offsets), indices (their view indices, None outside the view),
                           # outside (offset outside the storage), valid_range, other_line (a race's other access)
+    extent: list          # per finding: its full extent, the report's "extent" (analysis/report.py's schema)
+    kinds: list           # every finding kind: {"kind", "severity", "meaning"} (analysis/findings.py's KINDS)
     total: int
     truncated: bool
     suppressed: int       # findings the analysis left out over its cap (whole trace)

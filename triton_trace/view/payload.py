@@ -328,7 +328,8 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
     report, _ = ti.report()
     found = launch_findings(ti, i)
     shown = found[:MAX_FINDINGS]
-    out: dict = {k: [] for k in ("kind", "severity", "message", "program", "op", "line", "tensor", "count", "evidence")}
+    out: dict = {k: [] for k in ("kind", "severity", "message", "program", "op", "line", "tensor", "count", "evidence",
+                                 "extent")}
     for f, row in shown:
         lin = finding_lin(ix, f)
         out["kind"].append(clip(f.get("kind", "")))
@@ -340,7 +341,10 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
         out["count"].append(int(f.get("count") or 0))
         out["op"].append(_finding_op(ix, lin, row))
         out["evidence"].append(finding_evidence(ix, f))
-    return {**out, "total": len(found), "truncated": len(found) > len(shown),
+        out["extent"].append(f.get("extent") or {})        # bounded: its lists are cut (analysis/extent.py)
+    from ..analysis.findings import KINDS
+    return {**out, "kinds": [{"kind": k, "severity": sv, "meaning": m} for k, sv, m in KINDS],
+            "total": len(found), "truncated": len(found) > len(shown),
             "suppressed": int(report.suppressed) if report is not None else 0}
 
 

@@ -366,7 +366,15 @@ def builder():
 
 
 def constexpr_names(fn, arg_names) -> set:
-    return set(_ti.GridExecutor(fn, arg_names, (1,)).constexprs)
+    """The kernel's constexpr parameters, as the compiler finds them ("constexpr" in the annotation's text).
+    The interpreter's GridExecutor compares the normalised annotation with "constexpr" and so misses a
+    quoted one under ``from __future__ import annotations`` (``BLOCK: "tl.constexpr"`` is then the text
+    ``'tl.constexpr'``), which a GPU compile accepts."""
+    found = set(_ti.GridExecutor(fn, arg_names, (1,)).constexprs)
+    for name, note in getattr(fn, "__annotations__", {}).items():
+        if name in arg_names and isinstance(note, str) and "constexpr" in note:
+            found.add(name)
+    return found
 
 
 def unwrap_interpreter_error(e: BaseException) -> BaseException:
