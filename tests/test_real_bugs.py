@@ -156,8 +156,20 @@ def test_triangle_final_values_are_finite():
     assert torch.isfinite(a).all() and torch.equal(a, ref)
 
 
-@pytest.mark.xfail(strict=True, reason="false finding: an inf stored and then overwritten with 0 by the same "
-                   "program before the kernel ends is reported as nonfinite (REALBUGS.md, 'tool gaps')")
 def test_triangle_overwritten_by_the_same_program_is_not_a_finding():
+    """An inf that the same program overwrites with 0 before it ends never stays in memory: no finding."""
     K.triangle(_traced(K.triangle_overwritten), _decreasing_gates())
     assert _findings() == ()
+
+
+def test_infs_the_program_leaves_in_memory_are_still_found():
+    """The twin: the zeroing store misses the right half, so exactly the infs there stay; the finding
+    counts them (numpy's float32 exp2 over the same differences, computed here)."""
+    g = _decreasing_gates()
+    a = K.triangle(_traced(K.triangle_half_zeroed), g)
+    d = (g[:, None] - g[None, :]).numpy()
+    j = np.arange(16)[None, :].repeat(16, 0)
+    stays = np.isinf(np.exp2(d.astype(np.float32))) & (j >= 8)
+    assert int(torch.isinf(a).sum()) == int(stays.sum()) > 0
+    found = [f for f in _findings() if f.kind == "nonfinite"]
+    assert len(found) == 1 and found[0].extent["poisoned"]["values"] == int(stays.sum())

@@ -58,8 +58,9 @@ def check_asserts(ctx: LaunchContext) -> list:
 
 
 def _stored_nonfinite(ctx: LaunchContext, ti: int, places: list) -> tuple:
-    """(rows, offsets, values, complete) of the active lanes whose stores to tensor ``ti`` at ``places``
-    ((file, line) pairs) wrote NaN or Inf; ``complete``: every such row's values were recorded."""
+    """(rows, offsets, values, complete, dropped) of the active lanes whose stores to tensor ``ti`` at
+    ``places`` ((file, line) pairs) wrote NaN or Inf and whose program did not overwrite them later;
+    ``complete``: every such row's values were recorded; ``dropped``: the lanes left out as overwritten."""
     lc, files = ctx.launch, list(ctx.launch.files)
     at = np.zeros(ctx.n_rows, dtype=bool)
     for file, line in places:
@@ -67,20 +68,50 @@ def _stored_nonfinite(ctx: LaunchContext, ti: int, places: list) -> tuple:
             at |= (ctx.file == files.index(file)) & (ctx.line == int(line or 0))
     rows = np.flatnonzero(at & (ctx.tensor == ti) & ctx.is_write & (ctx.lane_count > 0))
     if not len(rows):
-        return rows, rows, np.zeros(0), True
+        return rows, rows, np.zeros(0), True, 0
     _, vals, has = lane_values(lc, rows)
     cnt = ctx.lane_count[rows]
     off, mask = lc.lanes.gather(lc.ops["lane_start"][rows], cnt)
     bad = has & mask & ~np.isfinite(vals)
     lane_rows = np.repeat(rows, cnt)
     complete = bool((lc.ops["value_dtype"][rows] >= 0).all())
-    return lane_rows[bad], off[bad].astype(np.int64), vals[bad], complete
+    lane_rows, off, vals = lane_rows[bad], off[bad].astype(np.int64), vals[bad]
+    keep = ~_overwritten_later(ctx, ti, lane_rows, off)
+    return lane_rows[keep], off[keep], vals[keep], complete, int((~keep).sum())
+
+
+def _overwritten_later(ctx: LaunchContext, ti: int, rows: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """Per (row, offset): the same program writes that element of tensor ``ti`` again later, so the value
+    never stays in memory (a tile stored whole, then its upper triangle zeroed: fla's GLA ``A``). A program's
+    rows are in its execution order."""
+    if not len(rows):
+        return np.zeros(0, dtype=bool)
+    progs = sorted_unique(ctx.row_prog[rows])
+    writes = np.flatnonzero((ctx.tensor == ti) & ctx.is_write & (ctx.lane_count > 0))
+    writes = writes[np.isin(ctx.row_prog[writes], progs)]
+    wr, wo = ctx.row_lanes(writes)
+    lo = int(min(wo.min(initial=0), off.min()))
+    span = int(max(wo.max(initial=0), off.max())) - lo + 1
+    if len(progs) * span >= 1 << 62:          # the key below would not fit: keep every value
+        return np.zeros(len(rows), dtype=bool)
+    key_w = ctx.row_prog[wr].astype(np.int64) * span + (wo.astype(np.int64) - lo)
+    order = np.lexsort((wr, key_w))            # by key, then row: each key's last write is its last entry
+    key_w, last_row = key_w[order], wr[order]
+    ends = np.flatnonzero(np.append(key_w[1:] != key_w[:-1], True))
+    key_w, last_row = key_w[ends], last_row[ends]
+    key = ctx.row_prog[rows].astype(np.int64) * span + (off - lo)
+    at = np.clip(np.searchsorted(key_w, key), 0, max(len(key_w) - 1, 0))
+    found = (len(key_w) > 0) & (key_w[at] == key)
+    return found & (last_row[at] > rows)
 
 
 def _poisoned(ctx: LaunchContext, ti: int, places: list, fallback_pid, fallback_lanes: int) -> tuple:
-    """(extent, attributed rows) of every non-finite value the stores at ``places`` wrote to tensor ``ti``."""
-    rows, off, vals, complete = _stored_nonfinite(ctx, ti, places)
+    """(extent, attributed rows) of every non-finite value the stores at ``places`` wrote to tensor ``ti``;
+    None when every one was overwritten by its own program before the launch ended."""
+    rows, off, vals, complete, dropped = _stored_nonfinite(ctx, ti, places)
     if not len(rows):
+        if dropped and complete:
+            return None
         return _one_program(fallback_pid, fallback_lanes, False), np.zeros(0, np.int64)
     prog = sorted_unique(ctx.row_prog[rows])
     u = sorted_unique(off)
@@ -122,7 +153,10 @@ def check_nonfinite(ctx: LaunchContext) -> list:
         places = sorted({(str(x.get("file")), int(x.get("line") or 0)) for x in rs})
         stores = ", ".join(f"{f}:{ln}" for f, ln in places)
         if isinstance(tensor, str) and tensor in names:
-            extent, attributed = _poisoned(ctx, names[tensor], places, pid, int(r.get("lanes") or 0))
+            found = _poisoned(ctx, names[tensor], places, pid, int(r.get("lanes") or 0))
+            if found is None:           # never stayed in memory: overwritten by the program that stored it
+                continue
+            extent, attributed = found
         else:
             extent, attributed = _one_program(pid, int(r.get("lanes") or 0), False), np.zeros(0, np.int64)
         if kind in ("nonfinite", "overflow"):
