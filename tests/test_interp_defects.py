@@ -209,3 +209,29 @@ def test_bfloat16_arithmetic_and_int_conversion_by_value():
     assert "in multiply from finite operands" in found["nonfinite"].message
     assert list(found["nonfinite"].offsets) == (~torch.isfinite(bad * bad)).nonzero().flatten().tolist()
     assert "conversion to int32 out of range" in found["overflow"].message
+
+
+@triton.jit
+def _dtype_max(dtype):
+    # as library helpers write it (FlagGems' utils/limits.py): in compiled code a dtype argument is a
+    # tl.constexpr, whose .value is the dtype
+    dtype_ = dtype.value
+    if dtype_.is_floating():
+        return float("inf")
+    return 2 ** (dtype_.int_bitwidth - 1) - 1
+
+
+@triton.jit
+def _fill_with_dtype_max(out_ptr, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.full((BLOCK,), _dtype_max(DTYPE), DTYPE))
+
+
+@pytest.mark.parametrize("dtype,want", [(torch.int32, 2**31 - 1), (torch.int16, 2**15 - 1), (torch.float32, float("inf"))])
+def test_a_dtype_passed_to_a_helper_has_a_constexpr_value(dtype, want):
+    from triton_trace import trace
+    tl_dtype = {torch.int32: tl.int32, torch.int16: tl.int16, torch.float32: tl.float32}[dtype]
+    out = torch.zeros(16, dtype=dtype)
+    trace(_fill_with_dtype_max)[(1,)](out, DTYPE=tl_dtype, BLOCK=16)
+    assert torch.equal(out, torch.full((16,), want, dtype=dtype))
+    assert not hasattr(tl.float32, "value")            # put back after the launch

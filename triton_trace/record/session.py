@@ -99,7 +99,7 @@ def _normalize_grid(grid, meta: dict, kernel: str) -> tuple:
 def _json_arg(v):
     if isinstance(v, (bool, int, float, str)) or v is None:
         return v
-    if hasattr(v, "value"):            # tl.constexpr
+    if hasattr(v, "value") and v.value is not v:      # tl.constexpr (a dtype's .value is itself in a launch)
         return _json_arg(v.value)
     if hasattr(v, "data_ptr"):
         return None

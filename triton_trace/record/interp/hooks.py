@@ -314,6 +314,14 @@ def interpreter_scope(fn, rec, debug: bool = False):
         yield proxy
 
 
+def _dtype_as_constexpr(scope) -> None:
+    """A ``tl.dtype`` passed to a @triton.jit helper is a ``tl.constexpr`` in compiled code, so library
+    helpers read ``dtype.value`` (FlagGems' ``get_dtype_max(dtype)``); the interpreter passes the bare dtype.
+    During a traced launch a dtype's ``.value`` is the dtype itself, as the constexpr's would be."""
+    if "value" not in vars(tl.dtype):
+        scope.set_attr(tl.dtype, "value", property(lambda self: self))
+
+
 @contextmanager
 def _installed(fn, rec, debug: bool):
     snapshot = Snapshot(_language_objects())
@@ -329,6 +337,7 @@ def _installed(fn, rec, debug: bool):
         _set_interpret_knob(scope)
         _cached_np_dtype(scope)
         _builtin_minmax(scope)
+        _dtype_as_constexpr(scope)
         _install_compute_hooks(scope, rec)
         semantics.install(scope, _ti.interpreter_builder)
         nonfinite_ops.install(scope, _ti.interpreter_builder, rec)
