@@ -235,3 +235,27 @@ def test_a_dtype_passed_to_a_helper_has_a_constexpr_value(dtype, want):
     trace(_fill_with_dtype_max)[(1,)](out, DTYPE=tl_dtype, BLOCK=16)
     assert torch.equal(out, torch.full((16,), want, dtype=dtype))
     assert not hasattr(tl.float32, "value")            # put back after the launch
+
+
+@triton.jit
+def _bf16_scatter_add(out_ptr, idx_ptr, src_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.atomic_add(out_ptr + tl.load(idx_ptr + offs, mask=m, other=0), tl.load(src_ptr + offs, mask=m, other=0),
+                  mask=m, sem="relaxed")
+
+
+def test_bfloat16_atomic_add_runs_and_rounds_each_add():
+    """The interpreter's C++ atomics have no bf16 (FlagGems' bf16 scatter_add stopped with "Unsupported
+    data type"); traced, each add rounds to bf16 in lane order, as sequential bf16 adds in torch do."""
+    from triton_trace import trace
+    g = torch.Generator().manual_seed(0)
+    n = 300
+    idx = torch.randint(0, 7, (n,), generator=g, dtype=torch.int32)
+    src = torch.randn(n, generator=g).to(torch.bfloat16)
+    out = torch.randn(7, generator=g).to(torch.bfloat16)
+    want = out.clone()
+    for i in range(n):                         # one program's lanes on one address add in lane order
+        want[idx[i]] = (want[idx[i]].float() + src[i].float()).to(torch.bfloat16)
+    trace(_bf16_scatter_add)[(triton.cdiv(n, 512),)](out, idx, src, n, BLOCK=512)
+    assert torch.equal(out, want)

@@ -143,9 +143,25 @@ def _via_f32(inner):
     return op
 
 
+_FP8 = ("fp8e5", "fp8e4nv")
+
+
+def _from_fp8(src, dst_type):
+    """An fp8 handle converted to a standard float type: the exact value of every code (the interpreter
+    loses e5m2 subnormals: 0x01 gave 0), rounded once (a no-op: every fp8 value is exact in fp16 and bf16).
+    e5m2 to fp16 is the GPU's exact shift of the bits (``cvt.rn.f16x2.e5m2x2``), NaN payloads included."""
+    name = _name(src.dtype)
+    if name == "fp8e5" and _name(dst_type) == "fp16":
+        bits = (np.asarray(src.data).astype(np.uint16) << np.uint16(8)).astype(np.uint16)
+        return _TH(bits.view(np.float16), dst_type.scalar)
+    return from_f64(rounding.fp8_to_f32(src.data, name).astype(np.float64), dst_type)
+
+
 def _cast(inner):
     def cast_impl(src, dst_type):
         s, d = src.dtype.scalar, dst_type.scalar
+        if _name(s) in _FP8 and _name(d) in _STD:
+            return _from_fp8(src, dst_type)
         std_src = _name(s) in _STD
         if std_src and d.is_int():
             return _fp_to_int(_as_f64(src), dst_type)
@@ -172,6 +188,8 @@ def _fp_to_int(x, dst_type):
 
 def _fp_to_fp(inner):
     def create_fp_to_fp(src, dst_type, rounding_mode):
+        if _name(src.dtype) in _FP8 and _name(dst_type) in _STD:
+            return _from_fp8(src, dst_type)
         if _name(src.dtype) in _STD and _name(dst_type) in _STD:
             return from_f64(_as_f64(src), dst_type, _mode(rounding_mode))
         return inner(src, dst_type, rounding_mode)

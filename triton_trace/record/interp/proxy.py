@@ -12,6 +12,7 @@ from typing import Optional
 
 import numpy as np
 
+from ...numerics import rounding
 from ...numerics.rounding import bf16_to_f32
 from ..batch import affine
 from ..frames import where
@@ -37,6 +38,10 @@ def install_pointer_casts(scope, builder, memory) -> None:
 _RMW_KIND = {"ADD": "atomic_add", "FADD": "atomic_add", "MIN": "atomic_min", "UMIN": "atomic_min",
              "MAX": "atomic_max", "UMAX": "atomic_max", "AND": "atomic_and", "OR": "atomic_or",
              "XOR": "atomic_xor", "XCHG": "atomic_xchg"}
+
+
+# bfloat16 atomics the GPU has (add, max, min, exchange): the fp32 operation on the two values
+_BF16_RMW = {"FADD": np.add, "ADD": np.add, "MAX": np.fmax, "MIN": np.fmin, "XCHG": None}
 
 
 def _lanes(ptrs) -> np.ndarray:
@@ -306,7 +311,36 @@ class MemoryProxy:
         safe, row = self._check(kind, file, line, ptrs, mask, val.dtype.itemsize)
         self._rec.record_values(row, val)
         self._save(ptrs, safe, val.dtype)
+        name = getattr(op, "name", str(op)).split(".")[-1]
+        if val.dtype == np.uint16 and name in _BF16_RMW:
+            return self._bf16_rmw(name, _lanes(ptrs), val, safe)
         return self._raw().atomic_rmw(op, ptrs, val, safe, sem)
+
+    def _bf16_rmw(self, name, ptrs, val, safe):
+        """A bfloat16 atomic (the interpreter keeps bf16 as uint16 bits, and its C++ atomics have no 16-bit
+        type; Triton has no 16-bit integer atomics, so these bits are bf16): each lane reads, combines in
+        float64 (exact for two bf16 values) and rounds once to bf16 as the GPU's ``atom.add.noftz.bf16`` does, lanes on one address in lane
+        order. Returns the old values."""
+        raw, shape = self._raw(), ptrs.shape
+        p, v, m = ptrs.reshape(-1), val.reshape(-1), np.asarray(safe).reshape(-1)
+        old = np.zeros(p.shape, np.uint16)
+        idx = np.flatnonzero(m)
+        # lanes on one address run one after another: round k takes each address's k-th lane
+        order = np.argsort(p[idx], kind="stable")
+        sorted_p = p[idx][order]
+        first = np.r_[0, np.flatnonzero(sorted_p[1:] != sorted_p[:-1]) + 1]
+        rank = np.empty(len(idx), np.int64)
+        rank[order] = np.arange(len(idx)) - np.repeat(first, np.diff(np.r_[first, len(idx)]))
+        for k in range(int(rank.max()) + 1 if len(idx) else 0):
+            lanes = idx[rank == k]
+            at = np.ascontiguousarray(p[lanes])
+            ones = np.ones(len(lanes), bool)
+            cur = raw.load(at, ones, np.zeros(len(lanes), np.uint16), np.dtype(np.uint16))
+            old[lanes] = cur
+            a, b = (rounding.bf16_to_f32(x).astype(np.float64) for x in (cur, v[lanes]))
+            bits = v[lanes] if name == "XCHG" else rounding.f64_to_narrow(_BF16_RMW[name](a, b), np.uint16, True)
+            raw.store(at, np.ascontiguousarray(bits.astype(np.uint16)), ones)
+        return old.reshape(shape)
 
     def atomic_cas(self, ptrs, cmp, val, sem):
         file, line = where()

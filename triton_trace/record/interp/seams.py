@@ -44,10 +44,11 @@ PRIVATE = {
         "_get_np_dtype": "record/batch, divergence, gpu: numpy dtype of a Triton type",
         "_interpreter": "interp/hooks, batch/memops: the C++ memory module the proxy stands in for",
         "interpreter_builder": "interp/hooks, batch/tensor, divergence: the builder whose ops are hooked",
-        "interpreter_semantic": "gpu/libdevice: the semantic object libdevice calls take",
+        "interpreter_semantic": "gpu/libdevice: the semantic object libdevice calls take; gpu/compiledops: its "
+                                "dot_scaled is wrapped where the builder lacks create_dot_scaled",
         "_patch_lang": "interp/hooks", "_implicit_cvt": "interp/semantics",
         "GridExecutor": "interp/hooks", "InterpretedFunction": "interp/hooks", "FunctionRewriter": "interp/hooks",
-        "ReduceOps": "interp/hooks, checks/padding", "ScanOps": "interp/hooks", "InterpreterBuilder": "interp/hooks",
+        "ReduceOps": "interp/hooks, checks/padding, gpu/compiledops", "ScanOps": "interp/hooks, gpu/compiledops", "InterpreterBuilder": "interp/hooks",
     },
     "triton.runtime.jit": {
         "JITFunction": "interp/hooks: JITFunction.run is wrapped",
@@ -67,7 +68,7 @@ PRIVATE = {
     "triton._C.libtriton": {"ir": "record/session: compiling a config to see that it builds",
                             "ir.context": "record/session", "ir.load_dialects": "record/session"},
     "triton.language.standard": {
-        "_sum_combine": "batch/tensor, gpu/lowp: reductions recognised by their combine function",
+        "_sum_combine": "batch/tensor, gpu/lowp, gpu/compiledops: reductions recognised by their combine function",
         "_prod_combine": "batch/tensor, gpu/lowp", "_elementwise_max": "batch/tensor, gpu/lowp",
         "_elementwise_min": "batch/tensor, gpu/lowp",
     },

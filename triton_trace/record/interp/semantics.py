@@ -14,6 +14,8 @@ the launch ends). What is fixed, and why:
   (``lowp``);
 - bfloat16 and float16 round where compiled code rounds (``lowp``);
 - ``libdevice`` math runs on numpy (``libdevice``, ``libdevice_ops``);
+- min/max/clamp NaN handling, NaN padding of bf16/fp8 loads, histogram range, integer sums that wrap in
+  their type, and a clear refusal of ``tl.dot_scaled`` where the interpreter lacks it (``compiledops``);
 - what cannot be emulated (inline PTX assembly, a libdevice function with no numpy equivalent) raises
   NotImplementedError from inside Triton, which the session reports as ``UnsupportedOp`` with the op and line.
 """
@@ -23,7 +25,7 @@ import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _ti
 
-from ..gpu import libdevice, lowp
+from ..gpu import compiledops, libdevice, lowp
 from ..gpu.lowp import inner_method
 
 _TH = _ti.TensorHandle
@@ -60,6 +62,7 @@ def install(scope, builder) -> None:
     _wrapping_constants(scope, builder)
     _bf16_constants(scope, builder)
     lowp.install(scope, builder)
+    compiledops.install(scope, builder)
     libdevice.install(scope, builder)
     _explain_inline_asm(scope, builder)
 

@@ -1,0 +1,208 @@
+"""Single ops where Triton's interpreter computes something other than the compiled kernel (found bit for bit
+on an H100, benchmarks/fidelity/RESULTS_launches.md), each as the PTX the compiler emits defines it:
+
+- ``tl.maximum``/``tl.minimum``/``tl.clamp``: with ``propagate_nan=NONE`` (the default) they are
+  ``max.f32``/``min.f32`` (LLVM maxnum/minnum; clamp is ``minnum(maxnum(x, lo), hi)``), which return the
+  operand that is not NaN; Triton 3.6's interpreter propagates the NaN. A NaN result, either mode, is PTX's
+  canonical NaN (0x7fffffff, fp16/bf16 0x7fff), where numpy keeps the operand's NaN (0x7fc00000).
+- ``padding_option="nan"`` on a bfloat16 or fp8 block pointer or descriptor: the padding is the type's NaN
+  (bf16 0x7fc0); the interpreter fills the uint16/uint8 bit patterns with ``float('nan')``, which is 0.
+- ``tl.histogram``: values outside ``[0, num_bins)`` are dropped; Triton 3.6's interpreter counts a value
+  equal to ``num_bins`` in the last bin (numpy's last bin is closed).
+- ``tl.sum``/``tl.cumsum`` of integers: the compiled reduction adds in the reduction's type and wraps
+  (int1 sums modulo 2); the interpreter sums in int64 and then converts (1024 int1 ones gave 1, an int8 sum
+  raised OverflowError).
+- ``tl.dot_scaled`` where the interpreter has no ``create_dot_scaled`` (Triton 3.6): NotImplementedError
+  from inside Triton, which the session reports as ``UnsupportedOp`` at the kernel's line.
+"""
+from __future__ import annotations
+
+import numpy as np
+import triton.language as tl
+from triton.runtime import interpreter as _ti
+
+from .lowp import inner_method
+
+_TH = _ti.TensorHandle
+_CANONICAL_NAN = {np.dtype(np.float32): np.uint32(0x7FFFFFFF), np.dtype(np.float16): np.uint16(0x7FFF)}
+_BF16_CANONICAL = np.uint16(0x7FFF)
+# the NaN an MLIR constant of the type holds (APFloat::getNaN): what the compiled load pads with
+_PAD_NAN_BITS = {"bf16": 0x7FC0, "fp8e5": 0x7E, "fp8e4nv": 0x7F}
+
+
+def _name(dtype) -> str:
+    return getattr(getattr(dtype, "scalar", dtype), "name", "")
+
+
+def install(scope, builder) -> None:
+    _nan_minmax(scope, builder)
+    _nan_padding(scope, builder)
+    _histogram(scope, builder)
+    _integer_sums(scope)
+    _dot_scaled_unsupported(scope, builder)
+
+
+# --------------------------------------------------------------------------------------------------------
+# min / max / clamp
+# --------------------------------------------------------------------------------------------------------
+def canonical_nan(h):
+    """The handle with every NaN of an fp32/fp16/bf16 result replaced by PTX's canonical NaN."""
+    if not isinstance(h, _TH):
+        return h
+    data = np.asarray(h.data)
+    if _name(h.dtype) == "bf16":
+        nan = (data & np.uint16(0x7FFF)) > np.uint16(0x7F80)
+        return _TH(np.where(nan, _BF16_CANONICAL, data).astype(np.uint16), h.dtype) if nan.any() else h
+    bits = _CANONICAL_NAN.get(data.dtype)
+    if bits is None:
+        return h
+    nan = np.isnan(data)
+    if not nan.any():
+        return h
+    out = data.copy()
+    out.view(bits.dtype)[nan] = bits
+    return _TH(out, h.dtype)
+
+
+def _nan_minmax(scope, builder) -> None:
+    def via(fn):
+        # builder.binary_op at call time: the bf16 decoding (lowp) and the flop counter wrap it
+        return lambda lhs, rhs: canonical_nan(builder.binary_op(lhs, rhs, fn))
+    for name, fn in (("create_maxnumf", np.fmax), ("create_minnumf", np.fmin),
+                     ("create_maximumf", np.maximum), ("create_minimumf", np.minimum)):
+        if hasattr(type(builder), name):
+            scope.set_attr(builder, name, via(fn))
+
+    def create_clampf(arg, lo, hi, propagate_nans):
+        if getattr(propagate_nans, "name", str(propagate_nans)).upper().endswith("NONE"):
+            return canonical_nan(builder.binary_op(builder.binary_op(arg, lo, np.fmax), hi, np.fmin))
+        return canonical_nan(builder.binary_op(builder.binary_op(arg, lo, np.maximum), hi, np.minimum))
+    scope.set_attr(builder, "create_clampf", create_clampf)
+
+
+# --------------------------------------------------------------------------------------------------------
+# NaN padding of block pointer and descriptor loads
+# --------------------------------------------------------------------------------------------------------
+def _is_pad_nan(option) -> bool:
+    return getattr(option, "name", "").upper() == "PAD_NAN"
+
+
+def _nan_padding(scope, builder) -> None:
+    if hasattr(type(builder), "create_tensor_pointer_load"):
+        inner_ptr = inner_method(builder, "create_tensor_pointer_load")
+
+        def create_tensor_pointer_load(ptr, boundary_check, padding_option, *rest, **kwargs):
+            call = lambda: inner_ptr(ptr, boundary_check, padding_option, *rest, **kwargs)  # noqa: E731
+            return _padded_with_nan(builder, call) if _is_pad_nan(padding_option) else call()
+        scope.set_attr(builder, "create_tensor_pointer_load", create_tensor_pointer_load)
+    if hasattr(type(builder), "create_descriptor_load"):
+        inner_desc = inner_method(builder, "create_descriptor_load")
+
+        def create_descriptor_load(desc, *args, **kwargs):
+            call = lambda: inner_desc(desc, *args, **kwargs)  # noqa: E731
+            return _padded_with_nan(builder, call) if _is_pad_nan(getattr(desc, "padding", None)) else call()
+        scope.set_attr(builder, "create_descriptor_load", create_descriptor_load)
+
+
+def _padded_with_nan(builder, call):
+    """Run ``call`` (the interpreter's load, which builds ``other`` and calls ``create_masked_load``) with
+    that ``other`` holding the type's NaN bits where the interpreter made them 0."""
+    had = "create_masked_load" in vars(builder)
+    current = vars(builder).get("create_masked_load")
+
+    def create_masked_load(ptrs, mask, other, *args, **kwargs):
+        bits = _PAD_NAN_BITS.get(_name(getattr(other, "dtype", None)))
+        if bits is not None:
+            data = np.asarray(other.data)
+            other = _TH(np.full(data.shape, bits, dtype=data.dtype), other.dtype)
+        if current is not None:
+            return current(ptrs, mask, other, *args, **kwargs)
+        return type(builder).create_masked_load(builder, ptrs, mask, other, *args, **kwargs)
+    builder.create_masked_load = create_masked_load
+    try:
+        return call()
+    finally:
+        if had:
+            builder.create_masked_load = current
+        else:
+            del builder.create_masked_load
+
+
+# --------------------------------------------------------------------------------------------------------
+# histogram
+# --------------------------------------------------------------------------------------------------------
+def _histogram(scope, builder) -> None:
+    inner = inner_method(builder, "create_histogram")
+
+    def create_histogram(data, bins, mask):
+        # out-of-range values are masked off: the compiled histogram drops them (Triton 3.9's interpreter does)
+        values = np.asarray(data.data)
+        in_range = (values >= 0) & (values < bins)
+        keep = in_range if mask is None else np.logical_and(np.asarray(mask.data), in_range)
+        return inner(data, bins, _TH(np.asarray(keep, dtype=np.bool_), tl.int1))
+    scope.set_attr(builder, "create_histogram", create_histogram)
+
+
+# --------------------------------------------------------------------------------------------------------
+# integer sums and cumulative sums
+# --------------------------------------------------------------------------------------------------------
+def _narrow_int(t) -> bool:
+    dtype = getattr(t, "dtype", None)
+    scalar = getattr(dtype, "scalar", dtype)
+    return (isinstance(t, tl.core.tensor) and scalar is not None and scalar.is_int()
+            and scalar.primitive_bitwidth < 64)
+
+
+def _retyped(t, dtype, data):
+    ty = t.type.with_element_ty(dtype) if t.type.is_block() else dtype
+    return tl.core.tensor(_TH(data, dtype), ty)
+
+
+def wrap_int(values, dtype) -> np.ndarray:
+    """int64 values wrapped to an integer type as the GPU's adds in that type wrap (int1: modulo 2)."""
+    np_dtype = _ti._get_np_dtype(dtype)
+    values = np.asarray(values, dtype=np.int64)
+    if np_dtype == np.bool_:
+        return (values & 1).astype(np.bool_)
+    return values.astype(np_dtype)        # numpy's integer narrowing keeps the low bits
+
+
+def _integer_sums(scope) -> None:
+    sum_fn = tl.standard._sum_combine
+    for cls_name in ("ReduceOps", "ScanOps"):
+        ops_cls = getattr(_ti, cls_name)
+        inner = ops_cls.apply
+
+        def apply(self, input, _inner=inner):
+            if self.combine_fn is not sum_fn or isinstance(input, tuple) and len(input) != 1:
+                return _inner(self, input)
+            x = input[0] if isinstance(input, tuple) else input
+            if not _narrow_int(x):
+                return _inner(self, input)
+            wide = _retyped(x, tl.int64, np.asarray(x.handle.data).astype(np.int64))
+            out = _inner(self, (wide,) if isinstance(input, tuple) else wide)
+            res = out[0] if isinstance(out, tuple) else out
+            res = _retyped(res, x.dtype.scalar, wrap_int(res.handle.data, x.dtype))
+            return (res,) if isinstance(out, tuple) else res
+        scope.set_attr(ops_cls, "apply", apply)
+
+
+# --------------------------------------------------------------------------------------------------------
+# dot_scaled on an interpreter without it
+# --------------------------------------------------------------------------------------------------------
+def _dot_scaled_unsupported(scope, builder) -> None:
+    semantic = getattr(_ti, "interpreter_semantic", None)
+    if hasattr(type(builder), "create_dot_scaled") or semantic is None or not hasattr(semantic, "dot_scaled"):
+        return
+    inner = semantic.dot_scaled
+
+    def dot_scaled(*args, **kwargs):
+        try:
+            return inner(*args, **kwargs)
+        except (AttributeError, TypeError) as e:
+            import triton
+            raise NotImplementedError(
+                f"Triton {triton.__version__}'s interpreter has no tl.dot_scaled (its builder lacks "
+                f"create_dot_scaled); trace under a Triton release whose interpreter runs it (3.9 does)"
+            ).with_traceback(e.__traceback__) from None
+    scope.set_attr(semantic, "dot_scaled", dot_scaled)
