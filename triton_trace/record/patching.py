@@ -69,3 +69,13 @@ class Snapshot:
             for name, value in before.items():
                 if now.get(name, _MISSING) is not value:
                     setattr(obj, name, value)
+
+
+def carried(obj, name: str, default=None):
+    """What a check attached to a value (``setattr(handle, name, ...)``), or ``default``. Not
+    ``getattr(obj, name, default)``: a ``tl.tuple`` argument's ``__getattr__`` raises ValueError for a name it
+    lacks (Liger's mhc kernels pass tuples to atomics), and a class attribute must not count."""
+    try:
+        return vars(obj).get(name, default)
+    except TypeError:           # no __dict__: a number, a string, None
+        return default

@@ -26,6 +26,7 @@ from triton.runtime.interpreter import TensorHandle
 
 from ...model.lanes.encoding import core
 from .affine import affine_offsets, extent
+from ..patching import carried
 
 TAG = "_tt_affine"        # (the data array described, first value per row (int64), strides)
 _RANGES = {np.dtype(np.int32): (-(1 << 31), (1 << 31) - 1), np.dtype(np.int64): (-(1 << 63), (1 << 63) - 1),
@@ -91,7 +92,7 @@ def known(handle) -> Optional[tuple]:
     if isinstance(handle, LazyPointers) and handle._first is not None:
         return handle._first, handle._strides
     data = getattr(handle, "data", None)
-    tag = getattr(handle, TAG, None)
+    tag = carried(handle, TAG, None)
     if tag is not None and tag[0] is data:
         return tag[1], tag[2]
     if not isinstance(data, np.ndarray) or not data.ndim:

@@ -19,6 +19,7 @@ from ..frames import where
 from ..batch.described import core
 from ..gpu.lowp import inner_method
 from .overflow_ops import _CARRY, _MEMORY
+from ..patching import carried
 
 MARK = "_tt_int32_offset"      # the largest |int32 offset| a pointer was built from
 
@@ -66,7 +67,7 @@ def _largest(handle) -> int:
 def _addptr(inner):
     def run(ptr, offset, *args, **kwargs):
         out = inner(ptr, offset, *args, **kwargs)
-        mark = max(getattr(ptr, MARK, -1), _largest(offset))
+        mark = max(carried(ptr, MARK, -1), _largest(offset))
         if mark >= 0:
             setattr(out, MARK, mark)
         return out
@@ -78,7 +79,7 @@ def _carry(inner):
         out = inner(*args, **kwargs)
         mark = -1
         for a in args:                 # (a loop, not a generator: this runs on every broadcast and splat)
-            m = getattr(a, MARK, -1)
+            m = carried(a, MARK, -1)
             if m > mark:
                 mark = m
         if mark >= 0 and out is not None:
@@ -89,7 +90,7 @@ def _carry(inner):
 
 def _memory(inner, rec, kind, ptr_at):
     def run(*args, **kwargs):
-        mark = getattr(args[ptr_at], MARK, -1) if len(args) > ptr_at else -1
+        mark = carried(args[ptr_at], MARK, -1) if len(args) > ptr_at else -1
         if mark >= 0 and rec.recording:
             file, line = where()
             rec.int32_address.reached(kind, rec.origin if rec.origin is not None else -1, file, line, mark)

@@ -8,6 +8,7 @@ import numpy as np
 from ..frames import where
 from ..batch.described import core
 from ..gpu.lowp import floats, inner_method
+from ..patching import carried
 
 TAG = "_tt_overflow"          # (cause dict, bool lanes of the handle's data that hold a bad value)
 _ARITH = {np.add: "+", np.subtract: "-", np.multiply: "*"}
@@ -43,9 +44,13 @@ def _is_int_or_ptr(handle) -> bool:
     return np.asarray(data).dtype.kind in "iu"
 
 
+def _tag(obj):
+    return carried(obj, TAG)
+
+
 def _lanes_of(handle, shape):
     """The bad lanes a handle carries, broadcast to ``shape`` (all lanes when the shapes disagree)."""
-    tag = getattr(handle, TAG, None)
+    tag = _tag(handle)
     if tag is None:
         return None, None
     try:
@@ -56,7 +61,7 @@ def _lanes_of(handle, shape):
 
 def _carried(out, args) -> None:
     """Give ``out`` the union of its operands' bad lanes (the first operand's cause)."""
-    if all(getattr(a, TAG, None) is None for a in args):
+    if all(_tag(a) is None for a in args):
         return                  # (and a lazy pointer block's lanes stay unread)
     shape = np.shape(out.data)
     cause, lanes = None, None
@@ -166,7 +171,7 @@ def _is_int_type(dst_type) -> bool:
 def _carry(inner):
     def run(*args, **kwargs):
         out = inner(*args, **kwargs)
-        if any(getattr(a, TAG, None) is not None for a in args) and hasattr(out, "data") and _is_int_or_ptr(out):
+        if any(_tag(a) is not None for a in args) and hasattr(out, "data") and _is_int_or_ptr(out):
             _carried(out, args)
         return out
     return run
@@ -191,7 +196,7 @@ def _reached(rec, args, kind, ptr_at, value_at, mask_at) -> None:
     mask = args[mask_at] if mask_at is not None and len(args) > mask_at and hasattr(args[mask_at], "data") else None
     for at, how in ((ptr_at, "address"), (value_at, "value")):
         handle = args[at] if at is not None and len(args) > at else None
-        if getattr(handle, TAG, None) is None:
+        if _tag(handle) is None:
             continue
         shape = np.shape(handle.data)
         if mask is not None:

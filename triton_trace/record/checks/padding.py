@@ -22,6 +22,7 @@ from ..batch.tensor import _reduce_table
 from ..batch.described import core
 from ..gpu.lowp import floats, inner_method
 from .monitor import MAX_REPORTS, ProgramRows, rows_of
+from ..patching import carried
 
 SPLAT = "_tt_splat"        # a block made by splatting one value per program
 PAD = "_tt_padded"        # (bool lanes of the handle's data that hold padding, (file, line, other) of the load)
@@ -111,7 +112,7 @@ def _union(out, args, batched: bool):
     pad, source = None, None
     shape = np.shape(getattr(out, "data", None))
     for a in args:
-        tag = getattr(a, PAD, None)
+        tag = carried(a, PAD, None)
         if tag is None:
             if _varies(a, batched):
                 return None, None
@@ -129,7 +130,7 @@ def _varies(handle, batched: bool) -> bool:
     interpreter may hold as a full array), nor a broadcast view of one. Judged by how the block was made,
     not by its values: an accumulator that happens to hold one value in every lane still varies."""
     data = getattr(handle, "data", None)
-    if data is None or not hasattr(handle, "dtype") or getattr(handle, SPLAT, False):
+    if data is None or not hasattr(handle, "dtype") or carried(handle, SPLAT, False):
         return False
     c = core(np.asarray(data))
     return int(np.prod(c.shape[1:] if batched and c.ndim else c.shape)) > 1
@@ -148,7 +149,7 @@ def _elementwise(inner, rec):
     def run(*args, **kwargs):
         out = inner(*args, **kwargs)
         for a in args:                 # (a loop, not a generator: this runs on every arithmetic op)
-            if getattr(a, PAD, None) is not None:
+            if carried(a, PAD, None) is not None:
                 if getattr(out, "data", None) is not None:
                     _mark(out, *_union(out, args, rec.batched))
                 break
@@ -159,7 +160,7 @@ def _elementwise(inner, rec):
 def _ternary(inner, rec):
     def run(cond, lhs, rhs, op, *args, **kwargs):
         out = inner(cond, lhs, rhs, op, *args, **kwargs)
-        tags = [getattr(h, PAD, None) for h in (lhs, rhs)]
+        tags = [carried(h, PAD, None) for h in (lhs, rhs)]
         if all(t is None for t in tags) or getattr(out, "data", None) is None:
             return out
         if op is not np.where:                       # a clamp: every operand's padding reaches the result
@@ -180,7 +181,7 @@ def _reshaping(inner):
     """A reshape, transpose or new axis of a marked block: the same op on its marks."""
     def run(arg, *args, **kwargs):
         out = inner(arg, *args, **kwargs)
-        tag = getattr(arg, PAD, None)
+        tag = carried(arg, PAD, None)
         if tag is None or getattr(out, "data", None) is None:
             return out
         try:
@@ -204,7 +205,7 @@ def _reduce(original, rec):
         if not isinstance(input, tuple) or len(input) != 1 or not rec.recording:
             return ret
         h = getattr(input[0], "handle", None)
-        tag = getattr(h, PAD, None)
+        tag = carried(h, PAD, None)
         kind = table.get(id(self.combine_fn))
         if tag is None or kind not in _NEUTRAL:
             return ret

@@ -191,18 +191,19 @@ def _integer_sums(scope) -> None:
 # dot_scaled on an interpreter without it
 # --------------------------------------------------------------------------------------------------------
 def _dot_scaled_unsupported(scope, builder) -> None:
-    semantic = getattr(_ti, "interpreter_semantic", None)
-    if hasattr(type(builder), "create_dot_scaled") or semantic is None or not hasattr(semantic, "dot_scaled"):
+    # each patched builtin holds its own semantic object: the method is wrapped on their class
+    semantic_cls = type(getattr(_ti, "interpreter_semantic", None))
+    if hasattr(type(builder), "create_dot_scaled") or not hasattr(semantic_cls, "dot_scaled"):
         return
-    inner = semantic.dot_scaled
+    inner = semantic_cls.dot_scaled
 
-    def dot_scaled(*args, **kwargs):
+    def dot_scaled(self, *args, **kwargs):
         try:
-            return inner(*args, **kwargs)
+            return inner(self, *args, **kwargs)
         except (AttributeError, TypeError) as e:
             import triton
             raise NotImplementedError(
                 f"Triton {triton.__version__}'s interpreter has no tl.dot_scaled (its builder lacks "
                 f"create_dot_scaled); trace under a Triton release whose interpreter runs it (3.9 does)"
             ).with_traceback(e.__traceback__) from None
-    scope.set_attr(semantic, "dot_scaled", dot_scaled)
+    scope.set_attr(semantic_cls, "dot_scaled", dot_scaled)

@@ -45,10 +45,11 @@ PRIVATE = {
         "_interpreter": "interp/hooks, batch/memops: the C++ memory module the proxy stands in for",
         "interpreter_builder": "interp/hooks, batch/tensor, divergence: the builder whose ops are hooked",
         "interpreter_semantic": "gpu/libdevice: the semantic object libdevice calls take; gpu/compiledops: its "
-                                "dot_scaled is wrapped where the builder lacks create_dot_scaled",
+                                "class's dot_scaled is wrapped where the builder lacks create_dot_scaled",
         "_patch_lang": "interp/hooks", "_implicit_cvt": "interp/semantics",
         "GridExecutor": "interp/hooks", "InterpretedFunction": "interp/hooks", "FunctionRewriter": "interp/hooks",
-        "ReduceOps": "interp/hooks, checks/padding, gpu/compiledops", "ScanOps": "interp/hooks, gpu/compiledops", "InterpreterBuilder": "interp/hooks",
+        "ReduceOps": "interp/hooks, checks/padding, gpu/compiledops", "ScanOps": "interp/hooks, gpu/compiledops",
+        "InterpreterBuilder": "interp/hooks",
     },
     "triton.runtime.jit": {
         "JITFunction": "interp/hooks: JITFunction.run is wrapped",

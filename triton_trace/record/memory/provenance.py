@@ -12,6 +12,7 @@ from __future__ import annotations
 from triton.runtime.interpreter import TensorHandle
 
 from ..gpu.lowp import inner_method
+from ..patching import carried
 
 ORIGIN = "_tt_origin"
 # builder operations whose pointer result points into the same argument as their pointer operands
@@ -22,7 +23,7 @@ MEMORY = ("create_load", "create_store", "create_masked_load", "create_masked_st
 
 
 def origin(handle):
-    return getattr(handle, ORIGIN, None)
+    return carried(handle, ORIGIN, None)
 
 
 def tag(handle, tensor_index) -> None:
