@@ -253,3 +253,52 @@ def test_dot_scaled_runs_or_names_its_line():
     a_scaled = a.double().numpy() * np.repeat(2.0 ** (sa.numpy().astype(np.float64) - 127), 32, axis=1)
     b_scaled = b.double().numpy() * np.repeat(2.0 ** (sb.numpy().astype(np.float64) - 127), 32, axis=1).T
     np.testing.assert_array_equal(out.numpy(), (a_scaled @ b_scaled).astype(np.float32))
+
+
+# --------------------------------------------------------------------------------------------------------
+# the same ops in a batched chunk (several programs in one numpy pass)
+# --------------------------------------------------------------------------------------------------------
+@triton.jit
+def _per_program(a_ptr, b_ptr, x_ptr, c_ptr, mm_ptr, hist_ptr, sum_ptr, pad_ptr, n, N: tl.constexpr,
+                 BINS: tl.constexpr, PAD: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, N)
+    a = tl.load(a_ptr + pid * N + offs)
+    b = tl.load(b_ptr + pid * N + offs)
+    tl.store(mm_ptr + pid * N + offs, tl.clamp(tl.maximum(a, b), -b, b))
+    x = tl.load(x_ptr + pid * N + offs)
+    tl.store(hist_ptr + pid * BINS + tl.arange(0, BINS), tl.histogram(x, BINS))
+    tl.store(sum_ptr + pid, tl.sum(x.to(tl.int8), dtype=tl.int8))
+    desc = tl.make_tensor_descriptor(c_ptr + pid * N, shape=[n], strides=[1], block_shape=[PAD],
+                                     padding_option="nan")
+    tl.store(pad_ptr + pid * PAD + tl.arange(0, PAD), desc.load([0]))
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_batched_chunk_matches(batch):
+    progs, n, bins, pad = 4, 16, 4, 32
+    g = torch.Generator().manual_seed(7)
+    a = torch.rand(progs * n, generator=g) + 0.5
+    b = torch.rand(progs * n, generator=g) + 0.5
+    a[::3] = float("nan")
+    b[1::5] = float("nan")
+    x = torch.randint(-2, 7, (progs * n,), generator=g, dtype=torch.int32) * 13
+    x[x > 60] = 3
+    mm = torch.zeros(progs * n)
+    hist = torch.zeros(progs * bins, dtype=torch.int32)
+    sums = torch.zeros(progs, dtype=torch.int8)
+    padded = torch.zeros(progs * pad, dtype=torch.bfloat16)
+    c = torch.arange(progs * n).to(torch.bfloat16)
+    triton_trace.trace(batch=batch)(_per_program)[(progs,)](a, b, x, c, mm, hist, sums, padded, n, n, bins, pad)
+    a64, b64 = a.double().numpy(), b.double().numpy()
+    want = np.fmin(np.fmax(np.fmax(a64, b64), -b64), b64).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(mm.numpy()), np.isnan(want))
+    np.testing.assert_array_equal(mm.numpy()[~np.isnan(want)], want[~np.isnan(want)])
+    xs = x.numpy().reshape(progs, n)
+    for p in range(progs):
+        kept = xs[p][(xs[p] >= 0) & (xs[p] < bins)]
+        np.testing.assert_array_equal(hist.numpy()[p * bins:(p + 1) * bins], np.bincount(kept, minlength=bins))
+    np.testing.assert_array_equal(sums.numpy(), (xs.astype(np.int8).astype(np.int64).sum(axis=1) + 128) % 256 - 128)
+    pad_bits = _bits(padded).view(np.uint16).reshape(progs, pad)
+    np.testing.assert_array_equal(pad_bits[:, n:], np.full((progs, pad - n), 0x7FC0))
+    np.testing.assert_array_equal(pad_bits[:, :n], _bits(c).view(np.uint16).reshape(progs, n))

@@ -11,8 +11,8 @@ from . import frames
 from .batch import chunk as batch
 from .interp import hooks, semantics
 from .memory import provenance
+from .options import DEFAULT_CHUNK
 
-DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
 GROW_LANES = 1 << 20         # batch=True: after the first chunk, chunks of up to this many lanes per memory op
 MAX_CHUNK = 1024             # (kernels of small blocks: fewer, larger numpy passes) and at most this many programs
 MIN_CHUNK = 8                # a chunk that falls back halves the next one, down to this size

@@ -17,7 +17,7 @@ import textwrap
 import triton
 
 from . import frames
-from .interp import hooks
+from .interp import kernels as hooks
 
 MAX_HELPERS = 64
 

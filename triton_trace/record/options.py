@@ -8,7 +8,8 @@ from typing import Callable, Iterable, Optional, Union
 
 from ..errors import TraceUsageError
 from .collector import DEFAULT_VALUE_CAP
-from . import executor as _grid
+
+DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
 
 
 def _pid(p) -> tuple:
@@ -84,7 +85,7 @@ def memory_bytes(limit, option: str = "memory_limit") -> Optional[int]:
 def batch_chunk(batch) -> int:
     """Programs per batched chunk: ``True`` the default size, ``False`` one program at a time."""
     if batch is True:
-        return _grid.DEFAULT_CHUNK
+        return DEFAULT_CHUNK
     if batch is False or batch is None:
         return 1
     if isinstance(batch, numbers.Integral) and batch >= 1:

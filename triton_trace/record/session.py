@@ -337,6 +337,9 @@ def _compile_failure(tuner, cfg, nargs: dict, kwargs: dict, target, max_shared) 
         for k, heur in part.values.items():
             values[k] = heur(values)
     jit = parts[-1].fn
+    if not hasattr(jit, "params"):      # under TRITON_INTERPRET=1 triton.jit made an InterpretedFunction
+        from triton.runtime.jit import JITFunction
+        jit = JITFunction(jit.fn)
     names = {p.name for p in jit.params}
     try:
         backend = make_backend(target)

@@ -18,7 +18,8 @@ import triton.language as tl
 from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback, ChunkDiverged
-from ..checks import overflow_ops
+from ..checks import OVERFLOW_TAG
+from ..patching import carried
 from ..memory import provenance
 
 UNBOUND = object()           # a name not bound (yet) when its programs left the loop
@@ -47,11 +48,11 @@ def take(value, keep: np.ndarray):
         return value                           # the same in every program
     out = _ti.TensorHandle(data[keep], h.dtype)
     provenance.tag(out, provenance.origin(h))
-    tag = getattr(h, overflow_ops.TAG, None)
+    tag = carried(h, OVERFLOW_TAG)
     if tag is not None:
         lanes = np.broadcast_to(tag[1], data.shape)[keep]
         if lanes.any():
-            setattr(out, overflow_ops.TAG, (tag[0], lanes))
+            setattr(out, OVERFLOW_TAG, (tag[0], lanes))
     return tl.tensor(out, value.type)
 
 
@@ -108,7 +109,7 @@ def _tensor(name: str, parts: list, size: int):
     for rows, v in parts:
         d = np.asarray(v.handle.data)
         data[rows] = d if d.shape[0] == len(rows) else d[:1]
-        tag = getattr(v.handle, overflow_ops.TAG, None)
+        tag = carried(v.handle, OVERFLOW_TAG)
         if tag is not None:
             bad = np.broadcast_to(tag[1], d.shape)
             if bad.any():
@@ -125,5 +126,5 @@ def _tensor(name: str, parts: list, size: int):
     if len(origins) == 1:
         provenance.tag(h, next(iter(origins)))
     if causes:
-        setattr(h, overflow_ops.TAG, (causes[0], lanes))
+        setattr(h, OVERFLOW_TAG, (causes[0], lanes))
     return tl.tensor(h, first.type)

@@ -9,8 +9,9 @@ from ..frames import where
 from ..batch.described import core
 from ..gpu.lowp import floats, inner_method
 from ..patching import carried
+from . import OVERFLOW_TAG
 
-TAG = "_tt_overflow"          # (cause dict, bool lanes of the handle's data that hold a bad value)
+TAG = OVERFLOW_TAG          # (cause dict, bool lanes of the handle's data that hold a bad value)
 _ARITH = {np.add: "+", np.subtract: "-", np.multiply: "*"}
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 # operations whose integer or pointer result carries its operands' bad lanes

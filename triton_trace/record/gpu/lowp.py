@@ -7,7 +7,9 @@ even. Here every builder entry point that computes on values decodes bfloat16 op
 computes, and rounds the result back once, to nearest even, which is what the GPU's bf16 instructions
 (``add.rn.bf16``, ``cvt.rn.bf16.f32``, ...) give for a single operation. Float conversions between
 fp16/bf16/fp32/fp64 round once, in the requested mode (nearest-even or toward zero), instead of going
-through the interpreter's bit-twiddling converter. A fused multiply-add rounds once in every float type.
+through the interpreter's bit-twiddling converter; fp8 (e5m2, e4m3fn) widens exactly, from the value of
+each code (the interpreter's converter flushed e5m2 subnormals). A fused multiply-add rounds once in every
+float type.
 
 The wrappers go around whatever the builder holds when the launch starts (the recording hooks' counters
 included), so flop counting and recording see the same calls as before.

@@ -32,33 +32,11 @@ from ..checks import addresses, intdiv, lanes, nonfinite_ops, overflow_ops, padd
 from ..memory import provenance
 from . import semantics
 from .proxy import MemoryProxy, install_pointer_casts
+from .kernels import innermost, is_kernel, pre_run_hooks, python_fn  # noqa: F401  (callers use hooks.*)
 
 # --------------------------------------------------------------------------------------------------------
 # kernels: unwrapping autotune / heuristics chains down to the Python function
 # --------------------------------------------------------------------------------------------------------
-def is_kernel(obj) -> bool:
-    return isinstance(obj, (JITFunction, _ti.InterpretedFunction, Autotuner, Heuristics))
-
-
-def innermost(obj):
-    """The JITFunction / InterpretedFunction at the bottom of an autotune/heuristics chain."""
-    while isinstance(obj, (Autotuner, Heuristics)):
-        obj = obj.fn
-    if not isinstance(obj, (JITFunction, _ti.InterpretedFunction)):
-        raise TypeError(f"{obj!r} is not a @triton.jit kernel")
-    return obj
-
-
-def python_fn(obj) -> Callable:
-    return innermost(obj).fn
-
-
-def pre_run_hooks(obj) -> list:
-    """The hooks registered with ``kernel.add_pre_run_hook``: Triton calls them with the launch's
-    arguments before every launch, compiled or interpreted."""
-    return list(getattr(innermost(obj), "pre_run_hooks", ()) or ())
-
-
 # --------------------------------------------------------------------------------------------------------
 # rewritten kernels: the interpreter runs a source-rewritten copy; ours is cached here, not in Triton's
 # class-level cache, so tracing leaves InterpretedFunction.rewritten_fn as it was
