@@ -70,7 +70,7 @@ def test_lock_protected_accumulation_is_recognised():
     """The layer-norm backward's partial dW/dB buffers are read and written by several programs, under a
     lock: without the lock rule those accesses would be races."""
     from triton_trace.analysis.context import LaunchContext, Params
-    from triton_trace.analysis.races import lock_of_rows
+    from triton_trace.analysis.checks.races import lock_of_rows
     _layer_norm_bwd()
     lc = triton_trace.current_trace().launches[0]
     ctx = LaunchContext(lc, 0, Params().resolved())

@@ -174,7 +174,7 @@ def test_shared_layout_shortcut_gives_the_per_row_result(monkeypatch):
     the row-by-row path gives, for streams, partial blocks, tiles, strided views and matmul tiles."""
     import json
 
-    from triton_trace.analysis import coalescing
+    from triton_trace.analysis.memory import coalescing
     torch.manual_seed(0)
     K.add(torch.randn(1 << 14), torch.randn(1 << 14), kernel=trace(K.make_add()), block=256)
     K.add(torch.randn(10003), torch.randn(10003), kernel=trace(K.make_add()), block=128)

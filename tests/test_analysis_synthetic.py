@@ -3,9 +3,10 @@ model, the cache simulation against a plain Python LRU, view membership, and the
 import numpy as np
 import pytest
 
-from triton_trace.analysis import analyze, jitsteps
-from triton_trace.analysis.lockstep import _lockstep
-from triton_trace.analysis.sanitizer import view_positions
+from triton_trace.analysis import analyze
+from triton_trace.analysis.memory import jitsteps
+from triton_trace.analysis.memory.lockstep import _lockstep
+from triton_trace.analysis.checks.sanitizer import view_positions
 from triton_trace.errors import TraceUsageError
 from synthetic import launch, tensor
 from triton_trace.model import TensorInfo

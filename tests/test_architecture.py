@@ -13,7 +13,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = os.path.join(ROOT, "triton_trace")
 # stage of each top-level part of the package; a module may import its own stage or earlier ones
-STAGES = {"errors": 0, "numerics": 0, "cachedir": 0, "signing": 0, "cbuild": 0, "arena": 0, "model": 1, "header": 2, "store": 2, "record": 3, "compiled": 4, "analysis": 4,
+STAGES = {"errors": 0, "numerics": 0, "cachedir": 0, "native": 0, "model": 1, "store": 2, "record": 3, "compiled": 4, "analysis": 4,
           "repro": 5, "view": 5, "suite": 5}
 TOP = {"__init__", "__main__", "cli", "commands", "pytest_plugin", "fuzzing", "gpucheck"}   # the public API, the command line and the pytest plugin wire every stage
 
@@ -62,6 +62,38 @@ def test_no_stage_imports_a_later_one():
             if top == "triton_trace" and sub in STAGES and STAGES[sub] > mine:
                 offenders.append(f"{'/'.join(rel)} imports {sub}")
     assert seen > 30 and not offenders, offenders
+
+
+def _import_targets(path: str, package: list) -> set:
+    """Every module path (a tuple of names) one file imports from, relative imports resolved; for
+    ``from pkg import x`` both ``pkg`` and ``pkg.x`` (x may be a submodule)."""
+    found = set()
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+        if isinstance(node, ast.ImportFrom):
+            base = (package[:len(package) - (node.level - 1)] if node.level else []) + \
+                (node.module.split(".") if node.module else [])
+            found.add(tuple(base))
+            found |= {tuple(base + [a.name]) for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {tuple(a.name.split(".")) for a in node.names}
+    return found
+
+
+# analysis/ by role: the memory model and the checks are independent; advice may use the memory model
+ANALYSIS_MAY_NOT = {"memory": {"checks", "advice"}, "checks": {"memory", "advice"}, "advice": {"checks"}}
+
+
+def test_analysis_roles_keep_apart():
+    offenders, seen = [], 0
+    for path, rel, package in _files():
+        if rel[0] != "analysis" or len(rel) < 3 or rel[1] not in ANALYSIS_MAY_NOT:
+            continue
+        seen += 1
+        for target in _import_targets(path, package):
+            if target[:2] == ("triton_trace", "analysis") and len(target) > 2 \
+                    and target[2] in ANALYSIS_MAY_NOT[rel[1]]:
+                offenders.append(f"{'/'.join(rel)} imports analysis.{target[2]}")
+    assert seen >= 15 and not offenders, offenders
 
 
 def test_only_view_imports_flask_and_plotly():
@@ -271,7 +303,7 @@ def test_the_views_keep_no_module_level_state():
 INTERNAL_ERRORS = {
     "ApiError": "view/payload.py: the app answers it as a 4xx JSON error",
     "PlaneError": "view/tensormap.py: the app answers it as a 400",
-    "HeaderError": "header.py: store.py turns it into TraceFileError naming the file",
+    "HeaderError": "store/header.py: store/tracefile.py turns it into TraceFileError naming the file",
     "ProgramFailure": "record/executor.py: the session turns it into ProgramError",
     "DeviceAssertionFailed": "record/gpu/debugops.py: the cause of a ProgramError, as Triton raises it",
     "CliError": "cli.py: printed with exit status 2",

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 import triton_trace
-from triton_trace import arena, cbuild
+from triton_trace.native import arena, cbuild
 
 from test_batch import assert_same_traces
 
@@ -208,7 +208,7 @@ def test_nothing_is_unmapped_while_a_launch_is_in(monkeypatch):
 
 def test_without_a_compiler_tracing_keeps_numpy_s_allocator(tmp_path):
     code = ("import torch, triton_trace\n"
-            "from triton_trace import arena\n"
+            "from triton_trace.native import arena\n"
             "from test_arena import _run, _handler\n"
             "out = _run()\n"
             "print(arena.failure())\n"
@@ -340,7 +340,7 @@ def test_arrays_made_inside_are_mapped_without_huge_page_advice(monkeypatch):
 
 def test_hugepages_1_keeps_numpy_s_advice():
     code = ("import numpy as np\n"
-            "from triton_trace import arena\n"
+            "from triton_trace.native import arena\n"
             "from test_arena import _numpy_advises, _advised_huge\n"
             "with arena.active():\n"
             "    print(arena.HUGE_PAGES, _numpy_advises(), _advised_huge(np.ones(3 << 20)))\n")

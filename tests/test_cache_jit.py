@@ -1,4 +1,4 @@
-"""The cache simulation's compiled loops (analysis/jitsteps.py, l1jit.py: loops.c) against its numpy passes (lockstep.py's lock
+"""The cache simulation's compiled loops (analysis/memory/jitsteps.py, l1jit.py: loops.c) against its numpy passes (lockstep.py's lock
 step, cache.py's L1 filter, streaming.py's closed form): two implementations of one cache, so every count
 must agree, on random streams (evictions, the dirty limit, far copies dropped by writes, repeated accesses,
 cut into windows) and on the streams of real kernels through the whole simulation (L1, far copies, windows
@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import triton_trace
-from triton_trace.analysis import cache, jitsteps, lockstep, parallel
-from triton_trace.analysis.cache import issue_order, simulate
-from triton_trace.analysis.coalescing import coalesce
+from triton_trace.analysis.memory import cache, jitsteps, lockstep
+from triton_trace.analysis import parallel
+from triton_trace.analysis.memory.cache import issue_order, simulate
+from triton_trace.analysis.memory.coalescing import coalesce
 from triton_trace.analysis.context import LaunchContext, Params
 
 from test_cache_windows import _add_tail, _histogram, _matmul, _scale, _strided, _transpose, assert_same_counts

@@ -1,7 +1,7 @@
 """The L2 simulation runs the stream in windows of whole waves, carrying the cache from one to the next
 (the next window's L1 filter computed beside, on a second core): every count must equal simulating the
 stream at once, whatever the window size. A stream in which no line repeats takes a closed form instead
-(analysis/streaming.py): every count must equal the stepped simulation's, on caches small enough that
+(analysis/memory/streaming.py): every count must equal the stepped simulation's, on caches small enough that
 lines are evicted and the dirty limit cleans. These are the numpy passes' (tests/test_cache_jit.py checks the
 compiled loops against them)."""
 import dataclasses
@@ -13,9 +13,10 @@ import triton
 import triton.language as tl
 
 import triton_trace
-from triton_trace.analysis import cache, context, jitsteps, streaming
-from triton_trace.analysis.cache import issue_order, simulate
-from triton_trace.analysis.coalescing import coalesce
+from triton_trace.analysis.memory import cache, jitsteps, streaming
+from triton_trace.analysis import context
+from triton_trace.analysis.memory.cache import issue_order, simulate
+from triton_trace.analysis.memory.coalescing import coalesce
 from triton_trace.analysis.context import LaunchContext, Params
 
 import kernels as K

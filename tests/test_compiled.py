@@ -201,9 +201,9 @@ def test_cli_ir_prints_the_mapped_ir(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------
-# the compiled layouts in the analysis (analysis/layouts.py) and the what-if replays (analysis/whatif.py)
+# the compiled layouts in the analysis (analysis/memory/layouts.py) and the what-if replays (analysis/advice/whatif.py)
 # ------------------------------------------------------------------------------------------------------
-from triton_trace.analysis.layouts import request_order  # noqa: E402
+from triton_trace.analysis.memory.layouts import request_order  # noqa: E402
 
 
 def test_request_order_of_a_blocked_layout_by_hand():

@@ -50,4 +50,4 @@ def test_lazy_names_are_the_public_api():
     """Every name in __all__ resolves (the lazy table has no typo), and dir() lists them."""
     mods = _modules_after("import triton_trace\nmissing = [n for n in triton_trace.__all__ if getattr(triton_trace, n, None) is None]\n"
                           "assert not missing, missing\nassert set(triton_trace.__all__) <= set(dir(triton_trace))")
-    assert "triton_trace.store" in mods
+    assert "triton_trace.store.tracefile" in mods

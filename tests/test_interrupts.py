@@ -14,7 +14,8 @@ import torch
 
 import kernels as K
 import triton_trace
-from triton_trace import cli, store, trace
+from triton_trace import cli, trace
+from triton_trace.store import tracefile as store
 from triton_trace.record import collector
 from triton_trace.record.memory import space as memory
 

@@ -7,7 +7,7 @@ import triton
 import triton.language as tl
 
 import triton_trace
-from triton_trace.analysis import intervals
+from triton_trace.analysis.checks import intervals
 from broken_kernels import CASES
 from test_analysis_sanitizer import runnable
 

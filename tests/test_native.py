@@ -1,4 +1,4 @@
-"""Building and loading the cache simulation's compiled loops (analysis/native.py, loops.c): built once per
+"""Building and loading the cache simulation's compiled loops (native/cacheloops.py, loops.c): built once per
 machine into the cache directory, loaded by later processes without a compiler, and where nothing can be
 built the numpy passes give the same report. (tests/test_cache_jit.py checks the loops' counts.)"""
 
@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import triton_trace
-from triton_trace.analysis import jitsteps, l1jit, lockstep, native
+from triton_trace.analysis.memory import jitsteps, l1jit, lockstep
+from triton_trace.native import cacheloops as native
 
 from test_cache_jit import _run, _stream
 from test_cache_windows import _matmul
@@ -24,7 +25,8 @@ needs_cc = pytest.mark.skipif(native._compiler() is None or native.DISABLED,
 
 USE = textwrap.dedent('''
     import os, sys
-    from triton_trace.analysis import lockstep, native
+    from triton_trace.analysis.memory import lockstep
+    from triton_trace.native import cacheloops as native
     lib = native.library()
     print(lib is not None, native.failure())
     print(sorted(os.listdir(os.path.join(os.environ["TRITON_TRACE_CACHE_DIR"], "native"))))

@@ -1,7 +1,7 @@
 """The checks of issue 41 item 2, each on a buggy kernel and on its fixed twin (no finding): integer
 division by zero and INT_MIN // -1 (int_division), a float division by zero named as the cause of a NaN/Inf,
 two lanes of one store writing one address with different values (lane_conflict), and the size at which a
-kernel's int32 offsets pass 2^31 (analysis/predictions.py), checked against the kernel's offsets computed by
+kernel's int32 offsets pass 2^31 (analysis/advice/predictions.py), checked against the kernel's offsets computed by
 hand. Kernels: tests/kernels/check_kernels.py, the bug's line marked ``# BUG``."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import triton_trace
-from triton_trace.analysis import predictions
+from triton_trace.analysis.advice import predictions
 
 _spec = importlib.util.spec_from_file_location(
     "check_kernels", os.path.join(os.path.dirname(__file__), "kernels", "check_kernels.py"))

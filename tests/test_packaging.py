@@ -28,8 +28,8 @@ def test_wheel_holds_every_module_and_the_frontend(wheel):
     front = {f"triton_trace/frontend/{p.name}" for p in (ROOT / "frontend").iterdir()
              if p.suffix in (".html", ".js", ".css")}
     assert front and front - names == set()
-    assert "triton_trace/analysis/loops.c" in names      # the cache simulation's loops, built where installed
-    assert "triton_trace/arena.c" in names                # the traced launch's allocator, likewise
+    assert "triton_trace/native/loops.c" in names       # the cache simulation's loops, built where installed
+    assert "triton_trace/native/arena.c" in names       # the traced launch's allocator, likewise
 
 
 def test_the_wheel_alone_traces_analyses_and_serves(wheel, tmp_path):
@@ -51,9 +51,9 @@ assert r.to_dict()["launches"][0]["metrics"]["lanes"] == 256
 app = triton_trace.create_app(triton_trace.current_trace())
 page = app.test_client().get("/")
 assert page.status_code == 200 and b"<html" in page.data.lower()
-from triton_trace.analysis import native     # the loops were built from the wheel's source, in this cache
+from triton_trace.native import cacheloops as native  # the loops were built from the wheel's source, in this cache
 assert native.library() is not None, native.failure()
-from triton_trace import arena               # so was the allocator, at the first traced launch
+from triton_trace.native import arena        # so was the allocator, at the first traced launch
 assert arena._state is not None, arena.failure()       # (loaded by the launch above)
 assert sorted(n.split("-")[0] for n in os.listdir(os.path.join(os.environ["TRITON_TRACE_CACHE_DIR"], "native"))) == \
     ["arena", "loops"]

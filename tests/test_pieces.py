@@ -1,4 +1,4 @@
-"""The checks on pieces (analysis/pieces.py) against the lane-by-lane checks, and their memory.
+"""The checks on pieces (analysis/checks/pieces.py) against the lane-by-lane checks, and their memory.
 
 When the tile, span and interval shortcuts cannot decide, the race, uninitialised-read and double-write
 checks used to list every lane; they now cut the storage into pieces that every access covers whole and
@@ -16,11 +16,12 @@ import triton
 import triton.language as tl
 
 import triton_trace
-from triton_trace.analysis import context, pieces
+from triton_trace.analysis import context
+from triton_trace.analysis.checks import pieces
 from triton_trace.analysis.context import LaunchContext, Params
 from triton_trace.analysis.findings import Finding
-from triton_trace.analysis.races import check_races
-from triton_trace.analysis.writeorder import check_double_writes, check_uninitialized
+from triton_trace.analysis.checks.races import check_races
+from triton_trace.analysis.checks.writeorder import check_double_writes, check_uninitialized
 
 
 @triton.jit

@@ -17,7 +17,7 @@ import torch
 
 import kernels as K
 import triton_trace
-from triton_trace import store
+from triton_trace.store import tracefile as store
 from triton_trace.compiled import compile_launch
 from triton_trace.errors import UntrustedTrace
 
@@ -279,7 +279,7 @@ _KILLED = """
 import sys, torch
 sys.path.insert(0, {tests!r})
 import kernels as K, triton_trace
-from triton_trace import store
+from triton_trace.store import tracefile as store
 triton_trace.reset()
 x = torch.randn(4096); K.add(x, x, kernel=triton_trace.trace(K.make_add()), block=64)
 original = store._describe

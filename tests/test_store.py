@@ -11,7 +11,7 @@ import torch
 import kernels as K
 import triton_trace
 from triton_trace import TraceFileError, trace
-from triton_trace import store
+from triton_trace.store import tracefile as store
 from triton_trace.model import OP_COLUMNS, Launch, Trace, empty_ops
 
 

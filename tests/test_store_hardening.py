@@ -18,7 +18,8 @@ import torch
 
 import kernels as K
 import triton_trace
-from triton_trace import TraceFileError, store, trace
+from triton_trace import TraceFileError, trace
+from triton_trace.store import tracefile as store
 
 
 @pytest.fixture(scope="module")

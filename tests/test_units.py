@@ -18,7 +18,7 @@ import triton.language as tl
 
 import triton_trace
 from triton_trace.analysis import units
-from triton_trace.analysis.whatif import _change
+from triton_trace.analysis.advice.whatif import _change
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -147,7 +147,7 @@ def test_a_value_finding_opens_its_store_in_the_ui(make_client):
 
 
 def test_hints_name_the_wasted_lanes_and_the_strided_reads():
-    """analysis/hints.py: a BLOCK of 256 over rows of 64 wastes 75% of the lanes; reading a row of a
+    """analysis/advice/hints.py: a BLOCK of 256 over rows of 64 wastes 75% of the lanes; reading a row of a
     transposed 64 x 512 tensor strides by 512 elements: each 4-byte element costs a 32-byte sector."""
     base = torch.randn(64, 512)
     x = base.T                                    # 512 rows of 64, column stride 512

@@ -60,8 +60,8 @@ def predict_case(name: str, l2_bytes, box, ready, wait_s: float) -> dict:
     mm = triton_trace.analyze(tr, **kw, layouts="model").to_dict()["launches"][0]["metrics"]
     out["model_only"] = {k: mm[k] for k in ("load_sectors", "store_sectors", "load_requests", "store_requests")}
     if not sink:          # the analyzer no longer calls cache.simulate by that name: run it here
-        from triton_trace.analysis.cache import issue_order, simulate
-        from triton_trace.analysis.coalescing import coalesce
+        from triton_trace.analysis.memory.cache import issue_order, simulate
+        from triton_trace.analysis.memory.coalescing import coalesce
         from triton_trace.analysis.context import LaunchContext, Params
         ctx = LaunchContext(tr.launches[0], 0, Params(**kw).resolved())
         order = issue_order(ctx)

@@ -31,7 +31,7 @@ sys.path.insert(0, HERE)
 
 import bench_suite as B  # noqa: E402
 import triton_trace  # noqa: E402
-from triton_trace.analysis import jitsteps  # noqa: E402
+from triton_trace.analysis.memory import jitsteps  # noqa: E402
 from triton_trace.record.batch import dot as batchdot  # noqa: E402
 
 

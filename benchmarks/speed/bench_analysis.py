@@ -110,9 +110,9 @@ def gather(lanes: int) -> Launch:
 def stages(lc: Launch) -> dict:
     """Time each stage of analyzer._analyze_launch separately."""
     from triton_trace.analysis import metrics
-    from triton_trace.analysis.cache import issue_order, simulate
-    from triton_trace.analysis.coalescing import coalesce
-    from triton_trace.analysis.roofline import flops
+    from triton_trace.analysis.memory.cache import issue_order, simulate
+    from triton_trace.analysis.memory.coalescing import coalesce
+    from triton_trace.analysis.advice.roofline import flops
     times = {}
 
     def timed(name, fn, *args):

@@ -1,5 +1,5 @@
 """The L2 simulation alone: ``simulate()`` time (min of --repeat) and a hash of everything it returns, per case
-and cache size, so that a change to analysis/cache.py, lockstep.py or streaming.py can be checked for the
+and cache size, so that a change to analysis/memory/cache.py, lockstep.py or streaming.py can be checked for the
 same counts (equal hashes) and timed, on this commit and on another one (a worktree, PYTHONPATH=it).
 
     python benchmarks/speed/bench_cache.py [--cases add,softmax,ln,transpose,hist,mm512,mm1k,mm2k,mm4k] [--repeat 3]
@@ -57,8 +57,8 @@ def main() -> None:
     args = ap.parse_args()
     import numpy as np
     import triton_trace
-    from triton_trace.analysis.cache import issue_order, simulate
-    from triton_trace.analysis.coalescing import coalesce
+    from triton_trace.analysis.memory.cache import issue_order, simulate
+    from triton_trace.analysis.memory.coalescing import coalesce
     from triton_trace.analysis.context import LaunchContext, Params
     print(f"# triton_trace from {os.path.dirname(triton_trace.__file__)}")
     for case in args.cases.split(","):

@@ -178,7 +178,7 @@ def _rss_bytes() -> int:
 def _trace_sizes(trace) -> dict:
     """Lanes recorded, and bytes of the lanes in memory, of the lane arrays on disk and of the file."""
     import triton_trace
-    from triton_trace import store
+    from triton_trace.store import tracefile as store
     lanes = sum(lc.lanes.size for lc in trace.launches)
     mem = sum(lc.lanes.nbytes for lc in trace.launches)
     with tempfile.TemporaryDirectory() as d:

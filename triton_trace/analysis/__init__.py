@@ -5,10 +5,12 @@
     report.to_dict()                       # JSON-ready and deterministic; schema in analysis/report.py
     triton_trace.check(trace)              # raises FindingsError with a readable summary on any finding
 
-Stages, each a module: context (derived arrays), coalescing (sectors per warp request), cache (L2
-simulation), roofline (FLOPs and GPU table), metrics (aggregation), sanitizer and races (findings),
-report (the result and its schema), analyzer (the explicit list that runs them); diff compares two
-traces (triton_trace.diff).
+Modules: ``analyzer.py`` (the entry: the explicit list of checks and passes), ``context.py`` (what every
+analysis of a launch shares), ``metrics.py`` (bytes and work at every level), ``findings.py`` (``Finding``
+and the ``KINDS`` table), ``report.py`` (the result and its JSON schema), ``diff.py`` (two traces side by
+side), ``gpus.py`` (the GPU table), ``units.py`` (how numbers read), ``parallel.py`` (work on a second core).
+By role underneath: ``memory/`` (the memory model: coalescing, layouts, caches), ``checks/`` (findings:
+bounds, races, write order, value checks, extents), ``advice/`` (hints, what-if, roofline, predictions).
 """
 from .analyzer import analyze, check
 from .report import Report

@@ -11,23 +11,25 @@ from typing import Optional, Union
 
 import numpy as np
 
-from .. import arena
+from ..native import arena
 from ..errors import TraceUsageError
 from ..model import Launch, Trace
-from . import layouts as L, metrics, parallel, predictions
-from .cache import issue_order, simulate
-from .coalescing import coalesce
+from .memory import layouts as L
+from . import metrics, parallel
+from .advice import predictions
+from .memory.cache import issue_order, simulate
+from .memory.coalescing import coalesce
 from .context import LOAD, LaunchContext, Params
 from .findings import Finding, Suppressed, finalize
-from .races import check_races
+from .checks.races import check_races
 from .report import UNTRUSTED_NOTE, FindingsError, LaunchReport, Report
-from .roofline import dot_precision, flops, roofline
+from .advice.roofline import dot_precision, flops, roofline
 from .gpus import GPUS
-from .hints import hints, resource_hints
-from .whatif import hints_from, replays, warps_hints
-from .sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage
-from .writeorder import check_double_writes, check_uninitialized
-from .valuechecks import check_int_division, check_lane_conflicts, check_padded_reductions
+from .advice.hints import hints, resource_hints
+from .advice.whatif import hints_from, replays, warps_hints
+from .checks.sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage
+from .checks.writeorder import check_double_writes, check_uninitialized
+from .checks.valuechecks import check_int_division, check_lane_conflicts, check_padded_reductions
 
 CHECKS = (check_asserts, check_nonfinite, check_overflow, check_int_division, check_lane_conflicts, check_padded_reductions, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
 
@@ -42,10 +44,10 @@ def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 
     shown first; see analysis.roofline.GPUS. ``num_warps`` defaults to the launch's autotune config,
     else 4. ``layouts="compiler"`` compiles each launch for the GPU's architecture on this machine (no GPU
     needed; cached on disk) and counts requests and sectors with Triton's own layouts and vector widths
-    (analysis/layouts.py), falling back to the offsets model for ops it cannot match and for launches that
+    (analysis/memory/layouts.py), falling back to the offsets model for ops it cannot match and for launches that
     do not compile (the report's "compiled" entry says which and why); ``"model"`` never compiles. The
     result is a pure function of the trace, these parameters and the installed Triton. ``what_if``
-    replays the launch for the hints (analysis/whatif.py): None with GROUP_M 1 and 8 (where the kernel
+    replays the launch for the hints (analysis/advice/whatif.py): None with GROUP_M 1 and 8 (where the kernel
     orders its tiles by a group size), for launches of up to 2M cache-stream entries; True with GROUP_M 1,
     4, 8 and 16, through the other GPUs' L2 and with other num_warps, up to 20M entries; False never.
     """

@@ -50,8 +50,8 @@ class Params:
     max_findings: int = 100           # findings kept in the report; the rest are counted as suppressed
     max_examples: int = 8             # offending offsets listed per finding
     max_programs: int = 1 << 16       # per-program columns in to_dict() beyond this are cut (and flagged)
-    layouts: str = "compiler"         # "compiler": Triton's layouts for the GPU (analysis/layouts.py); "model"
-    what_if: Optional[bool] = None    # replays for the what-if hints (analysis/whatif.py): None = small launches
+    layouts: str = "compiler"         # "compiler": Triton's layouts for the GPU (analysis/memory/layouts.py); "model"
+    what_if: Optional[bool] = None    # replays for the what-if hints (analysis/advice/whatif.py): None = small launches
 
     def resolved(self) -> "Params":
         if self.gpu not in GPUS:

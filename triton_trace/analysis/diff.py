@@ -219,7 +219,7 @@ def diff(a, b, rtol: float = 0.0, atol: float = 0.0, analyze: bool = True,
          max_examples: int = MAX_EXAMPLES) -> TraceDiff:
     """Compare two traces of the same kernels (see the module docstring): Traces, or trace file paths.
     ``analyze=False`` skips the metrics and findings (outputs only)."""
-    from ..store import load
+    from ..store.tracefile import load
     from .analyzer import analyze as run_analysis
     a, b = (load(t) if isinstance(t, (str, os.PathLike)) else t for t in (a, b))
     for name, t in (("a", a), ("b", b)):

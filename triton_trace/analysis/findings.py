@@ -1,7 +1,7 @@
 """Findings: one per root cause, each with its full extent.
 
 A finding names one root cause: a kind, a kernel line, a tensor (for lane checks, one static op: kind,
-tensor, file, line, over every program). Its ``extent`` (analysis/extent.py) counts exactly what the
+tensor, file, line, over every program). Its ``extent`` (analysis/checks/extent.py) counts exactly what the
 cause reaches over the whole launch: the programs (count, runs, first ids), the elements (count, runs of
 offsets, first few with values), and per kind the writers and readers of a race, how far past the end
 an out-of-bounds access reaches and which block lanes a mask must cover, how many values and programs a
@@ -59,7 +59,7 @@ class Finding:
     valid_range: Optional[tuple] = None  # inclusive element offsets an access may touch
     rows: int = 0                        # op executions involved (a loop runs one op many times)
     other: dict = field(default_factory=dict)   # race: the first other program, file, line, op
-    extent: dict = field(default_factory=dict)  # the full extent (analysis/extent.py; report.py's schema)
+    extent: dict = field(default_factory=dict)  # the full extent (analysis/checks/extent.py; report.py's schema)
     op_row: int = field(default=-1, compare=False, repr=False)   # a row of the op, for per-op counts
     # a row of each program involved (its first), for per-program counts; empty: op_row alone
     op_rows: tuple = field(default=(), compare=False, repr=False)

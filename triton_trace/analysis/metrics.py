@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cache import CacheResult
-from .coalescing import PATTERNS, SECTOR_BYTES, Coalescing
+from .memory.cache import CacheResult
+from .memory.coalescing import PATTERNS, SECTOR_BYTES, Coalescing
 from . import context
 from .context import KIND_NAMES, LOAD, STORE, LaunchContext, pattern_intervals, sorted_unique
 

@@ -17,7 +17,7 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                                         traces recorded before batched execution),
          "checks_skipped": [str]        sanitizer checks and what-if replays not run, with the reason,
          "compiled": {"target": "sm_90" ..., "layouts": "compiler" | "model" (what counted requests and
-                      sectors, see analysis/layouts.py), "note": str | null (why not, or which ops kept the
+                      sectors, see analysis/memory/layouts.py), "note": str | null (why not, or which ops kept the
                       inferred layout), "num_warps", "num_stages", "shared_bytes", "registers",
                       "spill_bytes" (local memory per thread), "occupancy": {"programs_per_sm",
                       "warps_per_sm", "occupancy" (float), "limited_by"}, "triton": str   (all null with
@@ -69,7 +69,7 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                   stored, null without any), "nan", "inf" (counts)} | null (no values recorded, or the
                   launch's "value_stats" is false: its values exceed metrics.VALUE_STATS_BYTES)}]
                  per-row arrays: Report.rows(launch),
-         "hints": [advice, largest saving first (analysis/hints.py, analysis/whatif.py): {"kind":
+         "hints": [advice, largest saving first (analysis/advice/hints.py, analysis/advice/whatif.py): {"kind":
                    "masked_lanes" | "uncoalesced" | "program_order" (another GROUP_M, replayed) | "other_gpu"
                    (the same stream through another GPU's L2, what_if=True) | "num_warps" (other warp counts compiled,
                    what_if=True) | "occupancy" | "spills" | "tail_wave"
@@ -92,7 +92,7 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
          "indices": [view index | null], "lanes": [position in the op's block], "valid_range": [lo, hi] | null,
          "other": {} | race: {"program", "file", "line", "op", "tensor" (the first other access; its argument
                    differs from "tensor" when two arguments view one storage)},
-         "extent": the full extent, exact over the launch whatever max_findings keeps (analysis/extent.py):
+         "extent": the full extent, exact over the launch whatever max_findings keeps (analysis/checks/extent.py):
            {"exact": bool (false: a lower bound, "note" says why),
             "programs": {"count", "runs" (runs of consecutive (x, y, z) ids), "ranges": [[first pid, last pid]]
                          (the first 8 runs), "first": [pid] (the first max_examples)}   (not for unwritten_output),

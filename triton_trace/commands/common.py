@@ -38,7 +38,7 @@ def parse_programs(spec: Optional[str]):
 
 def load(path: str, trust: bool = False):
     from ..errors import TraceFileError
-    from ..store import load
+    from ..store.tracefile import load
     if not os.path.exists(path):
         raise CliError(f"{path}: no such trace file")
     if os.path.isdir(path):

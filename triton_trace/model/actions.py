@@ -14,7 +14,7 @@ from typing import Callable, Optional
 DEFAULTS = {
     "html": ("triton_trace.view.notebook", "repr_html"),
     "show": ("triton_trace.view.notebook", "show"),
-    "save": ("triton_trace.store", "save"),
+    "save": ("triton_trace.store.tracefile", "save"),
     "compiled": ("triton_trace.compiled", "compile_launch"),
     "reproducer": ("triton_trace.repro", "write_reproducer"),
 }

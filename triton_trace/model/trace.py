@@ -299,7 +299,7 @@ class Trace(RichDisplay):
     launches: tuple = ()
 
     def save(self, path) -> None:
-        """Write the trace file (triton_trace.store; ``triton_trace.load`` reads it back)."""
+        """Write the trace file (triton_trace.store.tracefile; ``triton_trace.load`` reads it back)."""
         _save(self, path)
 
     def kernels(self) -> list:

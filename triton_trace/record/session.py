@@ -17,7 +17,7 @@ _seams.require_seams()
 
 from ..errors import TraceUsageError, TritonTraceError, program_error  # noqa: E402
 from ..model import Launch, Trace  # noqa: E402
-from .. import arena  # noqa: E402
+from ..native import arena  # noqa: E402
 from . import frames, kernelmodule  # noqa: E402
 from .memory import poison  # noqa: E402
 from . import executor as _grid  # noqa: E402
@@ -173,7 +173,7 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
 
     for hook in hooks.pre_run_hooks(kernel_obj):
         hook(*args, **{k: v for k, v in kwargs.items() if k in bound})
-    # large temporaries reuse pages the launch already touched (arena.py); the values are the same;
+    # large temporaries reuse pages the launch already touched (native/arena.py); the values are the same;
     # the tracer's own buffers are never poisoned (record/memory/poison.py)
     with arena.active(), poison.suspended():
         try:

@@ -42,7 +42,7 @@ from ..errors import RequiresGPU, TritonTraceError
 from ..record.patching import Scope
 from ..record.memory.poison import PoisonEmpty
 from ..record.session import trace_all
-from .. import cbuild
+from ..native import cbuild
 from . import tensors
 
 WRITTEN_AGAINST = "2.13.0"
@@ -374,7 +374,7 @@ def _build_guard(cxx: str, source_path: str, path: str) -> None:
 
 
 def _guard_library():
-    """The guard's build for this torch (cached like the package's C helpers, cbuild.py; its source names
+    """The guard's build for this torch (cached like the package's C helpers, native/cbuild.py; its source names
     torch's version and folder, so each torch gets its own), or the OSError that stopped it."""
     if not _GUARD:
         with tempfile.TemporaryDirectory() as folder:

@@ -119,7 +119,7 @@ def create_app(trace, token: Optional[str] = None, allowed_hosts=(), compare=Non
 
 def _as_trace(trace, what: str) -> Trace:
     if isinstance(trace, (str, os.PathLike)):
-        from ..store import load
+        from ..store.tracefile import load
         trace = load(trace)
     if not isinstance(trace, Trace):
         raise TraceUsageError(f"{what} a triton_trace.Trace or a trace file path; got {type(trace).__name__}")

@@ -113,7 +113,7 @@ class LaunchPayload(TypedDict):
     checks_skipped: list  # sanitizer checks the analysis could not run, with the reason
     findings: int
     analysis_error: Optional[str]
-    hints: list           # advice from the analysis (analysis/hints.py): {kind, line, message, effect}
+    hints: list           # advice from the analysis (analysis/advice/hints.py): {kind, line, message, effect}
 
 
 class GridPayload(TypedDict):

@@ -341,7 +341,7 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
         out["count"].append(int(f.get("count") or 0))
         out["op"].append(_finding_op(ix, lin, row))
         out["evidence"].append(finding_evidence(ix, f))
-        out["extent"].append(f.get("extent") or {})        # bounded: its lists are cut (analysis/extent.py)
+        out["extent"].append(f.get("extent") or {})        # bounded: its lists are cut (analysis/checks/extent.py)
     from ..analysis.findings import KINDS
     return {**out, "kinds": [{"kind": k, "severity": sv, "meaning": m} for k, sv, m in KINDS],
             "total": len(found), "truncated": len(found) > len(shown),

@@ -2,7 +2,7 @@
 
 ``x_ptr + offs`` with an int32 ``offs`` is correct until ``offs`` passes 2^31 - 1 at a larger size, where
 it wraps (record/checks/overflow.py reports the wraps that happen in the recorded launch). To say *when*
-the kernel breaks, the analysis (analysis/predictions.py) needs, per memory op, the largest int32 offset
+the kernel breaks, the analysis (analysis/advice/predictions.py) needs, per memory op, the largest int32 offset
 its pointers were built from: the hooks mark a pointer made from an int32 offset with the largest magnitude
 of that offset (read from the operand's unbroadcast core, so a block costs a row and a column), keep the
 largest mark through further pointer arithmetic, splats, broadcasts and reshapes (a loop's

@@ -8,7 +8,7 @@ inputs rounded to TF32 and keeps, per source line, the largest absolute differen
 |result| beside it (for a relative size). Only the first ``MAX_CHECKED`` dots of a line are recomputed: the
 magnitude, not every tile, is what the hint needs, and a matmul's loop would otherwise pay twice. A
 maximum does not change when a chunk runs again, so nothing is rolled back. Results go to
-``Launch.meta["tf32_dot"]``; analysis/predictions.py turns them into hints.
+``Launch.meta["tf32_dot"]``; analysis/advice/predictions.py turns them into hints.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .cachedir import CacheUnusable, local_key, mac, same_mac
+from ..cachedir import CacheUnusable, local_key, mac, same_mac
 
 CONTEXT = b"triton_trace trace header v1"
 _SUFFIX = re.compile(rb',"signature":"([0-9a-f]{64})"\}\Z')

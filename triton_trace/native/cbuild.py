@@ -17,7 +17,7 @@ import sys
 import tempfile
 from typing import Callable, Optional
 
-from .cachedir import cache_dir, check_file, private_dir
+from ..cachedir import cache_dir, check_file, private_dir
 
 FLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
 DISABLED = bool(os.environ.get("TRITON_TRACE_NO_JIT"))

@@ -1,4 +1,4 @@
-"""The L1 filter (cache.py's, see L1 in its docstring) in compiled loops (loops.c, native.py): the window's
+"""The L1 filter (cache.py's, see L1 in its docstring) in compiled loops (loops.c, native/cacheloops.py): the window's
 entries gathered in one pass, then taken L1 by L1 through a table of the window's lines. cache.py's numpy
 filter stays the path where the loops cannot be built, and tests/test_cache_jit.py runs both on random
 streams and real kernels."""
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import jitsteps, native
+from . import jitsteps
+from ...native import cacheloops as native
 from .jitsteps import _as, _lib
 
 

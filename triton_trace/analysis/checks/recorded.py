@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import KIND_CODE, MEMORY_KINDS, WRITE_KINDS
-from ..model.values import lane_values
+from ...model import KIND_CODE, MEMORY_KINDS, WRITE_KINDS
+from ...model.values import lane_values
 from . import extent as E
-from .context import LaunchContext, sorted_unique
-from .findings import Finding, short_list
+from ..context import LaunchContext, sorted_unique
+from ..findings import Finding, short_list
 
 WRITE_CODES = [KIND_CODE[k] for k in WRITE_KINDS]
 MEMORY_CODES = list(range(len(MEMORY_KINDS)))

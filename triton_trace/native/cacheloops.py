@@ -1,6 +1,6 @@
 """The cache simulation's loops (loops.c) built with the machine's C compiler and called through ctypes.
 
-Built by cbuild.py once per machine and source (``cc -O2``, about a second), kept in the cache directory
+Built by native/cbuild.py once per machine and source (``cc -O2``, about a second), kept in the cache directory
 (``TRITON_TRACE_CACHE_DIR``, default ``~/.cache/triton_trace``, the compiled kernels' one) under a name
 holding the source's hash, and loaded in a millisecond by any later process: every analysis, however short,
 takes the compiled loops. ctypes lets go of the interpreter lock for each call, so the L2's two partitions
@@ -19,7 +19,7 @@ from typing import Optional
 
 import numpy as np
 
-from .. import cbuild
+from . import cbuild
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loops.c")
 DISABLED = cbuild.DISABLED

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.overlap import ranges_disjoint, shared_elements
-from . import context, intervals, pieces
-from .context import CAS, LOAD, STORE, XCHG, LaunchContext, pattern_intervals, sorted_unique, unique_rows
+from ...model.overlap import ranges_disjoint, shared_elements
+from .. import context
+from . import intervals, pieces
+from ..context import CAS, LOAD, STORE, XCHG, LaunchContext, pattern_intervals, sorted_unique, unique_rows
 from . import extent as E
-from .findings import Finding, op_fields, short_list, where
+from ..findings import Finding, op_fields, short_list, where
 from .extent import view_positions
 
 R, W, A = 0, 1, 2

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import TensorInfo
-from . import context, intervals
+from ...model import TensorInfo
+from .. import context
+from . import intervals
 from . import extent as E
-from .context import LaunchContext, pattern_intervals, sorted_unique
+from ..context import LaunchContext, pattern_intervals, sorted_unique
 from .extent import view_positions
-from .findings import Finding, block_index, op_fields, short_list, where
+from ..findings import Finding, block_index, op_fields, short_list, where
 from .recorded import check_asserts, check_nonfinite, check_overflow  # noqa: F401  (the analyzer's CHECKS)
 
 

@@ -25,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..model import KINDS
+from ...model import KINDS
 
 DIRECTION = {"load": "load", "store": "store"}
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import context, jitsteps
+from .. import context
+from . import jitsteps
 
 MAX_TABLE = 1 << 24          # lines counted in one table to tell which repeat
 REUSE = 8                    # entries per line above which lines repeat in most sets: nothing to count

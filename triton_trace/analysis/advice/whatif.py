@@ -24,11 +24,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..model.layout import invertible, view_index
-from .cache import issue_order, simulate
-from .context import STORE, LaunchContext
-from .gpus import GPUS
-from .units import change, nbytes, percent
+from ...model.layout import invertible, view_index
+from ..memory.cache import issue_order, simulate
+from ..context import STORE, LaunchContext
+from ..gpus import GPUS
+from ..units import change, nbytes, percent
 
 GROUP_NAMES = re.compile(r"^GROUP(_SIZE)?_?M$|^GROUP$", re.IGNORECASE)
 GROUP_SIZES = (1, 4, 8, 16)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import context, intervals, pieces
-from .context import STORE, LaunchContext
+from .. import context
+from . import intervals, pieces
+from ..context import STORE, LaunchContext
 from . import extent as E
-from .findings import where
+from ..findings import where
 from .sanitizer import _output_lanes, _output_rows, _outputs, _undefined, lane_findings
 
 _NEVER = np.iinfo(np.int64).max

@@ -1,6 +1,6 @@
 """The L2's sets stepped in lock step: the state of a sectored, set-associative LRU cache (tags, ages, valid
 and dirty sectors per way) and the accesses applied to it, every set at once (cache.py's docstring has the
-model; analysis/streaming.py the closed form for sets that no line enters twice).
+model; analysis/memory/streaming.py the closed form for sets that no line enters twice).
 """
 from __future__ import annotations
 

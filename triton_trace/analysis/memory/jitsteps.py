@@ -1,4 +1,4 @@
-"""The L2 stepped access by access in one compiled loop (loops.c, built and loaded by native.py).
+"""The L2 stepped access by access in one compiled loop (loops.c, built and loaded by native/cacheloops.py).
 
 The lock-step simulation (lockstep.py) runs every set's t-th access at once: numpy passes per step, after
 sorting the stream by set, so its cost is a dozen passes over the stream plus two sorts. The same cache
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import native, parallel
+from ...native import cacheloops as native
+from .. import parallel
 
 ENABLED = not native.DISABLED
 

@@ -11,7 +11,7 @@ from typing import Optional
 
 import numpy as np
 
-from .context import LaunchContext, pattern_intervals, sorted_unique, unique_rows
+from ..context import LaunchContext, pattern_intervals, sorted_unique, unique_rows
 
 
 def row_intervals(ctx: LaunchContext, rows: np.ndarray, distinct: bool = False) -> Optional[tuple]:

@@ -20,10 +20,10 @@ import numpy as np
 
 from . import header as H
 from . import signing
-from .errors import TraceFileError
-from .model.lanes import Lanes
-from .model.lanes.encoding import ARRAYS as LANE_ARRAYS
-from .model import KINDS, MAX_RANK, MEMORY_KINDS, OP_COLUMNS, Launch, TensorInfo, Trace, lanes_from_ops
+from ..errors import TraceFileError
+from ..model.lanes import Lanes
+from ..model.lanes.encoding import ARRAYS as LANE_ARRAYS
+from ..model import KINDS, MAX_RANK, MEMORY_KINDS, OP_COLUMNS, Launch, TensorInfo, Trace, lanes_from_ops
 
 MAGIC = b"TTRACE\x00\x01"
 VERSION = 2
@@ -56,7 +56,7 @@ def save(trace: Trace, path) -> None:
     """Write ``trace`` to ``path``: into a temporary file of a fresh name in the same folder (made with
     O_EXCL, so no planted file or symlink is followed or overwritten), renamed into place, so two processes
     saving one path each leave a whole trace and a crash leaves no partial file. The header carries this
-    user's signature (signing.py) when the local key can be used."""
+    user's signature (store/signing.py) when the local key can be used."""
     path = os.fspath(path)
     folder, base = os.path.split(os.path.abspath(path))
     _clean_stale(folder, base)

@@ -42,9 +42,10 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from .coalescing import LINE_BYTES, SECTOR_BYTES, Coalescing
-from .context import LOAD, LaunchContext
-from .gpus import GPUS
-from . import jitsteps, l1jit, parallel, streaming
+from ..context import LOAD, LaunchContext
+from ..gpus import GPUS
+from . import jitsteps, l1jit, streaming
+from .. import parallel
 from .lockstep import _POPCOUNT, PARTITIONS, L2
 
 FETCH_SECTORS = 2         # a read miss fetches an aligned pair of sectors (64 bytes) from DRAM
@@ -226,7 +227,7 @@ def simulate(ctx: LaunchContext, co: Coalescing, row_order: np.ndarray, window: 
              dirty_ways=max(1, int(round(p.l2_ways * DIRTY_FRACTION))),
              lines=int(base_lines.max()) if len(co.stream_row) * 4 >= int(base_lines.max()) else None,
              jit=jitsteps.use(len(co.stream_row)))
-    # sets that no line enters twice need no stepping (analysis/streaming.py)
+    # sets that no line enters twice need no stepping (analysis/memory/streaming.py)
     fast, l2.open = streaming.plan(co, t, rows, l2, _POPCOUNT, ctx.n_rows, int(base_lines.max()))
     if fast is not None:                      # no line repeats at all
         read_s, write_s, evicted, tot = fast

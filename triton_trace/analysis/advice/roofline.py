@@ -16,8 +16,8 @@ from typing import Optional
 
 import numpy as np
 
-from .context import DOT, MATH, LaunchContext
-from .gpus import GPUS  # noqa: F401  (re-exported: analysis.roofline.GPUS)
+from ..context import DOT, MATH, LaunchContext
+from ..gpus import GPUS  # noqa: F401  (re-exported: analysis.roofline.GPUS)
 
 _PEAK_BY_DTYPE = (("float8", "fp8"), ("float16", "fp16"), ("bfloat16", "fp16"), ("float32", "tf32"),
                   ("float64", "fp64"))

@@ -30,7 +30,7 @@ import itertools
 import math
 from typing import Optional
 
-from .context import LaunchContext
+from ..context import LaunchContext
 
 LIMIT = 1 << 31                   # an int32 offset wraps past LIMIT - 1
 MAX_ARGS = 3                      # products of up to this many arguments are tried

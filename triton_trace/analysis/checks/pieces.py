@@ -18,7 +18,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from .context import LaunchContext, pattern_intervals, sorted_unique
+from ..context import LaunchContext, pattern_intervals, sorted_unique
 
 
 class Pieces(NamedTuple):

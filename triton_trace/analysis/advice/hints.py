@@ -15,8 +15,8 @@ Each hint names the file and line, the op and tensor, the measured numbers and t
 """
 from __future__ import annotations
 
-from .context import LaunchContext
-from .units import nbytes, percent, sig
+from ..context import LaunchContext
+from ..units import nbytes, percent, sig
 
 MASKED_SHARE = 0.5           # hint when at least half of an op's lanes are masked off (rounding a block up to a power
                              # of two, as tl.arange needs, wastes less than that)

@@ -17,9 +17,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..model import TensorInfo
-from ..model.values import lane_values
-from .context import LaunchContext, sorted_unique
+from ...model import TensorInfo
+from ...model.values import lane_values
+from ..context import LaunchContext, sorted_unique
 from . import intervals
 
 MAX_RANGES = 8       # runs of programs or elements listed per extent

@@ -35,8 +35,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from . import context
-from .context import LOAD as LOAD_CODE, LaunchContext, unique_rows
+from .. import context
+from ..context import LOAD as LOAD_CODE, LaunchContext, unique_rows
 
 PATTERNS = ("", "scalar", "contiguous", "strided", "broadcast", "gather")
 SCALAR, CONTIGUOUS, STRIDED, BROADCAST, GATHER = 1, 2, 3, 4, 5
@@ -116,7 +116,7 @@ def _slice_widths(ctx: LaunchContext) -> np.ndarray:
 
 def coalesce(ctx: LaunchContext, row_order: np.ndarray, layouts: Optional[dict] = None) -> Coalescing:
     """``row_order`` ranks rows in cache-issue order; the stream comes out sorted by it within a class.
-    ``layouts``: static op id -> (issue order, vec) from the compiler (analysis/layouts.py); those ops
+    ``layouts``: static op id -> (issue order, vec) from the compiler (analysis/memory/layouts.py); those ops
     follow it instead of points 1-3 of the module docstring."""
     layouts = layouts or {}
     n = ctx.n_rows

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import KIND_CODE
+from ...model import KIND_CODE
 from . import extent as E
-from .context import LaunchContext
-from .findings import Finding
+from ..context import LaunchContext
+from ..findings import Finding
 from .recorded import MEMORY_CODES, WRITE_CODES, _memory_row, _one_program
 
 MAX_PROGRAMS = 1 << 16        # the recorder's cap on the programs it lists per cause (record/checks/monitor.py)

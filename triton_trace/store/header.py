@@ -2,7 +2,7 @@
 
 A header is data from a file: every field's type, every integer's range and every key is checked here, so
 a damaged or crafted header is refused at ``load()`` with one line naming the field, instead of crashing the
-analysis, the summary or a view later. ``check_header`` raises ``HeaderError`` (store.py turns it into a
+analysis, the summary or a view later. ``check_header`` raises ``HeaderError`` (store/tracefile.py turns it into a
 TraceFileError naming the file).
 """
 from __future__ import annotations

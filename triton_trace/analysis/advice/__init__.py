@@ -1,0 +1,7 @@
+"""Advice: what could be faster, and what the GPU will do that the trace did not. Never findings.
+
+- ``hints.py``: what a source line's memory ops waste and what fixing them saves.
+- ``whatif.py``: the same accesses replayed in another order or on another GPU (uses ``analysis/memory``).
+- ``roofline.py``: FLOPs, arithmetic intensity and a lower bound on each GPU's time.
+- ``predictions.py``: int32 offsets that wrap at a larger size, float32 dots that run in TF32.
+"""
