@@ -1,7 +1,11 @@
 // The browser page's entry: payloads from the app's JSON API, the place in the URL's hash
 // (#/launch/<i>/program/<x,y,z>/op/<seq>, then the Compiled panel's /compiled/<target>/<stage>/line/<file>:<line>),
-// plotly.js from the app's /vendor/. The viewer is view.js.
+// plotly.js from the app's /vendor/, request URLs from the route table the server put on the page. The
+// viewer is view.js.
+import { apiUrl, pageRoutes } from "./routes.js";
 import { mount, parsePlace, placeKey } from "./view.js";
+
+const ROUTES = pageRoutes(document.body);
 
 // The trace behind the server is frozen, so an answer never changes: keep the recent ones (and the
 // requests in flight, so a prefetch and the click that follows it share one request).
@@ -72,6 +76,7 @@ async function download(path, filename) {
 
 const viewer = mount(document.body, {
   request,
+  routes: ROUTES,
   plotly,
   download,
   // pushState is cheaper than assigning location.hash and waiting for hashchange; Back / Forward come in
@@ -91,7 +96,7 @@ viewer.route(parsePlace(location.hash));
 const POLL_MS = 2000;
 let seen = null;
 async function poll() {
-  const res = await fetchJson("/api/version").catch(() => null);
+  const res = await fetchJson(apiUrl(ROUTES, "version")).catch(() => null);
   if (!res || res.error) { setTimeout(poll, POLL_MS); return; }      // the server is busy or restarting
   const v = res.body;
   if (!v.watching) return;

@@ -2,6 +2,7 @@
 // grey, lanes outside the tensor are red, active lanes are coloured by value (or by the op's kind when no
 // value was recorded); hovering a lane shows its position, the offset it addressed, the element and value.
 import { clear, fmtNum, gradientCss, h, pidText, rampColor, rgb, sizeCanvas } from "./dom.js";
+import { blockLayout, finiteRange, unravel } from "./layout.js";
 
 const MIN_PX = 8;     // the smallest lane cell of a 1-D block, in CSS pixels
 const MASKED = [229, 231, 235], OOB = [220, 38, 38], KIND = { load: [37, 99, 235], store: [234, 88, 12] };
@@ -22,7 +23,7 @@ export class BlockView {
   async select(li, pid, seq) {
     const mine = ++this.req;
     if (pid === null || seq === null) { this.clear("Select an op (a load, store or atomic) to see its block."); return; }
-    const data = await this.api(`/api/launch/${li}/block/${pid.join(",")}/${seq}`);
+    const data = await this.api("block", { i: li, pid, seq });
     if (mine !== this.req || !data) return;
     this.data = data;
     if (!data.lanes) { this.clear(`Op ${seq} (${data.kind}) has no lanes to draw: only loads, stores and atomics do.`); return; }
@@ -38,18 +39,8 @@ export class BlockView {
     this.$("block-note").textContent = note;
   }
 
-  // A 1-D block (one row of lanes) wraps into rows of a power of two lanes, so no cell is under MIN_PX;
-  // a wide 2-D block keeps its rows and scrolls sideways instead of shrinking to a pixel per lane.
-  layout() {
-    const d = this.data, maxW = Math.max(200, this.$("block-wrap").clientWidth - 4);
-    let [R, C] = d.grid;
-    if (R === 1 && C * MIN_PX > maxW) { C = 2 ** Math.floor(Math.log2(maxW / MIN_PX)); R = Math.ceil(d.grid[1] / C); }
-    const px = Math.max(MIN_PX / 2, Math.min(16, Math.floor(maxW / Math.max(1, C))));
-    return { R, C, px, wrapped: C !== d.grid[1] };
-  }
-
   draw() {
-    const d = this.data, { R, C, px, wrapped } = this.layout();
+    const d = this.data, { R, C, px, wrapped } = blockLayout(d.grid, this.$("block-wrap").clientWidth - 4, MIN_PX);
     this.px = px;
     this.cols = C;
     const ctx = sizeCanvas(this.canvas, C * px, R * px);
@@ -88,12 +79,10 @@ export class BlockView {
     this.$("block-note").textContent = notes.join(" · ");
   }
 
+  // the values of active lanes inside the tensor span the colour scale
   range() {
-    const v = this.data.value;
-    if (!v) return null;
-    let lo = Infinity, hi = -Infinity;
-    v.forEach((x, k) => { if (typeof x === "number" && this.data.mask[k] && !this.data.out[k]) { lo = Math.min(lo, x); hi = Math.max(hi, x); } });
-    return lo <= hi ? [lo, hi] : null;
+    const d = this.data;
+    return d.value ? finiteRange(d.value, (k) => d.mask[k] && !d.out[k]) : null;
   }
 
   color(k, range) {
@@ -119,10 +108,4 @@ export class BlockView {
     if (d.value && d.value[k] !== null) parts.push(`value ${fmtNum(d.value[k])}`);
     this.$("block-hover").textContent = parts.join(" · ");
   }
-}
-
-function unravel(k, shape) {
-  const out = [];
-  for (let i = shape.length - 1; i >= 0; i--) { out.unshift(k % shape[i]); k = Math.floor(k / shape[i]); }
-  return out.length ? out : [0];
 }

@@ -4,7 +4,7 @@
 import { fmtBytes, fmtSeconds } from "./units.js";
 
 // plotly reads a few HTML-like tags in its strings; names from the trace are shown literally instead
-const plotlyText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+export const plotlyText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"] };
 const TITLE = { font: { size: 12 }, x: 0.01, xanchor: "left" };
@@ -19,7 +19,7 @@ export class Charts {
     this.labels = labels;
     let Plotly, data;
     try {
-      [Plotly, data] = await Promise.all([this.plotly(), this.api(`/api/launch/${index}/charts`)]);
+      [Plotly, data] = await Promise.all([this.plotly(), this.api("charts", { i: index })]);
     } catch (e) {
       this.$("charts-note").textContent = `No charts: ${e.message}`;
       return;

@@ -16,7 +16,7 @@ export class CompareCard {
     card.hidden = !on;
     delete card.dataset.ready;
     if (!on) return;
-    const d = await this.api(`/api/launch/${li}/compare`);
+    const d = await this.api("compare", { i: li });
     if (mine !== this.req || !d) return;
     const M = d.metrics, body = clear(this.$("compare-body"));
     this.$("compare-note").textContent = d.error || `this launch against launch ${li} (${d.kernel}) of the compared trace`;

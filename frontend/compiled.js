@@ -1,5 +1,5 @@
 // The Compiled panel: the open launch's kernel compiled for a GPU target on the server's CPU
-// (GET /api/launch/<i>/compiled?target=, triton_trace/view/compiledview.py): its resources, its global memory
+// (the "compiled" route, triton_trace/view/compiledview.py): its resources, its global memory
 // ops as compiled, and its source beside one IR stage, linked line to line both ways. A compile takes
 // seconds, so the payload is asked for only once the panel is opened.
 import { clear, h, scrollIntoBox } from "./dom.js";
@@ -7,7 +7,7 @@ import { fmtBytes, fmtPct, place } from "./units.js";
 
 export const STAGES = ["ttir", "ttgir", "ptx"];
 const STAGE_LABEL = { ttir: "TTIR", ttgir: "TTGIR", ptx: "PTX" };
-// the target a notebook output carries (triton_trace/view/embed.py): the one the panel opens at
+// the target a notebook output carries: routes.py's DEFAULT_TARGET (tests/view/test_routes.py checks they agree)
 export const DEFAULT_TARGET = "sm_90";
 const LAYOUT_FIELDS = ["sizePerThread", "threadsPerWarp", "warpsPerCTA", "order"];
 const PART = /^\/compiled(?:\/(sm_\d+))?(?:\/(ttir|ttgir|ptx))?(?:\/line\/(?:(\d+):)?(\d+))?$/;
@@ -33,7 +33,7 @@ export function parseCompiled(text) {
 }
 
 export class CompiledPanel {
-  // request: the host's (path -> Promise<{body} | {error}>); nav(place): show the launch with the panel at
+  // request: the host's, by route (route, values) -> Promise<{body} | {error}>; nav(place): show the launch with the panel at
   // `place` (null closes it), so the URL and Back / Forward follow the panel like the other views
   constructor($, request, nav) {
     this.$ = $;
@@ -131,7 +131,7 @@ export class CompiledPanel {
       this.$("compiled-status").textContent = `compiling for ${place.target}…`;
       this.$("compiled-error").hidden = true;
       this.$("compiled-main").hidden = true;
-      this.request(`/api/launch/${li}/compiled?target=${encodeURIComponent(place.target)}`).then((res) => {
+      this.request("compiled", { i: li, target: place.target }).then((res) => {
         if (this.key !== key) return;            // another launch or target was asked for meanwhile
         this.applied = null;
         if (this.render(res)) this.apply();

@@ -32,12 +32,12 @@ export function fmtNum(x) {
   return a !== 0 && (a < 1e-3 || a >= 1e6) ? x.toExponential(3) : String(Number(x.toPrecision(5)));
 }
 
-// viridis, sampled at 9 stops; t in [0, 1]
+// viridis, sampled at 9 stops; t in [0, 1], anything else clamped
 const VIRIDIS = [[68, 1, 84], [71, 44, 122], [59, 81, 139], [44, 113, 142], [33, 144, 141],
                  [39, 173, 129], [92, 200, 99], [170, 220, 50], [253, 231, 37]];
 const REDS = [[254, 242, 242], [254, 202, 202], [252, 165, 165], [248, 113, 113], [239, 68, 68], [185, 28, 28], [127, 29, 29]];
 function ramp(stops, t) {
-  t = Math.min(1, Math.max(0, t));
+  t = t > 0 ? Math.min(1, t) : 0;      // clamped; NaN (0 / 0 of a flat range) is the low end, not a crash
   const x = t * (stops.length - 1), i = Math.min(stops.length - 2, Math.floor(x)), f = x - i;
   const a = stops[i], b = stops[i + 1];
   return [0, 1, 2].map((k) => Math.round(a[k] + (b[k] - a[k]) * f));

@@ -7,14 +7,15 @@ import { mount, placeKey } from "./view.js";
 let active = null;        // the output the pointer went down in last: arrow keys go to it, and to no other
 
 // One stored answer: base64 of zlib-compressed JSON (embed.py's pack).
-async function unpack(packed) {
+export async function unpack(packed) {
   if (!window.DecompressionStream) throw new Error("this browser cannot inflate the output's data (no DecompressionStream)");
   const bytes = Uint8Array.from(atob(packed), (c) => c.charCodeAt(0));
   const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
   return JSON.parse(await new Response(stream).text());
 }
 
-// data: {payloads: {path: packed answer}, start: place, note: what was left out and how to see it}
+// data: {payloads: {URL: packed answer}, routes: the route table the viewer builds those URLs from
+// (routes.py), start: place, note: what was left out and how to see it}
 export function embed(root, data) {
   const packed = new Map(Object.entries(data.payloads)), answers = new Map();
   const missing = (path) => `This view is not in the notebook output (${data.note}). Asked for: ${path}.`;
@@ -25,6 +26,7 @@ export function embed(root, data) {
   }
   const viewer = mount(root, {
     request,
+    routes: data.routes,
     plotly: () => window.Plotly ? Promise.resolve(window.Plotly)
       : Promise.reject(new Error("plotly.js is not on this page (the first triton_trace output of a notebook carries it; display one again)")),
     remember: () => {},

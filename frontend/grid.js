@@ -1,8 +1,8 @@
 // The program grid: one canvas cell per program (or block of programs), coloured by a metric.
 import { clear, gradientCss, h, pidText, rampColor, sizeCanvas } from "./dom.js";
+import { cellOfProgram, gridLayout, linearOf, programOfCell } from "./layout.js";
 import { fmtMetric } from "./units.js";
 
-const MAX_WIDTH = 356;
 const NONE = [229, 231, 235];      // programs that recorded nothing
 
 // The metric the grid opens on: findings when the launch has some, else the first metric that varies
@@ -33,23 +33,10 @@ export class ProgramGrid {
     });
   }
 
-  // The display layout: a 1-D grid of many programs wraps into rows.
-  layout() {
-    const d = this.data;
-    let cols = d.cols, rows = d.rows, wrap = 0;
-    if (rows === 1 && cols > 64) {
-      wrap = 2 ** Math.ceil(Math.log2(Math.sqrt(cols)));
-      rows = Math.ceil(cols / wrap);
-      cols = wrap;
-    }
-    const px = Math.max(3, Math.min(36, Math.floor(MAX_WIDTH / cols)));
-    return { cols, rows, wrap, px };
-  }
-
   set(data, labels) {
     this.data = data;
     this.labels = labels;
-    this.lay = this.layout();
+    this.lay = gridLayout(data.cols, data.rows);
     this.draw();
   }
 
@@ -69,19 +56,11 @@ export class ProgramGrid {
   }
 
   // The first program of a cell (cells are single programs unless the slice was reduced to blocks).
-  pidOfCell(c) {
-    const d = this.data, [bx, by] = d.block;
-    return [(c % d.cols) * bx, Math.floor(c / d.cols) * by, d.z];
-  }
+  pidOfCell(c) { return programOfCell(c, this.data); }
 
-  linear(p) { const [gx, gy] = this.data.grid; return p[0] + gx * (p[1] + gy * p[2]); }
+  linear(p) { return linearOf(p, this.data.grid); }
 
-  cellOfLinear(lin) {
-    const [gx, gy] = this.data.grid, [bx, by] = this.data.block;
-    const x = lin % gx, y = Math.floor(lin / gx) % gy, z = Math.floor(lin / (gx * gy));
-    if (z !== this.data.z) return null;
-    return Math.floor(y / by) * this.data.cols + Math.floor(x / bx);
-  }
+  cellOfLinear(lin) { return cellOfProgram(lin, this.data); }
 
   // The cells as an image of one pixel per cell, rebuilt only when the data or the metric change;
   // every draw scales it up without smoothing, so a click that only moves the outline is cheap.

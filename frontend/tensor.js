@@ -1,14 +1,17 @@
 // The tensor view: the elements one op, one program or every program touched, on a 2-D plane.
 import { clear, fmtNum, h, pidText, programColor, rampColor, sizeCanvas } from "./dom.js";
 import { cellOf, drawEvidence, haloMargin, writersColor } from "./evidence.js";
+import { finiteRange, pidOf, planePx } from "./layout.js";
 import { DIFF, KIND_COLOR, SPECIAL, UNTOUCHED, showTouches, tensorLegend } from "./tensorlegend.js";
 import { fmtPct } from "./units.js";
 
 const KIND_TEXT = { 1: "loaded", 2: "stored", 3: "loaded and stored" };
 
 export class TensorView {
-  constructor($, api, onPick, onElement) {
+  // api(route, values) -> payload | null and url(route, values) -> its URL (routes.js, through view.js)
+  constructor($, api, url, onPick, onElement) {
     this.$ = $;
+    this.link = url;
     this.onPick = onPick;   // (pid, seq): open a program's op (a line of the element's accesses)
     this.onElement = onElement;   // ({t, index}): an element was clicked (the host remembers it)
     this.pinned = null;     // {t, index}: the element whose accesses are listed, outlined
@@ -94,24 +97,18 @@ export class TensorView {
 
   plane() { return this.planes[this.t] || (this.planes[this.t] = {}); }
 
-  url() { return this.request(this.mode, this.t, this.pid, this.op); }
-
+  // The tensor route's values of a view of tensor t (routes.py: "tensor").
   request(mode, t, pid, op) {
-    const p = new URLSearchParams({ mode });
-    if (mode !== "all") p.set("program", pid.join(","));
-    if (mode === "op") p.set("op", String(op.seq));
     const pl = this.planes[t] || {};
-    for (const k of ["rows", "cols", "wrap"]) if (pl[k] !== undefined) p.set(k, String(pl[k]));
-    if (pl.index) p.set("index", pl.index.join(","));
-    if (this.zoom && mode !== "all") p.set("window", "auto");
-    return `/api/launch/${this.index}/tensor/${t}?${p}`;
+    return { i: this.index, t, mode, program: mode !== "all" ? pid : null, op: mode === "op" ? op.seq : null,
+             rows: pl.rows, cols: pl.cols, wrap: pl.wrap, index: pl.index, window: this.zoom && mode !== "all" ? "auto" : null };
   }
 
   // The URL select(pid, op) would fetch, for prefetching on hover; null when nothing would be fetched.
   urlFor(pid, op) {
     if (!this.launch || !this.launch.tensors.name.length) return null;
-    if (op) return this.request("op", op.tensor, pid, op);
-    return this.request(this.sticky === "all" ? "all" : "program", this.t, pid, null);
+    if (op) return this.link("tensor", this.request("op", op.tensor, pid, op));
+    return this.link("tensor", this.request(this.sticky === "all" ? "all" : "program", this.t, pid, null));
   }
 
   async refresh() {
@@ -121,7 +118,7 @@ export class TensorView {
     this.buttons();
     this.$("tensor").value = String(this.t);
     const mine = ++this.req;
-    const [data] = await Promise.all([this.api(this.url()), this.colour === "diff" ? this.loadDiff(this.t) : null]);
+    const [data] = await Promise.all([this.api("tensor", this.request(this.mode, this.t, this.pid, this.op)), this.colour === "diff" ? this.loadDiff(this.t) : null]);
     if (mine !== this.req || data === null) return;
     this.data = data;
     this.controls();
@@ -176,8 +173,7 @@ export class TensorView {
 
   draw() {
     const d = this.data, pl = d.plane, cells = d.cells;
-    const maxW = Math.max(200, this.$("tensor-wrap").clientWidth - 4), maxH = 560;
-    const px = Math.max(1, Math.min(24, Math.floor(Math.min(maxW / Math.max(1, pl.cell_cols), maxH / Math.max(1, pl.cell_rows)))));
+    const px = planePx(pl.cell_cols, pl.cell_rows, this.$("tensor-wrap").clientWidth - 4);
     this.px = px;
     const W = pl.cell_cols * px, H = pl.cell_rows * px, m = haloMargin(pl, d.halo);
     this.ox = m.left; this.oy = m.top;      // cells of halo before the plane (out-of-bounds lanes at negative offsets)
@@ -288,7 +284,7 @@ export class TensorView {
 
   async loadDiff(t) {
     if (!this.diffs.has(t)) {
-      const d = await this.api(`/api/launch/${this.index}/diff/${t}`);
+      const d = await this.api("diff", { i: this.index, t });
       if (d) this.diffs.set(t, d);
     }
     return this.diffs.get(t) || null;
@@ -324,9 +320,7 @@ export class TensorView {
   valueRange() {
     const v = this.data && this.data.cells.value;
     if (!v) return null;
-    let lo = Infinity, hi = -Infinity;
-    for (const x of v) if (typeof x === "number") { if (x < lo) lo = x; if (x > hi) hi = x; }
-    return lo <= hi ? [lo, hi] : (v.some((x) => typeof x === "string") ? [0, 0] : null);
+    return finiteRange(v) || (v.some((x) => typeof x === "string") ? [0, 0] : null);
   }
 
   valueColor(v, [lo, hi]) {
@@ -382,14 +376,11 @@ export class TensorView {
 
   async touchesAt(t, index) {
     const mine = ++this.touchReq;
-    const data = await this.api(`/api/launch/${this.index}/touches/${t}?index=${index.join(",")}`);
+    const data = await this.api("touches", { i: this.index, t, index });
     if (mine === this.touchReq && data) this.showTouches(data);
   }
 
   showTouches(data) { showTouches(this, data); }
 
-  pidOf(lin) {
-    const [gx, gy] = this.grid;
-    return [lin % gx, Math.floor(lin / gx) % gy, Math.floor(lin / (gx * gy))];
-  }
+  pidOf(lin) { return pidOf(lin, this.grid); }
 }

@@ -1,5 +1,5 @@
 // How numbers read: the twin of triton_trace/analysis/units.py, function for function, so the page, the
-// notebook, the CLI and the report's hints print one number the same way (tests/test_units.py runs both).
+// notebook, the CLI and the report's hints print one number the same way (tests/analysis/test_units.py runs both).
 // Decimal units (1 kB = 1000 B), three significant digits, no exponents; a before -> after pair gets more
 // digits until a change shows. toFixed rounds the exact binary value, ties away from zero, as units.py does.
 
@@ -8,9 +8,24 @@ const MAX_DIGITS = 9;
 const BYTE_UNITS = ["B", "kB", "MB", "GB", "TB"];
 
 function fixed(v, decimals) {
-  let text = v.toFixed(decimals);
+  let text = Math.abs(v) < 1e21 && decimals <= 100 ? v.toFixed(decimals) : exactFixed(v, decimals);
   if (text.includes(".")) text = text.replace(/0+$/, "").replace(/\.$/, "");
   return text === "-0" || text === "0" ? "0" : text;
+}
+
+// toFixed's rounding (the exact binary value, ties away from zero) where toFixed itself would not give digits:
+// from 1e21 up it writes an exponent, past 100 decimals it throws. v = mantissa * 2**shift, exactly, in BigInt.
+function exactFixed(v, decimals) {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, v);
+  const bits = view.getBigUint64(0), exp = Number((bits >> 52n) & 0x7ffn);
+  const mantissa = (bits & ((1n << 52n) - 1n)) | (exp ? 1n << 52n : 0n);     // subnormals have no leading 1
+  const shift = Math.max(exp, 1) - 1075;
+  let n = mantissa * 10n ** BigInt(decimals);
+  if (shift >= 0) n <<= BigInt(shift);
+  else { const d = 1n << BigInt(-shift); n = (2n * n + d) / (2n * d); }    // half up, on the magnitude
+  const digits = n.toString().padStart(decimals + 1, "0");
+  return (bits >> 63n ? "-" : "") + (decimals ? `${digits.slice(0, -decimals)}.${digits.slice(-decimals)}` : digits);
 }
 
 // e with 10**(e-1) <= a < 10**e, by products and quotients (exact IEEE operations, unlike log10)

@@ -10,7 +10,9 @@ import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
 import { clear, fmtNum, h, pidText, scoped } from "./dom.js";
 import { FindingCard } from "./evidence.js";
 import { ProgramGrid, telling } from "./grid.js";
+import { linearOf } from "./layout.js";
 import { installNavigation } from "./navigate.js";
+import { apiUrl } from "./routes.js";
 import { TensorView } from "./tensor.js";
 import { fmtBytes, fmtPct, fmtSig } from "./units.js";
 
@@ -41,16 +43,18 @@ export function parsePlace(text) {
   return { view: "launch", li: Number(m[1]), pid, op: m[3] !== undefined ? Number(m[3]) : null, el, compiled };
 }
 
-// host: {request(path) -> Promise<{body} | {error}>, plotly() -> Promise<Plotly>, remember(place) (record
-// the place, e.g. in the URL), link(place) -> href or null, keys: where arrow keys are listened to}.
+// host: {request(url) -> Promise<{body} | {error}>, routes: the server's route table (routes.js), plotly() ->
+// Promise<Plotly>, remember(place) (record the place, e.g. in the URL), link(place) -> href or null, keys:
+// where arrow keys are listened to}. Panels ask for payloads by route name and values, never by a URL.
 export function mount(root, host) {
   const $ = scoped(root);
   const S = { routes: 0, trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null,
               op: null, program: null, pending: null, place: null, compiled: null, finding: null, focusLine: null,
               metricChosen: false };
 
-  async function api(path) {
-    const res = await host.request(path);
+  const url = (route, values) => apiUrl(host.routes, route, values);
+  async function api(route, values) {
+    const res = await host.request(url(route, values));
     if (res.error) { showError(res.error); return null; }
     return res.body;
   }
@@ -61,12 +65,12 @@ export function mount(root, host) {
   function status(msg) { $("status").textContent = msg; }
 
   // a tensor element clicked: its accesses are listed, and the place (the URL) names it
-  const tensor = new TensorView($, api, (pid, seq) => go(S.li, pid, seq, null),
+  const tensor = new TensorView($, api, url, (pid, seq) => go(S.li, pid, seq, null),
     (el) => host.remember({ view: "launch", li: S.li, pid: S.pid, op: S.pid ? S.op : null, el, compiled: S.compiled }));
   function prefetchProgram(pid) {
-    prefetch(`/api/launch/${S.li}/program/${pid.join(",")}`);
-    const url = tensor.urlFor(pid, null);
-    if (url) prefetch(url);
+    prefetch(url("program", { i: S.li, pid }));
+    const view = tensor.urlFor(pid, null);
+    if (view) prefetch(view);
   }
   const grid = new ProgramGrid($, (pid, t0) => { prefetchProgram(pid); go(S.li, pid, null, { what: "grid-click", t0 }); }, prefetchProgram);
   const source = new SourceView($);
@@ -74,7 +78,7 @@ export function mount(root, host) {
   const charts = new Charts($, api, host.plotly);
   const comparison = new CompareCard($, api);
   // its errors (a compile that failed, a target a notebook output does not carry) are shown in the panel
-  const compiled = new CompiledPanel($, host.request, (c) => go(S.li, S.pid, S.op, null, c));
+  const compiled = new CompiledPanel($, (route, values) => host.request(url(route, values)), (c) => go(S.li, S.pid, S.op, null, c));
   let detail = null;
   const findings = new FindingsList($, (k, t0) => selectFinding(k, { what: "finding-click", t0 }),
     (hint) => source.mark(S.program ? S.program.ops.line : [], hint.line));
@@ -137,15 +141,15 @@ export function mount(root, host) {
     S.place = placeKey(r);
     clearError();
     if (!S.trace) {
-      S.trace = await api("/api/trace");
+      S.trace = await api("trace");
       if (!S.trace) return;
       // metric key -> label, in the server's order (a Map keeps it; JSON objects arrive key-sorted)
       S.labels = new Map(S.trace.metrics.key.map((k, i) => [k, S.trace.metrics.label[i]]));
       detail = new ProgramDetail($, S.trace.kinds, (seq, t0) => go(S.li, S.pid, seq, t0 === null ? null : { what: "op-click", t0 }), (seq) => {
         if (!S.pid) return;
         const o = detail.op(seq);
-        const url = o && o.memory ? tensor.urlFor(S.pid, { seq, tensor: o.tensor }) : null;
-        if (url) prefetch(url);
+        const view = o && o.memory ? tensor.urlFor(S.pid, { seq, tensor: o.tensor }) : null;
+        if (view) prefetch(view);
       }, (seq) => {
         const o = detail.op(seq);
         if (!o || !o.line) return;
@@ -231,7 +235,7 @@ export function mount(root, host) {
 
   async function openLaunch(li) {
     status("loading…");
-    const [launch, gridData, found] = await Promise.all([api(`/api/launch/${li}`), api(`/api/launch/${li}/grid?z=0`), api(`/api/launch/${li}/findings`)]);
+    const [launch, gridData, found] = await Promise.all([api("launch", { i: li }), api("grid", { i: li, z: 0 }), api("findings", { i: li })]);
     if (!launch || !gridData || !found) return false;
     Object.assign(S, { li, launch, findings: found, z: 0, pid: null, op: null, program: null, finding: null });
     document.title = `${launch.kernel} · triton_trace`;
@@ -305,9 +309,9 @@ export function mount(root, host) {
     let tensorDone = null;
     if (!same || S.program.offset !== offset) {
       if (pid[2] !== S.z) await setZ(pid[2]);
-      grid.selected = pid[0] + gx * (pid[1] + gy * pid[2]);
+      grid.selected = linearOf(pid, S.launch.grid);
       grid.draw();
-      const programReq = api(`/api/launch/${S.li}/program/${pid.join(",")}${offset ? `?offset=${offset}` : ""}`);
+      const programReq = api("program", { i: S.li, pid, offset: offset || null });
       // without an op, the tensor view needs nothing from the program payload: fetch both at once
       if (op === null) tensorDone = tensor.select(pid, null);
       const data = await programReq;
@@ -326,7 +330,7 @@ export function mount(root, host) {
   }
 
   async function setZ(z) {
-    const data = await api(`/api/launch/${S.li}/grid?z=${z}`);
+    const data = await api("grid", { i: S.li, z });
     if (!data) return;
     S.z = z;
     $("z").value = String(z);
@@ -356,11 +360,9 @@ export function mount(root, host) {
   $("tensor-npy").addEventListener("click", async () => {
     const d = tensor.data;
     if (!d || !host.download) return;
-    const p = new URLSearchParams({ mode: d.selection.mode });
-    if (d.selection.program) p.set("program", d.selection.program.join(","));
-    if (d.selection.op !== null && d.selection.op !== undefined) p.set("op", String(d.selection.op));
     const name = `${S.launch.kernel}_${d.name}_${d.selection.mode}.npy`.replace(/[^\w.-]+/g, "_");
-    const res = await host.download(`/api/launch/${S.li}/tensor/${d.tensor}/values.npy?${p}`, name);
+    const res = await host.download(url("values_npy", { i: S.li, t: d.tensor, mode: d.selection.mode,
+      program: d.selection.program, op: d.selection.op }), name);
     if (res.error) showError(res.error);
   });
 

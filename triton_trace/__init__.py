@@ -2,7 +2,7 @@
 
 Importing the package is inert and cheap: every public name loads its module on first use (the recording
 core without Flask or plotly; the GPU machine has neither), and the supported-release check runs when the
-recorder loads (record/interp/hooks.py). tests/test_import_cost.py checks which modules the import pulls in.
+recorder loads (record/interp/hooks.py). tests/project/test_import_cost.py checks which modules the import pulls in.
 """
 from __future__ import annotations
 

@@ -190,7 +190,7 @@ EXAMPLES = {
 
 # Kernels deliberately left out, with the reason (reported in every run).
 EXCLUDED = {
-    "tests/broken_kernels.py": "deliberately broken kernels (out-of-bounds, races, uninitialised reads, "
+    "tests/kernels/broken.py": "deliberately broken kernels (out-of-bounds, races, uninitialised reads, "
                                "double writes): their GPU output is undefined by design and an "
                                "out-of-bounds access can fault the CUDA context for every later check",
 }

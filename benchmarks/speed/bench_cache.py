@@ -4,7 +4,7 @@ same counts (equal hashes) and timed, on this commit and on another one (a workt
 
     python benchmarks/speed/bench_cache.py [--cases add,softmax,ln,transpose,hist,mm512,mm1k,mm2k,mm4k] [--repeat 3]
 
-Not part of the test run: nothing here asserts a time (tests/test_cache_windows.py checks the counts).
+Not part of the test run: nothing here asserts a time (tests/analysis/test_cache_windows.py checks the counts).
 """
 from __future__ import annotations
 

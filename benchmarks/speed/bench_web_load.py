@@ -5,7 +5,7 @@
 Each client loops over what the UI asks for when someone clicks around: the launch list, a launch, its
 grid, findings and charts, a random program, that program's tensor view (zoomed), one of its ops, and
 the all-programs tiling view. Every request must answer 200 with JSON; the report gives the request
-count, errors, and the median / 95th-percentile response time. tests/test_web_load.py runs a short
+count, errors, and the median / 95th-percentile response time. tests/view/test_web_load.py runs a short
 version of this as a test.
 """
 from __future__ import annotations
@@ -83,7 +83,7 @@ SERVER = """
 import sys
 sys.path.insert(0, {tests!r})
 import triton_trace
-from webcases import synthetic_tiled
+from helpers.webcases import synthetic_tiled
 triton_trace.launch(trace=synthetic_tiled(64, 64, 16, 16), port=0, block=True)
 """
 

@@ -1,7 +1,7 @@
 """The first all-programs tensor payload of a 4M-element tensor (issue 43, bug 6): what a user waits for
 when a big launch opens, before any answer is cached.
 
-A synthetic 2048 x 2048 float32 tile copy (128 x 128 programs of 16 x 16, as tests/webcases.py builds it)
+A synthetic 2048 x 2048 float32 tile copy (128 x 128 programs of 16 x 16, as tests/helpers/webcases.py builds it)
 is served by a fresh app per repeat; the time is the first GET of /api/launch/0/tensor/<t>?mode=all, and
 then of the launch's grid and findings, through Flask's test client (no network). Run:
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
-from webcases import synthetic_tiled  # noqa: E402
+from helpers.webcases import synthetic_tiled  # noqa: E402
 
 from triton_trace.view.app import create_app  # noqa: E402
 

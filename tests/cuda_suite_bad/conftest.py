@@ -1,4 +1,4 @@
-"""A GPU suite's conftest, with what suites bring that a CPU cannot run (tests/test_cuda_suite_bad.py runs
+"""A GPU suite's conftest, with what suites bring that a CPU cannot run (tests/suite/test_cuda_suite_bad.py runs
 this folder under --tt-cuda, in a child process)."""
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Run one at a time by tests/test_cuda_suite_bad.py, which interrupts them (not test_*.py: the suite's
+"""Run one at a time by tests/suite/test_cuda_suite_bad.py, which interrupts them (not test_*.py: the suite's
 own run leaves them out). TT_MARKER names a file written when the slow kernel starts."""
 import os
 

@@ -1,6 +1,6 @@
-"""Launches compiled for GPU targets in tests/test_compiled.py, and the writer of their committed fixtures.
+"""Launches compiled for GPU targets in tests/compiled/test_compiled.py, and the writer of their committed fixtures.
 
-    PYTHONPATH=. python tests/compiled_cases.py      # rewrites tests/fixtures/compiled/*.json
+    PYTHONPATH=. python tests/helpers/compiled_cases.py      # rewrites tests/fixtures/compiled/*.json
 
 A fixture holds what Triton's compiler printed for each global memory op of a launch, cut from its raw
 TTGIR and PTX with plain text searches (not with triton_trace.compiled's parser): the op's TTGIR line, the
@@ -17,11 +17,13 @@ import sys
 import torch
 import triton
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if _TESTS not in sys.path:          # run as a script
+    sys.path.insert(0, _TESTS)
 import kernels as K  # noqa: E402
+from helpers.paths import FIXTURES as _FIXTURES  # noqa: E402
 
-FIXTURES = os.path.join(HERE, "fixtures", "compiled")
+FIXTURES = os.path.join(_FIXTURES, "compiled")
 TARGETS = ("sm_80", "sm_90", "sm_100")
 
 

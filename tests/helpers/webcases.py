@@ -1,30 +1,17 @@
-"""Kernels and traces the web tests share (no tests here).
-
-The kernels live in this real file because Triton's interpreter re-reads their source. The synthetic
-traces are built directly as columnar arrays: a 4096-program launch through the interpreter would take
-most of a minute, and the web app only reads the frozen Trace.
+"""Traces the web tests share: traced launches of tests/kernels, the index math to check them with, and
+synthetic traces built directly as columnar arrays (a 4096-program launch through the interpreter would take
+most of a minute, and the web app only reads the frozen Trace). Reading a page's canvases: helpers/web.py.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 import triton
-import triton.language as tl
 
 import kernels
+from kernels.planted import make_shift
 from triton_trace import trace
 from triton_trace.model import KIND_CODE, MAX_RANK, Launch, TensorInfo, Trace, empty_ops
-
-
-def shift_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs + 1, mask=offs < n)   # planted bug: reads one element past the end of x
-    tl.store(out_ptr + offs, x, mask=offs < n)
-
-
-def make_shift():
-    return triton.jit(shift_kernel)
 
 
 def traced_matmul(m=40, n=30, k=24, block=16, block_k=8, group_m=2, seed=0):
@@ -158,42 +145,3 @@ def synthetic_long(n_ops: int = 2500) -> Trace:
                     value_dtypes=(), ops=ops, offsets=np.arange(n_ops, dtype=np.int64),
                     mask=np.ones(n_ops, dtype=bool), values=np.zeros(0, np.uint8), recorded_programs=1)
     return Trace((launch,))
-
-
-# --------------------------------------------------------------------------------------------------------
-# reading the views' canvases in a browser (test_browser.py, test_notebook_browser.py)
-# --------------------------------------------------------------------------------------------------------
-UNTOUCHED = (233, 236, 240)     # frontend/tensor.js's colours
-READ = (37, 99, 235)
-STORED = (234, 88, 12)
-
-
-def canvas_cells(where, selector: str = "#tensor-canvas") -> np.ndarray:
-    """The colour at the centre of every cell of the tensor heatmap, as an (rows, cols, 3) array.
-    ``where``: a Playwright page, or a locator of one viewer's root."""
-    data = where.locator(selector).evaluate("""(c) => {
-        const px = +c.dataset.px, R = +c.dataset.cellRows, C = +c.dataset.cellCols, dpr = c.width / parseFloat(c.style.width);
-        const ox = +(c.dataset.ox || 0), oy = +(c.dataset.oy || 0);    // halo cells before the plane
-        const img = c.getContext("2d").getImageData(0, 0, c.width, c.height).data, out = [];
-        for (let r = 0; r < R; r++) for (let k = 0; k < C; k++) {
-            const x = Math.floor(((k + ox) * px + px / 2) * dpr), y = Math.floor(((r + oy) * px + px / 2) * dpr), i = (y * c.width + x) * 4;
-            out.push(img[i], img[i + 1], img[i + 2]);
-        }
-        return [R, C, out];
-    }""")
-    R, C, flat = data
-    return np.array(flat, dtype=np.int64).reshape(R, C, 3)
-
-
-def cell_pixel(where, row: int, col: int, dx: float = 0.5, dy: float = 0.5, selector: str = "#tensor-canvas") -> tuple:
-    """The colour at (dx, dy) of the way across cell (row, col) of a tensor canvas (plane cells; negative or
-    past-the-end cells are the halo)."""
-    return tuple(where.locator(selector).evaluate("""(c, [row, col, dx, dy]) => {
-        const px = +c.dataset.px, dpr = c.width / parseFloat(c.style.width);
-        const x = Math.floor(((col + +c.dataset.ox) * px + px * dx) * dpr), y = Math.floor(((row + +c.dataset.oy) * px + px * dy) * dpr);
-        return Array.from(c.getContext("2d").getImageData(x, y, 1, 1).data.slice(0, 3));
-    }""", [row, col, dx, dy]))
-
-
-def highlighted(where, colour=READ) -> np.ndarray:
-    return np.all(canvas_cells(where) == np.array(colour), axis=2)

@@ -8,7 +8,6 @@ sits on that kernel line.
 """
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -17,16 +16,7 @@ import triton
 import triton.language as tl
 
 import triton_trace
-
-
-def marked_line(kernel, marker: str = "# BUG") -> int:
-    fn = kernel
-    while not inspect.isfunction(fn):
-        fn = fn.fn
-    lines, start = inspect.getsourcelines(fn)
-    hits = [start + i for i, text in enumerate(lines) if text.rstrip().endswith(marker)]
-    assert len(hits) == 1, f"{fn.__name__}: expected one line marked {marker!r}, found {hits}"
-    return hits[0]
+from helpers.source import marked_line
 
 
 @dataclass(frozen=True)

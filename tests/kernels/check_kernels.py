@@ -1,6 +1,7 @@
-"""Kernels for tests/test_new_checks.py, each bug beside its fixed twin: an integer division by a zero the
-mask does not cover, ``INT_MIN // -1``, a float division by zero, two lanes of one store writing one address
-with different values, int32 offsets that pass 2^31 at a large size. The line of each bug is marked ``# BUG``."""
+"""Kernels for tests/record/test_new_checks.py, each bug beside its fixed twin: an integer division by a zero
+the mask does not cover, ``INT_MIN // -1``, a float division by zero, two lanes of one store writing one
+address with different values, int32 offsets that pass 2^31 at a large size. The line of each bug is marked
+``# BUG``. (The looped accumulator those tests also run is value_bugs.sum_of_squares.)"""
 from __future__ import annotations
 
 import triton
@@ -150,17 +151,6 @@ def variance_masked(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
     mean = tl.sum(x, axis=0) / n_cols
     d = tl.where(cols < n_cols, x - mean, 0.0)
     tl.store(out_ptr + row, tl.sum(d * d, axis=0) / n_cols)
-
-
-@triton.jit
-def sum_of_squares_looped(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for start in range(0, n_cols, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
-        acc += x * x
-    tl.store(out_ptr + row, tl.sum(acc, axis=0))
 
 
 @triton.jit

@@ -1,7 +1,7 @@
 """An MoE expert's token rows times its weights, a tile of rows per program, with the early exit such kernels
 have: the tiles past the expert's token count return at once (``if start >= n: return``), so programs that
 leave alternate with programs that stay, expert after expert (record/divergence/exits.py). Used by
-tests/test_masked_exits.py and benchmarks/speed/bench_divergent.py."""
+tests/record/test_masked_exits.py and benchmarks/speed/bench_divergent.py."""
 from __future__ import annotations
 
 import torch

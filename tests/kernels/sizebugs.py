@@ -1,5 +1,5 @@
 """Kernels whose bugs appear only at some sizes or layouts, each with its correct twin, for the shape
-fuzzer's tests (tests/test_fuzzing.py): a missing mask that matters only when n % BLOCK != 0, a row stride
+fuzzer's tests (tests/cli/test_fuzzing.py): a missing mask that matters only when n % BLOCK != 0, a row stride
 assumed to be the row length, and an int32 index that overflows only for large n."""
 from __future__ import annotations
 

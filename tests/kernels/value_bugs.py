@@ -1,6 +1,7 @@
-"""Kernels with value bugs, each beside its corrected twin, for test_value_bugs.py: a softmax without the
-max subtraction, a layer norm without eps, an fp16 store of a large fp32 accumulator, an int32 index that
-wraps, a float-to-int conversion out of range. The line where the bad value is made is marked ``# BUG``."""
+"""Kernels with value bugs, each beside its corrected twin, for tests/record/test_value_bugs.py: a softmax
+without the max subtraction, a layer norm without eps, an fp16 store of a large fp32 accumulator
+(``sum_of_squares``: a bug only when ``out`` is float16), an int32 index that wraps, a float-to-int conversion
+out of range. The line where the bad value is made is marked ``# BUG``."""
 from __future__ import annotations
 
 import triton
@@ -50,7 +51,7 @@ def layer_norm(x_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def sum_of_squares_fp16(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+def sum_of_squares(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for start in range(0, n_cols, BLOCK):

@@ -1,4 +1,4 @@
-"""A small kernel test suite with planted bugs, each beside its correct twin, for tests/test_pytest_plugin.py
+"""A small kernel test suite with planted bugs, each beside its correct twin, for tests/suite/test_pytest_plugin.py
 (run with ``pytest --triton-trace``; not collected by the project's own test run)."""
 import pytest
 import torch

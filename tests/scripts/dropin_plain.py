@@ -1,5 +1,5 @@
 """Run the drop-in cases of tests/kernels/dropin.py under Triton's plain interpreter and save what they
-produced (outputs, printed text, errors) to the path given, for tests/test_dropin.py to compare with."""
+produced (outputs, printed text, errors) to the path given, for tests/record/test_dropin.py to compare with."""
 import contextlib
 import io
 import os

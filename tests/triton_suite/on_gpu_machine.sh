@@ -2,7 +2,7 @@
 # The whole suite, plain and traced, on the GPU machine's 16 CPU cores (it has pytest-xdist and scipy; no
 # install needed: the tracing core imports without Flask and plotly). From the repository root:
 #   bash tests/triton_suite/on_gpu_machine.sh OUTDIR
-# writes OUTDIR/summary.md (the table committed as tests/triton_suite/RESULTS_gpu_machine.md), summary.json,
+# writes OUTDIR/summary.md (the table committed as benchmarks/suites/triton_suite/gpu_machine_3.6.md), summary.json,
 # both junit files and both pytest outputs.
 set -euo pipefail
 out=${1:?usage: on_gpu_machine.sh OUTDIR}; shift

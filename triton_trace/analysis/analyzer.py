@@ -27,11 +27,13 @@ from .advice.roofline import dot_precision, flops, roofline
 from .gpus import GPUS
 from .advice.hints import hints, resource_hints
 from .advice.whatif import hints_from, replays, warps_hints
-from .checks.sanitizer import check_asserts, check_bounds, check_nonfinite, check_overflow, check_coverage
+from .checks.sanitizer import check_bounds, check_coverage
 from .checks.writeorder import check_double_writes, check_uninitialized
-from .checks.valuechecks import check_int_division, check_lane_conflicts, check_padded_reductions
+from .checks.valuechecks import RECORDED_CHECKS
 
-CHECKS = (check_asserts, check_nonfinite, check_overflow, check_int_division, check_lane_conflicts, check_padded_reductions, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
+# the checks over what the recorder's monitors kept (one per row of record/checks/table.py), then the
+# checks over the accesses themselves
+CHECKS = (*RECORDED_CHECKS, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
 
 
 def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 32, vector_bytes: int = 16,
@@ -113,7 +115,7 @@ def _compiled_layouts(ctx: LaunchContext) -> tuple:
              "shared_bytes": None, "registers": None, "spill_bytes": None, "occupancy": None, "triton": None}
     if ctx.params.layouts != "compiler":
         return {}, {}, {**entry, "note": "analyze(layouts='model'): layouts inferred from the offsets"}
-    if not (ctx.launch.meta or {}).get("module"):
+    if ctx.launch.module is None:
         return {}, {}, {**entry, "note": "the launch was recorded without its kernel module: layouts inferred"}
     from ..errors import TritonTraceError, UntrustedTrace
     try:

@@ -1,5 +1,5 @@
 """How numbers read everywhere: the CLI, the report and its hints, notebooks and the web UI (frontend/units.js
-is this module's twin, line for line, and tests/test_units.py checks they give the same strings).
+is this module's twin, line for line, and tests/analysis/test_units.py checks they give the same strings).
 
 One convention: decimal units (1 kB = 1000 B, as GPU bandwidths and profilers quote them), three significant
 digits, no exponents. A before -> after pair gets as many more digits as it takes for a change to show:

@@ -47,7 +47,7 @@ class Compiled:
     signature: dict
     divisible_by_16: tuple
     triton: str
-    missing: tuple = field(default=())
+    missing: tuple = field(default=())  # model.Unresolved: names the kernel module could not carry over
     notes: tuple = field(default=())    # e.g. why the cache was not used
 
     def ir_lines(self, line: int, file: str = None, stage: str = "ttgir") -> list:
@@ -64,7 +64,7 @@ class Compiled:
                 "num_stages": self.num_stages, "shared_bytes": self.shared_bytes, "registers": self.registers,
                 "spill_bytes": self.spill_bytes, "occupancy": self.occupancy, "signature": self.signature,
                 "divisible_by_16": list(self.divisible_by_16), "triton": self.triton, "ops": list(self.ops),
-                "missing": list(self.missing), "notes": list(self.notes)}
+                "missing": [m.to_dict() for m in self.missing], "notes": list(self.notes)}
 
     def __repr__(self) -> str:
         return (f"<Compiled {self.kernel} for {self.target}: {self.num_warps} warps, {self.shared_bytes} B shared, "
@@ -81,21 +81,23 @@ def stand_ins(launch) -> dict:
     """Parameter name -> the value a GPU launch would pass (tensors: a DeviceTensor at the address its first
     element would have, each storage at its own aligned allocation)."""
     import torch
-    params = launch.meta["module"]["params"]
+    if launch.module is None:
+        raise TraceUsageError(f"launch of '{launch.kernel_name}' was recorded without its module: its arguments "
+                              f"cannot be rebuilt")
     tensors = {t.name: t for t in launch.tensors}
     out = {}
-    for name, p in params.items():
-        if p["kind"] == "tensor" and name in tensors:
+    for name, p in launch.module.params.items():
+        if p.kind == "tensor" and name in tensors:
             t = tensors[name]
             if not isinstance(getattr(torch, t.dtype, None), torch.dtype):
                 raise TraceUsageError(f"launch of '{launch.kernel_name}': argument '{name}' has dtype {t.dtype!r}, "
                                       f"which is not a torch dtype")
             base = (max(t.storage, 0) + 1) * (1 << 30)
             out[name] = toolchain.DeviceTensor(getattr(torch, t.dtype), base + t.storage_offset * t.elem_bytes)
-        elif p["kind"] == "value":
-            out[name] = _value(p["expr"], name)
+        elif p.kind == "value":
+            out[name] = _value(p.expr, name)
         else:
-            raise TraceUsageError(f"launch of '{launch.kernel_name}': argument '{name}' is a {p.get('type', p['kind'])}"
+            raise TraceUsageError(f"launch of '{launch.kernel_name}': argument '{name}' is a {p.type or p.kind}"
                                   f", which triton_trace cannot pass to a compile yet")
     return out
 
@@ -118,8 +120,7 @@ def compile_launch(launch, target="sm_90", cache: bool = True, allowed_imports=N
     arch = toolchain.arch_of(target)
     module = kernel_module(launch, allowed_imports, strict=getattr(launch, "provenance", "recorded") == "trusted")
     args = stand_ins(launch)
-    options = {**{k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None},
-               **(options or {})}
+    options = {**launch.module.options(), **(options or {})}
     spec = json.dumps([module.text, {k: repr(getattr(v, "dtype", v)) + str(getattr(v, "data_ptr", lambda: "")())
                                      for k, v in args.items()}, options, arch, toolchain.triton_version()],
                       sort_keys=True)

@@ -52,11 +52,12 @@ class Span:
 
 
 @dataclass(frozen=True)
-class KernelModule:
+class AssembledModule:
+    """The module's text, assembled from ``Launch.module`` (model.KernelModule) and the kernel's source."""
     text: str
     kernel: str             # the kernel's function name in the module
     spans: tuple            # Span, one per function
-    missing: tuple          # names the kernel uses that could not be carried over, with why
+    missing: tuple          # model.Unresolved: names the kernel uses that could not be carried over, with why
 
     def original(self, line: int) -> tuple:
         """(file, line) in the user's source of a line of the module, or (None, 0)."""
@@ -163,21 +164,21 @@ def _function(source: str, what: str) -> tuple:
     return "@triton.jit\n" + source.rstrip("\n") + "\n", tree.body[0].name
 
 
-def kernel_module(launch, allowed_imports=None, strict: bool = False) -> KernelModule:
+def kernel_module(launch, allowed_imports=None, strict: bool = False) -> AssembledModule:
     """The module that defines ``launch``'s kernel (and its helpers) as @triton.jit functions; with ``strict``,
     refused unless every function body passes ``bodycheck.check_module``."""
-    mod = launch.meta.get("module")
-    if not mod:
+    mod = launch.module
+    if mod is None:
         raise TraceUsageError(f"launch of '{launch.kernel_name}' was recorded without its module (an older "
                               f"trace, or a synthetic one): trace it again with this version of triton_trace")
     where = f"launch of '{launch.kernel_name}'"
     parts = [HEADER]
-    parts += [line + "\n" for line in mod["imports"] if line + "\n" not in HEADER]
-    parts += [line + "\n" for line in mod["constants"]]
+    parts += [line + "\n" for line in mod.imports if line + "\n" not in HEADER]
+    parts += [line + "\n" for line in mod.constants]
     check("".join(parts), f"{where}: its imports and constants", allowed_imports)
     spans, line = [], sum(p.count("\n") for p in parts) + 1
     body, _ = source_from_def(launch.source)
-    functions = [(h["source"], h["file"], h["line"], h["name"], h["def_name"]) for h in mod["helpers"]]
+    functions = [(h.source, h.file, h.line, h.name, h.def_name) for h in mod.helpers]
     functions.append((body, launch.source_file, launch.source_line, launch.kernel_name, launch.kernel_name))
     kernel = None
     for src, file, first, name, def_name in functions:
@@ -198,4 +199,4 @@ def kernel_module(launch, allowed_imports=None, strict: bool = False) -> KernelM
     check(text, f"{where}: the assembled module", allowed_imports, decorated=True, aliases=True)
     if strict:
         bodycheck.check_module(text, where)
-    return KernelModule(text, kernel, tuple(spans), tuple(mod.get("missing", ())))
+    return AssembledModule(text, kernel, tuple(spans), mod.missing)

@@ -12,6 +12,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 
 from .actions import RichDisplay, action, save as _save
+from .kernelmodule import KernelModule
 from .lanes import Lanes, lanes_from_flat
 from .touches import touches
 from .values import value_stats
@@ -131,7 +132,10 @@ class Launch(RichDisplay):
     values_truncated: bool = False  # the value cap was hit: later ops have value_dtype == -1
     completed: bool = True          # False when a program raised; the ops recorded so far are kept
     error: Optional[str] = None
-    meta: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)    # the runtime checks' records and how the launch executed
+    # what rebuilds the kernel's module elsewhere (helpers, imports, constants, arguments, kept inputs); None
+    # for a synthetic launch or one from a file written without it
+    module: Optional[KernelModule] = None
     recorded_ids: Optional[np.ndarray] = None   # (n, 3) int32: the programs recorded, in execution order
     # trace(inputs=True): every storage's bytes before the launch, back to back in storage order, and the
     # written storages' bytes after it (meta["inputs"] gives the sizes); None when not kept
@@ -147,6 +151,8 @@ class Launch(RichDisplay):
         if not isinstance(self.lanes, Lanes):
             raise TypeError(f"Launch(lanes=...) takes a Lanes, got {type(self.lanes).__name__}; "
                             f"Launch.from_flat(offsets=, mask=, ...) compacts flat arrays")
+        if self.module is not None and not isinstance(self.module, KernelModule):
+            raise TypeError(f"Launch(module=...) takes a KernelModule or None, got {type(self.module).__name__}")
 
     @classmethod
     def from_flat(cls, *, offsets, mask, **fields) -> "Launch":

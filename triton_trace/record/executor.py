@@ -71,7 +71,8 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                 if why is None:
                     start, misses = start + n, 0
                     if grow:             # (not for programs that diverge: each split re-runs the rest)
-                        chunk, grow = (_grown(chunk, rec.widest) if not rec.diverged_chunks else chunk), False
+                        ran = rec.execution
+                        chunk, grow = (_grown(chunk, ran.widest) if not ran.diverged_chunks else chunk), False
                     continue
                 rec.note_fallback(start, n, why)
                 # Programs that share memory often do so only within groups (a lock per group of rows, a
@@ -153,7 +154,7 @@ def _batched(kernel, batched_args, call_args, pids, first: int, builder, rec, pr
         return None
     if not isinstance(why, ChunkDiverged):
         return why
-    rec.diverged_chunks += 1
+    rec.execution.diverged_chunks += 1
     alone = 0
     for run in np.split(np.arange(len(pids)), np.flatnonzero(np.diff(why.labels)) + 1):
         sub, at = pids[run], first + int(run[0])

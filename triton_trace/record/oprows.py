@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model import MAX_RANK, OP_COLUMNS, empty_ops
-
 
 class Event:
     """One op of one chunk: its lanes are one block of (programs kept, lanes per program)."""
@@ -23,6 +21,9 @@ class Event:
 def op_rows(events: list, chunk_pids: list) -> np.ndarray:
     """Expand events into one row per (event, kept program), ordered by program, then by seq: the rows of
     ``Launch.ops``. ``chunk_pids``: each chunk's kept program ids, in chunk order."""
+    # the table's columns, loaded with the first launch's rows: importing the model (its lanes, values and
+    # actions) with this module made every import of the collector one that chain longer
+    from ..model.trace import MAX_RANK, OP_COLUMNS, empty_ops
     n_ev = len(events)
     ops = empty_ops(0)
     if not n_ev:

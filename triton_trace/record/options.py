@@ -7,9 +7,9 @@ import numbers
 from typing import Callable, Iterable, Optional, Union
 
 from ..errors import TraceUsageError
-from .collector import DEFAULT_VALUE_CAP
 
 DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
+DEFAULT_VALUE_CAP = 1 << 22  # trace(values=True): elements of values kept per launch (about 32 MB of float64)
 
 
 def _pid(p) -> tuple:

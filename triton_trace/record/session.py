@@ -1,10 +1,10 @@
 """The ``@trace`` decorator and the session that collects launches into the current Trace."""
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import signal
 import threading
-import weakref
 from contextlib import contextmanager
 from typing import Callable, Iterable, Optional, Union
 
@@ -16,9 +16,10 @@ _seams.check_version()
 _seams.require_seams()
 
 from ..errors import TraceUsageError, TritonTraceError, program_error  # noqa: E402
-from ..model import Launch, Trace  # noqa: E402
+from ..model import KeptInputs, Launch, Trace  # noqa: E402
 from ..native import arena  # noqa: E402
-from . import frames, kernelmodule  # noqa: E402
+from . import autotune, frames, kernelmodule  # noqa: E402
+from .kernelmodule import json_arg  # noqa: E402
 from .memory import poison  # noqa: E402
 from . import executor as _grid  # noqa: E402
 from .interp import hooks  # noqa: E402
@@ -96,23 +97,6 @@ def _normalize_grid(grid, meta: dict, kernel: str) -> tuple:
     return g + (1,) * (3 - len(g))
 
 
-def _json_arg(v):
-    if isinstance(v, (bool, int, float, str)) or v is None:
-        return v
-    if hasattr(v, "value") and v.value is not v:      # tl.constexpr (a dtype's .value is itself in a launch)
-        return _json_arg(v.value)
-    if hasattr(v, "data_ptr"):
-        return None
-    if hasattr(v, "block_shape") and hasattr(getattr(v, "base", None), "data_ptr"):   # a TensorDescriptor
-        # the tensor itself is in the tensor table; its repr would print every element
-        return {"shape": [int(s) for s in v.shape], "strides": [int(s) for s in v.strides],
-                "block_shape": [int(s) for s in v.block_shape]}
-    if isinstance(v, (tuple, list)):
-        return [_json_arg(x) for x in v]
-    text = repr(v)
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
 def _bind(fn, args, kwargs) -> dict:
     # Launch options Triton accepts for the GPU (num_warps, ...) are not kernel parameters.
     params = inspect.signature(fn).parameters
@@ -148,7 +132,7 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
         rec.meta_extra["poisoned"] = list(poisoned)
     hooks.rewritten(fn, kernel=True)  # cached; reads the source once, for the interpreter and for the trace
     source, file, def_line = frames.kernel_source(fn)
-    scalars = {k: _json_arg(v) for k, v in bound.items() if not hasattr(v, "data_ptr")}
+    scalars = {k: json_arg(v) for k, v in bound.items() if not hasattr(v, "data_ptr")}
     total, done = g[0] * g[1] * g[2], [0]
     progress = _SESSION.progress
 
@@ -159,17 +143,19 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
 
     meta = dict(kernel_name=name, source=source, source_file=file, source_line=def_line, grid=g, args=scalars,
                 config=config, outputs=opts.outputs)
-    module = {**kernelmodule.capture(fn), "params": kernelmodule.argument_expressions(bound, set(bound))}
-    module["launch_options"] = {k: v for k, v in (config or {}).items() if k in LAUNCH_OPTIONS}
+    # (an option a trace file could not carry, a list, is not a GPU launch's to reproduce either)
+    module = dataclasses.replace(kernelmodule.capture(fn), params=kernelmodule.argument_expressions(bound, set(bound)),
+                                 launch_options={k: v for k, v in (config or {}).items() if k in LAUNCH_OPTIONS
+                                                 and (v is None or isinstance(v, (bool, int, str)))})
 
     def finished(completed: bool = True, **extra):
-        kept = {}
+        kept, inputs = {}, None
         if keep_inputs:
             kept["inputs"], kept["finals"], described = memory.snapshot(keep_inputs, completed)
-            module["inputs"] = described
-        launch = rec.finish(**meta, **kept, completed=completed, **extra)
-        launch.meta["module"] = module
-        return launch
+            inputs = KeptInputs(tuple(described["storages"]), tuple(described["written"]), described["kept"],
+                                described.get("note"))
+        return rec.finish(**meta, **kept, completed=completed, module=dataclasses.replace(module, inputs=inputs),
+                          **extra)
 
     for hook in hooks.pre_run_hooks(kernel_obj):
         hook(*args, **{k: v for k, v in kwargs.items() if k in bound})
@@ -231,168 +217,7 @@ def _interrupts_deferred():
             raise KeyboardInterrupt
 
 
-# --------------------------------------------------------------------------------------------------------
-# autotune and heuristics
-# --------------------------------------------------------------------------------------------------------
-def _choose_config(tuner, args, kwargs, opts: TraceOptions):
-    """Pick the autotune config without benchmarking: timing the interpreter says nothing about the GPU.
-
-    In order: the config the user pinned with ``trace(config=...)``, the one Triton's autotuner already
-    chose for this key (e.g. after a GPU run in this process), else the first config left after the
-    autotuner's own pruning that compiles for the GPU (_first_that_compiles).
-    """
-    configs = list(tuner.configs)
-    if opts.config is not None:
-        if isinstance(opts.config, int):
-            if not 0 <= opts.config < len(configs):
-                raise TraceUsageError(f"trace(config={opts.config}): the kernel has {len(configs)} configs")
-            return configs[opts.config], "pinned"
-        want = dict(opts.config)
-        for c in configs:
-            if all(c.kwargs.get(k) == v for k, v in want.items()):
-                return c, "pinned"
-        raise TraceUsageError(f"trace(config={want}) matches none of the configs {[c.kwargs for c in configs]}")
-    nargs = dict(zip(tuner.arg_names, args))
-    all_args = {**nargs, **kwargs}
-    key = [all_args[k] for k in tuner.keys if k in all_args]
-    key += [str(v.dtype) for k, v in all_args.items() if k in tuner.arg_names and hasattr(v, "dtype")]
-    cached = getattr(tuner, "cache", {}).get(tuple(key))
-    if cached is not None:
-        return cached, "autotuner cache"
-    if len(configs) > 1:
-        tuner.nargs = nargs
-        try:
-            configs = tuner.prune_configs(kwargs)
-        finally:
-            tuner.nargs = None
-    if len(configs) < 2:        # nothing to choose from: a config that cannot compile fails here as on the GPU
-        return configs[0], "first config"
-    return _first_that_compiles(tuner, configs, nargs, kwargs, tuple(key))
-
-
-# Triton's autotuner compiles every config while it benchmarks them and drops one that fails a
-# tl.static_assert (CompileTimeAssertionFailure) or needs more shared memory than the GPU has
-# (OutOfResources); so does a library's tuner built on it. The interpreter would run any config, so the
-# choice compiles them in order (to LLVM IR, far enough to know the shared memory; no ptxas) and takes the
-# first that passes, once per autotune key as Triton benchmarks once per key: tuner -> {key: (config, how)}.
-_COMPILED_CHOICE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _first_that_compiles(tuner, configs: list, nargs: dict, kwargs: dict, key: tuple):
-    target, max_shared = _gpu_target()
-    memo_key = (key, target.arch, max_shared)
-    try:
-        memo = _COMPILED_CHOICE.setdefault(tuner, {})
-        hash(memo_key)
-    except TypeError:           # an unhashable key argument: compile again at each launch
-        memo = {}
-        memo_key = None
-    if memo_key in memo:
-        return memo[memo_key]
-    dropped = []
-    for index, cfg in enumerate(configs):
-        why = _compile_failure(tuner, cfg, nargs, kwargs, target, max_shared)
-        if why is None:
-            break
-        dropped.append(f"config {index} ({cfg}): {why}")
-    else:   # every config fails: Triton's autotuner then launches the first, which fails to compile
-        cfg = configs[0]
-    how = "first config"
-    if dropped:
-        how = (f"first config that compiles for sm_{target.arch}; dropped as Triton's autotuner drops them: "
-               + "; ".join(dropped)) if len(dropped) < len(configs) else \
-            f"first config, though none compiles for sm_{target.arch}: " + "; ".join(dropped)
-    memo[memo_key] = (cfg, how)
-    return cfg, how
-
-
-def _gpu_target():
-    """(GPUTarget, bytes of shared memory a program may use) of the GPU Triton's driver answers for: the CUDA
-    redirect's chosen GPU, or a real one. Where no driver answers (a CPU-only machine outside the redirect),
-    sm_90 and no shared-memory limit (only compile-time assertions are checked then)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    try:
-        driver = triton.runtime.driver.active
-        target = driver.get_current_target()
-        props = driver.utils.get_device_properties(driver.get_current_device())
-        return target, int(props["max_shared_mem"])
-    except (RuntimeError, ImportError, AttributeError, KeyError):     # "0 active drivers" and kin
-        return GPUTarget("cuda", 90, 32), None
-
-
-def _compile_failure(tuner, cfg, nargs: dict, kwargs: dict, target, max_shared) -> Optional[str]:
-    """Why ``cfg`` does not compile for ``target`` as Triton's autotuner would find out (a failed
-    ``tl.static_assert``, too much shared memory), or None: it compiles, or it fails for another reason,
-    which a GPU launch would raise too and the interpreter shows at its line."""
-    from triton._C.libtriton import ir
-    from triton.compiler import ASTSource, make_backend
-    from triton.compiler.errors import CompileTimeAssertionFailure
-    from triton.runtime.jit import create_function_from_signature
-    parts = hooks.autotune_parts(tuner)
-    values = {**nargs, **kwargs, **(cfg.all_kwargs() if hasattr(cfg, "all_kwargs") else cfg.kwargs)}
-    for part in parts[1:]:
-        if hasattr(part, "configs"):        # an autotuner below this one: its choice is made later
-            return None
-        for k, heur in part.values.items():
-            values[k] = heur(values)
-    jit = parts[-1].fn
-    if not hasattr(jit, "params"):      # under TRITON_INTERPRET=1 triton.jit made an InterpretedFunction
-        from triton.runtime.jit import JITFunction
-        jit = JITFunction(jit.fn)
-    names = {p.name for p in jit.params}
-    try:
-        backend = make_backend(target)
-        known = set(backend.parse_options({}).__dict__)
-        binder = create_function_from_signature(jit.signature, jit.params, backend)
-        bound, spec, opts = binder(**{k: v for k, v in values.items() if k in names},
-                                   **{k: v for k, v in values.items() if k in known and k not in names and v is not None})
-        options, signature, constexprs, attrs = jit._pack_args(backend, opts, bound, spec, opts)
-        src = ASTSource(jit, signature, constexprs, attrs)
-        context = ir.context()
-        ir.load_dialects(context)
-        backend.load_dialects(context)
-        module = src.make_ir(target, options, backend.get_codegen_implementation(options),
-                             backend.get_module_map(), context)
-    except CompileTimeAssertionFailure as e:
-        return _assertion_text(e)
-    except Exception:               # noqa: BLE001 the binder and front end raise many kinds; not this check's
-        return None
-    if max_shared is None:
-        return None
-    stages, metadata = {}, {"hash": "0", "target": target, **options.__dict__}
-    try:
-        backend.add_stages(stages, options, src.language)
-        for stage in ("ttir", "ttgir", "llir"):
-            module = stages[stage](module, metadata)
-    except Exception:               # noqa: BLE001 a lowering failure would fail on the GPU too: not a drop
-        return None
-    finally:
-        del module, context         # free the MLIR objects now (else nanobind reports them leaked at exit)
-    shared = int(metadata.get("shared") or 0)
-    if shared > max_shared:
-        return f"out of resource: shared memory, Required: {shared}, Hardware limit: {max_shared}"
-    return None
-
-
-def _assertion_text(err) -> str:
-    """``tl.static_assert(...) failed[: message]`` from a CompileTimeAssertionFailure (its text shows the
-    failing source line above a caret)."""
-    lines = str(err).splitlines()
-    code = next((lines[i - 1].strip() for i, ln in enumerate(lines) if i and ln.strip() == "^"), "tl.static_assert")
-    message = (getattr(err, "error_message", None) or "").strip()
-    return f"{code} failed" + (f": {message}" if message else "")
-
-
-def _config_dict(cfg, how: str, configs: list) -> dict:
-    index = next((i for i, c in enumerate(configs) if c is cfg), -1)
-    d = {"kwargs": {k: _json_arg(v) for k, v in cfg.kwargs.items()}, "chosen_by": how, "index": index}
-    for attr in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
-        if getattr(cfg, attr, None) is not None:
-            d[attr] = getattr(cfg, attr)
-    return d
-
-
+# GPU launch options: not kernel parameters (unless a kernel names one so); Launch.config and the module keep them
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
                   "launch_pdl", "launch_metadata", "instrumentation_mode", "debug", "sanitize_overflow")
 
@@ -432,28 +257,16 @@ class InterpretedKernel:
 
 
 def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
-    """Apply autotune / heuristics wrappers the way Triton does, then run the jit function traced."""
-    kwargs = dict(kwargs)
-    config = None
-    for part in hooks.autotune_parts(kernel_obj):
-        if hasattr(part, "configs"):
-            cfg, how = _choose_config(part, args, kwargs, opts)
-            part.best_config = cfg          # as Triton's autotuner leaves it (a library's wrapper reads it)
-            kwargs.update(cfg.all_kwargs() if hasattr(cfg, "all_kwargs") else cfg.kwargs)
-            if cfg.pre_hook is not None:
-                cfg.pre_hook({**dict(zip(part.arg_names, args)), **kwargs})
-            config = {**(config or {}), **_config_dict(cfg, how, list(part.configs))}
-        else:   # Heuristics
-            for k, heur in part.values.items():
-                kwargs[k] = heur({**dict(zip(part.arg_names, args)), **kwargs})
-            config = {**(config or {}), "heuristics": {k: _json_arg(kwargs[k]) for k in part.values}}
+    """Apply autotune / heuristics wrappers the way Triton does (record/autotune.py), then run the jit
+    function traced."""
+    kwargs, config = autotune.resolve(kernel_obj, args, kwargs, opts)
     # GPU launch options are not kernel parameters; keep them (the analysis's warp model reads num_warps).
     # A kernel parameter of the same name (``num_stages: tl.constexpr``) is a parameter, as Triton binds it.
     params = inspect.signature(hooks.python_fn(kernel_obj)).parameters
     debug = hooks.debug_enabled(kernel_obj, {k: v for k, v in kwargs.items() if k not in params})
     launch_opts = {k: kwargs.pop(k) for k in LAUNCH_OPTIONS if k in kwargs and k not in params}
     if launch_opts:
-        config = {**(config or {}), **{k: _json_arg(v) for k, v in launch_opts.items()}}
+        config = {**(config or {}), **{k: json_arg(v) for k, v in launch_opts.items()}}
     return run_traced(kernel_obj, tuple(args), kwargs, grid, opts, config, debug)
 
 
@@ -483,7 +296,7 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
       dropped first, then later programs are no longer recorded (they still run); the launch says so.
     - ``inputs``: keep a copy of every argument's storage as the launch found it and of the written ones
       as it left them, for ``launch.reproducer()``; ``True`` keeps up to 1 GiB per launch, or give a size.
-      A launch over the size keeps none and says so in ``launch.meta["module"]["inputs"]["note"]``.
+      A launch over the size keeps none and says so in ``launch.module.inputs.note``.
 
     The kernel object is returned with its ``run`` method replaced, so it still passes Triton's and
     PyTorch's type checks (``wrap_triton``, ``triton_op``).

@@ -23,9 +23,9 @@ SCRIPT_FILE = "launch.py"
 
 def _storage_bytes(launch) -> tuple:
     """(input bytes per storage, final bytes per written storage index) from the kept inputs."""
-    desc = launch.meta["module"]["inputs"]
+    desc = launch.module.inputs
     inputs, finals, pos, fpos = [], {}, 0, 0
-    for k, (n, w) in enumerate(zip(desc["storages"], desc["written"])):
+    for k, (n, w) in enumerate(zip(desc.storages, desc.written)):
         inputs.append(launch.inputs[pos:pos + n])
         pos += n
         if w:
@@ -35,19 +35,20 @@ def _storage_bytes(launch) -> tuple:
 
 
 def _tensors(launch, params: dict) -> dict:
-    """Parameter name -> how to rebuild its tensor; refuses arguments a script cannot rebuild."""
+    """Parameter name -> how to rebuild its tensor (``params``: name -> model.Param); refuses arguments a
+    script cannot rebuild."""
     out, refused = {}, []
     by_name = {t.name: t for t in launch.tensors}
     for name, p in params.items():
-        if p["kind"] in ("tensor", "descriptor"):
+        if p.kind in ("tensor", "descriptor"):
             t = by_name.get(name)
             if t is None or t.storage < 0:
                 refused.append(f"'{name}' (its storage is unknown)")
                 continue
             out[name] = {"storage": t.storage, "dtype": t.dtype, "shape": list(t.shape), "strides": list(t.strides),
                          "offset": t.storage_offset}
-        elif p["kind"] != "value":
-            refused.append(f"'{name}' (a {p.get('type', p['kind'])})")
+        elif p.kind != "value":
+            refused.append(f"'{name}' (a {p.type or p.kind})")
     if refused:
         raise TraceUsageError(f"launch of '{launch.kernel_name}': a reproducer cannot rebuild the arguments "
                               f"{', '.join(refused)}; it rebuilds tensors, tensor descriptors and constants")
@@ -75,12 +76,13 @@ def write_reproducer(launch, path, data: str = "auto", index: int = 0, seed: int
     # told --trust
     foreign = (launch.origin or "a trace file") if launch.provenance in ("untrusted", "trusted") else None
     module = kernel_module(launch, SAFE_PACKAGES if foreign else None, strict=foreign is not None)
-    mod = launch.meta["module"]
-    params = mod["params"]
+    params = launch.module.params
     tensors = _tensors(launch, params)
-    kept = launch.inputs is not None and (mod.get("inputs") or {}).get("kept", False)
+    described = launch.module.inputs
+    kept = launch.inputs is not None and described is not None and described.kept
+    why = described.note if described is not None else None     # over the size budget
     if data == "exact" and not kept:
-        why = (mod.get("inputs") or {}).get("note") or "it was traced without trace(inputs=True)"
+        why = why or "it was traced without trace(inputs=True)"
         raise TraceUsageError(f"launch of '{launch.kernel_name}': no exact inputs to write ({why}); "
                               f"use data='stats' for random inputs with the recorded statistics")
     exact = kept and data != "stats"
@@ -91,7 +93,7 @@ def write_reproducer(launch, path, data: str = "auto", index: int = 0, seed: int
     else:
         inputs, finals = stand_in_storages(launch, tensors, seed), {}
         note = ("statistical stand-ins: random values with each tensor's recorded dtype, mean, std, range and "
-                "NaN/Inf counts (" + ("asked for" if kept else (mod.get("inputs") or {}).get("note") or
+                "NaN/Inf counts (" + ("asked for" if kept else why or
                                       "the launch was traced without trace(inputs=True)") + ")")
     for k, b in enumerate(inputs):
         arrays[f"input_{k}"] = np.asarray(b, np.uint8)

@@ -216,19 +216,19 @@ def _docstring_safe(text) -> str:
 
 def render(launch, module, tensors: dict, params: dict, exact: bool, note: str, index: int, storages: int,
            finals: list, foreign=None, findings: list = ()) -> str:
-    options = {k: v for k, v in (launch.meta["module"].get("launch_options") or {}).items() if v is not None}
+    options = launch.module.options()
     if not all(str(k).isidentifier() and isinstance(v, (bool, int, str)) and str(v).isprintable()
                for k, v in options.items()):
         raise TraceUsageError(f"launch of '{launch.kernel_name}': its launch options {options!r:.80} are not plain")
-    descriptors = {n: {k: p[k] for k in ("shape", "strides", "block_shape")}
-                   for n, p in params.items() if p["kind"] == "descriptor"}
-    constants = {name: p["expr"] for name, p in params.items() if p["kind"] == "value"}
+    descriptors = {n: {"shape": list(p.shape), "strides": list(p.strides), "block_shape": list(p.block_shape)}
+                   for n, p in params.items() if p.kind == "descriptor"}
+    constants = {name: p.expr for name, p in params.items() if p.kind == "value"}
     for name, expr in constants.items():
         constant_node(expr, name)          # refuses anything but a constant: the text goes into the script
     values = "".join(f"    {name!r}: {expr},\n" for name, expr in constants.items())
-    missing = "".join(f"\n# NOTE: '{_docstring_safe(m.get('name'))}' was not carried over: "
-                      f"{_docstring_safe(m.get('why'))}" for m in module.missing)
-    version = str(launch.meta["module"].get("triton", triton.__version__))
+    missing = "".join(f"\n# NOTE: '{_docstring_safe(m.name)}' was not carried over: "
+                      f"{_docstring_safe(m.why)}" for m in module.missing)
+    version = launch.module.triton or triton.__version__
     version = version if re.fullmatch(r"[\w.+-]{1,40}", version) else "unknown"
     text = _TEMPLATE.format(
         findings=_fmt([{"kind": str(f["kind"]), "tensor": str(f["tensor"]), "line": int(f["line"]),

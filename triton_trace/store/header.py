@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from ..model.kernelmodule import KernelModule
+
 TOP_KEYS = {"format", "version", "kinds", "launches", "signature"}
 LAUNCH_KEYS = {"kernel_name", "source", "source_file", "source_line", "grid", "args", "tensors", "files",
                "value_dtypes", "config", "outputs", "recorded_programs", "skipped_programs", "values_truncated",
@@ -122,13 +124,25 @@ def _check_config(cfg, where: str) -> None:
         _typed(cfg["chosen_by"], str, f"{where}.chosen_by")
 
 
+# The runtime checks' records (meta["nonfinite"], ["overflow"], ...) are declared, each with its schema, by
+# the recorder's table of monitors, which checks them: loaded by name on first use, as model/actions.py loads
+# later stages (the table imports no hook, Triton interpreter or torch). A check added there is checked here.
+CHECK_RECORDS = ("triton_trace.record.checks.table", "check_records")
+
+
+def _check_records(meta: dict, where: str) -> set:
+    """Check each check record ``meta`` holds against its schema; the names of every declared record."""
+    import importlib
+    module, name = CHECK_RECORDS
+    return getattr(importlib.import_module(module), name)(meta, where)
+
+
 def _check_meta(meta, where: str) -> None:
     if meta is None:
         return
     _typed(meta, dict, where)
     # (poisoned: arguments from a poisoned torch.empty, record/memory/poison.py; the sanitizer reads them)
-    unknown = set(meta) - {"execution", "assert_failed", "nonfinite", "overflow", "module", "poisoned", "intdiv",
-                           "lane_conflict", "int32_address", "tf32_dot", "padded_reduction"}
+    unknown = set(meta) - {"execution", "assert_failed", "module", "poisoned"} - _check_records(meta, where)
     if unknown:
         raise HeaderError(f"{where} has unknown keys {sorted(unknown)[:5]}")
     if "poisoned" in meta:
@@ -148,58 +162,6 @@ def _check_meta(meta, where: str) -> None:
         _list_of(ex.get("fallbacks", []), dict, f"{where}.execution.fallbacks")
         for k, fb in enumerate(ex.get("fallbacks", [])):
             _fields(fb, {"first": int, "programs": int, "reason": str}, f"{where}.execution.fallbacks[{k}]")
-    _list_of(meta.get("nonfinite", []), dict, f"{where}.nonfinite")
-    for k, r in enumerate(meta.get("nonfinite", [])):
-        w = f"{where}.nonfinite[{k}]"
-        _fields(r, {"kind": str, "program": "ints", "line": int, "lanes": int, "offsets": "ints"}, w,
-                extra={"file", "tensor", "birth", "input"})
-        for key in ("birth", "input"):
-            if r.get(key) is not None:
-                _typed(r[key], dict, f"{w}.{key}")
-                for name, v in r[key].items():
-                    if not isinstance(v, (str, int, float, list)) or isinstance(v, bool):
-                        raise HeaderError(f"{w}.{key}.{name} is {type(v).__name__}")
-    for key in ("overflow", "intdiv"):      # (integer divisions are recorded as overflows are)
-        _list_of(meta.get(key, []), dict, f"{where}.{key}")
-        for k, r in enumerate(meta.get(key, [])):
-            w = f"{where}.{key}[{k}]"
-            _fields(r, {"kind": str, "how": str, "op": str, "program": "ints", "line": int, "lanes": int,
-                        "cause": dict}, w, extra={"file", "tensor", "programs", "reach_lanes"})
-            _reach(r, w)
-            for name, v in r["cause"].items():
-                if not isinstance(v, (str, int, float, list)) or isinstance(v, bool):
-                    raise HeaderError(f"{w}.cause.{name} is {type(v).__name__}")
-            _names(r, w)
-    _list_of(meta.get("lane_conflict", []), dict, f"{where}.lane_conflict")
-    for k, r in enumerate(meta.get("lane_conflict", [])):
-        w = f"{where}.lane_conflict[{k}]"
-        _fields(r, {"kind": str, "op": str, "program": "ints", "line": int, "lanes": int, "first": list,
-                    "values": list}, w, extra={"file", "tensor", "programs", "reach_lanes"})
-        _reach(r, w)
-        for lane in r["first"]:
-            _ints(lane, f"{w}.first")
-        _list_of(r["values"], (int, float, str), f"{w}.values")
-        _names(r, w)
-    _list_of(meta.get("int32_address", []), dict, f"{where}.int32_address")
-    for k, r in enumerate(meta.get("int32_address", [])):
-        _fields(r, {"line": int, "op": str, "max": int}, f"{where}.int32_address[{k}]", extra={"file", "tensor"})
-        _int(r["max"], f"{where}.int32_address[{k}].max", lo=0)
-        _names(r, f"{where}.int32_address[{k}]")
-    _list_of(meta.get("padded_reduction", []), dict, f"{where}.padded_reduction")
-    for k, r in enumerate(meta.get("padded_reduction", [])):
-        w = f"{where}.padded_reduction[{k}]"
-        _fields(r, {"kind": str, "op": str, "program": "ints", "line": int, "load": dict, "outputs": int,
-                    "output": "ints", "lanes": int, "contribution": (int, float, str), "result": (int, float, str),
-                    "without": (int, float, str)}, w, extra={"file", "programs", "reach_lanes"})
-        _reach(r, w)
-        _fields(r["load"], {"line": int, "other": (int, float, str)}, f"{w}.load", extra={"file"})
-        _names(r, w)
-        _names(r["load"], f"{w}.load")
-    _list_of(meta.get("tf32_dot", []), dict, f"{where}.tf32_dot")
-    for k, r in enumerate(meta.get("tf32_dot", [])):
-        w = f"{where}.tf32_dot[{k}]"
-        _fields(r, {"line": int, "checked": int, "max_abs": float, "max_result": float, "k": int}, w, extra={"file"})
-        _names(r, w)
     if meta.get("module") is not None:
         _check_module(meta["module"], f"{where}.module")
     fail = meta.get("assert_failed")
@@ -217,47 +179,14 @@ def _check_meta(meta, where: str) -> None:
             _list_of(vals, (int, float, list), f"{w}.values[{name!r}]")
 
 
-def _reach(record: dict, where: str) -> None:
-    """A cause's extent as the recorder keeps it: every program it reached, and its lanes in all."""
-    _list_of(record.get("programs", []), list, f"{where}.programs")
-    for pid in record.get("programs", []):
-        _ints(pid, f"{where}.programs", length=3)
-    if "reach_lanes" in record:
-        _int(record["reach_lanes"], f"{where}.reach_lanes", lo=0)
-
-
-def _names(record: dict, where: str) -> None:
-    """A record's ``file`` and ``tensor``: a name, or absent (null)."""
-    for key in ("file", "tensor"):
-        if record.get(key) is not None:
-            _typed(record[key], str, f"{where}.{key}")
-
-
 def _check_module(mod, where: str) -> None:
-    """What a reproducer or a compile rebuilds the kernel from (record/kernelmodule.py). The texts are
-    written into a generated script only after repro/ checks them again as Python (see compiled/source.py)."""
-    _fields(mod, {"helpers": list, "imports": list, "constants": list, "missing": list, "params": dict,
-                  "launch_options": dict}, where, optional={"launch_options"}, extra={"inputs", "triton"})
-    for k, h in enumerate(mod["helpers"]):
-        _fields(h, {"name": str, "def_name": str, "source": str, "file": str, "line": int}, f"{where}.helpers[{k}]")
-    _list_of(mod["imports"], str, f"{where}.imports")
-    _list_of(mod["constants"], str, f"{where}.constants")
-    _list_of(mod["missing"], dict, f"{where}.missing")
-    for name, p in mod["params"].items():
-        _typed(p, dict, f"{where}.params[{name!r}]")
-        _typed(p.get("kind"), str, f"{where}.params[{name!r}].kind")
-        for key in ("expr", "type"):
-            if key in p:
-                _typed(p[key], str, f"{where}.params[{name!r}].{key}")
-    for name, v in mod.get("launch_options", {}).items():
-        if not isinstance(v, (int, bool, str)) and v is not None:
-            raise HeaderError(f"{where}.launch_options.{name} is {type(v).__name__}")
-    inputs = mod.get("inputs")
-    if inputs is not None:
-        _fields(inputs, {"storages": "ints", "written": list, "kept": bool}, f"{where}.inputs", extra={"note"})
-        _list_of(inputs["written"], bool, f"{where}.inputs.written")
-        if len(inputs["written"]) != len(inputs["storages"]) or min(inputs["storages"], default=0) < 0:
-            raise HeaderError(f"{where}.inputs: storages and written differ in length or hold a negative size")
+    """What a reproducer or a compile rebuilds the kernel from: model/kernelmodule.py reads it field by field
+    (types, lengths, keys). The texts are written into a generated script or imported only after
+    compiled/source.py checks them again as Python."""
+    try:
+        KernelModule.from_dict(mod, where)
+    except ValueError as e:
+        raise HeaderError(str(e)) from None
 
 
 # -- primitives ------------------------------------------------------------------------------------------------

@@ -1,15 +1,18 @@
 """The web app: a Flask app factory over a frozen Trace (server.py serves it).
 
-The routes only parse and check request parameters and hand them to payload.py; contract.py documents every
-endpoint. Bad parameters get a 4xx JSON error, never a 500. Pages carry a Content-Security-Policy that
-allows no outside origin, no inline script and no inline style; all data reaches the page through the
-JSON API and is written into the page with ``textContent``. The app keeps its state (the trace and what
+Its routes are routes.py's table: each parses and bounds its request's parameters there and hands them to
+its answer (answers.py), which the notebook's inlined payloads use too; contract.py documents every payload.
+Bad parameters get a 4xx JSON error, never a 500. Pages carry a Content-Security-Policy that allows no
+outside origin, no inline script and no inline style; all data reaches the page through the JSON API (the
+route table through the page's ``data-tt-routes``) and is written into the page with ``textContent``. The app keeps its state (the trace and what
 it derives from it) in ``app.extensions``: nothing lives at module level.
 """
 from __future__ import annotations
 
 import hmac
+import html
 import ipaddress
+import json
 import os
 import re
 import socket
@@ -17,13 +20,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional
 
-from flask import Blueprint, Flask, current_app, jsonify, request, send_file
+from flask import Flask, current_app, jsonify, request, send_file
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import IntegerConverter
 
 from ..errors import TraceUsageError
 from ..model import Trace
 from . import answers as A
+from . import routes as R
 from .embed import frontend_dir
 from . import payload as P
 from .payload import encode
@@ -68,10 +72,6 @@ FAVICON = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect wi
            'height="4" fill="#21918c"/><rect x="3" y="9" width="4" height="4" fill="#3b528b"/><rect x="9" y="9" '
            'width="4" height="4" fill="#5ec962"/></svg>')
 
-api = Blueprint("api", __name__, url_prefix="/api")
-pages = Blueprint("pages", __name__)
-
-
 # --------------------------------------------------------------------------------------------------------
 # the app factory
 # --------------------------------------------------------------------------------------------------------
@@ -104,8 +104,10 @@ def create_app(trace, token: Optional[str] = None, allowed_hosts=(), compare=Non
     app.extensions["triton_trace.reloader"] = (
         Reloader(path, make_index, lambda ix: app.extensions.__setitem__("triton_trace", ix)) if path else None)
     app.extensions["triton_trace.static"] = _static_files()
-    app.register_blueprint(api)
-    app.register_blueprint(pages)
+    for route in R.ROUTES:
+        app.add_url_rule(route.rule, "api_" + route.name, _api_view(route), methods=list(route.methods))
+    for page in R.PAGES:
+        app.add_url_rule(page.rule, page.name, PAGE_VIEWS[page.name], methods=list(page.methods))
     app.before_request(_check_host)
     app.before_request(_check_token)
     app.before_request(_check_origin)
@@ -233,110 +235,49 @@ def _internal_error(e: Exception):
 
 
 # --------------------------------------------------------------------------------------------------------
-# routes: each hands its parameters to answers.py, which the notebook's inlined payloads use too
+# routes: routes.py's table parses each request's parameters and calls its answer (answers.py)
 # --------------------------------------------------------------------------------------------------------
+def _api_view(route: R.Route):
+    def view(**path):
+        context = _ti() if route.context == "trace" else current_app.extensions.get("triton_trace.reloader")
+        body = R.call(route, context, path, request.args)
+        return current_app.response_class(body, mimetype=route.mimetype)
+    view.__name__ = "api_" + route.name
+    return view
+
+
 def _json(body: str):
     return current_app.response_class(body, mimetype="application/json")
 
 
-@api.get("/trace")
-def get_trace():
-    return _json(A.trace(_ti()))
-
-
-@api.get("/version")
-def get_version():
-    reloader = current_app.extensions.get("triton_trace.reloader")
-    body = reloader.check() if reloader is not None else {"watching": False, "version": 0, "error": None}
-    return _json(encode(body))
-
-
-@api.get("/launch/<int:i>")
-def get_launch(i: int):
-    return _json(A.launch(_ti(), i))
-
-
-@api.get("/launch/<int:i>/grid")
-def get_grid(i: int):
-    return _json(A.grid(_ti(), i, request.args))
-
-
-@api.get("/launch/<int:i>/program/<pid>")
-def get_program(i: int, pid: str):
-    return _json(A.program(_ti(), i, pid, request.args))
-
-
-@api.get("/launch/<int:i>/tensor/<int:t>")
-def get_tensor(i: int, t: int):
-    return _json(A.tensor(_ti(), i, t, request.args))
-
-
-@api.get("/launch/<int:i>/tensor/<int:t>/values.npy")
-def get_values_npy(i: int, t: int):
-    return current_app.response_class(A.values_npy(_ti(), i, t, request.args), mimetype="application/octet-stream")
-
-
-@api.get("/launch/<int:i>/block/<pid>/<int:seq>")
-def get_block(i: int, pid: str, seq: int):
-    return _json(A.block(_ti(), i, pid, seq))
-
-
-@api.get("/launch/<int:i>/compiled")
-def get_compiled(i: int):
-    return _json(A.compiled(_ti(), i, request.args))
-
-
-@api.get("/launch/<int:i>/diff/<int:t>")
-def get_diff(i: int, t: int):
-    return _json(A.diff(_ti(), i, t))
-
-
-@api.get("/launch/<int:i>/compare")
-def get_compare(i: int):
-    return _json(A.compare(_ti(), i))
-
-
-@api.get("/launch/<int:i>/touches/<int:t>")
-def get_touches(i: int, t: int):
-    return _json(A.touches(_ti(), i, t, request.args))
-
-
-@api.get("/launch/<int:i>/findings")
-def get_findings(i: int):
-    return _json(A.findings(_ti(), i))
-
-
-@api.get("/launch/<int:i>/charts")
-def get_charts(i: int):
-    return _json(A.charts(_ti(), i))
-
-
-@api.route("/<path:rest>")
 def api_unknown(rest: str):
     raise P.ApiError(f"no API endpoint /api/{rest[:80]}; see triton_trace/view/contract.py", 404)
 
 
-@pages.get("/")
 def index():
-    return _static("index.html", cache=False)
+    """The page, with the route table its code builds request URLs from (frontend/routes.js)."""
+    path = current_app.extensions["triton_trace.static"].get("index.html")
+    if path is None:
+        raise P.ApiError("no static file 'index.html'", 404)
+    table = html.escape(json.dumps(R.frontend_table(), sort_keys=True, separators=(",", ":")), quote=True)
+    page = path.read_text(encoding="utf-8").replace("<body", f'<body data-tt-routes="{table}"', 1)
+    resp = current_app.response_class(page, mimetype="text/html")
+    resp.headers["Cache-Control"] = "no-store"
+    return resp
 
 
-@pages.get("/static/<path:name>")
 def static_file(name: str):
     return _static(name)
 
 
-@pages.get("/favicon.svg")
 def favicon():
     return current_app.response_class(FAVICON, mimetype="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
 
-@pages.get("/vendor/plotly.min.js")
 def plotly_js():
     return _static("plotly.min.js", max_age=86400)
 
 
-@pages.get("/vendor/plotly-guards.json")
 def plotly_guards():
     """The element ids plotly.js checks before injecting a bundled <style> (see CSP above)."""
     def scan():
@@ -346,11 +287,12 @@ def plotly_guards():
     return _json(_ti().memo(("plotly-guards",), scan))
 
 
-def _static(name: str, cache: bool = True, max_age: int = 60):
+PAGE_VIEWS = {"index": index, "static_file": static_file, "favicon": favicon, "plotly_js": plotly_js,
+              "plotly_guards": plotly_guards, "api_unknown": api_unknown}
+
+
+def _static(name: str, max_age: int = 60):
     path = current_app.extensions["triton_trace.static"].get(name)
     if path is None:
         raise P.ApiError(f"no static file {name[:80]!r}", 404)
-    resp = send_file(path, mimetype=_STATIC_TYPES.get(path.suffix), max_age=max_age if cache else 0)
-    if not cache:
-        resp.headers["Cache-Control"] = "no-store"
-    return resp
+    return send_file(path, mimetype=_STATIC_TYPES.get(path.suffix), max_age=max_age)

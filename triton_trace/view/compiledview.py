@@ -108,9 +108,8 @@ def compiled_payload(ti: TraceIndex, i: int, target: str) -> dict:
                          "src": [[fid(loc[0]), int(loc[1])] if loc and loc[0] else None
                                  for loc in c.lines[stage][:MAX_IR_LINES]]}
     source = []
-    mod = lc.meta.get("module") or {}
     functions = [(lc.source_file, lc.source_line, lc.source)] + \
-        [(h["file"], h["line"], h["source"]) for h in mod.get("helpers", [])]
+        [(h.file, h.line, h.source) for h in (lc.module.helpers if lc.module is not None else ())]
     from ..record.kernelmodule import source_from_def
     for file, line, text in functions:
         body, _ = source_from_def(text)

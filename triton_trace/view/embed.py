@@ -2,11 +2,13 @@
 the output, fed by the very payloads the web app serves (answers.py), inlined.
 
 An output has no server behind it (an exported notebook, a page opened offline), so it carries a snapshot:
-the answers its views ask for (each compressed), chosen in order of use (the trace, each launch's panels and charts, the
-tensors over all programs, then programs with their tensor views: the one asked for, those with findings,
-then in grid order; the opened launch's Compiled panel for COMPILED_TARGET before each op's own views) until a
-byte budget is spent. A view outside the snapshot says so, and how to see it.
-The JSON is escaped for a script element; plotly.js and the frontend come once per page (notebook.py).
+the answers its views ask for, each compressed and stored under the URL the viewer asks for it by (here and
+in frontend/routes.js built from routes.py's table, and answered through it as the app answers it), chosen
+in order of use (the trace, each launch's panels and charts, the tensors over all programs, then programs
+with their tensor views: the one asked for, those with findings, then in grid order; the opened launch's
+Compiled panel for COMPILED_TARGET before each op's own views) until a byte budget is spent. A view outside
+the snapshot says so, and how to see it. The JSON is escaped for a script element; plotly.js and the
+frontend come once per page (notebook.py).
 """
 from __future__ import annotations
 
@@ -17,12 +19,11 @@ import zlib
 from importlib import resources
 from pathlib import Path
 from typing import Optional
-from urllib.parse import urlencode
 
 import numpy as np
 
 from ..analysis.units import nbytes
-from . import answers as A
+from . import routes as R
 from .bundle import bundle, script_safe
 from .limits import EMBED_ALL_BYTES, EMBED_BYTES, EMBED_LAUNCHES
 from .lookup import TraceIndex
@@ -74,25 +75,19 @@ def json_for_script(text: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------
-# the snapshot: the paths the frontend requests (view.js, tensor.js), with the answers the app would give
+# the snapshot: the URLs the frontend requests (view.js, tensor.js), with the answers the app would give
 # --------------------------------------------------------------------------------------------------------
-COMPILED_TARGET = "sm_90"      # the Compiled panel's default target (frontend/compiled.js); others are not carried
+COMPILED_TARGET = R.DEFAULT_TARGET      # the Compiled panel's default target; others are not carried
 
 
 def compiled_path(i: int) -> str:
-    return f"/api/launch/{i}/compiled?target={COMPILED_TARGET}"
+    return R.url("compiled", i=i, target=COMPILED_TARGET)
 
 
-def tensor_path(i: int, t: int, mode: str, pid=None, op=None) -> tuple:
-    """(the path tensor.js requests, its parameters): URLSearchParams order and percent-encoding."""
-    args = {"mode": mode}
-    if mode != "all":
-        args["program"] = ",".join(str(int(v)) for v in pid)
-    if mode == "op":
-        args["op"] = str(int(op))
-    if mode != "all":
-        args["window"] = "auto"     # the view zooms to the selection by default
-    return f"/api/launch/{i}/tensor/{t}?{urlencode(args)}", args
+def tensor_path(i: int, t: int, mode: str, pid=None, op=None) -> str:
+    """The URL tensor.js asks for a tensor view of ``mode`` by (it zooms to the selection by default)."""
+    return R.url("tensor", i=i, t=t, mode=mode, program=pid if mode != "all" else None,
+                 op=op if mode == "op" else None, window="auto" if mode != "all" else None)
 
 
 def pack(body: str) -> str:
@@ -102,14 +97,14 @@ def pack(body: str) -> str:
 
 
 def all_programs_view(ti: TraceIndex, i: int, t: int) -> tuple:
-    """(path, a builder) of the tensor view over all programs, lighter than the app's: it is drawn for
+    """(URL, a builder) of the tensor view over all programs, lighter than the app's: it is drawn for
     every element the launch touched, so its values (then program ids) go first, as the view then says."""
-    path, args = tensor_path(i, t, "all")
-    return path, lambda: encode_bounded(json.loads(A.tensor(ti, i, t, args)), EMBED_ALL_BYTES)
+    path = tensor_path(i, t, "all")
+    return path, lambda: encode_bounded(json.loads(R.answer(ti, path)), EMBED_ALL_BYTES)
 
 
 class Snapshot:
-    """Answers by path, packed, added until ``budget`` bytes of packed answers are spent."""
+    """Answers by URL, packed, added until ``budget`` bytes of packed answers are spent."""
 
     def __init__(self, ti: TraceIndex, budget: int):
         self.ti, self.budget, self.used = ti, int(budget), 0
@@ -132,22 +127,24 @@ class Snapshot:
         self.used += len(packed)
         return True
 
+    def ask(self, path: str, force: bool = False) -> bool:
+        """Add the app's own answer to ``path`` (a URL of routes.py's table)."""
+        return self.add(path, lambda: R.answer(self.ti, path), force)
+
     def launch(self, i: int, force: bool = False) -> bool:
-        ti = self.ti
-        ok = all([self.add(f"/api/launch/{i}", lambda: A.launch(ti, i), force),
-                  self.add(f"/api/launch/{i}/grid?z=0", lambda: A.grid(ti, i, {"z": "0"}), force),
-                  self.add(f"/api/launch/{i}/findings", lambda: A.findings(ti, i), force)])
-        if ok and ti.trace.launches[i].tensors:
-            self.add(*all_programs_view(ti, i, 0), force)
-        return ok and self.add(f"/api/launch/{i}/charts", lambda: A.charts(ti, i), force)
+        ok = all([self.ask(R.url("launch", i=i), force), self.ask(R.url("grid", i=i, z=0), force),
+                  self.ask(R.url("findings", i=i), force)])
+        if ok and self.ti.trace.launches[i].tensors:
+            self.add(*all_programs_view(self.ti, i, 0), force)
+        return ok and self.ask(R.url("charts", i=i), force)
 
     def program(self, i: int, pid: tuple, force: bool = False) -> bool:
         """The program's ops (and the grid of its z-slice); remembers the memory ops it ran."""
-        ti, key = self.ti, ",".join(str(int(v)) for v in pid)
-        if pid[2] and not self.add(f"/api/launch/{i}/grid?z={pid[2]}", lambda: A.grid(ti, i, {"z": str(pid[2])}), force):
+        if pid[2] and not self.ask(R.url("grid", i=i, z=pid[2]), force):
             return False
-        body = A.program(ti, i, key, {})
-        if not self.add(f"/api/launch/{i}/program/{key}", lambda: body, force):
+        path = R.url("program", i=i, pid=pid)
+        body = R.answer(self.ti, path)
+        if not self.add(path, lambda: body, force):
             return False
         ops = json.loads(body)["ops"]
         self.memory[(i, pid)] = [(s, t) for s, k, t in zip(ops["seq"], ops["kind"], ops["tensor"]) if k < 10 and t >= 0]
@@ -155,15 +152,13 @@ class Snapshot:
 
     def views(self, i: int, pid: tuple, ops: bool, force: bool = False) -> bool:
         """The tensor views of a program whose ops are in: each tensor it touched, or (``ops``) each op's."""
-        ti, memory, key = self.ti, self.memory[(i, pid)], ",".join(str(int(v)) for v in pid)
+        memory = self.memory[(i, pid)]
         if not ops:
-            wanted = [tensor_path(i, t, "program", pid) + (t,) for t in sorted({t for _, t in memory})]
-            return all([self.add(path, lambda: A.tensor(ti, i, t, args), force) for path, args, t in wanted])
+            return all([self.ask(tensor_path(i, t, "program", pid), force) for t in sorted({t for _, t in memory})])
         ok = True
         for seq, t in memory:          # each op's tensor view and its block
-            path, args = tensor_path(i, t, "op", pid, seq)
-            ok = self.add(path, lambda: A.tensor(ti, i, t, args), force) and ok
-            ok = self.add(f"/api/launch/{i}/block/{key}/{seq}", lambda: A.block(ti, i, key, seq), force) and ok
+            ok = self.ask(tensor_path(i, t, "op", pid, seq), force) and ok
+            ok = self.ask(R.url("block", i=i, pid=pid, seq=seq), force) and ok
         return ok
 
 
@@ -172,7 +167,7 @@ def _programs(ti: TraceIndex, i: int, first: Optional[tuple]) -> list:
     every recorded program in grid order."""
     ix = ti.launch(i)
     gx, gy, _ = ix.grid
-    found = json.loads(A.findings(ti, i))["program"]
+    found = json.loads(R.answer(ti, R.url("findings", i=i)))["program"]
     order = [tuple(first)] if first else []
     order += [tuple(p) for p in found if p]
     lin = np.flatnonzero(ix.recorded)
@@ -188,7 +183,7 @@ def _programs(ti: TraceIndex, i: int, first: Optional[tuple]) -> list:
 def snapshot(ti: TraceIndex, start: dict, budget: int = EMBED_BYTES) -> tuple:
     """(packed answers by path, a note saying what was left out). ``start``: the place the view opens at."""
     snap = Snapshot(ti, budget)
-    snap.add("/api/trace", lambda: A.trace(ti), force=True)
+    snap.ask(R.url("trace"), force=True)
     n = len(ti.trace.launches)
     first = start.get("li") or 0
     if n:
@@ -226,7 +221,7 @@ def snapshot(ti: TraceIndex, start: dict, budget: int = EMBED_BYTES) -> tuple:
                     snap.add(*all_programs_view(ti, i, t))
             # a compile takes seconds: only while there is budget left for it
             if n and not snap.full:
-                snap.add(compiled_path(first), lambda: A.compiled(ti, first, {"target": COMPILED_TARGET}))
+                snap.ask(compiled_path(first))
     parts = []
     for i, ps in progs.items():
         total = int(ti.launch(i).recorded.sum())
@@ -255,7 +250,8 @@ def viewer_html(ti: TraceIndex, start: Optional[dict] = None, budget: int = EMBE
     (and plotly.js for the charts) earlier on the page."""
     start = start or {"view": "list"}
     answers, note = snapshot(ti, start, budget)
-    data = ('{"note":' + json.dumps(note) + ',"start":' + json.dumps(start, sort_keys=True) + ',"payloads":{' +
+    data = ('{"note":' + json.dumps(note) + ',"start":' + json.dumps(start, sort_keys=True) +
+            ',"routes":' + json.dumps(R.frontend_table(), sort_keys=True) + ',"payloads":{' +
             ",".join(json.dumps(k) + ":" + json.dumps(v) for k, v in sorted(answers.items())) + "}}")
     uid = "tt-" + secrets.token_hex(6)
     _, version = bundle(frontend_dir())

@@ -8,5 +8,5 @@
 - ``extent.py``: a finding's full extent (every program, every element), counted exactly.
 - ``intervals.py``, ``pieces.py``: the elements rows touch, as intervals and as whole pieces.
 
-Imports nothing from ``analysis/memory`` or ``analysis/advice`` (tests/test_architecture.py).
+Imports nothing from ``analysis/memory`` or ``analysis/advice`` (tests/project/test_architecture.py).
 """

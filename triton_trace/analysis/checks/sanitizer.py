@@ -38,7 +38,6 @@ from . import extent as E
 from ..context import LaunchContext, pattern_intervals, sorted_unique
 from .extent import view_positions
 from ..findings import Finding, block_index, op_fields, short_list, where
-from .recorded import check_asserts, check_nonfinite, check_overflow  # noqa: F401  (the analyzer's CHECKS)
 
 
 def _covers_storage(t: TensorInfo) -> bool:

@@ -28,7 +28,8 @@ from ...model import KIND_CODE
 from . import extent as E
 from ..context import LaunchContext
 from ..findings import Finding
-from .recorded import MEMORY_CODES, WRITE_CODES, _memory_row, _one_program
+from .recorded import MEMORY_CODES, WRITE_CODES, _memory_row, _one_program, check_asserts, check_nonfinite, \
+    check_overflow
 
 MAX_PROGRAMS = 1 << 16        # the recorder's cap on the programs it lists per cause (record/checks/monitor.py)
 
@@ -144,3 +145,10 @@ def _op_rows(ctx: LaunchContext, file, line, codes, prog) -> np.ndarray:
         return np.zeros(0, np.int64)
     rows = np.flatnonzero((ctx.file == files.index(file)) & (ctx.line == int(line or 0)) & np.isin(ctx.kind, codes))
     return E.attributed(ctx, prog, rows)
+
+
+# Every check over what the recorder noted as the kernel ran, in the order the analyzer lists their findings
+# (analysis/analyzer.py's CHECKS starts with these): a runtime check's function joins here, beside its
+# monitor's row in record/checks/table.py and its kind in analysis/findings.py's KINDS.
+RECORDED_CHECKS = (check_asserts, check_nonfinite, check_overflow, check_int_division, check_lane_conflicts,
+                   check_padded_reductions)

@@ -7,5 +7,5 @@
 - ``streaming.py``: the closed form for streams that touch no line twice.
 - ``jitsteps.py``, ``l1jit.py``: the same steps in the compiled loops (``native/loops.c``).
 
-Imports nothing from ``analysis/checks`` or ``analysis/advice`` (tests/test_architecture.py).
+Imports nothing from ``analysis/checks`` or ``analysis/advice`` (tests/project/test_architecture.py).
 """

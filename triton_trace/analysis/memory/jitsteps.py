@@ -3,7 +3,7 @@
 The lock-step simulation (lockstep.py) runs every set's t-th access at once: numpy passes per step, after
 sorting the stream by set, so its cost is a dozen passes over the stream plus two sorts. The same cache
 stepped in time order by a compiled loop costs a few nanoseconds an access and sorts nothing. Both apply the
-same rules to the same state, so every count is the same (tests/test_cache_jit.py runs both on streams that
+same rules to the same state, so every count is the same (tests/analysis/test_cache_jit.py runs both on streams that
 evict, clean dirty lines, drop copies and repeat accesses); lockstep.py stays the path where no C compiler
 works and under ``TRITON_TRACE_NO_JIT=1``.
 

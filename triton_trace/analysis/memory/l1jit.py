@@ -1,6 +1,6 @@
 """The L1 filter (cache.py's, see L1 in its docstring) in compiled loops (loops.c, native/cacheloops.py): the window's
 entries gathered in one pass, then taken L1 by L1 through a table of the window's lines. cache.py's numpy
-filter stays the path where the loops cannot be built, and tests/test_cache_jit.py runs both on random
+filter stays the path where the loops cannot be built, and tests/analysis/test_cache_jit.py runs both on random
 streams and real kernels."""
 from __future__ import annotations
 

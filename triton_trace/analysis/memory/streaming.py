@@ -12,7 +12,7 @@ stream the model of cache.py (its docstring) has a closed form:
   limit cleans the oldest dirty line first, and every older dirty line went before it).
 
 So one stable sort of the accesses by set stands in for the lock-step simulation; the counts are the
-simulation's, bit for bit (tests/test_cache_windows.py compares both on streams that evict and clean).
+simulation's, bit for bit (tests/analysis/test_cache_windows.py compares both on streams that evict and clean).
 """
 from __future__ import annotations
 

@@ -15,10 +15,10 @@ import types
 import numpy as np
 
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback, ChunkDiverged
 from ..checks import OVERFLOW_TAG
+from ..interp.access import TensorHandle
 from ..patching import carried
 from ..memory import provenance
 
@@ -31,7 +31,7 @@ def can_take(value) -> bool:
     if isinstance(value, tuple):
         return all(can_take(v) for v in value)
     if isinstance(value, tl.tensor):
-        return type(value.handle) is _ti.TensorHandle
+        return type(value.handle) is TensorHandle
     return isinstance(value, _PLAIN) or callable(value) and not isinstance(value, tl.base_value)
 
 
@@ -46,7 +46,7 @@ def take(value, keep: np.ndarray):
     data = h.data
     if np.ndim(data) == 0 or data.shape[0] == 1:
         return value                           # the same in every program
-    out = _ti.TensorHandle(data[keep], h.dtype)
+    out = TensorHandle(data[keep], h.dtype)
     provenance.tag(out, provenance.origin(h))
     tag = carried(h, OVERFLOW_TAG)
     if tag is not None:
@@ -64,7 +64,7 @@ def assemble(name: str, parts: list, size: int, dead: bool = False):
     read it, so their rows may hold anything (zeros)."""
     if dead and any(v is UNBOUND for _, v in parts) and not all(v is UNBOUND for _, v in parts):
         parts = [(rows, v) for rows, v in parts if v is not UNBOUND]
-        if all(isinstance(v, tl.tensor) and type(v.handle) is _ti.TensorHandle for _, v in parts):
+        if all(isinstance(v, tl.tensor) and type(v.handle) is TensorHandle for _, v in parts):
             return _tensor(name, parts, size)
     values = [v for _, v in parts]
     first = values[0]
@@ -76,7 +76,7 @@ def assemble(name: str, parts: list, size: int, dead: bool = False):
     if isinstance(first, tuple) and not hasattr(first, "_fields") and \
             all(type(v) is type(first) and len(v) == len(first) for v in values):
         return type(first)(assemble(name, [(rows, v[i]) for rows, v in parts], size) for i in range(len(first)))
-    if isinstance(first, tl.tensor) and all(isinstance(v, tl.tensor) and type(v.handle) is _ti.TensorHandle
+    if isinstance(first, tl.tensor) and all(isinstance(v, tl.tensor) and type(v.handle) is TensorHandle
                                             for v in values):
         return _tensor(name, parts, size)
     plain = [v.value if isinstance(v, tl.constexpr) else v for v in values]
@@ -122,7 +122,7 @@ def _tensor(name: str, parts: list, size: int):
         # one tag holds one cause: two programs' different overflows cannot both be kept
         raise BatchFallback("integers wrapped differently in programs of a loop whose trip count differs "
                             "between them")
-    h = _ti.TensorHandle(data, first.handle.dtype)
+    h = TensorHandle(data, first.handle.dtype)
     if len(origins) == 1:
         provenance.tag(h, next(iter(origins)))
     if causes:

@@ -12,8 +12,8 @@ Exactness: a description is attached to the data array it describes (a handle wh
 loses it); integer results are described only when every lane's exact value fits the result's dtype
 (so the lanes hold it unwrapped); pointer arithmetic wraps modulo 2**64 in the interpreter and in the
 description alike. ``TRITON_TRACE_CHECK_DESCRIPTIONS=1`` compares every description with the lanes as it
-is made (tests/test_pointers.py turns it on for the batch suite's kernels; Triton's language suite passes
-traced with it on, tests/triton_suite/results/gpu_machine_3.6.md).
+is made (tests/record/test_pointers.py turns it on for the batch suite's kernels; Triton's language suite passes
+traced with it on, benchmarks/suites/triton_suite/gpu_machine_3.6.md).
 """
 from __future__ import annotations
 
@@ -22,9 +22,8 @@ from typing import Optional
 
 import numpy as np
 
-from triton.runtime.interpreter import TensorHandle
-
 from ...model.lanes.encoding import core
+from ..interp.access import TensorHandle
 from .affine import affine_offsets, extent
 from ..patching import carried
 

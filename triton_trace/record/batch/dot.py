@@ -7,7 +7,7 @@ C-contiguous at a 64-byte boundary (``aligned_items``; lowp.py places a lone blo
 how numpy is written, not a promise it makes, so the first product of each kind of operands (block shapes,
 element types, which operands differ between programs) in a process is computed both ways and compared
 byte for byte; a kind whose stacked product differs anywhere is done one program at a time from then on.
-``tests/test_batch_dot.py`` compares the stacked product with per-block products over many shapes and types.
+``tests/record/test_batch_dot.py`` compares the stacked product with per-block products over many shapes and types.
 """
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from typing import Optional
 import numpy as np
 import torch
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
-TensorHandle = _ti.TensorHandle
+from ..interp.access import TensorHandle
 
 ALIGN = 64                       # lowp._aligned's boundary
 _stacked_ok: dict = {}           # kind of operands -> the stacked product equalled the per-program ones

@@ -6,12 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback
+from ..interp.access import TensorHandle, memory, np_dtype
 from . import described
-
-TensorHandle = _ti.TensorHandle
 
 
 def _full(h, n: int) -> TensorHandle:
@@ -49,12 +47,12 @@ class MemoryOps:
         if described.lazy(ptrs) and ptrs.shape[0] in (1, n):
             # the interpreter's create_masked_load, handing the memory seam the description, not the lanes
             dtype_tt = ptrs.get_element_ty()
-            dtype_np = _ti._get_np_dtype(dtype_tt)
+            dtype_np = np_dtype(dtype_tt)
             ptrs = _lazy_wide(ptrs, n)
             # (``other`` and the mask as broadcast views: the memory seam reads them as they are)
             other = np.broadcast_to(np.zeros((), dtype_np), ptrs.shape) if other is None else _wide(other, n).data
             mask = chunk.masked(_wide(mask, n)).data
-            return TensorHandle(_ti._interpreter.load(ptrs.addresses(), mask, other, dtype_np), dtype_tt)
+            return TensorHandle(memory().load(ptrs.addresses(), mask, other, dtype_np), dtype_tt)
         other = None if other is None else _full(other, n)
         return chunk.base.create_masked_load(self, _full(ptrs, n), chunk.masked(_full(mask, n)), other, *args)
 
@@ -69,7 +67,7 @@ class MemoryOps:
         if described.lazy(ptrs) and ptrs.shape[0] in (1, n):
             # the interpreter's create_masked_store, handing the memory seam the description, not the lanes
             ptrs = _lazy_wide(ptrs, n)
-            return _ti._interpreter.store(ptrs.addresses(), _full(value, n).data, chunk.masked(_full(mask, n)).data)
+            return memory().store(ptrs.addresses(), _full(value, n).data, chunk.masked(_full(mask, n)).data)
         return chunk.base.create_masked_store(self, _full(ptrs, n), _full(value, n), chunk.masked(_full(mask, n)),
                                               *args)
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from triton.runtime.interpreter import TensorHandle
-
+from ..interp.access import TensorHandle
 from .described import core, describe, known
 from . import described
 from ..gpu.lowp import inner_method

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback
-from .chunk import TensorHandle, agree, running
+from ..interp.access import COMBINE_KINDS, TensorHandle, builder as interpreter_builder, combine_kind, np_dtype
+from .running import agree, running
 
 
 def tensor_bool(original, builder):
@@ -41,24 +41,16 @@ def tensor_transpose(original, builder):
     return property(T)
 
 
-_REDUCE_FAST = None
+_REDUCED = ("sum", "max", "min", "argmin", "argmax")     # in one numpy call over the chunk (a product: not)
 
 
-def _reduce_table():
-    std = tl.standard
-    table = {}
-    for name, kind in (("_argmin_combine_tie_break_left", "argmin"), ("_argmin_combine_tie_break_fast", "argmin"),
-                       ("_argmax_combine_tie_break_left", "argmax"), ("_argmax_combine_tie_break_fast", "argmax"),
-                       ("_elementwise_max", "max"), ("_elementwise_min", "min"), ("_sum_combine", "sum")):
-        fn = getattr(std, name, None)
-        if fn is not None:
-            table[id(fn)] = kind
-    return table
+def _reduce_table() -> dict:
+    """id(combine function) -> what it computes (checks/padding looks reductions up here)."""
+    return COMBINE_KINDS
 
 
 def _to_tensor(data, dtype, shape):
-    np_dtype = _ti._get_np_dtype(dtype)
-    data = np.asarray(data).astype(np_dtype, copy=False)
+    data = np.asarray(data).astype(np_dtype(dtype), copy=False)
     if shape:
         return tl.core.tensor(TensorHandle(data, dtype.scalar), tl.core.block_type(dtype, list(shape)))
     return tl.core.tensor(TensorHandle(data.reshape(-1, 1), dtype.scalar), dtype)
@@ -67,7 +59,7 @@ def _to_tensor(data, dtype, shape):
 def _sitting_out_as_running(data):
     """``data`` with the rows of programs sitting out a masked loop's trip replaced by a running program's:
     their values are never used, and garbage (an all-NaN row) could make a reduction raise or warn."""
-    chunk = running(_ti.interpreter_builder)
+    chunk = running(interpreter_builder())
     act = None if chunk is None else chunk.active
     if act is None or np.ndim(data) == 0 or data.shape[0] != len(act) or act.all() or not act.any():
         return data
@@ -77,11 +69,8 @@ def _sitting_out_as_running(data):
 
 def reduce_apply(op, inputs: tuple):
     """``ReduceOps.apply`` on batched tensors, for the reductions Triton's interpreter vectorises."""
-    global _REDUCE_FAST
-    if _REDUCE_FAST is None:
-        _REDUCE_FAST = _reduce_table()
-    kind = _REDUCE_FAST.get(id(op.combine_fn))
-    if kind is None:
+    kind = combine_kind(op.combine_fn)
+    if kind not in _REDUCED:
         raise BatchFallback("a reduction with a custom combine function is not batched")
     x = inputs[0]
     data, shape = _sitting_out_as_running(x.handle.data), list(x.type.shape) if x.type.is_block() else []
@@ -121,9 +110,10 @@ def reduce_apply(op, inputs: tuple):
 
 def scan_apply(op, inputs: tuple):
     """``ScanOps.apply`` on batched tensors: cumulative sums and products along the shifted axis."""
-    if op.combine_fn == tl.standard._sum_combine:
+    kind = combine_kind(op.combine_fn)
+    if kind == "sum":
         fn = np.cumsum
-    elif op.combine_fn == tl.standard._prod_combine:
+    elif kind == "prod":
         fn = np.cumprod
     else:
         raise BatchFallback("a scan with a custom combine function is not batched")

@@ -18,15 +18,16 @@ import numpy as np
 from ..frames import where
 from ..batch.described import core
 from ..gpu.lowp import inner_method
+from .monitor import Monitor
 from .overflow_ops import _CARRY, _MEMORY
 from ..patching import carried
 
 MARK = "_tt_int32_offset"      # the largest |int32 offset| a pointer was built from
 
 
-class Int32Addresses:
-    def __init__(self, tensors):
-        self._tensors = tensors
+class Int32Addresses(Monitor):
+    def __init__(self, tensors, outputs=()):
+        super().__init__(tensors, outputs)
         self.largest: dict = {}        # (file, line, op, tensor) -> the largest int32 offset behind its pointers
 
     def reached(self, op: str, tensor: int, file, line, largest: int) -> None:
@@ -34,9 +35,10 @@ class Int32Addresses:
         if largest > self.largest.get(key, -1):
             self.largest[key] = largest
 
-    def reports(self) -> list:
-        return [{"file": f, "line": line, "op": op, "tensor": self._tensors[t].name if t >= 0 else None, "max": m}
-                for (f, line, op, t), m in sorted(self.largest.items(), key=lambda kv: (str(kv[0][0]),) + kv[0][1:])]
+    def records(self) -> dict:
+        order = sorted(self.largest.items(), key=lambda kv: (str(kv[0][0]),) + kv[0][1:])
+        return {"int32_address": [{"file": f, "line": line, "op": op, "tensor": self.tensor_name(t), "max": m}
+                                  for (f, line, op, t), m in order]}
 
 
 def install(scope, builder, rec) -> None:

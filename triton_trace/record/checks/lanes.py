@@ -31,6 +31,9 @@ _UNSET = np.uint64(np.iinfo(np.uint64).max)    # the address given to masked-off
 
 
 class LaneConflicts(ProgramRows):
+    def records(self) -> dict:
+        return {"lane_conflict": self.finished(self.reports)}
+
     def conflict(self, kind: str, tensor: int, file, line, addrs: np.ndarray, values: np.ndarray,
                  mask: np.ndarray, shape: tuple) -> None:
         """``addrs``, ``values``, ``mask``: (rows, lanes) per program of the block (one row per program of
@@ -172,10 +175,12 @@ def _check(rec, name, args, ptr_at, value_at, mask_at) -> None:
         return
     v = floats(value)
     v = np.asarray(value.data if v is None else v)
+    # (a batched block of one row stands for every program: the pointers may be one row while the values
+    # have a row per program, or the other way round)
     try:
-        v = np.broadcast_to(v, shape).reshape(rows, n)
-        m = np.ones((1, n), bool) if mask is None else \
-            np.broadcast_to(np.asarray(mask.data, bool), shape).reshape(rows, n)
+        v = np.broadcast_to(v, np.broadcast_shapes(v.shape, shape)).reshape(-1, n)
+        m = np.ones((1, n), bool) if mask is None else np.asarray(mask.data, bool)
+        m = m if mask is None else np.broadcast_to(m, np.broadcast_shapes(m.shape, shape)).reshape(-1, n)
     except ValueError:
         return
     file, line = where()

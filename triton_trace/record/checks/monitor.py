@@ -1,7 +1,14 @@
-"""The part every runtime check shares: which programs of the running chunk its ops' rows are, which of them
-are kept (the program filter) and which run the current ops (a masked loop's trips), and the reports it keeps
-per launch, undone with the chunk when a chunk is rolled back. The collector drives it through ``begin``,
-``set_active``, ``mark`` and ``rollback``; the hooks hand it lanes with the program axis first when batched."""
+"""The protocol every runtime check's monitor follows, and the part most of them share.
+
+The collector makes one monitor per row of checks/table.py for each launch and drives it through ``begin``
+(a chunk of programs starts), ``set_active`` (a masked loop's trip: which programs run the ops),
+``mark`` / ``rollback`` (a chunk that is undone and run again) and ``records`` (the finished launch: each
+record the row declares, by name). ``Monitor`` does nothing at each of them, for a check that keeps only
+maxima (an undone chunk that runs again finds the same ones); ``ProgramRows`` keeps which programs of the
+running chunk its ops' rows are, which of them are kept (the program filter) and which run the current
+ops, and the reports it keeps per launch, each with every program its cause reached. The hooks hand a
+monitor lanes with the program axis first when batched.
+"""
 from __future__ import annotations
 
 from typing import Optional
@@ -12,11 +19,40 @@ MAX_REPORTS = 200         # entries kept per launch and list (one per memory lin
 MAX_PROGRAMS = 1 << 16    # programs listed per cause (past it the count is a lower bound)
 
 
-class ProgramRows:
+class Monitor:
+    """A check with nothing to follow per chunk. ``tensors``: the launch's TensorInfo list (it fills as the
+    arguments are bound, after the monitor is made); ``outputs``: the arguments declared undefined at launch."""
+
+    def __init__(self, tensors, outputs=()):
+        self._tensors = tensors
+
+    def begin(self, pids: np.ndarray, keep: Optional[np.ndarray], batched: bool) -> None:
+        """A chunk starts: programs ``pids`` ((P, 3), in execution order), of which ``keep`` are recorded
+        (None: all); batched: they run at once."""
+
+    def set_active(self, active: Optional[np.ndarray], rows: Optional[np.ndarray] = None) -> None:
+        """The ops' rows are the chunk's programs ``rows`` (None: all), of which ``active`` run the current
+        ops (a masked loop's trips; None: all)."""
+
+    def mark(self):
+        return None
+
+    def rollback(self, mark) -> None:
+        """Forget what was noted since ``mark``."""
+
+    def records(self) -> dict:
+        """record name -> its entries, for each record the monitor's row in checks/table.py declares."""
+        return {}
+
+    def tensor_name(self, tensor: int) -> Optional[str]:
+        return self._tensors[tensor].name if tensor >= 0 else None
+
+
+class ProgramRows(Monitor):
     lists: tuple = ("reports",)     # the report lists a rollback cuts back
 
-    def __init__(self, tensors):
-        self._tensors = tensors
+    def __init__(self, tensors, outputs=()):
+        super().__init__(tensors, outputs)
         self._pids = np.zeros((1, 3), np.int32)
         self._keep: Optional[np.ndarray] = None
         self._active: Optional[np.ndarray] = None
@@ -33,8 +69,6 @@ class ProgramRows:
         self._active = None
 
     def set_active(self, active: Optional[np.ndarray], rows: Optional[np.ndarray] = None) -> None:
-        """The ops' rows are the chunk's programs ``rows`` (None: all), of which ``active`` run the current
-        ops (a masked loop's trips; None: all)."""
         pids, keep = self._chunk
         self._pids = pids if rows is None else pids[rows]
         self._keep = keep if rows is None or keep is None else keep[rows]
@@ -71,9 +105,6 @@ class ProgramRows:
             programs, lanes = self._reach.get(r.get("_key"), [[], 0])
             out.append({**entry, "programs": [list(p) for p in programs], "reach_lanes": int(lanes)})
         return out
-
-    def tensor_name(self, tensor: int) -> Optional[str]:
-        return self._tensors[tensor].name if tensor >= 0 else None
 
     def programs(self, lanes: np.ndarray):
         """(row of the chunk, program id) of each program whose lanes hold a bad one (program axis first when

@@ -24,8 +24,8 @@ from typing import Optional
 import numpy as np
 
 from ...errors import ChunkRetry
+from .monitor import MAX_REPORTS, ProgramRows, rows_of
 
-MAX_REPORTS = 200        # entries kept per launch (one per store line and cause)
 MAX_VALUES = 4           # operand values shown per birth
 MAX_BIRTHS = 16          # births kept per program (the first of each source line)
 # operations that divide (numpy's names, as the arithmetic hooks give them): a birth of one of them whose
@@ -58,58 +58,38 @@ def all_finite(values: np.ndarray) -> bool:
     return bool(np.isfinite(values).all())
 
 
-class NonFinite:
+class NonFinite(ProgramRows):
     def __init__(self, tensors, outputs=()):
-        self._tensors = tensors          # the launch's TensorInfo list (names)
+        super().__init__(tensors, outputs)
         # arguments declared undefined at launch (trace(outputs=...)): whatever bits they hold are not an
         # input's NaN; reading them is the analysis' uninitialized_read
         # (names: the tensor table fills as the launch's arguments are bound, after this is made)
         self._undefined = frozenset(outputs)
-        self._pids = np.zeros((1, 3), np.int32)
-        self._keep: Optional[np.ndarray] = None
-        self._active: Optional[np.ndarray] = None
-        self._chunk = (self._pids, None)     # the chunk's programs and which are kept, as begin() gave them
         # (argument, dtype) -> its storage holds only finite values (asked only while nothing wrote it)
         self._finite_storage: dict = {}
-        self.batched = False
         self.lazy = False                # this chunk checks only its stores (docstring)
         self._lazy_ok = True             # until a store wrote a non-finite value in a lazy chunk
         self.births: dict = {}           # program -> its births, the first of each source line, in order
         self.inputs: dict = {}           # program -> its first non-finite load of an unwritten argument
-        self.reports: list = []
-        self._seen: set = set()
 
     def begin(self, pids: np.ndarray, keep: Optional[np.ndarray], batched: bool) -> None:
-        self._pids, self._keep, self.batched = pids, keep, batched
+        super().begin(pids, keep, batched)
         self.lazy = batched and self._lazy_ok
-        self._chunk = (pids, keep)
-        self._active = None
-
-    def set_active(self, active: Optional[np.ndarray], rows: Optional[np.ndarray] = None) -> None:
-        """The ops' rows are the chunk's programs ``rows`` (None: all), of which ``active`` run the current
-        ops (a masked loop's trips; None: all)."""
-        pids, keep = self._chunk
-        self._pids = pids if rows is None else pids[rows]
-        self._keep = keep if rows is None or keep is None else keep[rows]
-        self._active = active
 
     def mark(self) -> tuple:
-        return {k: list(v) for k, v in self.births.items()}, dict(self.inputs), len(self.reports), set(self._seen)
+        return super().mark(), {k: list(v) for k, v in self.births.items()}, dict(self.inputs)
 
     def rollback(self, mark: tuple) -> None:
-        self.births, self.inputs, n, self._seen = mark
-        del self.reports[n:]
+        rows, self.births, self.inputs = mark
+        super().rollback(rows)
+
+    def records(self) -> dict:
+        return {"nonfinite": list(self.reports)}
 
     def _programs(self, bad: np.ndarray):
-        """(program id, lanes of that program) for each program of the chunk with a bad lane."""
-        if not self.batched:
-            if bad.any():
-                yield tuple(int(v) for v in self._pids[0]), bad
-            return
-        flat = bad.reshape(bad.shape[0], -1)
-        for p in np.flatnonzero(flat.any(axis=1)):
-            if (self._keep is None or self._keep[p]) and (self._active is None or self._active[p]):
-                yield tuple(int(v) for v in self._pids[p]), bad[p]
+        """(row of the chunk, program id, lanes of that program) for each program with a bad lane."""
+        for row, pid in self.programs(bad):
+            yield row, pid, rows_of(bad, row, self.batched)
 
     def birth(self, op: str, file, line, born: np.ndarray, operands: list, result: np.ndarray) -> None:
         """``born``: lanes not finite whose operands all were (program axis first when batched)."""
@@ -117,12 +97,12 @@ class NonFinite:
         if self.batched and born.shape[0] == 1 and len(self._pids) > 1:   # uniform: every program alike
             shape = (len(self._pids),) + born.shape[1:]
             born = np.broadcast_to(born, shape)
-        for pid, lanes in self._programs(born):
+        for row, pid, lanes in self._programs(born):
             mine = self.births.setdefault(pid, [])
             if len(mine) >= MAX_BIRTHS or any(b["file"] == file and b["line"] == int(line or 0) for b in mine):
                 continue                  # the first birth of each line is the one that matters
             first = tuple(int(v) for v in np.argwhere(lanes)[0])
-            index = ((self._pids.tolist().index(list(pid)),) if self.batched else ()) + first
+            index = ((row,) if self.batched else ()) + first
 
             def at(a):
                 a = np.asarray(a)
@@ -155,9 +135,9 @@ class NonFinite:
         if all_finite(values):
             return
         bad = safe & ~np.isfinite(values)
-        for pid, lanes in self._programs(bad):
+        for row, pid, lanes in self._programs(bad):
             if pid not in self.inputs:
-                off = np.asarray(offsets)[(self._pids.tolist().index(list(pid)),) if self.batched else ()]
+                off = np.asarray(offsets)[(row,) if self.batched else ()]
                 self.inputs[pid] = {"tensor": self._tensors[tensor].name, "file": file, "line": int(line or 0),
                                     "offset": int(np.asarray(off)[lanes][0]), "lanes": int(lanes.sum())}
 
@@ -170,7 +150,7 @@ class NonFinite:
                 return            # only lanes masked off, or programs sitting out: nothing is reported
             self._lazy_ok = self.lazy = False
             raise ChunkRetry("a store wrote a non-finite value: the chunk runs again, checking every operation")
-        for pid, lanes in self._programs(bad):
+        for row, pid, lanes in self._programs(bad):
             cause = self._cause(pid, lanes)
             source = None if cause is not None else self.inputs.get(pid)
             if cause is None and source is None:
@@ -179,7 +159,7 @@ class NonFinite:
             if key in self._seen or len(self.reports) >= MAX_REPORTS:
                 continue
             self._seen.add(key)
-            off = np.asarray(offsets)[(self._pids.tolist().index(list(pid)),) if self.batched else ()]
+            off = np.asarray(offsets)[(row,) if self.batched else ()]
             self.reports.append({
                 "kind": _kind(cause), "program": list(pid), "file": file,
                 "line": int(line or 0), "tensor": self._tensors[tensor].name if tensor >= 0 else None,

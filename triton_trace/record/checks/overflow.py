@@ -23,6 +23,9 @@ from .monitor import MAX_REPORTS, ProgramRows, rows_of
 class Overflow(ProgramRows):
     lists = ("reports", "divisions")
 
+    def records(self) -> dict:
+        return {"overflow": self.finished(self.reports), "intdiv": self.finished(self.divisions)}
+
     def reached(self, cause: dict, lanes: np.ndarray, how: str, op: str, tensor: int, file, line) -> None:
         """A tagged value reached memory: ``lanes`` are the active lanes that hold a bad value (program axis
         first when batched); ``how`` is "address" or "value"."""

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
 from ..frames import where
 from ..batch.tensor import _reduce_table
 from ..batch.described import core
 from ..gpu.lowp import floats, inner_method
+from ..interp.access import ReduceOps, TensorHandle
 from .monitor import MAX_REPORTS, ProgramRows, rows_of
 from ..patching import carried
 
@@ -31,6 +31,9 @@ _RESHAPING = ("create_expand_dims", "create_reshape", "create_trans", "create_pe
 
 
 class PaddedReductions(ProgramRows):
+    def records(self) -> dict:
+        return {"padded_reduction": self.finished(self.reports)}
+
     def reduced(self, kind: str, file, line, source: tuple, affected: np.ndarray, lanes: np.ndarray,
                 contribution: np.ndarray, result: np.ndarray, without: np.ndarray) -> None:
         """``affected``: outputs with real lanes whose value the padding changed (program axis first when
@@ -78,8 +81,7 @@ def install(scope, builder, rec) -> None:
             scope.set_attr(builder, name, _reshaping(inner_method(builder, name)))
     if hasattr(builder, "create_splat"):
         scope.set_attr(builder, "create_splat", _splat(inner_method(builder, "create_splat")))
-    ops = _ti.ReduceOps
-    scope.set_attr(ops, "apply", _reduce(ops.apply, rec))
+    scope.set_attr(ReduceOps, "apply", _reduce(ReduceOps.apply, rec))
 
 
 def _mark(out, pad, source) -> None:
@@ -186,7 +188,7 @@ def _reshaping(inner):
             return out
         try:
             lanes = np.broadcast_to(tag[0], np.shape(arg.data))
-            moved = inner(_ti.TensorHandle(np.ascontiguousarray(lanes), tl.int1), *args, **kwargs)
+            moved = inner(TensorHandle(np.ascontiguousarray(lanes), tl.int1), *args, **kwargs)
             _mark(out, np.asarray(moved.data, bool).reshape(np.shape(out.data)), tag[1])
         except (ValueError, TypeError):
             pass                           # a shape the marks do not follow: the mark is dropped

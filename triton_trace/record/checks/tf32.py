@@ -16,12 +16,14 @@ import numpy as np
 
 from ..frames import where
 from ..gpu.lowp import inner_method
+from .monitor import Monitor
 
 MAX_CHECKED = 16          # dots recomputed per source line
 
 
-class TF32Dots:
-    def __init__(self):
+class TF32Dots(Monitor):
+    def __init__(self, tensors=(), outputs=()):
+        super().__init__(tensors, outputs)
         self.lines: dict = {}          # (file, line) -> {"checked", "max_abs", "max_result", "k"}
 
     def note(self, file, line, diff: float, largest: float, k: int) -> None:
@@ -34,9 +36,9 @@ class TF32Dots:
         e = self.lines.get((file, int(line or 0)))
         return e is not None and e["checked"] >= MAX_CHECKED
 
-    def reports(self) -> list:
+    def records(self) -> dict:
         order = sorted(self.lines.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))
-        return [{"file": f, "line": line, **e} for (f, line), e in order]
+        return {"tf32_dot": [{"file": f, "line": line, **e} for (f, line), e in order]}
 
 
 def to_tf32(x: np.ndarray) -> np.ndarray:

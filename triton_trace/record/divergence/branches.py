@@ -36,13 +36,12 @@ from typing import Optional
 import numpy as np
 
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
 from ...errors import ChunkDiverged
-from ..batch import chunk as batch
-from .loops import MIN_MASKED_RUN, PREFIX, _Divergent, _varies
+from ..batch import running as batch
+from ..interp.access import builder
+from .masked import MIN_MASKED_RUN, Masked, varies
 
-IF = PREFIX + "if"
 _UNBOUND = object()
 
 
@@ -50,9 +49,9 @@ def branch(cond, assigned: tuple = (), live: tuple = (), has_else: bool = False)
     """The rewritten ``if``'s state: its sides masked per program when the running programs disagree on
     ``cond`` in short runs, else the ``if`` as Python runs it. ``assigned``: the local names either side
     assigns; ``live``: those of them read anywhere outside the ``if`` (merged after it)."""
-    chunk = batch.running(_ti.interpreter_builder)
+    chunk = batch.running(builder())
     if chunk is None or not isinstance(cond, tl.tensor) or cond.type.is_block() or \
-            not _varies(cond, chunk, "biuf"):
+            not varies(cond, chunk, "biuf"):
         return _Taken(cond)
     taken = np.asarray(cond.handle.data).reshape(chunk.size, -1)[:, 0] != 0    # NaN is true, as bool(nan)
     running = taken if chunk.active is None else taken[chunk.active]
@@ -74,7 +73,7 @@ class _Taken:
         return iter((self.cond,))
 
 
-class MaskedIf(_Divergent):
+class MaskedIf(Masked):
     """Both sides of an ``if``, each with its own programs active (over the running chunk ``chunk``)."""
     what = "a branch that the programs of a chunk take differently"
     masked = True

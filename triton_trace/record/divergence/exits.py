@@ -31,13 +31,10 @@ from __future__ import annotations
 import numpy as np
 
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
-from ..batch import chunk as batch, compact
-from .loops import COMPACT_AT, PREFIX, _varies
-
-EXIT = PREFIX + "exit"
-CUT = PREFIX + "cut"
+from ..batch import compact, running as batch
+from ..interp.access import builder
+from .masked import COMPACT_AT, varies   # COMPACT_AT: this module's own, to tune
 # programs per run of those that leave or stay, on average, from which a chunk most of whose programs leave
 # splits into the runs rather than masking them: runs this long are cheap to start again, shorter ones are
 # many (a run of one program runs alone)
@@ -49,9 +46,9 @@ def leave(cond):
     """The rewritten exit's condition: true when every running program returns here (the ``if`` returns),
     false when none does or some do (those stop running; ``cut`` may then cut the chunk to the others). A
     plain value, or one the running programs agree on, is handed back as it is: the ``if`` decides as before."""
-    chunk = batch.running(_ti.interpreter_builder)
+    chunk = batch.running(builder())
     if chunk is None or not isinstance(cond, tl.tensor) or cond.type.is_block() or \
-            not _varies(cond, chunk, "biuf"):
+            not varies(cond, chunk, "biuf"):
         return cond
     taken = np.asarray(cond.handle.data).reshape(chunk.size, -1)[:, 0] != 0   # NaN is true, as bool(nan)
     running = taken if chunk.active is None else taken[chunk.active]
@@ -72,7 +69,7 @@ def cut(names: dict, wanted: tuple = ()) -> dict:
     """After an exit: the names ``wanted`` (those read later) cut to the programs still running, which run
     the rest of the kernel as a chunk of their own; nothing (the exit's mask stays) when the exit left most
     programs running or some value cannot be cut."""
-    chunk = batch.running(_ti.interpreter_builder)
+    chunk = batch.running(builder())
     if chunk is None or chunk.exit_keep is None:
         return _NOTHING
     keep, chunk.exit_keep = chunk.exit_keep, None
@@ -80,6 +77,6 @@ def cut(names: dict, wanted: tuple = ()) -> dict:
         return _NOTHING
     out = {n: compact.take(names[n], keep) for n in wanted if n in names}
     sub = chunk.sub(keep)
-    batch.switch(_ti.interpreter_builder, sub)
+    batch.switch(builder(), sub)
     sub.set_active(None)
     return out

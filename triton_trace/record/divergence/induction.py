@@ -21,9 +21,9 @@ import operator
 import numpy as np
 
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
-RANGE = "_triton_trace_range"
+from ..interp.access import TensorHandle, np_dtype
+from .names import RANGE
 
 
 def _constant_type(x) -> tl.dtype:
@@ -86,8 +86,8 @@ class InductionVar(int):
     def tensor(self) -> tl.tensor:
         """The compiled loop's variable: a scalar tensor of the loop's type, this value."""
         dtype = self.dtype
-        data = np.array([int(self)]).astype(_ti._get_np_dtype(dtype))
-        return tl.tensor(_ti.TensorHandle(data, dtype), dtype)
+        data = np.array([int(self)]).astype(np_dtype(dtype))
+        return tl.tensor(TensorHandle(data, dtype), dtype)
 
     def __getattr__(self, name: str):
         # only names an int lacks get here; protocol probes (numpy's __array__, pickling) are not tensors'

@@ -41,17 +41,13 @@ from typing import Optional
 import numpy as np
 
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
 from ...errors import BatchFallback, ChunkDiverged
-from ..batch import chunk as batch, compact
+from ..batch import compact, running as batch
+from ..interp.access import TensorHandle, builder, np_dtype
 from . import induction
-from ..checks import overflow_ops
-from ..memory import provenance
-
-LOOP = "_triton_trace_loop"
-WHILE = "_triton_trace_while"
-PREFIX = "_triton_trace_"
+from .masked import COMPACT_AT, MIN_MASKED_RUN, Masked, varies   # COMPACT_AT: this module's own, to tune
+from .names import PREFIX
 
 
 def loop(*args, names: tuple = (), assigned: tuple = (), var: Optional[str] = None, outside: tuple = None):
@@ -60,10 +56,10 @@ def loop(*args, names: tuple = (), assigned: tuple = (), var: Optional[str] = No
     ``var``: the loop variable; ``outside``: the assigned names read anywhere outside the loop (None: all)."""
     lo, hi = (0, args[0]) if len(args) == 1 else args[:2]
     var_type = induction.loop_type((lo, hi, args[2] if len(args) > 2 else 1))
-    chunk = batch.running(_ti.interpreter_builder)
+    chunk = batch.running(builder())
     if chunk is None:
         return _Plain(range(*args), var_type)
-    vary_lo, vary_hi = _varies(lo, chunk), _varies(hi, chunk)
+    vary_lo, vary_hi = varies(lo, chunk), varies(hi, chunk)
     if not (vary_lo or vary_hi):
         return _Plain(range(*args), var_type)
     step = int(args[2]) if len(args) > 2 else 1            # must agree: __index__ splits the chunk otherwise
@@ -80,30 +76,8 @@ def loop(*args, names: tuple = (), assigned: tuple = (), var: Optional[str] = No
     return out
 
 
-def _varies(x, chunk, kinds: str = "iu") -> bool:
-    """Whether ``x`` is a scalar tensor (of numpy kind ``kinds``: integers) whose value differs between the
-    chunk's running programs."""
-    if not isinstance(x, tl.tensor) or x.type.is_block():
-        return False
-    d = np.asarray(x.handle.data)
-    if d.ndim == 0 or d.shape[0] <= 1 or d.dtype.kind not in kinds:
-        return False
-    d = d.reshape(d.shape[0], -1)[:, 0]
-    if chunk.active is not None:
-        d = d[chunk.active]
-    return len(d) > 1 and bool((d != d[0]).any())
-
-
 def _per_program(x, chunk) -> np.ndarray:
     return np.asarray(x.handle.data).reshape(chunk.size, -1)[:, 0].astype(np.int64)
-
-
-MIN_MASKED_RUN = 4     # programs that agree with their neighbours, on average: fewer, and the loop is masked
-# A trip that this share of the running programs makes, or less, runs on them alone. Cut as soon as a few
-# programs have left: a cut takes the running programs' values once, where a masked trip computes the finished
-# programs' lanes too and merges every loop value of every program (causal attention, S=2048: 0.8-0.9 s
-# traced when cut at 75%, 0.45-0.6 s at 99%; measured by benchmarks/speed/bench_divergent.py).
-COMPACT_AT = 0.99
 
 
 def _long_runs(starts: np.ndarray, stops: np.ndarray, chunk) -> bool:
@@ -138,22 +112,16 @@ class _Plain(_NoHooks):
         return iter(self.r) if self.var_type is None else (induction.of(v, self.var_type) for v in self.r)
 
 
-class _Divergent:
+class _Divergent(Masked):
     """A loop whose programs make different numbers of trips. A trip some programs sit out runs either
     masked (their rows computed, then dropped by ``merge``) or, once at most COMPACT_AT of the programs
     still make the trips, on a sub-chunk of those programs alone (``enter``; ``leave`` puts the names back
-    together after the loop): compact.py. Subclasses say which programs make trip ``self.trip``."""
-    var = None
-    what = "a loop whose trip count differs between programs"      # for the reasons a chunk splits
-    # The assigned names read anywhere outside the loop (None: all of them). A name first bound on a trip
-    # that some program does not make is unbound for that program; if nothing outside the loop reads it,
-    # that program never reads it at all (it makes no later trip), so its rows may hold anything.
-    outside: Optional[tuple] = None
+    together after the loop): compact.py. Subclasses say which programs make trip ``self.trip``; ``active``
+    is over ``cur``, the chunk running the trips."""
 
     def __init__(self, chunk, names=(), assigned=(), long_runs=False):
-        self.chunk, self.names, self.assigned, self.long_runs = chunk, names, assigned, long_runs
-        self.outer = chunk.active                       # an enclosing masked loop's programs
-        self.active: Optional[np.ndarray] = None        # this trip's programs, when some sit out (over cur)
+        super().__init__(chunk, names, assigned)
+        self.long_runs = long_runs
         self.trip = 0
         self.cur, self.cur_rows = chunk, None           # the chunk running the trips; its rows in ``chunk``
         self.compact = False                            # the trip starts with ``enter``
@@ -162,25 +130,10 @@ class _Divergent:
         self._fixed = None                              # the names the body only reads, over ``chunk``
         self._left: list = []                           # (rows in ``chunk``, {name: value}) as programs leave
 
-    def _labels(self) -> np.ndarray:
-        """Groups of programs that agree on the loop's trips (where the loop cannot be cut)."""
-        raise NotImplementedError
-
-    def _running(self) -> np.ndarray:
-        """The programs of ``cur`` that make this trip."""
-        raise NotImplementedError
-
     def _begin_trip(self, act) -> None:
         self.compact = self._fixed is None and self._can_compact or self._shrinks(act)
         if not self.compact:
             self._mask(act)
-
-    def _end(self) -> None:
-        self.active = None
-        # a body that raised leaves a for loop's generator to the garbage collector: by then another chunk
-        # may run, and only the chunk this loop belongs to, still running, may be told
-        if batch.running(_ti.interpreter_builder) is self.chunk:
-            self.chunk.set_active(self.outer)
 
     def _shrinks(self, act) -> bool:
         return self._can_compact and self._fixed is not None and int(act.sum()) <= COMPACT_AT * len(act)
@@ -219,7 +172,7 @@ class _Divergent:
                                         for n in self.assigned}))
         out = {n: compact.take(names[n], act) for n in self.names + ((self.var,) if self.var else ()) if n in names}
         self.cur, self.cur_rows = self.cur.sub(act), rows[act]
-        batch.switch(_ti.interpreter_builder, self.cur)
+        batch.switch(builder(), self.cur)
         self.active = None
         self.cur.set_active(None)
         self.compacted = True
@@ -228,7 +181,7 @@ class _Divergent:
     def leave(self, names: dict) -> dict:
         """After the loop: every name over all the programs again, each program's as it left the loop."""
         self._left.append((self.cur_rows, {n: names.get(n, compact.UNBOUND) for n in self.assigned}))
-        batch.switch(_ti.interpreter_builder, self.chunk)
+        batch.switch(builder(), self.chunk)
         self.cur, self.cur_rows = self.chunk, None
         self.chunk.set_active(self.outer)
         out = dict(self._fixed)
@@ -266,50 +219,6 @@ class _Divergent:
                 self._split(f"'{name}' is first set on a trip some programs do not make")
             out[name] = self._merge_value(name, before, value)
         return out
-
-    def _read_outside(self, name: str) -> bool:
-        return self.outside is None or name in self.outside
-
-    def _split(self, why: str):
-        """Programs that make this trip and those that do not run apart (as chunks of their own)."""
-        raise ChunkDiverged(why, self._running().astype(np.int64))
-
-    def _merge_value(self, name, before, value):
-        if isinstance(value, tl.tensor) and isinstance(before, tl.tensor) and \
-                isinstance(value.handle, _ti.TensorHandle) and isinstance(before.handle, _ti.TensorHandle):
-            if value.type != before.type:
-                raise BatchFallback(f"'{name}' changes type in {self.what}")
-            new_d, old_d = value.handle.data, before.handle.data
-            keep = self.active.reshape((-1,) + (1,) * (max(np.ndim(new_d), np.ndim(old_d)) - 1))
-            data = np.where(keep, new_d, old_d).astype(np.asarray(new_d).dtype, copy=False)
-            h = _ti.TensorHandle(data, value.handle.dtype)
-            origin = provenance.origin(value.handle)
-            if origin is not None and origin == provenance.origin(before.handle):
-                provenance.tag(h, origin)
-            # the overflow tags follow their lanes: the trip's for the programs that ran it
-            (c_new, l_new), (c_old, l_old) = (overflow_ops._lanes_of(x.handle, data.shape) for x in (value, before))
-            if c_new is not None or c_old is not None:
-                none = np.zeros(data.shape, dtype=bool)
-                ran = none if l_new is None else l_new & keep
-                sat = none if l_old is None else l_old & ~keep
-                if ran.any() and sat.any() and c_new is not c_old:
-                    # one tag holds one cause: two programs' different overflows cannot both be kept
-                    raise BatchFallback(f"integers wrapped differently in programs of {self.what}")
-                if ran.any() or sat.any():
-                    setattr(h, overflow_ops.TAG, (c_new if ran.any() else c_old, ran | sat))
-            return tl.tensor(h, value.type)
-        if isinstance(value, tuple) and type(before) is type(value) and len(before) == len(value) and \
-                not hasattr(value, "_fields"):
-            return type(value)(self._merge_value(name, b, v) for b, v in zip(before, value))
-        if isinstance(value, tl.constexpr) and isinstance(before, tl.constexpr):
-            b, v = before.value, value.value
-        else:
-            b, v = before, value
-        # only plain values are compared: == on anything else may run Triton ops (tensors inside)
-        if not (type(b) is type(v) and isinstance(v, _PLAIN) and b == v):
-            self._split(f"'{name}' holds a value that differs between trips, which programs that sit one out "
-                        f"would keep")
-        return value
 
 
 class MaskedRange(_Divergent):
@@ -349,8 +258,8 @@ class MaskedRange(_Divergent):
         if self.var_dtype is None:
             return induction.of(int(self.starts[0]) + t * self.step, self.int_type)  # every program starts alike
         starts = self.starts if self.cur_rows is None else self.starts[self.cur_rows]
-        data = (starts + t * self.step).astype(_ti._get_np_dtype(self.var_dtype)).reshape(-1, 1)
-        return tl.tensor(_ti.TensorHandle(data, self.var_dtype), self.var_dtype)
+        data = (starts + t * self.step).astype(np_dtype(self.var_dtype)).reshape(-1, 1)
+        return tl.tensor(TensorHandle(data, self.var_dtype), self.var_dtype)
 
 
 class MaskedWhile(_Divergent):
@@ -371,7 +280,7 @@ class MaskedWhile(_Divergent):
     def test(self, cond) -> bool:
         self.trip += 1
         if self.live is None:
-            if not (isinstance(cond, tl.tensor) and _varies(cond, self.cur, "biuf")):
+            if not (isinstance(cond, tl.tensor) and varies(cond, self.cur, "biuf")):
                 return bool(cond)                      # one value for every program (else the chunk splits)
             self.live = np.ones(self.chunk.size, dtype=bool) if self.outer is None else self.outer.copy()
         if isinstance(cond, tl.tensor):
@@ -403,7 +312,7 @@ class _PlainWhile(_NoHooks):
 
 def while_loop(names: tuple = (), assigned: tuple = (), outside: tuple = None):
     """A ``while`` loop's state: masked per program once the programs' conditions differ."""
-    chunk = batch.running(_ti.interpreter_builder)
+    chunk = batch.running(builder())
     if chunk is None:
         return _PlainWhile()
     out = MaskedWhile(chunk, names, assigned)
@@ -412,4 +321,3 @@ def while_loop(names: tuple = (), assigned: tuple = (), outside: tuple = None):
 
 
 _UNBOUND = object()
-_PLAIN = (bool, int, float, complex, str, bytes, type(None))

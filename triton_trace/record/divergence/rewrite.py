@@ -9,14 +9,8 @@ from __future__ import annotations
 
 import ast
 
-from . import induction, branches as maskedbranches, exits as maskedexits, loops as maskedloops
-from .loops import PREFIX
-
-LOOP = maskedloops.LOOP
-WHILE = maskedloops.WHILE
-IF = maskedbranches.IF
-EXIT = maskedexits.EXIT
-CUT = maskedexits.CUT
+from . import induction
+from .names import CUT, EXIT, IF, LOOP, PREFIX, WHILE
 
 
 _PLAIN_IF = "_triton_trace_plain"      # set on the ifs the rewrite adds that need no masking
@@ -246,6 +240,9 @@ def _as_list(x) -> list:
 
 
 def provide(namespace: dict) -> None:
+    """Bind the rewrite's names in a rewritten function's globals. The masked control flow behind them loads
+    here, when a kernel first runs, not with the rewrite."""
+    from . import branches as maskedbranches, exits as maskedexits, loops as maskedloops
     namespace.setdefault(LOOP, maskedloops.loop)
     namespace.setdefault(WHILE, maskedloops.while_loop)
     namespace.setdefault(IF, maskedbranches.branch)

@@ -12,18 +12,18 @@ on an H100, benchmarks/fidelity/RESULTS_launches.md), each as the PTX the compil
 - ``tl.sum``/``tl.cumsum`` of integers: the compiled reduction adds in the reduction's type and wraps
   (int1 sums modulo 2); the interpreter sums in int64 and then converts (1024 int1 ones gave 1, an int8 sum
   raised OverflowError).
-- ``tl.dot_scaled`` where the interpreter has no ``create_dot_scaled`` (Triton 3.6): NotImplementedError
-  from inside Triton, which the session reports as ``UnsupportedOp`` at the kernel's line.
+- ``tl.dot_scaled``: computed as the sm_90 compiled decomposition does (``dotscaled.py``), on every release,
+  including Triton 3.6 whose interpreter has no ``create_dot_scaled``.
 """
 from __future__ import annotations
 
 import numpy as np
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
+from ..interp.access import ReduceOps, ScanOps, TensorHandle as _TH, combine_kind, np_dtype
+from . import dotscaled
 from .lowp import inner_method
 
-_TH = _ti.TensorHandle
 _CANONICAL_NAN = {np.dtype(np.float32): np.uint32(0x7FFFFFFF), np.dtype(np.float16): np.uint16(0x7FFF)}
 _BF16_CANONICAL = np.uint16(0x7FFF)
 # the NaN an MLIR constant of the type holds (APFloat::getNaN): what the compiled load pads with
@@ -39,7 +39,7 @@ def install(scope, builder) -> None:
     _nan_padding(scope, builder)
     _histogram(scope, builder)
     _integer_sums(scope)
-    _dot_scaled_unsupported(scope, builder)
+    dotscaled.install(scope, builder)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -160,21 +160,19 @@ def _retyped(t, dtype, data):
 
 def wrap_int(values, dtype) -> np.ndarray:
     """int64 values wrapped to an integer type as the GPU's adds in that type wrap (int1: modulo 2)."""
-    np_dtype = _ti._get_np_dtype(dtype)
+    want = np_dtype(dtype)
     values = np.asarray(values, dtype=np.int64)
-    if np_dtype == np.bool_:
+    if want == np.bool_:
         return (values & 1).astype(np.bool_)
-    return values.astype(np_dtype)        # numpy's integer narrowing keeps the low bits
+    return values.astype(want)        # numpy's integer narrowing keeps the low bits
 
 
 def _integer_sums(scope) -> None:
-    sum_fn = tl.standard._sum_combine
-    for cls_name in ("ReduceOps", "ScanOps"):
-        ops_cls = getattr(_ti, cls_name)
+    for ops_cls in (ReduceOps, ScanOps):
         inner = ops_cls.apply
 
         def apply(self, input, _inner=inner):
-            if self.combine_fn is not sum_fn or isinstance(input, tuple) and len(input) != 1:
+            if combine_kind(self.combine_fn) != "sum" or isinstance(input, tuple) and len(input) != 1:
                 return _inner(self, input)
             x = input[0] if isinstance(input, tuple) else input
             if not _narrow_int(x):
@@ -185,25 +183,3 @@ def _integer_sums(scope) -> None:
             res = _retyped(res, x.dtype.scalar, wrap_int(res.handle.data, x.dtype))
             return (res,) if isinstance(out, tuple) else res
         scope.set_attr(ops_cls, "apply", apply)
-
-
-# --------------------------------------------------------------------------------------------------------
-# dot_scaled on an interpreter without it
-# --------------------------------------------------------------------------------------------------------
-def _dot_scaled_unsupported(scope, builder) -> None:
-    # each patched builtin holds its own semantic object: the method is wrapped on their class
-    semantic_cls = type(getattr(_ti, "interpreter_semantic", None))
-    if hasattr(type(builder), "create_dot_scaled") or not hasattr(semantic_cls, "dot_scaled"):
-        return
-    inner = semantic_cls.dot_scaled
-
-    def dot_scaled(self, *args, **kwargs):
-        try:
-            return inner(self, *args, **kwargs)
-        except (AttributeError, TypeError) as e:
-            import triton
-            raise NotImplementedError(
-                f"Triton {triton.__version__}'s interpreter has no tl.dot_scaled (its builder lacks "
-                f"create_dot_scaled); trace under a Triton release whose interpreter runs it (3.9 does)"
-            ).with_traceback(e.__traceback__) from None
-    scope.set_attr(semantic_cls, "dot_scaled", dot_scaled)

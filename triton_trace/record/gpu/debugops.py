@@ -25,7 +25,7 @@ import triton.language as tl
 
 from ...errors import BatchFallback
 from .. import frames
-from ..batch import chunk as batch
+from ..batch import running as batch
 
 MAX_LANES = 8         # failing lanes (and their values) named in the message
 

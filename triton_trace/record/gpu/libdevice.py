@@ -23,10 +23,10 @@ import inspect
 import numpy as np
 import triton.language.extra.libdevice as _stubs
 from triton.language.extra.cuda import libdevice as _cuda
-from triton.runtime import interpreter as _ti
 
 from ...numerics import libdevice_exact  # noqa: F401  (registers the exact symbols in OPS)
 from ...numerics.libdevice_ops import OPS
+from ..interp.access import TensorHandle, np_dtype, semantic
 
 _DISPATCH = "_triton_trace_libdevice"
 # float32 symbols that look at bits, not values: no flush to zero
@@ -69,7 +69,7 @@ def _swaps() -> list:
         for fn in vars(_cuda).values():
             if getattr(fn, "__triton_builtin__", False) and getattr(fn, "__code__", None) is not None \
                     and fn.__code__.co_freevars == ("fn",):
-                _SWAPS.append((fn, _BUILTIN_CODE, {"_triton_trace_semantic": _ti.interpreter_semantic}))
+                _SWAPS.append((fn, _BUILTIN_CODE, {"_triton_trace_semantic": semantic()}))
     return _SWAPS
 
 
@@ -89,7 +89,7 @@ def _dispatch(name: str, args: tuple, kwargs: dict):
         raise NotImplementedError(f"libdevice.{name} has no CUDA implementation in Triton's "
                                   f"triton.language.extra.cuda.libdevice, so it does not compile for an NVIDIA GPU")
     target = getattr(builtin, "__wrapped__", builtin)
-    return target(*args, _semantic=_ti.interpreter_semantic, **kwargs)
+    return target(*args, _semantic=semantic(), **kwargs)
 
 
 def _subnormal(x):
@@ -131,13 +131,13 @@ def _extern(inner):
         with np.errstate(all="ignore"):
             args = [_flush(h.data) if ftz else h.data for h in arg_list]
             out = np.asarray(impl(*args))
-            np_dtype = _ti._get_np_dtype(ret_type)
-            if out.dtype != np_dtype:
-                out = out.astype(np_dtype)        # integers keep their low bits, floats round to nearest
+            want = np_dtype(ret_type)
+            if out.dtype != want:
+                out = out.astype(want)        # integers keep their low bits, floats round to nearest
             if symbol == "__nv_nextafterf":
                 out = np.where(_subnormal(out), np.where(args[0] == 0, np.copysign(_FLT_MIN, out),
                                                           np.copysign(np.float32(0), out)), out).astype(np.float32)
             elif ftz:
                 out = _flush(out)
-        return _ti.TensorHandle(out, ret_type.scalar)
+        return TensorHandle(out, ret_type.scalar)
     return create_extern_elementwise

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 import triton.language as tl
-from triton.runtime import interpreter as _ti
 
 from ...numerics import rounding
 from ..batch import dot as batchdot
+from ..interp.access import ReduceOps, ScanOps, TensorHandle as _TH, combine_kind, np_dtype
 
-_TH = _ti.TensorHandle
 _NARROW = {"fp16": np.float16, "bf16": np.uint16}
 _STD = {"fp16", "bf16", "fp32", "fp64"}
 
@@ -176,16 +175,16 @@ def _cast(inner):
 def _fp_to_int(x, dst_type):
     """float64 values to an integer type as cvt.rzi does on the GPU: toward zero, saturating at the type's
     range, NaN to 0 (numpy's cast wraps, or gives INT_MIN, and warns)."""
-    np_dtype = _ti._get_np_dtype(dst_type)
-    if np_dtype == np.bool_:
+    want = np_dtype(dst_type)
+    if want == np.bool_:
         return _TH(x != 0, dst_type.scalar)
-    info = np.iinfo(np_dtype)
+    info = np.iinfo(want)
     with np.errstate(invalid="ignore"):
         t = np.trunc(np.where(np.isnan(x), 0.0, x))
         lo_hit, hi_hit = t < float(info.min), t >= float(info.max) + 1.0
-        safe = np.where(lo_hit | hi_hit, 0.0, t).astype(np_dtype)
-    out = np.where(lo_hit, np.array(info.min, np_dtype), np.where(hi_hit, np.array(info.max, np_dtype), safe))
-    return _TH(out.astype(np_dtype), dst_type.scalar)
+        safe = np.where(lo_hit | hi_hit, 0.0, t).astype(want)
+    out = np.where(lo_hit, np.array(info.min, want), np.where(hi_hit, np.array(info.max, want), safe))
+    return _TH(out.astype(want), dst_type.scalar)
 
 
 def _fp_to_fp(inner):
@@ -233,24 +232,16 @@ def _tensor_bf16(t):
     return tl.core.tensor(encode(t.handle), ty)
 
 
-def _fast_combines() -> set:
-    # the reductions and scans the interpreter (and the batched executor) compute with numpy on the data
-    std = tl.standard
-    names = ("_sum_combine", "_prod_combine", "_elementwise_max", "_elementwise_min",
-             "_argmin_combine_tie_break_left", "_argmin_combine_tie_break_fast",
-             "_argmax_combine_tie_break_left", "_argmax_combine_tie_break_fast")
-    return {id(getattr(std, n)) for n in names if hasattr(std, n)}
-
-
 def _install_reductions(scope) -> None:
-    fast = _fast_combines()
-    for cls_name in ("ReduceOps", "ScanOps"):
-        ops_cls = getattr(_ti, cls_name)
+    for ops_cls in (ReduceOps, ScanOps):
         inner = ops_cls.apply
 
         def apply(self, input, _inner=inner):
             items = input if isinstance(input, tuple) else (input,)
-            if id(self.combine_fn) not in fast or not any(_name(getattr(t, "dtype", None)) == "bf16" for t in items):
+            # the standard combines (sum, max, argmin...) are the ones the interpreter and the batched
+            # executor compute with numpy on the data
+            if combine_kind(self.combine_fn) is None or \
+                    not any(_name(getattr(t, "dtype", None)) == "bf16" for t in items):
                 return _inner(self, input)
             # numpy on bf16 bit patterns: decode, reduce in float32, round the values back once
             out = _inner(self, tuple(_tensor_f32(t) for t in items) if isinstance(input, tuple)

@@ -3,9 +3,10 @@
 The seam is narrow: every load, store and atomic the interpreter executes (plain pointers, block
 pointers, tensor descriptors, atomics) ends in one of four functions of the C++ interpreter module that
 ``triton.runtime.interpreter`` imports as ``_interpreter``. We swap that module attribute for a proxy for
-the duration of one launch, plus a few builder methods for compute ops (dot, reductions, elementwise
-math), and restore everything in ``finally``. seams.py fails loudly at import when a Triton release moves
-any of them.
+the duration of one launch, plus builder methods for compute ops (dot, reductions, elementwise math:
+compute.py) and the runtime checks' hooks (one row each in record/checks/table.py, installed in its order),
+and restore everything in ``finally``. seams.py fails loudly at import when a Triton release moves any of
+them.
 """
 from __future__ import annotations
 
@@ -23,20 +24,16 @@ from triton.runtime.autotuner import Autotuner, Heuristics
 from triton.runtime.jit import JITFunction
 
 from .. import frames
-from ..frames import where
 from ..patching import Scope, Snapshot
-from ..batch import chunk as batch, tensor as batchtensor, pointers
+from ..batch import tensor as batchtensor, pointers
 from ..gpu import debugops, pylogic
 from ..divergence import rewrite as looprewrite
-from ..checks import addresses, intdiv, lanes, nonfinite_ops, overflow_ops, padding, tf32
+from ..checks import table
 from ..memory import provenance
-from . import semantics
+from . import compute, semantics
 from .proxy import MemoryProxy, install_pointer_casts
-from .kernels import innermost, is_kernel, pre_run_hooks, python_fn  # noqa: F401  (callers use hooks.*)
+from .kernels import autotune_parts, innermost, is_kernel, pre_run_hooks, python_fn  # noqa: F401  (callers use hooks.*)
 
-# --------------------------------------------------------------------------------------------------------
-# kernels: unwrapping autotune / heuristics chains down to the Python function
-# --------------------------------------------------------------------------------------------------------
 # --------------------------------------------------------------------------------------------------------
 # rewritten kernels: the interpreter runs a source-rewritten copy; ours is cached here, not in Triton's
 # class-level cache, so tracing leaves InterpretedFunction.rewritten_fn as it was
@@ -105,67 +102,6 @@ def unsupported_op(exc: BaseException) -> Optional[str]:
     if not isinstance(exc, NotImplementedError):
         return None
     return frames.raised_in_library(exc.__traceback__, _TRITON_DIR)
-
-
-# --------------------------------------------------------------------------------------------------------
-# compute ops: dot, reductions and scans, elementwise math
-# --------------------------------------------------------------------------------------------------------
-def _is_float(handle) -> bool:
-    scalar = getattr(getattr(handle, "dtype", None), "scalar", None)
-    return scalar is not None and scalar.is_floating()
-
-
-def _install_compute_hooks(scope, rec) -> None:
-    b = _ti.interpreter_builder
-    cls = type(b)
-
-    # The hooks look the method up on type(self) at call time: a batched chunk swaps the builder's class.
-    def dot(self, a, bb, *args, **kwargs):
-        out = type(self).create_dot(self, a, bb, *args, **kwargs)
-        chunk = batch.running(self)
-        sa, sb = batch.program_shape(a.data, chunk), batch.program_shape(bb.data, chunk)
-        nb = int(np.prod(sa[:-2])) if len(sa) > 2 else 1
-        m, k, n = sa[-2] * nb, sa[-1], sb[-1]
-        file, line = where()
-        rec.compute_op("dot", file, line, batch.program_shape(out.data, chunk), (m, n, k))
-        return out
-
-    def counted(method, flops_per_elem):
-        def run(self, *args, **kwargs):
-            out = getattr(type(self), method)(self, *args, **kwargs)
-            if _is_float(out) and rec.recording:
-                file, line = where()
-                rec.add_flops(file, line, flops_per_elem * batch.program_size(out.data, batch.running(self)))
-            return out
-        return run
-
-    scope.set_attr(b, "create_dot", dot.__get__(b))
-    for name, per in (("binary_op", 1), ("unary_op", 1), ("ternary_op", 1), ("create_fma", 2)):
-        if hasattr(cls, name):
-            scope.set_attr(b, name, counted(name, per).__get__(b))
-
-    for cls_name, kind, batched in (("ReduceOps", "reduce", batchtensor.reduce_apply),
-                                    ("ScanOps", "scan", batchtensor.scan_apply)):
-        ops_cls = getattr(_ti, cls_name)
-        orig_apply = ops_cls.apply
-
-        def apply(self, input, _orig=orig_apply, _kind=kind, _batched=batched):
-            chunk = batch.running(b)
-            if chunk is None:
-                ret = _orig(self, input)
-            elif not isinstance(input, tuple):
-                return self.apply((input,))[0]
-            else:
-                ret = _batched(self, input)
-            if not isinstance(input, tuple):    # apply() re-enters itself with a 1-tuple: record that once
-                return ret
-            first, res = input[0], (ret[0] if isinstance(ret, tuple) else ret)
-            if rec.recording and hasattr(first, "handle"):
-                file, line = where()
-                rec.compute_op(_kind, file, line, batch.program_shape(first.handle.data, chunk),
-                               (batch.program_size(first.handle.data, chunk), batch.program_size(res.handle.data, chunk), 0))
-            return ret
-        scope.set_attr(ops_cls, "apply", apply)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -316,15 +252,11 @@ def _installed(fn, rec, debug: bool):
         _cached_np_dtype(scope)
         _builtin_minmax(scope)
         _dtype_as_constexpr(scope)
-        _install_compute_hooks(scope, rec)
+        compute.install(scope, rec)
         semantics.install(scope, _ti.interpreter_builder)
-        nonfinite_ops.install(scope, _ti.interpreter_builder, rec)
-        overflow_ops.install(scope, _ti.interpreter_builder, rec)     # before provenance: it reads rec.origin
-        intdiv.install(scope, _ti.interpreter_builder, rec)
-        lanes.install(scope, _ti.interpreter_builder, rec)            # (these read rec.origin, which
-        addresses.install(scope, _ti.interpreter_builder, rec)        # provenance sets: installed before it)
-        tf32.install(scope, _ti.interpreter_builder, rec)
-        padding.install(scope, _ti.interpreter_builder, rec)
+        for row in table.MONITORS:          # the runtime checks, before provenance: they read rec.origin
+            for install in table.installers(row):
+                install(scope, _ti.interpreter_builder, rec)
         install_pointer_casts(scope, _ti.interpreter_builder, rec.memory)
         provenance.install(scope, _ti.interpreter_builder, rec)
         pointers.install(scope, _ti.interpreter_builder, rec)
@@ -369,15 +301,6 @@ def unwrap_interpreter_error(e: BaseException) -> BaseException:
     while isinstance(e, getattr(_ti, "InterpreterError", ())) and e.__cause__ is not None:
         e = e.__cause__
     return e
-
-
-def autotune_parts(obj) -> list:
-    """The chain of Autotuner / Heuristics wrappers above the jit function, outermost first."""
-    chain = []
-    while isinstance(obj, (Autotuner, Heuristics)):
-        chain.append(obj)
-        obj = obj.fn
-    return chain
 
 
 def _kernel_classes() -> list:

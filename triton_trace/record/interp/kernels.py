@@ -31,3 +31,12 @@ def pre_run_hooks(obj) -> list:
     """The hooks registered with ``kernel.add_pre_run_hook``: Triton calls them with the launch's
     arguments before every launch, compiled or interpreted."""
     return list(getattr(innermost(obj), "pre_run_hooks", ()) or ())
+
+
+def autotune_parts(obj) -> list:
+    """The chain of Autotuner / Heuristics wrappers above the jit function, outermost first."""
+    chain = []
+    while isinstance(obj, (Autotuner, Heuristics)):
+        chain.append(obj)
+        obj = obj.fn
+    return chain

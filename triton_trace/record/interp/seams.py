@@ -2,7 +2,7 @@
 checked when triton_trace is imported, so a release that moved one fails there, naming what moved, instead
 of mid-launch. The version range is what the test suite runs against.
 
-``PRIVATE`` is the whole list: tests/test_architecture.py fails when any module of the package touches a
+``PRIVATE`` is the whole list: tests/project/test_architecture.py fails when any module of the package touches a
 private Triton name (one imported from a private module, an attribute of such a module, an underscored
 attribute of ``triton``/``tl``) that is not in it, or when it lists a name nobody uses. Upgrading Triton
 starts by reading this one table.
@@ -39,39 +39,47 @@ def check_version() -> None:
 # module -> {name: where it is used}; every name must exist in every supported release
 PRIVATE = {
     "triton.runtime.interpreter": {
-        "TensorHandle": "record/batch, divergence, gpu, memory/provenance, interp/semantics, checks/padding: the "
-                        "interpreter's values",
-        "_get_np_dtype": "record/batch, divergence, gpu: numpy dtype of a Triton type",
-        "_interpreter": "interp/hooks, batch/memops: the C++ memory module the proxy stands in for",
-        "interpreter_builder": "interp/hooks, batch/tensor, divergence: the builder whose ops are hooked",
-        "interpreter_semantic": "gpu/libdevice: the semantic object libdevice calls take; gpu/compiledops: its "
-                                "class's dot_scaled is wrapped where the builder lacks create_dot_scaled",
+        "TensorHandle": "interp/access (for record/batch, divergence, gpu, memory/provenance, checks/padding), "
+                        "interp/semantics: the interpreter's values",
+        "_get_np_dtype": "interp/access (for record/batch, divergence, gpu): numpy dtype of a Triton type",
+        "_interpreter": "interp/hooks, interp/access (for batch/memops): the C++ memory module the proxy stands "
+                        "in for",
+        "interpreter_builder": "interp/hooks, interp/access (for batch/tensor, divergence): the builder whose ops "
+                               "are hooked",
+        "interpreter_semantic": "interp/access: the semantic object libdevice calls take (gpu/libdevice); its "
+                                "class's dot_scaled is wrapped to take the formats the interpreter passes "
+                                "(gpu/dotscaled)",
         "_patch_lang": "interp/hooks", "_implicit_cvt": "interp/semantics",
-        "GridExecutor": "interp/hooks", "InterpretedFunction": "interp/hooks", "FunctionRewriter": "interp/hooks",
-        "ReduceOps": "interp/hooks, checks/padding, gpu/compiledops", "ScanOps": "interp/hooks, gpu/compiledops",
+        "GridExecutor": "interp/hooks", "InterpretedFunction": "interp/hooks, interp/kernels",
+        "FunctionRewriter": "interp/hooks",
+        "ReduceOps": "interp/compute, interp/access (for checks/padding, gpu/compiledops, gpu/lowp)",
+        "ScanOps": "interp/compute, interp/access (for gpu/compiledops, gpu/lowp)",
         "InterpreterBuilder": "interp/hooks",
     },
     "triton.runtime.jit": {
-        "JITFunction": "interp/hooks: JITFunction.run is wrapped",
+        "JITFunction": "interp/hooks: JITFunction.run is wrapped; interp/kernels; record/autotune",
         "JITFunction._unsafe_update_src": "suite/kernelsource: a library's source rewrite also replaces jit.fn",
-        "create_function_from_signature": "compiled/toolchain: the launcher's argument binder",
+        "create_function_from_signature": "compiled/toolchain, record/autotune: the launcher's argument binder",
     },
-    "triton.runtime.autotuner": {"Autotuner": "interp/hooks, session", "Heuristics": "interp/hooks, session"},
+    "triton.runtime.autotuner": {"Autotuner": "interp/hooks, interp/kernels",
+                                 "Heuristics": "interp/hooks, interp/kernels"},
     "triton.runtime.driver": {"driver": "interp/activedriver: the active-driver slot"},
     "triton.runtime": {"driver.active": "suite/bench: the active driver's benchmarker"},
-    "triton.backends.compiler": {"GPUTarget": "compiled/toolchain, suite/driver"},
+    "triton.backends.compiler": {"GPUTarget": "compiled/toolchain, suite/driver, record/autotune"},
     "triton.backends.driver": {"DriverBase": "suite/driver: the stub GPU driver's base"},
     "triton.backends.nvidia.driver": {"ty_to_cpp": "suite/driver: the CUDA backend's type table"},
-    "triton.compiler": {"ASTSource": "compiled/toolchain", "make_backend": "compiled/toolchain"},
+    "triton.compiler": {"ASTSource": "compiled/toolchain, record/autotune",
+                        "make_backend": "compiled/toolchain, record/autotune"},
     "triton.compiler.errors": {"CompilationError": "errors",
-                               "CompileTimeAssertionFailure": "record/session: an autotune config that fails "
+                               "CompileTimeAssertionFailure": "record/autotune: an autotune config that fails "
                                                               "tl.static_assert is dropped"},
-    "triton._C.libtriton": {"ir": "record/session: compiling a config to see that it builds",
-                            "ir.context": "record/session", "ir.load_dialects": "record/session"},
+    "triton._C.libtriton": {"ir": "interp/access: mlir_context, for record/autotune's check that a config "
+                                  "compiles",
+                            "ir.context": "interp/access", "ir.load_dialects": "interp/access"},
     "triton.language.standard": {
-        "_sum_combine": "batch/tensor, gpu/lowp, gpu/compiledops: reductions recognised by their combine function",
-        "_prod_combine": "batch/tensor, gpu/lowp", "_elementwise_max": "batch/tensor, gpu/lowp",
-        "_elementwise_min": "batch/tensor, gpu/lowp",
+        "_sum_combine": "interp/access: reductions recognised by their combine function (for batch/tensor, "
+                        "gpu/lowp, gpu/compiledops, checks/padding)",
+        "_prod_combine": "interp/access", "_elementwise_max": "interp/access", "_elementwise_min": "interp/access",
     },
 }
 PRIVATE_MODULES = ("triton.runtime.interpreter", "triton.runtime.jit", "triton.runtime.autotuner",

@@ -15,7 +15,7 @@ the launch ends). What is fixed, and why:
 - bfloat16 and float16 round where compiled code rounds (``lowp``);
 - ``libdevice`` math runs on numpy (``libdevice``, ``libdevice_ops``);
 - min/max/clamp NaN handling, NaN padding of bf16/fp8 loads, histogram range, integer sums that wrap in
-  their type, and a clear refusal of ``tl.dot_scaled`` where the interpreter lacks it (``compiledops``);
+  their type, and ``tl.dot_scaled`` as the sm_90 decomposition computes it (``compiledops``, ``dotscaled``);
 - what cannot be emulated (inline PTX assembly, a libdevice function with no numpy equivalent) raises
   NotImplementedError from inside Triton, which the session reports as ``UnsupportedOp`` with the op and line.
 """

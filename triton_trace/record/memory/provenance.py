@@ -9,9 +9,8 @@ the far lanes out of its bounds), falling back to addresses where no tag is know
 """
 from __future__ import annotations
 
-from triton.runtime.interpreter import TensorHandle
-
 from ..gpu.lowp import inner_method
+from ..interp.access import TensorHandle
 from ..patching import carried
 
 ORIGIN = "_tt_origin"

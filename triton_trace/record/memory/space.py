@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ...errors import ChunkRetry, TraceUsageError
-from ...model import TensorInfo
+from ...model.trace import TensorInfo
 from .attribution import Attribution
 from .livestorages import LiveStorages, torch_dtype
 

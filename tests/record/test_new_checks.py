@@ -1,0 +1,299 @@
+"""The checks of issue 41 item 2, each on a buggy kernel and on its fixed twin (no finding): integer
+division by zero and INT_MIN // -1 (int_division), a float division by zero named as the cause of a NaN/Inf,
+two lanes of one store writing one address with different values (lane_conflict), and the size at which a
+kernel's int32 offsets pass 2^31 (analysis/advice/predictions.py), checked against the kernel's offsets computed by
+hand. Kernels: tests/kernels/check_kernels.py (and value_bugs.py), the bug's line marked ``# BUG``."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import triton_trace
+from triton_trace.analysis.advice import predictions
+from helpers.source import marked_line
+from kernels import check_kernels as K
+from kernels import value_bugs as V
+
+I32_MIN = -(1 << 31)
+
+
+def run(kernel, grid, *args, batch=True, **kw):
+    triton_trace.reset()
+    triton_trace.trace(batch=batch)(kernel)[grid](*args, **kw)
+    trace = triton_trace.current_trace()
+    triton_trace.reset()
+    return trace, triton_trace.analyze(trace, layouts="model", what_if=False).findings
+
+
+def only(found, kind):
+    got = [f for f in found if f.kind == kind]
+    assert len(got) == 1 and len(found) == 1, [(f.kind, f.message) for f in found]
+    return got[0]
+
+
+# -- integer division --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("batch", [True, False])
+def test_an_integer_division_by_zero_that_is_stored(batch):
+    x = torch.arange(100, dtype=torch.int32) * 7
+    w = torch.randint(1, 9, (100,), dtype=torch.int32)
+    w[37] = 0
+    _, found = run(K.bucket, (4,), x, w, torch.empty(100, dtype=torch.int32), 100, BLOCK=32, batch=batch)
+    f = only(found, "int_division")
+    assert f.severity == "error" and (f.program, f.line, f.tensor) == ((1, 0, 0), marked_line(K.bucket), "out_ptr")
+    assert "int32 // by zero" in f.message and f"({37 * 7} // 0," in f.message
+    assert "was stored to 'out_ptr'" in f.message
+    assert f.count == 1 and "guard the divisor" in f.message
+    out = torch.empty(100, dtype=torch.int32)
+    _, found = run(K.bucket_guarded, (4,), x, w, out, 100, BLOCK=32, batch=batch)
+    want = torch.where(w != 0, torch.div(x, torch.where(w != 0, w, 1), rounding_mode="trunc"), 0)
+    assert found == () and torch.equal(out, want)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_zero_divisor_in_masked_lanes_is_not_a_finding(batch):
+    # n = 100 in blocks of 32: the last program's 28 masked lanes load other=0 as the divisor
+    x, w = torch.arange(100, dtype=torch.int32), torch.full((100,), 3, dtype=torch.int32)
+    out = torch.empty(100, dtype=torch.int32)
+    _, found = run(K.bucket, (4,), x, w, out, 100, BLOCK=32, batch=batch)
+    assert found == () and torch.equal(out, torch.div(x, 3, rounding_mode="trunc"))
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_int_min_divided_by_minus_one(batch):
+    x = torch.arange(64, dtype=torch.int32)
+    x[40] = I32_MIN
+    w = torch.ones(64, dtype=torch.int32)
+    w[40] = -1
+    _, found = run(K.bucket, (2,), x, w, torch.empty(64, dtype=torch.int32), 64, BLOCK=32, batch=batch)
+    f = only(found, "int_division")
+    assert f.program == (1, 0, 0) and f"({I32_MIN} // -1," in f.message
+    assert "of the lowest int32 by -1 (the quotient does not fit)" in f.message
+    w[40] = 1                                   # the fixed input: INT_MIN // 1 is defined
+    _, found = run(K.bucket, (2,), x, w, torch.empty(64, dtype=torch.int32), 64, BLOCK=32, batch=batch)
+    assert found == ()
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_modulo_by_zero_that_addresses_memory(batch):
+    x = torch.randn(100)
+    _, found = run(K.wrap_gather, (4,), x, torch.empty(100), 100, 0, BLOCK=32, batch=batch)
+    f = only(found, "int_division")
+    assert (f.program, f.line) == ((0, 0, 0), marked_line(K.wrap_gather))
+    assert "int32 % by zero" in f.message and "addressed 'x_ptr'" in f.message
+    assert f.count == 100 and f.extent["programs"]["count"] == 4          # every active lane of every program
+    for kernel, period in ((K.wrap_gather, 7), (K.wrap_gather_guarded, 0)):
+        out = torch.empty(100)
+        _, found = run(kernel, (4,), x, out, 100, period, BLOCK=32, batch=batch)
+        assert found == () and torch.equal(out, x[torch.arange(100) % max(period, 1)])
+
+
+def test_a_float_division_by_zero_is_named_as_the_cause():
+    x, y = torch.ones(100), torch.ones(100)
+    y[3] = 0.0
+    trace, found = run(K.float_ratio, (4,), x, y, torch.empty(100), 100, BLOCK=32)
+    f = only(found, "nonfinite")
+    assert f.line == marked_line(K.float_ratio)
+    (r,) = trace.launches[0].meta["nonfinite"]
+    assert r["birth"]["cause"] == "a float division by zero" and r["birth"]["operands"] == [1.0, 0.0]
+    y[3] = 1e-30                                # 1 / 1e-30 overflows float32: Inf, but no zero divisor
+    x[3] = 1e30
+    trace, found = run(K.float_ratio, (4,), x, y, torch.empty(100), 100, BLOCK=32)
+    (r,) = trace.launches[0].meta["nonfinite"]
+    assert only(found, "nonfinite") and "cause" not in r["birth"]
+
+
+# -- two lanes, one address ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("batch", [True, False])
+def test_two_lanes_of_one_store_writing_one_address(batch):
+    x = torch.randn(8, 20)
+    _, found = run(K.row_sums_to_slots, (4,), x, torch.empty(4), 20, BLOCK=32, batch=batch)
+    f = only(found, "lane_conflict")
+    assert f.severity == "error" and (f.program, f.line, f.tensor) == ((0, 0, 0), marked_line(K.row_sums_to_slots),
+                                                                       "out_ptr")
+    assert f.lanes == ((0,), (1,)) and f.offsets == (0, 0)
+    differ = [p for p in range(4) if x[2 * p].sum().item() != x[2 * p + 1].sum().item()]    # slot p: rows 2p, 2p+1
+    assert f.count == 2 * len(differ) and f.extent["programs"]["count"] == len(differ) == 4
+    sums = x.sum(dim=1)
+    for s in sums[:2].tolist():                  # the two values program 0's lanes stored, from torch
+        assert any(abs(float(part.split(" writes ")[1].split(")")[0].split(" and ")[0]) - s) < 1e-4
+                   for part in f.message.split("block index ")[1:])
+    out = torch.empty(8)
+    _, found = run(K.row_sums_to_rows, (4,), x, out, 20, BLOCK=32, batch=batch)
+    assert found == () and torch.allclose(out, sums, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_one_value_broadcast_to_one_address_is_fine(batch):
+    x = torch.randn(8, 20)
+    out = torch.empty(8)
+    _, found = run(K.broadcast_row_max, (8,), x, out, 20, BLOCK=32, batch=batch)
+    assert found == () and torch.equal(out, x.max(dim=1).values)
+
+
+def test_an_exchange_of_many_lanes_into_one_slot():
+    x = torch.arange(16, dtype=torch.int32)
+    _, found = run(K.exchange_into_one_slot, (1,), x, torch.zeros(1, dtype=torch.int32), BLOCK=16)
+    f = only(found, "lane_conflict")
+    assert f.op == "atomic_xchg" and f.count == 16 and f.line == marked_line(K.exchange_into_one_slot)
+    out = torch.zeros(1, dtype=torch.int32)
+    _, found = run(K.add_into_one_slot, (1,), x, out, BLOCK=16)       # an add combines the lanes: fine
+    assert found == () and out.item() == x.sum().item()
+
+
+# -- int32 offsets at larger sizes ------------------------------------------------------------------------------
+def _matrix_max_offset(M, N, bm=16, bn=32):
+    """add_matrix's largest int32 offset, every lane of every program (masked ones too): by hand."""
+    return (-(-M // bm) * bm - 1) * N + (-(-N // bn) * bn - 1)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_the_size_at_which_int32_offsets_wrap(batch):
+    M, N = 64, 32
+    x = torch.randn(M, N)
+    trace, found = run(K.add_matrix, (M // 16, N // 32), x, torch.empty_like(x), M, N, BLOCK_M=16, BLOCK_N=32,
+                       batch=batch)
+    assert found == ()
+    (e, e2) = predictions.limits(trace.launches[0])
+    assert {e["tensor"], e2["tensor"]} == {"x_ptr", "y_ptr"} and e["max"] == _matrix_max_offset(M, N)
+    assert e["args"] == ["M", "N"] and e["factor"] == 1.0
+    at = e["wraps_at"]
+    assert at == {"M": 65536, "N": 32769}
+    assert _matrix_max_offset(at["M"], at["N"]) > 2**31 - 1                  # wraps there
+    assert _matrix_max_offset(at["M"], at["N"] - 1) <= 2**31 - 1             # and not one column before
+    assert "predicted to wrap when M*N >" in predictions.describe(e, "add_matrix")
+    _, _ = run(K.add_matrix_int64, (M // 16, N // 32), x, torch.empty_like(x), M, N, BLOCK_M=16, BLOCK_N=32,
+               batch=batch)
+    trace, found = run(K.add_matrix_int64, (M // 16, N // 32), x, torch.empty_like(x), M, N, BLOCK_M=16,
+                       BLOCK_N=32, batch=batch)
+    assert found == () and predictions.limits(trace.launches[0]) == []
+
+
+def test_a_padded_block_predicts_within_its_padding():
+    M, N = 48, 40
+    x = torch.randn(M, N)
+    trace, _ = run(K.add_matrix, (3, 2), x, torch.empty_like(x), M, N, BLOCK_M=16, BLOCK_N=32)
+    e = predictions.limits(trace.launches[0])[0]
+    assert e["max"] == _matrix_max_offset(M, N) and e["args"] == ["M", "N"]
+    # the true first M*N, scaling M and N as the prediction does: the fit is a prediction, within 2 %
+    ratio = e["wraps_at"]["N"] / N
+    k = 1.0
+    while _matrix_max_offset(int(M * ratio * k), int(N * ratio * k)) <= 2**31 - 1:
+        k *= 1.001
+    assert abs(k - 1.0) < 0.02
+
+
+def test_offsets_near_the_limit_are_a_hint():
+    stride, N = 1 << 21, 48
+    x = torch.randn(2 * stride, dtype=torch.float16)
+    trace, found = run(K.copy_strided_rows, (2,), x, torch.empty(2 * N, dtype=torch.float16), stride, N, BLOCK=64)
+    assert found == ()
+    report = triton_trace.analyze(trace, layouts="model", what_if=False).to_dict()
+    (h,) = [h for h in report["launches"][0]["hints"] if h["kind"] == "int32_offsets"]
+    assert h["tensor"] == "x_ptr" and "growing as stride" in h["message"]
+    e = predictions.limits(trace.launches[0])[0]
+    # the largest int32 operand is row * stride of the last row (row 1); ``+ cols`` is a second, small one
+    assert e["max"] == 1 * stride and e["wraps_at"] == {"stride": 2**31}
+
+
+def test_the_records_survive_a_trace_file(tmp_path):
+    x = torch.arange(64, dtype=torch.int32)
+    w = torch.ones(64, dtype=torch.int32)
+    w[5] = 0
+    trace, _ = run(K.bucket, (2,), x, w, torch.empty(64, dtype=torch.int32), 64, BLOCK=32)
+    triton_trace.save(trace, tmp_path / "t.tt")
+    loaded = triton_trace.load(tmp_path / "t.tt")
+    for key in ("intdiv", "int32_address"):
+        assert loaded.launches[0].meta[key] == trace.launches[0].meta[key]
+    assert [f.kind for f in triton_trace.analyze(loaded, layouts="model", what_if=False).findings] == ["int_division"]
+    for name, (kernel, args, kw, key) in {
+            "c": (K.row_sums_to_slots, (torch.randn(2, 20), torch.empty(1), 20), {"BLOCK": 32}, "lane_conflict"),
+            "p": (K.variance_padded, (torch.randn(2, 20) + 3, torch.empty(2), 20), {"BLOCK": 32}, "padded_reduction"),
+            "d": (K.tile_matmul, (torch.randn(16, 16), torch.randn(16, 16), torch.empty(16, 16)), {"BLOCK": 16},
+                  "tf32_dot")}.items():
+        trace, _ = run(kernel, (1,), *args, **kw)
+        triton_trace.save(trace, tmp_path / f"{name}.tt")
+        assert triton_trace.load(tmp_path / f"{name}.tt").launches[0].meta[key] == trace.launches[0].meta[key]
+
+
+# -- TF32 dots ---------------------------------------------------------------------------------------------------
+def _tf32(x: torch.Tensor) -> torch.Tensor:
+    """float32 rounded to a 10-bit mantissa by frexp (ties, rare in random data, away from zero)."""
+    m, e = torch.frexp(x.double())
+    q = torch.sign(m) * torch.floor(m.abs() * 2**11 + 0.5) / 2**11
+    return torch.ldexp(q, e.double()).float()
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_float32_dot_at_the_default_precision_is_a_tf32_hint(batch):
+    torch.manual_seed(0)
+    a, b = torch.randn(32, 32), torch.randn(32, 32)
+    trace, found = run(K.tile_matmul, (1,), a, b, torch.empty(32, 32), BLOCK=32, batch=batch)
+    assert found == ()
+    hints = triton_trace.analyze(trace, layouts="model", what_if=False).to_dict()["launches"][0]["hints"]
+    (h,) = [h for h in hints if h["kind"] == "tf32_dot"]
+    assert h["line"] == marked_line(K.tile_matmul) and "TF32" in h["message"]
+    assert "input_precision='ieee'" in h["effect"]
+    want = (_tf32(a).double() @ _tf32(b).double() - (a.double() @ b.double())).abs().max().item()
+    (r,) = trace.launches[0].meta["tf32_dot"]
+    assert r["checked"] == 1 and r["k"] == 32
+    assert abs(r["max_abs"] - want) <= 1e-5 + 0.05 * want        # the float32 sums differ in their last bits
+    assert abs(r["max_result"] - (a @ b).abs().max().item()) < 1e-4
+    trace, found = run(K.tile_matmul_ieee, (1,), a, b, torch.empty(32, 32), BLOCK=32, batch=batch)
+    assert found == () and "tf32_dot" not in trace.launches[0].meta
+
+
+# -- reductions over padded lanes ------------------------------------------------------------------------------
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_variance_that_sums_padded_lanes(batch):
+    torch.manual_seed(1)
+    x = torch.randn(6, 20) + 3.0
+    _, found = run(K.variance_padded, (6,), x, torch.empty(6), 20, BLOCK=32, batch=batch)
+    f = only(found, "padded_reduction")
+    assert f.severity == "error" and (f.program, f.line) == ((0, 0, 0), marked_line(K.variance_padded))
+    assert "tl.sum" in f.message and "other=0.0" in f.message
+    assert f.count == 6 * 12 and f.extent["programs"]["count"] == 6     # 32 - 20 padded lanes in every row
+    mean = x[0].sum() / 20
+    contribution = float(f.message.split("they contribute ")[1].split(" ")[0])
+    assert abs(contribution - 12 * mean.item() ** 2) < 1e-3 * 12 * mean.item() ** 2    # mean^2 per padded lane
+    without = float(f.message.split("the real lanes alone give ")[1].split(")")[0])
+    assert abs(without - ((x[0] - mean) ** 2).sum().item()) < 1e-3
+    out = torch.empty(6)
+    _, found = run(K.variance_masked, (6,), x, out, 20, BLOCK=32, batch=batch)
+    assert found == () and torch.allclose(out, x.var(dim=1, unbiased=False), atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_max_over_shifted_padding(batch):
+    x = torch.rand(4, 20) + 0.5
+    x[2] = -torch.rand(20) - 4.0                 # a row of negatives: the padded 0 - 1 = -1 wins the max
+    out = torch.empty(4)
+    _, found = run(K.max_of_shifted, (4,), x, out, 20, BLOCK=32, batch=batch)
+    f = only(found, "padded_reduction")
+    assert f.program == (2, 0, 0) and "tl.max" in f.message
+    without = float(f.message.split("the real lanes alone give ")[1].split(")")[0])
+    assert "(result -1.0," in f.message and abs(without - (x[2].max().item() - 1.0)) < 1e-6
+    assert out[2].item() == -1.0
+    x[2] = torch.rand(20) + 0.5                  # every row's max above 0: the padding never wins
+    _, found = run(K.max_of_shifted, (4,), x, out, 20, BLOCK=32, batch=batch)
+    assert found == () and torch.equal(out, x.max(dim=1).values - 1.0)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_padding_added_to_a_real_accumulator_is_fine(batch):
+    x = torch.full((4, 300), 2.0)                # an accumulator with one value in every lane still varies
+    out = torch.empty(4)
+    _, found = run(V.sum_of_squares, (4,), x, out, 300, BLOCK=64, batch=batch)
+    assert found == () and torch.equal(out, (x * x).sum(dim=1))
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_an_integer_division_names_every_program_it_reaches(batch):
+    x = torch.arange(128, dtype=torch.int32)
+    w = torch.ones(128, dtype=torch.int32)
+    zeros = [5, 6, 70, 127]                      # programs 0, 2 and 3 of four (blocks of 32)
+    w[zeros] = 0
+    _, found = run(K.bucket, (4,), x, w, torch.empty(128, dtype=torch.int32), 128, BLOCK=32, batch=batch)
+    f = only(found, "int_division")
+    assert f.count == len(zeros) and f.program == (0, 0, 0)
+    assert f.extent["programs"]["count"] == len({z // 32 for z in zeros}) and f.extent["exact"]
+    assert [tuple(p) for p in f.extent["programs"]["first"]] == [(0, 0, 0), (2, 0, 0), (3, 0, 0)]

@@ -1,0 +1,101 @@
+"""``pytest --tt-cuda`` (triton_trace/pytest_plugin.py with triton_trace/suite) on a suite written for the
+GPU (tests/cuda_suite: device="cuda" factories, .cuda(), synchronize, a persistent grid from the SM count,
+an autotuned kernel pruned by the device, do_bench, a conftest that reads the device at import), run
+unchanged on the CPU in child processes; and ``triton-trace pytest`` (triton_trace/suite/command.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from helpers.paths import TESTS
+from helpers.suites import outcomes, run_suite
+
+SUITE = os.path.join(TESTS, "cuda_suite")
+
+EXPECTED = {
+    "test_add[1]": "passed", "test_add[1000]": "passed", "test_add[4099]": "passed",
+    "test_add_moved_with_cuda_and_to": "passed",
+    "test_persistent_grid_uses_the_sm_count": "passed",
+    "test_autotuned_softmax_pruned_by_the_device": "passed",
+    "test_capability_read_at_import": "passed",
+    "test_benchmark_style": "passed",
+    "test_streams_events_and_memory": "passed",
+    "test_seeded_inputs_repeat": "passed",
+    "test_autocast_casts_the_matmul": "passed",
+    "test_torch_only_is_hollow": "passed",
+    "test_memory_stats_are_answered": "passed",
+    "test_shift_reads_past_the_end": "failed",               # out_of_bounds, at its line
+    "test_accumulate_into_empty_reads_garbage": "failed",    # uninitialized_read of a poisoned torch.empty
+    "test_accumulate_into_zeros_is_fine": "passed",
+}          # and test_cuda_graph_needs_a_gpu, test_inline_ptx_needs_a_gpu: skipped, "requires a GPU: ..."
+
+
+def test_the_gpu_suite_runs_on_the_cpu_with_its_bugs_found():
+    r = run_suite("--tt-cuda", cwd=SUITE)
+    assert outcomes(r.stdout) == EXPECTED, r.stdout[-4000:]
+    out = r.stdout
+    assert "CUDA on the CPU: answering as NVIDIA H200 (H200: sm_90, 132 SMs" in out
+    assert "13 test(s) launched 14 traced kernel launch(es); 2 failed on findings" in out
+    assert "out_of_bounds in 'shift_kernel'" in out and "kernels.py:69" in out          # the buggy line
+    assert "uninitialized_read in 'accumulate_kernel'" in out and "kernels.py:76" in out
+    assert "never-written torch.empty result 'out_ptr'" in out
+    assert "3 passed test(s) launched no Triton kernel (hollow" in out
+    assert "test_ops.py::test_torch_only_is_hollow" in out
+    assert ("2 test(s) skipped, requires a GPU: CUDA graphs (torch.cuda.CUDAGraph) (1); inline assembly "
+            "(tl.inline_asm_elementwise in kernel 'fast_exp_kernel' at ") in out
+    assert "SKIPPED [1] test_ops.py:96: requires a GPU: CUDA graphs" in out           # at the test's line
+    assert "1 triton.testing.do_bench call(s) answered with a predicted time" in out
+    assert "2 skipped" in out and "2 failed" in out
+
+
+def test_the_gpu_is_chosen_and_a_path_after_the_flag_stays_a_path():
+    r = run_suite("--tt-cuda=a100", "-k", "capability or persistent", cwd=SUITE)
+    assert "answering as NVIDIA A100-SXM4-80GB (A100: sm_80, 108 SMs" in r.stdout, r.stdout[-3000:]
+    assert r.returncode == 0
+    r = run_suite("--tt-cuda", "test_bugs.py", cwd=SUITE)     # argparse takes the path for the GPU: given back
+    assert outcomes(r.stdout) == {k: v for k, v in EXPECTED.items() if "accumulate" in k or "shift" in k}
+    bad = run_suite("--tt-cuda=B9000", "-k", "hollow", cwd=SUITE)
+    assert bad.returncode == 4 and "unknown GPU 'B9000'" in bad.stderr
+
+
+def test_findings_warn_and_off():
+    warn = run_suite("--tt-cuda", "--tt-findings=warn", "test_bugs.py", cwd=SUITE)
+    assert warn.returncode == 0, warn.stdout[-3000:]
+    assert "2 test(s) had findings (--tt-findings=warn: warned, not failed)" in warn.stdout
+    assert "out_of_bounds in 'shift_kernel'" in warn.stdout          # in the warnings summary
+    off = run_suite("--tt-cuda", "--tt-findings=off", "test_bugs.py", cwd=SUITE)
+    assert off.returncode == 0 and "3 test(s) launched 3 traced kernel launch(es); 0 failed" in off.stdout
+
+
+def test_poison_can_be_turned_off():
+    """Without poison the empty buffer holds whatever the allocator left (NaN now and then): no
+    uninitialised read is found, whatever else the garbage does."""
+    r = run_suite("--tt-cuda", "--tt-poison=off", "-k", "accumulate", cwd=SUITE)
+    assert "answering as NVIDIA H200" in r.stdout and "torch.empty poisoned" not in r.stdout, r.stdout[-3000:]
+    assert "uninitialized_read" not in r.stdout
+    assert outcomes(r.stdout)["test_accumulate_into_zeros_is_fine"] == "passed"
+
+
+@pytest.mark.slow
+def test_under_xdist_one_summary_from_the_workers():
+    r = run_suite("--tt-cuda", "-n", "2", cwd=SUITE)
+    assert outcomes(r.stdout) == EXPECTED, r.stdout[-4000:]
+    assert r.stdout.count("= triton_trace =") == 1
+    assert "13 test(s) launched 14 traced kernel launch(es); 2 failed on findings" in r.stdout
+    assert "3 passed test(s) launched no Triton kernel (hollow" in r.stdout
+
+
+def test_the_triton_trace_pytest_command():
+    code = "import sys; from triton_trace.suite.command import main; sys.exit(main(sys.argv[1:]))"
+    base = [sys.executable, "-c", code]
+    r = subprocess.run(base + ["--gpu", "H100", "-p", "no:cacheprovider", f"--rootdir={SUITE}",
+                               f"--confcutdir={SUITE}", "-rA", "test_bugs.py"],
+                       cwd=SUITE, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stdout[-3000:]          # the two planted bugs fail
+    assert "answering as NVIDIA H100 80GB HBM3 (H100: sm_90, 132 SMs" in r.stdout
+    assert outcomes(r.stdout)["test_accumulate_into_zeros_is_fine"] == "passed"
+    usage = subprocess.run(base + ["--help"], capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 0 and "triton-trace pytest [--gpu GPU]" in usage.stdout
