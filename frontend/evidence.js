@@ -3,8 +3,10 @@
 // finding itself selects all three at once (the page opens that way on the launch's worst finding).
 // Where evidence is drawn: the tensor view outlines the offending elements (view indices from the findings
 // payload, triton_trace/view/evidence.py) and draws out-of-bounds lanes in a halo past the tensor's ends at
-// their would-be cells (the tensor payload's ``halo``); the grid rings the programs involved.
-import { clear, h, pidText } from "./dom.js";
+// their would-be cells (the tensor payload's ``halo``); the grid rings every program involved (the findings
+// payload's ``evidence.grid``: runs of program ids, a race's writers and readers apart), and the card's extent
+// line says how far the finding reaches (the report's ``extent``, analysis/checks/extent.py).
+import { clear, fmtNum, h, pidText } from "./dom.js";
 
 export const OOB_RED = [220, 38, 38];
 export const MARK_INK = "#111827";
@@ -71,6 +73,56 @@ const FOCUS = { race: { mode: "all", colour: "writers" }, nonfinite: { mode: nul
                 nonfinite_input: { mode: null, colour: "value" }, overflow: { mode: null, colour: "value" },
                 int_division: { mode: null, colour: "value" }, padded_reduction: { mode: null, colour: "value" },
                 lane_conflict: { mode: null, colour: "value" } };
+
+// n and a noun, plural when n is not 1: "1 program", "16 programs"
+const counted = (n, one, many = one + "s") => `${fmtNum(n)} ${n === 1 ? one : many}`;
+
+// A program id as the card writes it: its x alone on a 1-D grid, (x, y, z) otherwise.
+function pidShort(p, grid) {
+  return grid && grid[1] === 1 && grid[2] === 1 ? String(p[0]) : pidText(p);
+}
+
+// Runs ([[first, last]]) as "a-b, c, …": the first ``max`` runs; "…" when there are more (``runs`` in all).
+function spanText(ranges, runs, fmt = String, sep = "-", max = 4) {
+  const text = ranges.slice(0, max).map(([a, b]) => (fmt(a) === fmt(b) ? fmt(a) : `${fmt(a)}${sep}${fmt(b)}`)).join(", ");
+  return text + (runs > Math.min(max, ranges.length) ? ", …" : "");
+}
+
+// A list of programs ([x, y, z] each, ``count`` in all) as "0, 2, 4, …".
+function pidList(pids, count, grid, max = 8) {
+  const shown = pids.slice(0, max).map((p) => pidShort(p, grid));
+  return shown.join(", ") + (count > shown.length ? ", …" : "");
+}
+
+// The extent of a finding (FindingsPayload.extent: the report's, analysis/report.py's schema) in parts the
+// card shows on one line: [{part, text}], part one of programs, writers, readers, elements, past_end,
+// before_start, mask, poisoned, inexact. ``grid``: the launch grid, for how program ids read.
+function extentParts(x, grid) {
+  const out = [], add = (part, text) => out.push({ part, text });
+  if (!x) return out;
+  const p = x.programs, el = x.elements;
+  if (x.writers || x.readers) {
+    for (const [part, one] of [["writers", "writer"], ["readers", "reader"]]) {
+      const s = x[part];
+      if (s && (s.count || part === "writers")) add(part, counted(s.count, one) + (s.count ? `: ${pidList(s.programs || [], s.count, grid)}` : ""));
+    }
+  } else if (p && p.count) {
+    add("programs", counted(p.count, "program") + ": " + spanText(p.ranges || [], p.runs, (q) => pidShort(q, grid)));
+  }
+  if (el && el.count) {
+    add("elements", counted(el.count, "element") + (el.count === 1 ? " at offset " : " at offsets ") + spanText(el.ranges || [], el.runs, String, "..")
+      + (el.lanes && el.lanes !== el.count ? ` (${counted(el.lanes, "access", "accesses")})` : ""));
+  }
+  const pe = x.past_end;
+  if (pe && pe.past_end) add("past_end", `past the end by up to ${counted(pe.past_end, "element")}`);
+  if (pe && pe.before_start) add("before_start", `before the start by up to ${counted(pe.before_start, "element")}`);
+  const ml = x.mask_lanes;
+  if (ml && ml.count) add("mask", `a mask must turn off block ${ml.count === 1 ? "lane" : "lanes"} ${spanText(ml.ranges || [], ml.runs, String, "..")} (${fmtNum(ml.count)} of ${fmtNum(ml.of)})`);
+  const po = x.poisoned;
+  if (po && po.values) add("poisoned", `${counted(po.values, "non-finite value")} stored (${fmtNum(po.nan)} NaN, ${fmtNum(po.inf)} Inf)`);
+  if (x.exact === false) add("inexact", `at least: ${x.note || "not every program was seen"}`);
+  return out;
+}
 
 export class FindingCard {
   // host: {select(k), line(k), program(k, j), element(k, j)}
@@ -145,6 +197,18 @@ export class FindingCard {
     }
     clear(this.$("fc-body")).append(
       h("div", { class: "fc-title" }, h("button", { type: "button", class: "fc-step fk", "data-step": "finding", title: "line, programs and elements at once" }, f.kind[k]),
-        f.severity[k] ? h("span", { class: "sev" }, f.severity[k]) : null, h("span", { class: "fm" }, f.message[k])), path);
+        f.severity[k] ? h("span", { class: "sev" }, f.severity[k]) : null, h("span", { class: "fm" }, f.message[k])),
+      this.extent(k), path);
+  }
+
+  // The finding's whole extent on one line; a note when the grid could not ring every program.
+  extent(k) {
+    const parts = extentParts(this.f.extent ? this.f.extent[k] : null, this.launch.grid), g = this.f.evidence[k].grid;
+    const line = h("div", { class: "fc-extent" }, h("span", { class: "fc-label" }, "extent"));
+    parts.forEach(({ part, text }) => line.append(h("span", { "data-part": part }, text)));
+    if (g && g.runs > g.ranges.length) {
+      line.append(h("span", { class: "muted", "data-part": "grid" }, `the grid rings the first ${counted(g.ranges.length, "run")} of programs`));
+    }
+    return parts.length ? line : null;
   }
 }

@@ -97,14 +97,15 @@ export function mount(root, host) {
     },
   });
 
-  // A finding: its line, its programs (ringed on the grid) and its elements (on the tensor) at once.
+  // A finding: its line, its programs (all of them ringed on the grid) and its elements (on the tensor) at once.
   function selectFinding(k, pending) {
     const f = S.findings, ev = f.evidence[k];
     S.finding = k;
     card.show(k);
     findings.highlight(k);
     tensor.setFocus(card.focus(k));
-    grid.marks = new Set(ev.programs.map((p) => grid.linear(p)));
+    // every program of the finding (the payload's runs), not only the one or two the card names
+    grid.marks = ev.grid || { ranges: ev.programs.map((p) => [grid.linear(p), grid.linear(p)]), writers: null, readers: null };
     if (f.program[k]) return go(S.li, f.program[k], f.op[k], pending, undefined, true);
     S.focusLine = f.line[k];
     grid.draw();
@@ -246,7 +247,7 @@ export function mount(root, host) {
     msel.value = S.metric;
     grid.metric = S.metric;
     grid.selected = null;
-    grid.marks = new Set();
+    grid.marks = null;
     grid.set(gridData, labels);
     const zs = clear($("z"));
     for (let z = 0; z < launch.grid[2]; z++) zs.append(h("option", { value: z }, z));

@@ -12,9 +12,11 @@ the controller prints one summary from the reports the workers send back.
 - ``@pytest.mark.triton_trace(skip=True)``: not traced nor checked (kernels on CPU tensors still run, through
   the interpreter); ``@pytest.mark.triton_trace(expect="race")``
   (a kind or a list): the test must produce those findings, and others still fail it.
-- ``--triton-trace-dir DIR``: the trace of every failing test is saved there, and the failure names the
-  ``triton-trace view`` command that opens it. Ctrl-C keeps them, and saves the launches the interrupted
-  test made so far; pytest still prints the summary, which names that file.
+- ``--triton-trace-dir DIR``: the trace of every failing test is saved there (``NODEID.ttrace``), with its
+  findings beside it (``NODEID.findings.json``: the report's ``to_dict()``), and the failure names the
+  ``triton-trace view`` command that opens it. ``--tt-save=all`` saves every traced test's trace and
+  findings, passing ones too (default ``failing``). Ctrl-C keeps them, and saves the launches the
+  interrupted test made so far; pytest still prints the summary, which names that file.
 - ``--tt-findings=fail|warn|off``: what findings do to a test (default fail; warn: a pytest warning; off:
   not analysed, launches only counted).
 
@@ -48,7 +50,11 @@ def pytest_addoption(parser):
     group.addoption("--triton-trace-kinds", default=None, metavar="KINDS",
                     help="comma-separated finding kinds that fail a test (default: every kind)")
     group.addoption("--triton-trace-dir", default=None, metavar="DIR",
-                    help="save the trace of each failing test in DIR (.ttrace files)")
+                    help="save the trace of each failing test in DIR (.ttrace files, each with its findings "
+                         "beside it in a .findings.json file)")
+    group.addoption("--tt-save", choices=("failing", "all"), default="failing",
+                    help="with --triton-trace-dir: save the trace and findings of failing tests (default) or of "
+                         "every test that launched a traced kernel")
     group.addoption("--tt-cuda", nargs="?", const="H200", default=None, metavar="GPU",
                     help="run a suite written for the GPU on the CPU: CUDA tensors, torch.cuda and Triton's "
                          "driver answer as GPU (H200, H100, H100-PCIe, A100; default H200); implies --triton-trace")
@@ -164,6 +170,9 @@ class _Sanitizer:
     def __init__(self, config):
         self.kinds = _kinds(config.getoption("--triton-trace-kinds"))
         self.dir = config.getoption("--triton-trace-dir")
+        self.save_all = config.getoption("--tt-save") == "all"
+        if self.save_all and not self.dir:
+            raise pytest.UsageError("--tt-save=all needs --triton-trace-dir DIR: the folder the traces go to")
         self.findings = config.getoption("--tt-findings")
         self.cuda = REDIRECT in config.stash
         if self.kinds is None and self.cuda:
@@ -177,6 +186,7 @@ class _Sanitizer:
         self.bench = 0                 # do_bench calls answered with a predicted time
         self.interrupted = None        # (test, traced launches, saved trace or None) where Ctrl-C stopped the run
         self.saved: list = []          # traces this process saved in --triton-trace-dir
+        self.saved_tests = 0           # tests whose trace was saved, from every worker's reports
 
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(self, collector):
@@ -247,9 +257,22 @@ class _Sanitizer:
             trace.save(path)
         self.interrupted = (item.nodeid, len(trace.launches), path)
 
-    def _path(self, item, suffix: str = "") -> str:
+    def _path(self, item, suffix: str = "", ext: str = ".ttrace") -> str:
         os.makedirs(self.dir, exist_ok=True)
-        return os.path.join(self.dir, re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)[:150] + suffix + ".ttrace")
+        return os.path.join(self.dir, re.sub(r"[^A-Za-z0-9_.-]+", "_", item.nodeid)[:150] + suffix + ext)
+
+    def _save(self, item, trace, report, record: dict) -> str:
+        """The test's trace, and its findings beside it (the report's ``to_dict()``, when it was analysed),
+        for ``triton-trace view``; the record the summary reads says so."""
+        path = self._path(item)
+        trace.save(path)
+        if report is not None:
+            import json
+            with open(self._path(item, ext=".findings.json"), "w") as f:
+                json.dump(report.to_dict(), f, indent=1)
+        self.saved.append(path)
+        record["saved"] = path
+        return path
 
     def _skip_if_gpu_only(self, item, exc: BaseException) -> None:
         what = _gpu_only(exc, self.cuda)
@@ -261,6 +284,8 @@ class _Sanitizer:
     def _check(self, item, trace, opts, bench: int = 0) -> None:
         record = {"launches": len(trace.launches), "kinds": [], "failed": False, "bench": bench}
         if not trace.launches or self.findings == "off":
+            if trace.launches and self.save_all:
+                self._save(item, trace, None, record)
             item.user_properties.append((PROPERTY, record))
             return
         import triton_trace
@@ -271,7 +296,10 @@ class _Sanitizer:
         failing = (found - expected) if self.kinds is None else (found & self.kinds) - expected
         missing = expected - found
         fails = self.findings == "fail" and bool(failing or missing)
-        item.user_properties.append((PROPERTY, {**record, "kinds": sorted(found), "failed": fails}))
+        record.update(kinds=sorted(found), failed=fails)
+        path = self._save(item, trace, report, record) if self.dir and (self.save_all or failing or missing) \
+            else None
+        item.user_properties.append((PROPERTY, record))
         if not (failing or missing):
             return
         lines = []
@@ -280,10 +308,7 @@ class _Sanitizer:
             lines.append(report.summary())
         if missing:
             lines.append(f"triton_trace: the test expected {', '.join(sorted(missing))} findings and found none")
-        if self.dir:
-            path = self._path(item)
-            trace.save(path)
-            self.saved.append(path)
+        if path is not None:
             lines.append(f"trace saved: open it with  triton-trace view {path}")
         if not fails:
             item.warn(pytest.PytestWarning("\n".join(lines)))
@@ -300,6 +325,7 @@ class _Sanitizer:
             elif report.when == "call" and "launches" in value:
                 self.results.append((report.nodeid, value["launches"], value["kinds"], value["failed"]))
                 self.bench += value.get("bench", 0)
+                self.saved_tests += "saved" in value
                 if report.passed and not value["launches"]:
                     self.hollow.append(report.nodeid)
 
@@ -329,6 +355,8 @@ class _Sanitizer:
             n = sum(len(v) for v in self.requires_gpu.values())
             tr.write_line(f"{n} test(s) skipped, {REQUIRES_GPU}" + "; ".join(
                 f"{what} ({len(ids)})" for what, ids in sorted(self.requires_gpu.items())))
+        if self.save_all:
+            tr.write_line(f"{self.saved_tests} test(s) saved a trace and its findings in {self.dir} (--tt-save=all)")
         if self.bench:
             tr.write_line(f"{self.bench} triton.testing.do_bench call(s) answered with a predicted time "
                           f"(the analysis's roofline), not a measurement on a GPU")
@@ -338,4 +366,5 @@ class _Sanitizer:
                           (f": its trace saved, open it with  triton-trace view {path}" if path else
                            "; --triton-trace-dir DIR saves them" if n else ""))
             if self.saved:
-                tr.write_line(f"{len(self.saved)} trace(s) of failing tests saved before it in {self.dir}")
+                which = "" if self.save_all else "failing "
+                tr.write_line(f"{len(self.saved)} trace(s) of {which}tests saved before it in {self.dir}")

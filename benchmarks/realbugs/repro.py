@@ -5,14 +5,19 @@
     python benchmarks/realbugs/repro.py group_norm         --liger /path/to/Liger-Kernel
     python benchmarks/realbugs/repro.py fla_layernorm_race --fla /path/to/flash-linear-attention
     python benchmarks/realbugs/repro.py fla_gla_inf        --fla /path/to/flash-linear-attention
+    python benchmarks/realbugs/repro.py unsloth_ce_softcap --unsloth /path/to/unsloth [--gpu]
 
 Each prints what the library computed against torch and triton_trace's report (findings only; the hints are
 left out). The Liger cases need torch and Triton only; the fla ones need einops (fla imports it) and run
 through triton_trace's CUDA-on-CPU redirect answering as an H200, the GPU fla's launch heuristics see.
+The unsloth case loads unsloth's kernel modules alone (stand-ins for the package's heavy imports: transformers,
+unsloth_zoo, bitsandbytes); with ``--gpu`` it runs the same trigger on CUDA, untraced, against torch there.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
+import logging
 import os
 import sys
 import types
@@ -128,11 +133,94 @@ def fla_gla_inf(a):
     _report()
 
 
-FINDINGS = {f.__name__: f for f in (attn_res_blocks, attn_res_int32, group_norm, fla_layernorm_race, fla_gla_inf)}
+def _stub(name, **attrs):
+    m = types.ModuleType(name)
+    m.__dict__.update(attrs)
+    sys.modules[name] = m
+    return m
+
+
+def unsloth_kernels(path, name="cross_entropy_loss"):
+    """unsloth/kernels/<name>.py imported without unsloth's package __init__: stand-in modules for what its
+    kernels' modules import from transformers, unsloth_zoo, unsloth.device_type and unsloth.kernels.fp8."""
+    try:
+        from packaging.version import Version
+    except ImportError:                          # only torch's version is compared: "2.11.0+cu130" -> (2, 11, 0)
+        def Version(text):
+            return tuple(int(p) for p in text.split("+")[0].split(".")[:3] if p.isdigit())
+    import torch.nn
+    root = os.path.join(path, "unsloth")
+    for pkg in ("transformers", "transformers.models", "transformers.models.llama", "unsloth_zoo"):
+        _stub(pkg).__path__ = []
+    _stub("transformers.models.llama.modeling_llama", logger=logging.getLogger("unsloth"),
+          LlamaRMSNorm=torch.nn.Module)
+    _stub("unsloth_zoo.utils", Version=Version)
+    _stub("unsloth_zoo.loss_utils", patch_loss_functions=lambda *a, **k: None,
+          post_patch_loss_function=lambda *a, **k: None)
+    _stub("unsloth").__path__ = [root]
+    _stub("unsloth.device_type", is_hip=lambda: False, get_device_type=lambda: "cuda", DEVICE_TYPE="cuda",
+          DEVICE_TYPE_TORCH="cuda", DEVICE_COUNT=torch.cuda.device_count(), ALLOW_PREQUANTIZED_MODELS=True)
+    _stub("unsloth.bnb_availability", native_kernels_ready=lambda *a, **k: False)
+    _stub("unsloth.kernels").__path__ = [os.path.join(root, "kernels")]
+    _stub("unsloth.kernels.fp8", weight_dequant=None, fp8_linear=None)     # utils imports these two names
+    return importlib.import_module("unsloth.kernels." + name)
+
+
+def softcap_trigger(device="cpu"):
+    """(label, logits [1, rows, V], labels [1, rows], softcap) of each trigger: the padded lanes of the last
+    block sit at -softcap after the cap, so they count in the logsumexp."""
+    torch.manual_seed(0)
+    out = []
+    z = torch.full((1, 2, 1000), -1e4, device=device)       # V=1000 -> BLOCK 1024: 24 padded lanes
+    z[0, :, 0] = -1e4 + 1
+    out.append(("V=1000 softcap=30, logits all about -1e4", z, torch.tensor([[0, 5]], device=device), 30.0))
+    out.append(("V=1000 softcap=1, randn logits", torch.randn(1, 4, 1000, device=device),
+                torch.randint(0, 1000, (1, 4), device=device), 1.0))
+    z = torch.full((1, 2, 256000), -1e4, device=device)     # Gemma's vocabulary: 4 chunks of 65536, 6144 padded
+    z[0, :, 7] = -1e4 + 1
+    out.append(("V=256000 (chunked) softcap=30, logits all about -1e4", z,
+                torch.tensor([[7, 100]], device=device), 30.0))
+    return out
+
+
+def _softcap_reference(z, labels, cap):
+    """(torch's loss, what a kernel that counts the padded lanes at -cap computes), mean over the rows."""
+    V = z.shape[-1]
+    capped = (cap * torch.tanh(z.float() / cap)).view(-1, V)
+    block = 65536 if V > 65536 else 1 << (V - 1).bit_length()
+    npad = -V % block
+    padded = torch.cat([capped, torch.full((capped.shape[0], npad), -cap, device=z.device)], 1)
+    picked = capped.gather(1, labels.view(-1, 1))[:, 0]
+    return ((torch.logsumexp(capped, 1) - picked).mean().item(),
+            (torch.logsumexp(padded, 1) - picked).mean().item())
+
+
+def unsloth_ce_softcap(a):
+    """Softcapped cross entropy (Gemma 2's final_logit_softcapping): the logits are loaded with other=-inf,
+    then capped, cap * tanh(-inf) = -cap: the padded lanes of the last block enter the sum of exp."""
+    ce = unsloth_kernels(a.unsloth)
+    dev = "cuda" if a.gpu else "cpu"
+    for label, z, labels, cap in softcap_trigger(dev):
+        triton_trace.reset()
+        if a.gpu:
+            loss = ce.fast_cross_entropy_loss(z.clone(), labels, cap, 0).item()
+        else:
+            with triton_trace.trace_all():
+                loss = ce.fast_cross_entropy_loss(z.clone(), labels, cap, 0).item()
+        right, counted = _softcap_reference(z, labels, cap)
+        print(f"{label}: unsloth loss {loss:.6f}, torch {right:.6f} (with the padded lanes counted: {counted:.6f})")
+        if not a.gpu:
+            _report()
+
+
+FINDINGS = {f.__name__: f for f in (attn_res_blocks, attn_res_int32, group_norm, fla_layernorm_race, fla_gla_inf,
+                                    unsloth_ce_softcap)}
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("finding", choices=sorted(FINDINGS))
     ap.add_argument("--liger", default="/tmp/rb/liger", help="a Liger-Kernel checkout (its src/ is imported)")
     ap.add_argument("--fla", default="/tmp/suites/fla", help="a flash-linear-attention checkout")
+    ap.add_argument("--unsloth", default="/tmp/rb2/unsloth", help="an unsloth checkout (its unsloth/kernels)")
+    ap.add_argument("--gpu", action="store_true", help="unsloth_ce_softcap only: run on CUDA, untraced")
     FINDINGS[ap.parse_args().finding](ap.parse_args())

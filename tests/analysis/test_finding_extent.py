@@ -39,6 +39,16 @@ def lost_update(x_ptr, acc_ptr, GROUP: tl.constexpr, BLOCK: tl.constexpr):
     tl.store(acc_ptr + row * BLOCK + cols, v + tl.load(x_ptr + tl.program_id(0) * BLOCK + cols))   # BUG
 
 
+@triton.jit
+def wrapped_tile_offsets(x_ptr, k_ptr, out_ptr, MULT: tl.constexpr, BLOCK: tl.constexpr):
+    # each program's base k * MULT leaves int32 for a large k: then every lane reads a wrapped address
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    base = tl.load(k_ptr + pid) * MULT                     # BUG
+    x = tl.load(x_ptr + ((base + cols) & 1023))
+    tl.store(out_ptr + pid * BLOCK + cols, x)
+
+
 def analyzed(kernel, grid, *args, batch=True, max_findings=100, **kw):
     triton_trace.reset()
     triton_trace.trace(kernel, batch=batch)[grid](*args, **kw)
@@ -155,6 +165,32 @@ def test_the_extent_counts_every_program_of_a_big_grid_whatever_the_cap():
     report = analyzed(store_without_mask, (grid,), torch.randn(n), torch.empty(n), n, BLOCK=block)
     (f,) = report.findings
     assert f.extent["programs"]["count"] == grid and f.count == grid * block - n
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_an_int32_overflow_over_a_big_grid_names_every_program_and_element(batch):
+    """Overflow's extent is every program the wrapped value reached, not the first one: the programs and the
+    elements they read, from numpy over the inputs."""
+    rng = np.random.default_rng(11)
+    grid, block, mult = 600, 16, 1_000_003
+    k = rng.integers(0, 2147, grid).astype(np.int32)        # 2146 * mult fits int32, 2148 * mult does not
+    hit = np.sort(rng.choice(grid, 150, replace=False))
+    k[hit] = rng.integers(2148, 4096, len(hit))
+    assert np.array_equal(np.flatnonzero(k.astype(np.int64) * mult > 2**31 - 1), hit)
+    x = rng.standard_normal(1024).astype(np.float32)
+    report = analyzed(wrapped_tile_offsets, (grid,), torch.from_numpy(x), torch.from_numpy(k),
+                      torch.empty(grid * block), MULT=mult, BLOCK=block, batch=batch)
+    (f,) = [f for f in report.findings if f.kind == "overflow"]
+    x_ = f.extent
+    base = (k[hit].astype(np.int64) * mult).astype(np.int32).astype(np.int64)   # what int32 arithmetic gives
+    read = (base[:, None] + np.arange(block)) & 1023
+    assert x_["exact"] and f.count == len(hit) * block == x_["elements"]["lanes"]
+    assert x_["programs"]["count"] == len(hit) and x_["programs"]["runs"] == len(runs(hit))
+    assert x_["programs"]["ranges"] == [[[a, 0, 0], [b, 0, 0]] for a, b in runs(hit)[:8]]
+    assert x_["programs"]["first"] == [[int(p), 0, 0] for p in hit[:8]]
+    assert x_["elements"]["count"] == len(np.unique(read)) and x_["elements"]["ranges"] == runs(read)[:8]
+    assert [e["value"] for e in x_["elements"]["first"]] == pytest.approx(x[read.reshape(-1)[:8]].tolist())
+    assert f"{len(hit)} program(s)" in f.message
 
 
 def test_report_json_and_summary_agree():

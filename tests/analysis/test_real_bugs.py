@@ -2,6 +2,8 @@
 each buggy kernel gets its finding, its fixed twin gets none, and both are compared with torch."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -173,3 +175,114 @@ def test_infs_the_program_leaves_in_memory_are_still_found():
     assert int(torch.isinf(a).sum()) == int(stays.sum()) > 0
     found = [f for f in _findings() if f.kind == "nonfinite"]
     assert len(found) == 1 and found[0].extent["poisoned"]["values"] == int(stays.sum())
+
+
+# ---------------------------------------------------------------- softcapped logsumexp over padding (unsloth)
+
+CAP, V = 30.0, 1000            # BLOCK 1024: 24 lanes past the vocabulary
+
+
+def _padded_message_number(f, before, after=" "):
+    return float(f.message.split(before)[1].split(after)[0].rstrip(")").rstrip(","))
+
+
+def _softcap_rows():
+    """Row 0: every logit far below -CAP (capped to -CAP, as the padding is); row 1: logits near -CAP;
+    row 2: ordinary logits. Labels: 0, 5, 999."""
+    z = torch.full((3, V), -1e4)
+    z[0, 0] = -1e4 + 1
+    z[1] = -60.0 + torch.randn(V, generator=torch.Generator().manual_seed(0))
+    z[2] = 3.0 * torch.randn(V, generator=torch.Generator().manual_seed(1))
+    return z, torch.tensor([0, 5, V - 1], dtype=torch.int32)
+
+
+def _softcap_references(z, labels):
+    """(what a GPU computes with the padded lanes at -CAP, the correct value): lse and loss per row."""
+    capped = CAP * torch.tanh(z / CAP)
+    npad = 1024 - V
+    with_pad = torch.cat([capped, torch.full((z.shape[0], npad), -CAP)], dim=1)
+    picked = capped.gather(1, labels.long()[:, None])[:, 0]
+    gpu, right = torch.logsumexp(with_pad, 1), torch.logsumexp(capped, 1)
+    return (gpu, gpu - picked), (right, right - picked)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_softcap_turns_inf_padding_into_counted_lanes(batch):
+    from helpers.source import marked_line
+    z, labels = _softcap_rows()
+    loss, lse = K.softcap_cross_entropy(_traced(K.softcap_lse_padded, batch=batch), z, labels, CAP)
+    found = _findings()
+    assert [f.kind for f in found] == ["padded_reduction"], [f.message for f in found]   # the sum, not the max
+    f = found[0]
+    assert (f.program, f.line) == ((0, 0, 0), marked_line(K.softcap_lse_padded)) and "tl.sum" in f.message
+    assert "other=-inf" in f.message and f.count == 3 * 24 and f.extent["programs"]["count"] == 3
+    # numpy, independently: the padded lanes hold CAP * tanh(-inf) = -CAP; the max (over real lanes, which
+    # never go below -CAP) is what exp is shifted by; row 0's contribution is 24 * exp(0)
+    zn = z.numpy().astype(np.float64)
+    capped = CAP * np.tanh(zn / CAP)
+    top = np.maximum(capped.max(axis=1), -CAP)
+    contribution = 24 * np.exp(-CAP - top)
+    assert abs(_padded_message_number(f, "they contribute ") - contribution[0]) < 1e-5 * contribution[0]
+    assert contribution[0] == 24.0
+    real_alone = np.exp(capped[0] - top[0]).sum()
+    assert abs(_padded_message_number(f, "the real lanes alone give ", ")") - real_alone) < 1e-3
+    (gpu_lse, gpu_loss), (right_lse, right_loss) = _softcap_references(z, labels)
+    assert torch.allclose(lse, gpu_lse, rtol=1e-6, atol=1e-4) and torch.allclose(loss, gpu_loss, atol=1e-4)
+    assert abs(loss[0].item() - np.log(1024)) < 1e-4 and abs(right_loss[0].item() - np.log(1000)) < 1e-4
+    assert abs(loss[0] - right_loss[0]).item() > 0.02              # ln(1024) - ln(1000) = 0.0237
+    # row 1 (near -CAP): the padding shows; row 2 (ordinary logits): 24 * exp(-30 - top) vanishes in float32
+    assert abs(loss[1] - right_loss[1]).item() > 1e-3 and torch.allclose(loss[2], right_loss[2])
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_softcap_remasked_matches_torch(batch):
+    z, labels = _softcap_rows()
+    loss, lse = K.softcap_cross_entropy(_traced(K.softcap_lse_remasked, batch=batch), z, labels, CAP)
+    assert _findings() == ()
+    _, (right_lse, right_loss) = _softcap_references(z, labels)
+    assert torch.allclose(lse, right_lse, rtol=1e-6, atol=1e-4) and torch.allclose(loss, right_loss, atol=1e-4)
+
+
+def _through(op, other):
+    """The padded lanes' contribution to padded_through's sum, in numpy (float32 where the kernel is)."""
+    o = np.float32(other)
+    f32 = {
+        "abs": abs(o), "erf": math.erf(o), "rsqrt": 1 / np.sqrt(o), "sqrt": np.sqrt(o), "sqrt_rn": np.sqrt(o),
+        "div_rn": o / np.float32(3), "fdiv": o / np.float32(3), "exp2": np.exp2(o), "log": np.log(o),
+        "cos": np.cos(o), "ceil": np.ceil(o), "fma": o * o + o, "minimum": min(o, 2), "maximum": max(o, 0.125),
+        "clamp": min(max(o, 0), 2), "sigmoid": 1 / (1 + np.exp(-o)), "libdevice_tanh": np.tanh(o),
+        "libdevice_pow": o ** o, "join_split": 3 * o, "cat": 2 * o,
+        "int_umulhi": (int(o * 28) << 30) >> 32, "int_floordiv": int(o * 28) // 2, "int_shift": int(o * 28) >> 1}
+    return float(f32[op])
+
+
+@pytest.mark.parametrize("batch", [True, False])
+@pytest.mark.parametrize("op", K.PAD_OPS)
+def test_padding_is_followed_through_every_kind_of_op(op, batch):
+    """padded_through sums op(x) over 32 lanes, 20 real, 12 padded with 0.25: every op keeps 0.25 away from
+    the sum's neutral 0, so each is a finding whose contribution numpy computes here."""
+    from helpers.source import marked_line
+    x = 0.5 + 0.5 * torch.rand(32, generator=torch.Generator().manual_seed(2))
+    out = torch.zeros(1)
+    _traced(K.padded_through, batch=batch)[(1,)](x, out, 20, OTHER=0.25, OP=op, BLOCK=32)
+    found = _findings()
+    assert [f.kind for f in found] == ["padded_reduction"], (op, [f.message for f in found])
+    f = found[0]
+    assert f.line == marked_line(K.padded_through, "# REDUCE") and f.count == 12 * (2 if op == "cat" else 1)
+    want = 12 * _through(op, 0.25)
+    assert abs(_padded_message_number(f, "they contribute ") - want) <= 1e-5 * abs(want), (op, f.message)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_padding_through_libdevice_moves_a_max(batch):
+    from helpers.source import marked_line
+    x = -4.0 - torch.rand(32, generator=torch.Generator().manual_seed(3))
+    out = torch.zeros(1)
+    _traced(K.padded_max_tanh, batch=batch)[(1,)](x, out, 20, BLOCK=32)
+    found = _findings()
+    assert [f.kind for f in found] == ["padded_reduction"] and "tl.max" in found[0].message
+    f = found[0]
+    assert f.line == marked_line(K.padded_max_tanh, "# REDUCE") and out.item() == 0.0   # tanh(0) of the padding
+    without = np.tanh(x[:20].numpy().astype(np.float64)).max()
+    assert abs(_padded_message_number(f, "the real lanes alone give ", ")") - without) < 1e-6
+    assert abs(_padded_message_number(f, "they contribute ") + without) < 1e-6

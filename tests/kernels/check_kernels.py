@@ -1,6 +1,7 @@
 """Kernels for tests/record/test_new_checks.py, each bug beside its fixed twin: an integer division by a zero
 the mask does not cover, ``INT_MIN // -1``, a float division by zero, two lanes of one store writing one
-address with different values, int32 offsets that pass 2^31 at a large size. The line of each bug is marked
+address with different values, int32 offsets that pass 2^31 at a large size, an int32 product that wraps in
+some programs (every lane) or some lanes. The line of each bug is marked
 ``# BUG``. (The looped accumulator those tests also run is value_bugs.sum_of_squares.)"""
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def wrap_gather(x_ptr, out_ptr, n, period, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     j = offs % period  # BUG
-    tl.store(out_ptr + offs, tl.load(x_ptr + j, mask=m), mask=m)
+    x = tl.load(x_ptr + j, mask=m)
+    tl.store(out_ptr + offs, x, mask=m)
 
 
 @triton.jit
@@ -39,7 +41,8 @@ def wrap_gather_guarded(x_ptr, out_ptr, n, period, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     j = offs % tl.maximum(period, 1)
-    tl.store(out_ptr + offs, tl.load(x_ptr + j, mask=m), mask=m)
+    x = tl.load(x_ptr + j, mask=m)
+    tl.store(out_ptr + offs, x, mask=m)
 
 
 @triton.jit
@@ -159,3 +162,35 @@ def max_of_shifted(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
     tl.store(out_ptr + row, tl.max(x - 1.0, axis=0))  # BUG
+
+
+@triton.jit
+def scaled_rows(k_ptr, out_ptr, n, STRIDE: tl.constexpr, BLOCK: tl.constexpr):
+    # one int32 base per program: ``k * STRIDE`` wraps in every lane of a program whose k is large
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    base = tl.load(k_ptr + pid) * STRIDE  # BUG
+    tl.store(out_ptr + offs, base + tl.arange(0, BLOCK), mask=offs < n)
+
+
+@triton.jit
+def scaled_lanes(k_ptr, out_ptr, n, STRIDE: tl.constexpr, BLOCK: tl.constexpr):
+    # ``k * STRIDE`` per lane: wraps in the lanes whose k is large, a few per program
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(k_ptr + offs, mask=m, other=0) * STRIDE, mask=m)  # BUG
+
+
+@triton.jit
+def scaled_lanes_int64(k_ptr, out_ptr, n, STRIDE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(k_ptr + offs, mask=m, other=0).to(tl.int64) * STRIDE, mask=m)
+
+
+@triton.jit
+def doubled_in_place(k_ptr, x_ptr, n, MULT: tl.constexpr, BLOCK: tl.constexpr):
+    # one line loads and stores through the same wrapped index: the recorder adds both ops' lanes up
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    j = (tl.load(k_ptr + offs) * MULT) & (n - 1)  # BUG
+    tl.store(x_ptr + j, tl.load(x_ptr + j) * 2.0)

@@ -12,12 +12,20 @@ each beside its fixed twin. No upstream code: the same mistake, written small.
 - triangle_*: a tile whose upper triangle gets exp2 of a large positive number (inf) and is then overwritten
   by zeros by the same program before the kernel ends (GLA's intra-chunk A): no bug, the final values are
   finite; what triton_trace says about it is a false finding (see REALBUGS.md).
+- softcap_lse_*: a cross entropy whose logits are softcapped, cap * tanh(z / cap), before the logsumexp, and
+  loaded with other=-inf for the lanes past the vocabulary (unsloth's cross entropy with softcapping): the
+  padded twin caps the padding too, tanh(-inf) = -1 turns it into -cap, and the sum of exp counts every padded
+  lane; the re-masked twin puts -inf back after the cap.
+- padded_through / padded_max_tanh: a padded value carried through one op of each kind the builder computes
+  (libdevice, the math ops that are builder methods of their own, conversions, join/split/cat) into a sum,
+  and through libdevice tanh into a max: what the padded_reduction check must follow to find the above.
 """
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 # ---------------------------------------------------------------- depth mix: dropped blocks, int32 offsets
 
@@ -197,3 +205,122 @@ def triangle(kernel, g):
     a = torch.empty(BC, BC, dtype=torch.float32)
     kernel[(1,)](g, a, BC=BC)
     return a
+
+
+# ---------------------------------------------------------------- softcapped logsumexp over padded lanes
+
+
+@triton.jit
+def softcap_lse_padded(z_ptr, label_ptr, loss_ptr, lse_ptr, V, CAP: tl.constexpr, BLOCK: tl.constexpr):
+    """One row of V logits per program: lse = logsumexp(cap * tanh(z / cap)), loss = lse - capped[label]."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < V
+    z = tl.load(z_ptr + row * V + cols, mask=inside, other=-float("inf"))
+    capped = CAP * libdevice.tanh(z / CAP)              # the lanes past V: CAP * tanh(-inf) = -CAP, not -inf
+    top = tl.max(capped, 0)                             # unchanged: no capped real lane is below -CAP
+    total = tl.sum(tl.exp(capped - top), 0)  # BUG
+    lse = top + tl.log(total)
+    label = tl.load(label_ptr + row)
+    picked = CAP * libdevice.tanh(tl.load(z_ptr + row * V + label) / CAP)
+    tl.store(lse_ptr + row, lse)
+    tl.store(loss_ptr + row, lse - picked)
+
+
+@triton.jit
+def softcap_lse_remasked(z_ptr, label_ptr, loss_ptr, lse_ptr, V, CAP: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    inside = cols < V
+    z = tl.load(z_ptr + row * V + cols, mask=inside, other=-float("inf"))
+    capped = tl.where(inside, CAP * libdevice.tanh(z / CAP), -float("inf"))    # the padding is -inf again
+    top = tl.max(capped, 0)
+    total = tl.sum(tl.exp(capped - top), 0)
+    lse = top + tl.log(total)
+    label = tl.load(label_ptr + row)
+    picked = CAP * libdevice.tanh(tl.load(z_ptr + row * V + label) / CAP)
+    tl.store(lse_ptr + row, lse)
+    tl.store(loss_ptr + row, lse - picked)
+
+
+def softcap_cross_entropy(kernel, z, labels, cap=30.0):
+    """z [rows, V] float32, labels [rows] int32 -> (loss [rows], lse [rows])."""
+    rows, V = z.shape
+    loss, lse = torch.empty(rows), torch.empty(rows)
+    kernel[(rows,)](z, labels, loss, lse, V, CAP=cap, BLOCK=triton.next_power_of_2(V))
+    return loss, lse
+
+
+# ---------------------------------------------------------------- padding carried through each kind of op
+
+PAD_OPS = ("abs", "erf", "rsqrt", "sqrt", "sqrt_rn", "div_rn", "fdiv", "exp2", "log", "cos", "ceil", "fma",
+           "minimum", "maximum", "clamp", "sigmoid", "libdevice_tanh", "libdevice_pow", "join_split", "cat",
+           "int_umulhi", "int_floordiv", "int_shift")
+
+# tl.cat: Triton 3.6 supports only can_reorder=True, 3.9 deprecates it (its concatenation keeps the order)
+CAT_REORDER = tuple(int(v) for v in triton.__version__.split(".")[:2]) < (3, 9)
+
+
+@triton.jit
+def padded_through(x_ptr, out_ptr, n, OTHER: tl.constexpr, OP: tl.constexpr, BLOCK: tl.constexpr,
+                   REORDER: tl.constexpr = CAT_REORDER):
+    """out[0] = sum of OP(x) over a block of BLOCK lanes, n of them real (the rest padded with OTHER)."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=OTHER)
+    y = x                                               # OP is a constexpr: one branch below runs
+    if OP == "abs":
+        y = tl.abs(x)
+    if OP == "erf":
+        y = tl.erf(x)
+    if OP == "rsqrt":
+        y = tl.rsqrt(x)
+    if OP == "sqrt":
+        y = tl.sqrt(x)
+    if OP == "sqrt_rn":
+        y = tl.sqrt_rn(x)
+    if OP == "div_rn":
+        y = tl.div_rn(x, tl.full((BLOCK,), 3.0, tl.float32))
+    if OP == "fdiv":
+        y = x / 3.0
+    if OP == "exp2":
+        y = tl.exp2(x)
+    if OP == "log":
+        y = tl.log(x)
+    if OP == "cos":
+        y = tl.cos(x)
+    if OP == "ceil":
+        y = tl.ceil(x)
+    if OP == "fma":
+        y = tl.fma(x, x, x)
+    if OP == "minimum":
+        y = tl.minimum(x, 2.0)
+    if OP == "maximum":
+        y = tl.maximum(x, 0.125)
+    if OP == "clamp":
+        y = tl.clamp(x, 0.0, 2.0)
+    if OP == "sigmoid":
+        y = tl.sigmoid(x)
+    if OP == "libdevice_tanh":
+        y = libdevice.tanh(x)
+    if OP == "libdevice_pow":
+        y = libdevice.pow(x, x)
+    if OP == "join_split":
+        a, b = tl.split(tl.join(x, 2.0 * x))
+        y = a + b
+    if OP == "cat":
+        y = tl.cat(x, x, can_reorder=REORDER)
+    if OP == "int_umulhi":
+        y = tl.umulhi((x * 28.0).to(tl.int32), tl.full((BLOCK,), 1 << 30, tl.int32))
+    if OP == "int_floordiv":
+        y = (x * 28.0).to(tl.int32) // 2
+    if OP == "int_shift":
+        y = (x * 28.0).to(tl.int32) >> 1
+    tl.store(out_ptr, tl.sum(y, 0))  # REDUCE
+
+
+@triton.jit
+def padded_max_tanh(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out[0] = max of libdevice tanh(x) over n real lanes, padded with 0: tanh(0) = 0 beats a row of negatives."""
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr, tl.max(libdevice.tanh(x), 0))  # REDUCE

@@ -270,12 +270,15 @@ def test_the_setting_comes_back_when_the_last_thread_leaves():
 
 @has_madvise
 def test_arrays_made_inside_are_mapped_without_huge_page_advice(monkeypatch):
-    """Checked on the mappings themselves (the kernel's VmFlags): numpy's arrays of 24 MB get huge-page advice
+    """Checked on the mappings themselves (the kernel's VmFlags): numpy's arrays of 40 MB get huge-page advice
     outside, none inside, whether the arena or numpy's allocator serves them."""
+    # 40 MB: above glibc's largest dynamic mmap threshold (32 MB), so numpy's own allocator maps each array
+    # afresh instead of reusing heap that an earlier test's array left with advice on it
+    size = 5 << 20
     setter = arena._madvise_setter()
     before = setter(True)
     try:
-        outside = np.ones(BIG)
+        outside = np.ones(size)
         assert advised_huge(outside)
         got = []
         for use_arena in ([True] if cbuild.compiler() is not None and not arena.DISABLED else []) + [False]:
@@ -283,11 +286,11 @@ def test_arrays_made_inside_are_mapped_without_huge_page_advice(monkeypatch):
                 monkeypatch.setattr(arena, "_state", None)
                 monkeypatch.setattr(arena, "DISABLED", True)
             with arena.active():
-                inside = np.ones(BIG)
+                inside = np.ones(size)
                 got.append((use_arena, numpy_handler() == arena.NAME, advised_huge(inside)))
                 del inside
         assert all(served == use_arena and not huge for use_arena, served, huge in got), got
-        assert advised_huge(np.ones(BIG))
+        assert advised_huge(np.ones(size))
     finally:
         setter(before)
 

@@ -277,3 +277,32 @@ def test_an_atomic_whose_operands_broadcast_runs_under_every_check():
     out = torch.zeros(4, 8)
     trace(_atomic_broadcast)[(3,)](out, x, N=8, H=4)
     assert torch.allclose(out, 3 * x.expand(4, 8))
+
+
+# unsloth's kernels call ``triton_cast = tl.cast`` (kernels/utils.py): a module-level alias of a language
+# builtin, which compiles (the code generator resolves the builtin by identity) but which Triton's
+# interpreter leaves unpatched ("Did you forget to add @triton.jit?"); ``from triton.language import where``
+# is the same defect
+_alias_cast = tl.cast
+_alias_where = tl.where
+
+
+@triton.jit
+def _aliased_builtins(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0.0)
+    wide = _alias_cast(x, tl.float64) * 3
+    tl.store(y_ptr + offs, _alias_where(x > 0, _alias_cast(wide, tl.float32), -x), mask=m)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_module_level_alias_of_a_builtin_runs(batch):
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+    y = torch.empty_like(x)
+    triton_trace.reset()
+    kernel = triton_trace.trace(batch=batch)(_aliased_builtins)
+    kernel[(triton.cdiv(1000, 256),)](x, y, 1000, BLOCK=256)
+    torch.testing.assert_close(y, torch.where(x > 0, (x.double() * 3).float(), -x), rtol=0, atol=0)
+    assert not triton_trace.analyze(triton_trace.current_trace()).findings
+    assert _alias_cast is tl.cast and _alias_where is tl.where      # restored after the launch

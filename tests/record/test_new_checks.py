@@ -5,6 +5,7 @@ kernel's int32 offsets pass 2^31 (analysis/advice/predictions.py), checked again
 hand. Kernels: tests/kernels/check_kernels.py (and value_bugs.py), the bug's line marked ``# BUG``."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -23,6 +24,26 @@ def run(kernel, grid, *args, batch=True, **kw):
     trace = triton_trace.current_trace()
     triton_trace.reset()
     return trace, triton_trace.analyze(trace, layouts="model", what_if=False).findings
+
+
+def runs(values) -> list:
+    """Runs of consecutive sorted distinct integers, inclusive: the independent side of an extent's "ranges"."""
+    v = np.unique(np.asarray(values, dtype=np.int64))
+    if not len(v):
+        return []
+    cut = np.flatnonzero(np.diff(v) != 1)
+    return [[int(a), int(b)] for a, b in zip(v[np.r_[0, cut + 1]], v[np.r_[cut, len(v) - 1]])]
+
+
+def program_runs(ids) -> list:
+    return [[[a, 0, 0], [b, 0, 0]] for a, b in runs(ids)]
+
+
+def not_counted(f):
+    """The extent says plainly that its elements are not counted (never a count of 0)."""
+    el = f.extent["elements"]
+    assert el["count"] is None and el["not_counted"] and "elements not counted" in f.message, (el, f.message)
+    assert " 0 element" not in f.message
 
 
 def only(found, kind):
@@ -297,3 +318,141 @@ def test_an_integer_division_names_every_program_it_reaches(batch):
     assert f.count == len(zeros) and f.program == (0, 0, 0)
     assert f.extent["programs"]["count"] == len({z // 32 for z in zeros}) and f.extent["exact"]
     assert [tuple(p) for p in f.extent["programs"]["first"]] == [(0, 0, 0), (2, 0, 0), (3, 0, 0)]
+
+
+# -- the full extent of each recorded cause, against numpy ---------------------------------------------------
+STRIDE = 1 << 20                 # k * STRIDE leaves int32 from k = 2048 on
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_an_int32_overflow_names_every_program_and_element_it_reaches(batch):
+    rng = np.random.default_rng(3)
+    grid, block, n = 40, 32, 40 * 32 - 5
+    k = rng.integers(0, 4096, grid).astype(np.int32)
+    k[[0, 1]] = 2047, 2048                       # the last k that fits, the first that does not
+    exact = k.astype(np.int64) * STRIDE
+    hit = np.flatnonzero(exact > 2**31 - 1)      # the programs whose base wraps: every lane of each
+    offs = (hit[:, None] * block + np.arange(block)).reshape(-1)
+    offs = offs[offs < n]                        # the last program's tail is masked off
+    out = torch.empty(n, dtype=torch.int32)
+    _, found = run(K.scaled_rows, (grid,), torch.from_numpy(k), out, n, STRIDE=STRIDE, BLOCK=block, batch=batch)
+    f = only(found, "overflow")
+    x_ = f.extent
+    assert x_["exact"] and "at least" not in f.message and f.line == marked_line(K.scaled_rows)
+    assert f.program == (int(hit[0]), 0, 0) and f.count == len(offs)
+    assert x_["programs"]["count"] == len(hit) and x_["programs"]["ranges"] == program_runs(hit)[:8]
+    assert x_["programs"]["first"] == [[int(p), 0, 0] for p in hit[:8]]
+    assert x_["elements"]["count"] == len(offs) == x_["elements"]["lanes"]
+    assert x_["elements"]["ranges"] == runs(offs)[:8]
+    wrapped = (exact[offs // block] + offs % block).astype(np.int32)     # what a GPU's int32 stores
+    assert [e["offset"] for e in x_["elements"]["first"]] == offs[:8].tolist()
+    assert [e["value"] for e in x_["elements"]["first"]] == wrapped[:8].tolist()
+    assert np.array_equal(out.numpy()[offs], wrapped)
+    assert f"{len(hit)} program(s)" in f.message and f"{len(offs)} element(s)" in f.message
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_an_int32_overflow_in_some_lanes_counts_every_program_and_says_its_elements_are_not_counted(batch):
+    rng = np.random.default_rng(4)
+    grid, block = 16, 64
+    n = grid * block - 7
+    k = rng.integers(0, 2048, n).astype(np.int32)
+    bad = rng.choice(n, 23, replace=False)
+    k[bad] = rng.integers(2048, 4096, len(bad))
+    wraps = np.flatnonzero(k.astype(np.int64) * STRIDE > 2**31 - 1)
+    progs = np.unique(wraps // block)
+    _, found = run(K.scaled_lanes, (grid,), torch.from_numpy(k), torch.empty(n, dtype=torch.int32), n,
+                   STRIDE=STRIDE, BLOCK=block, batch=batch)
+    f = only(found, "overflow")
+    x_ = f.extent
+    assert x_["exact"] and f.count == len(wraps) == x_["elements"]["lanes"]
+    assert x_["programs"]["count"] == len(progs) and x_["programs"]["ranges"] == program_runs(progs)[:8]
+    assert x_["programs"]["first"] == [[int(p), 0, 0] for p in progs[:8]]
+    not_counted(f)
+    out = torch.empty(n, dtype=torch.int64)
+    _, found = run(K.scaled_lanes_int64, (grid,), torch.from_numpy(k), out, n, STRIDE=STRIDE, BLOCK=block,
+                   batch=batch)
+    assert found == () and np.array_equal(out.numpy(), k.astype(np.int64) * STRIDE)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_modulo_by_zero_in_every_lane_names_the_element_every_lane_reads(batch):
+    x = torch.randn(100)
+    _, found = run(K.wrap_gather, (4,), x, torch.empty(100), 100, 0, BLOCK=32, batch=batch)
+    f = only(found, "int_division")
+    el = f.extent["elements"]
+    # numpy's offs % 0 is 0: every active lane of the four programs reads x[0]
+    assert el["count"] == 1 and el["lanes"] == 100 == f.count and el["ranges"] == [[0, 0]]
+    assert el["first"][0]["offset"] == 0 and el["first"][0]["value"] == pytest.approx(x[0].item())
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_division_by_zero_in_some_lanes_says_its_elements_are_not_counted(batch):
+    x = torch.arange(128, dtype=torch.int32)
+    w = torch.ones(128, dtype=torch.int32)
+    w[[5, 6, 70, 127]] = 0
+    _, found = run(K.bucket, (4,), x, w, torch.empty(128, dtype=torch.int32), 128, BLOCK=32, batch=batch)
+    f = only(found, "int_division")
+    assert f.count == 4 == f.extent["elements"]["lanes"]
+    not_counted(f)
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_lane_conflict_names_every_slot_two_lanes_disagree_on(batch):
+    torch.manual_seed(5)
+    programs = 12
+    x = torch.randn(2 * programs, 20)
+    x[6] = x[7]                                  # program 3's two rows agree: its slot is fine
+    sums = x.sum(dim=1)
+    _, found = run(K.row_sums_to_slots, (programs,), x, torch.empty(programs), 20, BLOCK=32, batch=batch)
+    f = only(found, "lane_conflict")
+    differ = np.flatnonzero((sums[0::2] != sums[1::2]).numpy())             # slot p: rows 2p and 2p + 1
+    assert 3 not in differ and f.count == 2 * len(differ)
+    x_ = f.extent
+    assert x_["exact"] and x_["programs"]["count"] == len(differ)
+    assert x_["programs"]["ranges"] == program_runs(differ)[:8]
+    assert x_["elements"]["count"] == len(differ) and x_["elements"]["lanes"] == 2 * len(differ)
+    assert x_["elements"]["ranges"] == runs(differ)[:8]
+    first = x_["elements"]["first"]
+    assert [e["offset"] for e in first] == np.repeat(differ, 2)[:8].tolist()
+    want = [sums[2 * p + i].item() for p in differ for i in (0, 1)][:8]           # the two rows' sums, torch's
+    assert [e["value"] for e in first] == pytest.approx(want, abs=1e-4)
+
+
+def test_an_exchange_conflict_names_its_one_slot():
+    x = torch.arange(16, dtype=torch.int32)
+    _, found = run(K.exchange_into_one_slot, (1,), x, torch.zeros(1, dtype=torch.int32), BLOCK=16)
+    el = only(found, "lane_conflict").extent["elements"]
+    assert el["count"] == 1 and el["lanes"] == 16 and el["ranges"] == [[0, 0]]
+    assert [e["value"] for e in el["first"]] == list(range(8))
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_padded_reduction_says_its_elements_are_not_counted(batch):
+    torch.manual_seed(1)
+    rows = 9
+    x = torch.randn(rows, 20) + 3.0
+    _, found = run(K.variance_padded, (rows,), x, torch.empty(rows), 20, BLOCK=32, batch=batch)
+    f = only(found, "padded_reduction")
+    assert f.count == rows * 12 and f.extent["programs"]["ranges"] == program_runs(range(rows))
+    not_counted(f)
+    assert "not memory elements" in f.extent["elements"]["not_counted"]
+
+
+@pytest.mark.parametrize("half", [True, False])
+def test_a_load_and_a_store_of_one_line_are_not_taken_for_every_lane(half):
+    """``x[j] = x[j] * 2`` with j wrapped in half of each program's lanes: the recorder's lanes (load's and
+    store's together) equal one op's lanes, which must not read as "every lane of the load"."""
+    grid, block, mult, n = 6, 16, 1_000_003, 1024
+    k = np.full(grid * block, 5, dtype=np.int32)
+    k[slice(1, None, 2) if half else slice(None)] = 3000      # 3000 * mult leaves int32; 5 * mult does not
+    wraps = np.flatnonzero(k.astype(np.int64) * mult > 2**31 - 1)
+    _, found = run(K.doubled_in_place, (grid,), torch.from_numpy(k), torch.randn(n), n, MULT=mult, BLOCK=block,
+                   batch=False)
+    (f,) = [f for f in found if f.kind == "overflow"]
+    assert f.count == 2 * len(wraps) and f.extent["programs"]["count"] == grid      # a load and a store each
+    if half:
+        not_counted(f)
+    else:
+        j = (k.astype(np.int64) * mult).astype(np.int32).astype(np.int64) & (n - 1)
+        assert f.extent["elements"]["count"] == len(np.unique(j)) == 1 and f.extent["elements"]["lanes"] == f.count

@@ -53,6 +53,7 @@ def test_a_division_by_zero_that_reaches_memory_names_its_birth(batch):
     assert f.kind == "nonfinite" and f.severity == "error" and f.program == (1, 0, 0)
     assert f.tensor == "out_ptr" and f.offsets == (37,) and f.count == 1
     assert "born at" in f.message and "in divide from finite operands (1.0, 0.0) -> inf" in f.message
+    assert "a float division by zero" in f.message           # what README.md's findings table promises
     lines, start = inspect.getsourcelines(divide.fn)
     assert f.line == start + next(i for i, t in enumerate(lines) if "x / y" in t)       # the birth's line
 
@@ -61,6 +62,17 @@ def test_a_division_by_zero_that_reaches_memory_names_its_birth(batch):
 def test_births_in_masked_lanes_are_not_findings(batch):
     assert findings(divide, (4,), torch.ones(100), torch.ones(100), torch.empty(100), 100, BLOCK=32,
                     batch=batch) == ()
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_zero_by_zero_division_says_division_by_zero_and_an_overflowing_one_does_not(batch):
+    x, y = torch.ones(64), torch.ones(64)
+    x[9], y[9] = 0.0, 0.0                           # 0 / 0: NaN, from a zero divisor
+    (f,) = findings(divide, (2,), x, y, torch.empty(64), 64, BLOCK=32, batch=batch)
+    assert "(0.0, 0.0) -> nan" in f.message and "a float division by zero" in f.message
+    x[9], y[9] = 1e30, 1e-30                        # Inf from a finite, non-zero divisor
+    (f,) = findings(divide, (2,), x, y, torch.empty(64), 64, BLOCK=32, batch=batch)
+    assert "-> inf" in f.message and "division by zero" not in f.message
 
 
 def test_exp_overflow_and_a_float16_conversion_out_of_range():

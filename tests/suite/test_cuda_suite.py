@@ -1,7 +1,8 @@
 """``pytest --tt-cuda`` (triton_trace/pytest_plugin.py with triton_trace/suite) on a suite written for the
 GPU (tests/cuda_suite: device="cuda" factories, .cuda(), synchronize, a persistent grid from the SM count,
-an autotuned kernel pruned by the device, do_bench, a conftest that reads the device at import), run
-unchanged on the CPU in child processes; and ``triton-trace pytest`` (triton_trace/suite/command.py)."""
+an autotuned kernel pruned by the device, do_bench, a conftest that reads the device at import, torch.compile
+on CUDA tensors), run unchanged on the CPU in child processes; and ``triton-trace pytest``
+(triton_trace/suite/command.py)."""
 from __future__ import annotations
 
 import os
@@ -30,6 +31,8 @@ EXPECTED = {
     "test_shift_reads_past_the_end": "failed",               # out_of_bounds, at its line
     "test_accumulate_into_empty_reads_garbage": "failed",    # uninitialized_read of a poisoned torch.empty
     "test_accumulate_into_zeros_is_fine": "passed",
+    "test_compiled_function_runs_inductors_kernels": "passed",     # torch.compile: Inductor's CUDA kernels
+    "test_compiled_module_for_inference": "passed",
 }          # and test_cuda_graph_needs_a_gpu, test_inline_ptx_needs_a_gpu: skipped, "requires a GPU: ..."
 
 
@@ -38,7 +41,7 @@ def test_the_gpu_suite_runs_on_the_cpu_with_its_bugs_found():
     assert outcomes(r.stdout) == EXPECTED, r.stdout[-4000:]
     out = r.stdout
     assert "CUDA on the CPU: answering as NVIDIA H200 (H200: sm_90, 132 SMs" in out
-    assert "13 test(s) launched 14 traced kernel launch(es); 2 failed on findings" in out
+    assert "15 test(s) launched 16 traced kernel launch(es); 2 failed on findings" in out
     assert "out_of_bounds in 'shift_kernel'" in out and "kernels.py:69" in out          # the buggy line
     assert "uninitialized_read in 'accumulate_kernel'" in out and "kernels.py:76" in out
     assert "never-written torch.empty result 'out_ptr'" in out
@@ -79,12 +82,32 @@ def test_poison_can_be_turned_off():
     assert outcomes(r.stdout)["test_accumulate_into_zeros_is_fine"] == "passed"
 
 
+def test_torch_compile_runs_inductors_kernels_traced_and_saved(tmp_path):
+    """tests/cuda_suite/test_compile.py: each compiled test launched Inductor's kernels (not hollow), traced
+    under Inductor's names with the generated source, and --tt-save=all keeps them for triton-trace view."""
+    r = run_suite("--tt-cuda", f"--triton-trace-dir={tmp_path}", "--tt-save=all", "test_compile.py", cwd=SUITE)
+    assert outcomes(r.stdout) == {k: v for k, v in EXPECTED.items() if "compiled" in k}, r.stdout[-4000:]
+    assert "2 test(s) launched 2 traced kernel launch(es); 0 failed on findings" in r.stdout
+    assert "hollow" not in r.stdout and f"2 test(s) saved a trace and its findings in {tmp_path}" in r.stdout
+    import triton_trace
+    for name in ("test_compiled_function_runs_inductors_kernels", "test_compiled_module_for_inference"):
+        trace = triton_trace.load(tmp_path / f"test_compile.py_{name}.ttrace")
+        assert (tmp_path / f"test_compile.py_{name}.findings.json").is_file()
+        for launch in trace.launches:
+            assert launch.kernel_name.startswith("triton_"), launch.kernel_name
+            assert f"def {launch.kernel_name}(" in launch.source and os.path.isfile(launch.source_file)
+            assert "DeviceProperties(type='cuda'" in launch.source            # CUDA codegen for the H200
+    names = [la.kernel_name for la in triton_trace.load(
+        tmp_path / "test_compile.py_test_compiled_function_runs_inductors_kernels.ttrace").launches]
+    assert names == ["triton_poi_fused_add_gelu_mul_0"], names
+
+
 @pytest.mark.slow
 def test_under_xdist_one_summary_from_the_workers():
     r = run_suite("--tt-cuda", "-n", "2", cwd=SUITE)
     assert outcomes(r.stdout) == EXPECTED, r.stdout[-4000:]
     assert r.stdout.count("= triton_trace =") == 1
-    assert "13 test(s) launched 14 traced kernel launch(es); 2 failed on findings" in r.stdout
+    assert "15 test(s) launched 16 traced kernel launch(es); 2 failed on findings" in r.stdout
     assert "3 passed test(s) launched no Triton kernel (hollow" in r.stdout
 
 

@@ -3,6 +3,7 @@ suite with planted bugs (tests/plugin_suite: each bug beside its correct twin) a
 own language tests, with and without pytest-xdist. Real pytest runs in child processes."""
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -42,12 +43,55 @@ def test_kinds_pick_what_fails():
     assert bad.returncode == 4 and "unknown kind" in bad.stderr
 
 
+def _saved_findings_match(trace_path) -> dict:
+    """The findings JSON saved beside ``trace_path``, checked against the analysis of the loaded trace."""
+    saved = json.loads(trace_path.with_name(trace_path.name[:-len(".ttrace")] + ".findings.json").read_text())
+    assert saved["schema"] and "launches" in saved and "finding_counts" in saved      # the report's to_dict()
+    again = triton_trace.analyze(triton_trace.load(trace_path)).to_dict()
+    assert saved["findings"] == json.loads(json.dumps(again["findings"]))
+    assert saved["finding_counts"] == again["finding_counts"]
+    return saved
+
+
 def test_failing_traces_are_saved_with_the_command_to_open_them(tmp_path):
     r = run_suite("--triton-trace", f"--triton-trace-dir={tmp_path}", "-k", "unmasked_bug")
     saved = sorted(tmp_path.glob("*.ttrace"))
     assert len(saved) == 1 and f"triton-trace view {saved[0]}" in r.stdout
     report = triton_trace.analyze(triton_trace.load(saved[0]))
     assert {f.kind for f in report.findings} == {"out_of_bounds"}
+    assert {f["kind"] for f in _saved_findings_match(saved[0])["findings"]} == {"out_of_bounds"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([saved[0].name, saved[0].stem + ".findings.json"])
+
+
+# the tests of tests/plugin_suite that launch a traced kernel (skip=True and no kernel at all: nothing saved)
+TRACED = {"test_copy_unmasked_bug": {"out_of_bounds"}, "test_copy_masked_clean": set(),
+          "test_sum_racy_bug": {"race"}, "test_sum_atomic_clean": set(), "test_sum_racy_expected": {"race"},
+          "test_expected_race_missing": set()}
+
+
+@pytest.mark.parametrize("xdist", [(), ("-n", "2")])
+def test_save_all_keeps_every_tests_trace_and_findings(tmp_path, xdist):
+    r = run_suite("--triton-trace", f"--triton-trace-dir={tmp_path}", "--tt-save=all", *xdist)
+    assert outcomes(r.stdout) == EXPECTED, r.stdout[-3000:]
+    traces = {p.name: p for p in tmp_path.glob("*.ttrace")}
+    assert sorted(traces) == sorted(f"test_planted.py_{name}.ttrace" for name in TRACED)
+    assert len(list(tmp_path.glob("*.findings.json"))) == len(TRACED)
+    for name, kinds in TRACED.items():
+        path = traces[f"test_planted.py_{name}.ttrace"]
+        assert len(triton_trace.load(path).launches) == 1
+        assert {f["kind"] for f in _saved_findings_match(path)["findings"]} == kinds, name
+    assert f"6 test(s) saved a trace and its findings in {tmp_path} (--tt-save=all)" in r.stdout
+    # a failing test names the file that opens it, whatever --tt-save says
+    assert f"triton-trace view {traces['test_planted.py_test_sum_racy_bug.ttrace']}" in r.stdout
+
+
+def test_save_needs_a_folder_and_a_known_choice(tmp_path):
+    r = run_suite("--triton-trace", "--tt-save=all", "-k", "clean")
+    assert r.returncode == 4 and "--tt-save=all needs --triton-trace-dir" in r.stderr
+    r = run_suite("--triton-trace", f"--triton-trace-dir={tmp_path}", "--tt-save=some", "-k", "clean")
+    assert r.returncode == 4 and "--tt-save" in r.stderr
+    r = run_suite("--triton-trace", f"--triton-trace-dir={tmp_path}", "-k", "clean")       # default: failing
+    assert r.returncode == 0 and not list(tmp_path.iterdir())
 
 
 def test_off_by_default():

@@ -11,8 +11,9 @@ import torch
 
 import triton_trace
 from helpers.source import marked_line
-from helpers.web import READ, Page, cell_pixel, docs_shot, highlighted
+from helpers.web import READ, Page, Watched, cell_pixel, docs_shot, highlighted
 from kernels import broken as B
+from kernels import ui_extent as U
 from kernels import value_bugs as V
 
 pytestmark = pytest.mark.browser
@@ -21,6 +22,7 @@ OOB_RED = (220, 38, 38)          # frontend/evidence.js
 MARK_INK = (17, 24, 39)
 TWO_WRITERS = (249, 115, 22)
 NAN_PINK = (236, 72, 153)        # frontend/tensorlegend.js
+WRITER_RING, READER_RING = (234, 88, 12), (37, 99, 235)      # frontend/grid.js's RINGS
 N_SCALE, BLOCK_SCALE = 250, 64   # kernels/broken.py's run_scale
 
 
@@ -84,7 +86,10 @@ def test_race_draws_the_writer_counts_and_both_programs(page):
     opened(pg, 1, 0, "all|1||")
     line = marked_line(B.rows_race)
     assert pg.get_attribute("#source", "data-current") == str(line)
-    assert pg.get_attribute("#grid-canvas", "data-marks") == "0,1"           # both racing programs ringed
+    # every program that stores a row someone else stores too: all four, not just the two the card names
+    assert pg.get_attribute("#grid-canvas", "data-marks") == "0-3"
+    assert pg.get_attribute("#grid-canvas", "data-writers") == "0-3"
+    assert pg.inner_text('#fc-body [data-part="writers"]') == "4 writers: 0, 1, 2, 3"
     assert pg.get_attribute("#tensor-canvas", "data-colour") == "writers"
     # out is 2 x 32; program p stores row p // 2, so every element has exactly two writers
     cells = pg.locator("#tensor-canvas")
@@ -198,3 +203,97 @@ def test_a_link_names_an_element_and_clicking_one_names_it(page):
     pg.wait_for_selector('#tensor-touches[data-index="0,9"]')
     assert pg.evaluate("location.hash") == "#/launch/1/element/1:0,9"
     assert cell_pixel(pg, 0, 9, dx=0.1) == MARK_INK
+
+
+def runs_of(text: str) -> list:
+    """The ids a grid attribute lists ("0-2,4,6-7": runs of linear program ids)."""
+    out = []
+    for part in filter(None, text.split(",")):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
+
+
+def grid_ring(pg, lin: int) -> tuple:
+    """The colour one pixel inside the left edge of program ``lin``'s cell (a 1-D grid of one row): a
+    finding's ring is drawn there, the cell's own colour shows there otherwise."""
+    return tuple(pg.locator("#grid-canvas").evaluate("""(c, lin) => {
+        const px = +c.dataset.px, dpr = c.width / parseFloat(c.style.width);
+        const x = Math.floor((lin * px + 1) * dpr), y = Math.floor((px / 2) * dpr);
+        return Array.from(c.getContext("2d").getImageData(x, y, 1, 1).data.slice(0, 3));
+    }""", lin))
+
+
+@pytest.fixture(scope="module")
+def race8():
+    """kernels/ui_extent.py's race: 8 writers, 2 readers of one row."""
+    triton_trace.reset()
+    U.run(triton_trace.trace(U.shared_row))
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    assert len(U.writers()) == 8 and len(U.readers()) == 2
+    return tr
+
+
+def check_extent(root, writers, readers):
+    """The grid's marks and the card's extent line of the race, in one viewer (``root``: a page or the
+    locator of a notebook output's root), against the kernel's own writers and readers."""
+    grid = root.locator("#grid-canvas")
+    assert runs_of(grid.get_attribute("data-writers")) == writers
+    assert runs_of(grid.get_attribute("data-readers")) == readers
+    assert runs_of(grid.get_attribute("data-marks")) == sorted(writers + readers)
+    assert grid.get_attribute("data-mark-cells") == str(len(writers) + len(readers))
+    # the extent line: the writers and readers by id, the row's elements, and every access to them (each
+    # writer stores the row, each reader loads it)
+    part = lambda name: root.locator(f'#fc-body .fc-extent [data-part="{name}"]').inner_text()
+    assert part("writers") == f"{len(writers)} writers: {', '.join(map(str, writers))}"
+    assert part("readers") == f"{len(readers)} readers: {', '.join(map(str, readers))}"
+    accesses = (len(writers) + len(readers)) * U.N
+    assert part("elements") == f"{U.N} elements at offsets 0..{U.N - 1} ({accesses:,} accesses)"
+    assert root.locator('#fc-body .fc-extent [data-part="grid"]').count() == 0      # every program ringed
+
+
+def test_a_race_of_eight_writers_rings_every_program_and_states_its_extent(browser, race8):
+    """Eight programs store one row and two read it: the grid rings all eight writers and both readers,
+    apart, and no other program, and the card's extent line counts them as the kernel's own branch
+    conditions do."""
+    writers, readers = U.writers(), U.readers()
+    srv = triton_trace.launch(trace=race8, block=False, port=0)
+    p = Page(browser, srv.url)
+    p.page.set_viewport_size({"width": 1440, "height": 1000})
+    try:
+        pg = p.open("#/launch/0")
+        pg.wait_for_selector('#finding-card[data-k="0"]')
+        pg.wait_for_selector('#launch-view[aria-busy="false"]')
+        assert pg.inner_text("#finding-card .fc-title .fk") == "race"
+        check_extent(pg, writers, readers)
+        # on the canvas itself: a red ring on each writer, blue on each reader, none on the other programs
+        # (the selected program, a writer, keeps its ring outside the selection's)
+        for lin in range(U.GRID):
+            want = WRITER_RING if lin in writers else READER_RING if lin in readers else None
+            got = grid_ring(pg, lin)
+            assert (got == want) if want else got not in (WRITER_RING, READER_RING), (lin, got)
+        legend = pg.inner_text("#grid-legend")
+        assert "writers" in legend and "readers" in legend
+        p.check("finding-race-extent")
+    finally:
+        p.close()
+        srv.stop()
+
+
+def test_a_notebook_output_shows_the_same_extent(browser, race8, tmp_path):
+    """The notebook's viewer (the same renderer, fed by the output's own payloads, offline) opens on the
+    race with the same marks and extent line."""
+    from triton_trace.view import notebook as nb
+    page = tmp_path / "race8.html"
+    page.write_text(nb.standalone_html(race8.launches[0]))
+    w = Watched(browser, width=1440)
+    try:
+        w.page.goto(page.as_uri())
+        root = w.page.locator(".tt-app.tt-embedded")
+        root.locator('#finding-card[data-k="0"]').wait_for()
+        root.locator('#launch-view[aria-busy="false"]').wait_for()
+        check_extent(root, U.writers(), U.readers())
+        w.check("notebook-race-extent")
+    finally:
+        w.ctx.close()

@@ -242,6 +242,44 @@ def test_findings_point_at_program_op_and_line(client, mixed):
     assert get(client, "/api/launch/0/findings")["total"] == 0
 
 
+def test_a_findings_extent_is_the_reports_and_the_grid_marks_every_program(make_client):
+    """The race of kernels/ui_extent.py (8 writers, 2 readers): the findings payload carries the analysis
+    report's extent for it unchanged, and its grid marks hold every writer and reader (counted from the
+    kernel's branch conditions) as runs of linear program ids."""
+    from kernels import ui_extent as U
+    triton_trace.reset()
+    U.run(trace(U.shared_row))
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    d = get(make_client(tr), "/api/launch/0/findings")
+    k = d["kind"].index("race")
+    report = [f for f in triton_trace.analyze(tr).to_dict()["findings"] if f["kind"] == "race" and f["launch"] == 0]
+    assert len(report) == 1 and d["extent"][k] == report[0]["extent"]
+    expand = lambda runs: [p for a, b in runs for p in range(a, b + 1)]
+    g = d["evidence"][k]["grid"]
+    assert expand(g["writers"]["ranges"]) == U.writers() and g["writers"]["count"] == len(U.writers())
+    assert expand(g["readers"]["ranges"]) == U.readers() and g["readers"]["count"] == len(U.readers())
+    assert expand(g["ranges"]) == sorted(U.writers() + U.readers()) and g["count"] == 10
+    assert g["exact"] and g["writers"]["exact"] and g["readers"]["exact"]
+    assert d["extent"][k]["writers"]["count"] == 8 and d["extent"][k]["readers"]["count"] == 2
+
+
+def test_grid_marks_of_a_million_programs_are_a_few_runs():
+    """A finding over 2**20 programs is its runs, cut at MARK_RUNS (and says so), never a list of ids."""
+    from types import SimpleNamespace
+    from triton_trace.view.evidence import MARK_RUNS, grid_marks
+    n = 1 << 20
+    ix = SimpleNamespace(grid=(n, 1, 1), num_programs=n, lin=np.arange(n, dtype=np.int64))
+    every = {"extent": {"exact": True, "programs": {"count": n, "runs": 1, "ranges": [[[0, 0, 0], [n - 1, 0, 0]]]}}}
+    g = grid_marks(ix, every, np.arange(n, dtype=np.int64))
+    assert g["ranges"] == [[0, n - 1]] and g["count"] == n and g["exact"] and g["writers"] is None
+    odd = {"extent": {"exact": True, "programs": {"count": n // 2, "runs": n // 2, "ranges": []}}}
+    g = grid_marks(ix, odd, np.arange(1, n, 2, dtype=np.int64))
+    assert g["count"] == n // 2 and g["runs"] == n // 2 and not g["exact"]
+    assert g["ranges"] == [[p, p] for p in range(1, 2 * MARK_RUNS, 2)]
+    assert len(json.dumps(g)) < 20 * MARK_RUNS
+
+
 def test_charts(client, mixed):
     d = get(client, "/api/launch/0/charts")
     h = d["histograms"]["load_bytes"]

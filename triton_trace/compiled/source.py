@@ -17,7 +17,7 @@ import keyword
 from dataclasses import dataclass
 
 from ..errors import TraceUsageError
-from ..record.kernelmodule import source_from_def
+from ..model.kernelmodule import source_from_def
 from . import bodycheck
 
 HEADER = "import triton\nimport triton.language as tl\n"

@@ -12,6 +12,7 @@ is written into a script or imported.
 """
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -22,6 +23,15 @@ MAX_TEXT = 1 << 16          # an import or constant line, an argument's expressi
 MAX_NAME = 4096             # a name, a file path, a type name, a version
 MAX_INT = 1 << 62
 PARAM_KINDS = ("tensor", "value", "descriptor", "other")
+
+
+def source_from_def(source: str) -> tuple:
+    """(source from the ``def`` line on, dedented; how many lines came before it): decorators dropped."""
+    lines = source.splitlines()
+    for i, text in enumerate(lines):
+        if text.lstrip().startswith("def "):
+            return textwrap.dedent("\n".join(lines[i:])) + "\n", i
+    return textwrap.dedent(source), 0
 
 
 # -- checks: each raises ValueError whose message starts with the field it names ------------------------------

@@ -1,7 +1,7 @@
 """Arithmetic as the compiled kernel performs it (``numerics="compiled"``), where that differs from the
 correctly rounded numpy the interpreter runs, and is deterministic.
 
-What Triton 3.6 emits for sm_90 (read from its PTX; ``benchmarks/fidelity/RESULTS_launches.md`` lists the
+What Triton 3.6 emits for sm_90 (read from its PTX; docs/fidelity.md lists the
 launches each one explains):
 
 - ``a * b + c`` on fp32 (and fp64) becomes ``fma.rn`` - one rounding instead of two. Triton compiles with

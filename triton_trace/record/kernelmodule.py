@@ -15,23 +15,13 @@ import builtins
 import enum
 import importlib
 import math
-import textwrap
 
 import triton
 
 from ..model.kernelmodule import (MAX_HELPERS, MAX_ITEMS, MAX_NAME, MAX_SOURCE, MAX_TEXT, Helper, KernelModule, Param,
-                                  Unresolved)
+                                  Unresolved, source_from_def)
 from . import frames
 from .interp import kernels as hooks
-
-
-def source_from_def(source: str) -> tuple:
-    """(source from the ``def`` line on, dedented; how many lines came before it): decorators dropped."""
-    lines = source.splitlines()
-    for i, text in enumerate(lines):
-        if text.lstrip().startswith("def "):
-            return textwrap.dedent("\n".join(lines[i:])) + "\n", i
-    return textwrap.dedent(source), 0
 
 
 def _names_used(fn, body: str) -> list:

@@ -1,6 +1,7 @@
 """What ``trace(...)`` and ``trace_all(...)`` accept, checked and normalised once per decoration: which
 programs to record, how many values, declared outputs, what out-of-bounds lanes do, batching, memory
-limits and kept inputs. Every wrong value is a ``TraceUsageError`` naming the option and what it takes."""
+limits, kept inputs and poisoned ``torch.empty``. Every wrong value is a ``TraceUsageError`` naming the option
+and what it takes."""
 from __future__ import annotations
 
 import numbers
@@ -95,9 +96,12 @@ def batch_chunk(batch) -> int:
 
 class TraceOptions:
     def __init__(self, programs=None, values=True, outputs: Iterable[str] = (), on_oob: str = "skip",
-                 config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False):
+                 config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False,
+                 poison_empty: bool = False):
         if on_oob not in ("skip", "raise"):
             raise TraceUsageError(f"trace(on_oob=...) is 'skip' or 'raise', not {on_oob!r}")
+        if not isinstance(poison_empty, bool):
+            raise TraceUsageError(f"trace(poison_empty=...) is True or False, not {poison_empty!r}")
         if isinstance(outputs, str):
             outputs = (outputs,)
         self.programs = programs
@@ -110,6 +114,7 @@ class TraceOptions:
         self.grow = batch is True       # the default chunk size grows for kernels of small blocks
         self.memory_limit = memory_bytes(memory_limit)
         self.inputs = inputs_bytes(inputs)
+        self.poison_empty = poison_empty     # torch.empty & co. poisoned (record/memory/poison.py)
         self.keep = True       # False: run through the interpreter without keeping a launch
 
 

@@ -32,6 +32,12 @@ class Scope:
         self._undo.append(lambda: _put_back(obj, name, old))
         setattr(obj, name, value)
 
+    def set_item(self, mapping: dict, key, value) -> None:
+        """``mapping[key] = value`` until restored (a module's globals, seen as the dict a function holds)."""
+        old = mapping.get(key, _MISSING)
+        self._undo.append(lambda: mapping.pop(key, None) if old is _MISSING else mapping.__setitem__(key, old))
+        mapping[key] = value
+
     def on_restore(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` when the scope is restored, in reverse order with the attribute changes."""
         self._undo.append(fn)

@@ -274,7 +274,8 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
 # the decorator
 # --------------------------------------------------------------------------------------------------------
 def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, outputs: Iterable[str] = (),
-          on_oob: str = "skip", config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False):
+          on_oob: str = "skip", config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False,
+          poison_empty: bool = False):
     """Trace every launch of a Triton kernel through Triton's interpreter.
 
     Use bare (``@trace``) or with options, above ``@triton.jit``, ``@triton.autotune`` or
@@ -297,16 +298,21 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
     - ``inputs``: keep a copy of every argument's storage as the launch found it and of the written ones
       as it left them, for ``launch.reproducer()``; ``True`` keeps up to 1 GiB per launch, or give a size.
       A launch over the size keeps none and says so in ``launch.module.inputs.note``.
+    - ``poison_empty``: from the decoration on, for the rest of the process (in the decorating thread),
+      ``torch.empty`` & co. return memory filled with poison, and a launch reading such memory before
+      writing it gets an ``uninitialized_read`` finding with no ``outputs=`` (``trace_all``'s, for a block).
 
     The kernel object is returned with its ``run`` method replaced, so it still passes Triton's and
     PyTorch's type checks (``wrap_triton``, ``triton_op``).
     """
-    opts = TraceOptions(programs, values, outputs, on_oob, config, batch, memory_limit, inputs)
+    opts = TraceOptions(programs, values, outputs, on_oob, config, batch, memory_limit, inputs, poison_empty)
 
     def decorate(k):
         if not hooks.is_kernel(k):
             raise TraceUsageError(f"@triton_trace.trace goes above @triton.jit (or @triton.autotune / "
                                   f"@triton.heuristics); {k!r} is not a Triton kernel")
+        if opts.poison_empty:
+            poison.from_now_on()
 
         def run(*args, grid, warmup=False, **kwargs):
             if warmup:
@@ -347,7 +353,7 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
     one before any program wrote it gets an ``uninitialized_read`` finding with no ``outputs=`` declared
     (record/memory/poison.py).
     """
-    opts = TraceOptions(programs, values, inputs=inputs)
+    opts = TraceOptions(programs, values, inputs=inputs, poison_empty=poison_empty)
     names = None if kernels is None else ({kernels} if isinstance(kernels, str) else set(kernels))
 
     untraced = untraced_options()
@@ -366,7 +372,7 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
     saved = _SESSION.inputs
     _SESSION.inputs = max(saved, opts.inputs)
     try:
-        with hooks.kernel_runs_routed(handler), poison.poisoning(poison_empty):
+        with hooks.kernel_runs_routed(handler), poison.poisoning(opts.poison_empty):
             yield
     except Exception as e:
         if _inductor_without_driver(e):

@@ -271,14 +271,18 @@ def _wrapper_runtime(scope: Scope) -> None:
     scope.set_attr(torch._C, "_cuda_getCurrentRawStream", lambda device=None: 0)
     # torch.cuda._DeviceGuard, around every CUDA graph's call; one GPU, so nothing to exchange. Dynamo bound
     # the same functions when it was imported, for a ``with torch.cuda.device(i):`` it traces (fla's
-    # input_guard wraps every op in one)
+    # input_guard wraps every op in one). Two functions, not one: dynamo keys a handler by each function
+    # (built at the first compile, maybe inside the block) and refuses one function registered twice
     def exchange(device: int) -> int:
         return -1 if device < 0 else 0
+
+    def maybe_exchange(device: int) -> int:
+        return -1 if device < 0 else 0
     scope.set_attr(torch.cuda, "_exchange_device", exchange)
-    scope.set_attr(torch.cuda, "_maybe_exchange_device", exchange)
+    scope.set_attr(torch.cuda, "_maybe_exchange_device", maybe_exchange)
     traced = _lookup("torch._dynamo.variables.ctx_manager", "CUDADeviceVariable")
     scope.set_attr(traced, "_exchange_fn", staticmethod(exchange))
-    scope.set_attr(traced, "_maybe_exchange_fn", staticmethod(exchange))
+    scope.set_attr(traced, "_maybe_exchange_fn", staticmethod(maybe_exchange))
 
 
 def _compile_sees_cuda(scope: Scope, refusal: Optional[Exception]) -> None:

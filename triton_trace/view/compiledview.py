@@ -110,7 +110,7 @@ def compiled_payload(ti: TraceIndex, i: int, target: str) -> dict:
     source = []
     functions = [(lc.source_file, lc.source_line, lc.source)] + \
         [(h.file, h.line, h.source) for h in (lc.module.helpers if lc.module is not None else ())]
-    from ..record.kernelmodule import source_from_def
+    from ..model.kernelmodule import source_from_def
     for file, line, text in functions:
         body, _ = source_from_def(text)
         lines = body.splitlines()[:MAX_SOURCE_LINES]

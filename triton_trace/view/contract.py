@@ -189,7 +189,11 @@ class FindingsPayload(TypedDict):
     evidence: list        # per finding: programs (the programs involved, [x, y, z] each: a race names two),
                           # tensor_index (the tensor's position in the launch, or None), offsets (the first
                           # offending storage offsets), indices (their view indices, None outside the view),
-                          # outside (offset outside the storage), valid_range, other_line (a race's other access)
+                          # outside (offset outside the storage), valid_range, other_line (a race's other access),
+                          # grid: every program involved, as the grid marks it (evidence.grid_marks): {count,
+                          # runs, ranges: [[first, last]] (linear ids, x fastest, inclusive; at most
+                          # evidence.MARK_RUNS runs), exact (the ranges hold them all), writers, readers (a race's
+                          # two sides, the same keys; None for other kinds)}
     extent: list          # per finding: its full extent, the report's "extent" (analysis/report.py's schema)
     kinds: list           # every finding kind: {"kind", "severity", "meaning"} (analysis/findings.py's KINDS)
     total: int

@@ -6,6 +6,10 @@ inside the view are turned into view indices here (the frontend outlines them on
 shows), and the offsets outside the storage are placed at their *would-be* position on the plane: where
 the element would sit if the tensor were longer. That is the halo the tensor view draws past the
 tensor's ends, so a missing mask shows up as red cells just after the last row, not as a count in a note.
+
+The programs a finding involves are placed on the grid the same way: every one of them (for a race, its
+writers and its readers apart), as runs of linear program ids, so a finding over a million programs is a few
+numbers, not a million.
 """
 from __future__ import annotations
 
@@ -20,6 +24,12 @@ from .tensormap import Plane, invertible, view_index
 # columns; lanes further out are counted, not drawn.
 HALO_CELLS = 8
 HALO_MAX = 4096        # distinct out-of-bounds offsets placed per view
+# Runs of programs a finding marks on the grid (each [first, last] linear id): at most MARK_RUNS per set, and
+# MARK_RUNS_TOTAL over a launch's findings (later findings keep MARK_RUNS_MIN); past them "exact" is false.
+MARK_RUNS = 256
+MARK_RUNS_MIN = 8
+MARK_RUNS_TOTAL = 1 << 14
+EXPAND_MAX = 1 << 16   # programs taken from an extent's own ranges when the finding's rows do not name them
 
 
 def halo(info, plane: Plane, offsets: np.ndarray) -> dict:
@@ -75,6 +85,72 @@ def finding_evidence(ix: LaunchIndex, f: dict) -> dict:
     return {"programs": [list(p) for p in programs], "tensor_index": t, "offsets": offsets,
             "indices": indices, "outside": outside, "valid_range": f.get("valid_range"),
             "other_line": _int_or_none(other.get("line"))}
+
+
+def grid_marks(ix: LaunchIndex, f: dict, rows, budget: int = MARK_RUNS) -> dict:
+    """Every program of finding ``f`` (its report dict) as runs of linear ids (x fastest, as the grid
+    numbers them): {"count", "runs", "ranges": [[first, last]] (at most ``budget`` runs), "exact" (the
+    ranges hold every program involved), "writers" / "readers": the same for a race's two sides, else None}.
+    ``rows``: the op rows the finding counts against, one per program (``Finding.attributed_rows``); where
+    they do not name every program of the extent, the extent's own lists fill in."""
+    extent = f.get("extent") or {}
+    ext = extent.get("programs") or {}
+    lin = np.asarray(ix.lin[np.asarray(rows, np.int64)] if len(rows) else [], np.int64)
+    want = ext.get("count")
+    if want is None or len(np.unique(lin)) != want:      # the rows do not name them all: the extent's lists
+        extra = [p for key in ("writers", "readers") for p in (extent.get(key) or {}).get("programs") or ()]
+        extra += list(ext.get("first") or ()) + [f.get("program"), (f.get("other") or {}).get("program")]
+        lin = np.concatenate([lin, _lins(ix, [p for p in extra if p is not None]), _expand(ix, ext.get("ranges") or ())])
+    every = _runs(ix, lin, budget)
+    if want is not None:
+        every["count"] = max(every["count"], int(want))
+        every["exact"] = every["exact"] and every["count"] == int(want)
+    every["exact"] = every["exact"] and bool(extent.get("exact", True))
+    side = {}
+    for key in ("writers", "readers"):
+        x = extent.get(key)
+        if isinstance(x, dict):
+            listed = _lins(ix, x.get("programs") or ())
+            side[key] = _runs(ix, listed, budget)
+            side[key]["count"] = max(side[key]["count"], int(x.get("count") or 0))
+            side[key]["exact"] = side[key]["exact"] and side[key]["count"] == len(np.unique(listed))
+        else:
+            side[key] = None
+    return {**every, **side}
+
+
+def _lins(ix: LaunchIndex, pids) -> np.ndarray:
+    gx, gy, gz = ix.grid
+    p = np.asarray([list(q) + [0] * (3 - len(q)) for q in pids], np.int64).reshape(-1, 3)
+    ok = np.all((p >= 0) & (p < np.array([gx, gy, gz])), axis=1)
+    return p[ok, 0] + gx * (p[ok, 1] + gy * p[ok, 2])
+
+
+def _expand(ix: LaunchIndex, ranges) -> np.ndarray:
+    """The programs of an extent's ranges: runs of consecutive ids in the analysis' order, (x, y, z) with z
+    fastest (analysis/checks/extent.py), as the grid's linear ids; at most EXPAND_MAX of them."""
+    gx, gy, gz = ix.grid
+    out, left = [], EXPAND_MAX
+    for a, b in ranges:
+        if len(a) != 3 or len(b) != 3 or left <= 0:
+            continue
+        lo, hi = ((int(q[0]) * gy + int(q[1])) * gz + int(q[2]) for q in (a, b))
+        ids = np.arange(lo, min(hi, lo + left - 1) + 1, dtype=np.int64)
+        left -= len(ids)
+        x, rest = np.divmod(ids, gy * gz)
+        y, z = np.divmod(rest, gz)
+        out.append(x + gx * (y + gy * z))
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def _runs(ix: LaunchIndex, lin: np.ndarray, budget: int) -> dict:
+    lin = np.unique(lin[(lin >= 0) & (lin < ix.num_programs)])
+    if not len(lin):
+        return {"count": 0, "runs": 0, "ranges": [], "exact": True}
+    cut = np.flatnonzero(np.diff(lin) != 1)
+    lo, hi = lin[np.r_[0, cut + 1]], lin[np.r_[cut, len(lin) - 1]]
+    return {"count": int(len(lin)), "runs": int(len(lo)),
+            "ranges": [[int(a), int(b)] for a, b in zip(lo[:budget], hi[:budget])], "exact": len(lo) <= budget}
 
 
 def _int_or_none(v) -> Optional[int]:

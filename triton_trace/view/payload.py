@@ -13,7 +13,7 @@ from .contract import (ChartsPayload, DiffPayload, FindingsPayload, GridPayload,
                        TouchesPayload, TracePayload)
 from .lookup import LaunchIndex, TraceIndex
 from .places import cell_name, cell_text
-from .evidence import finding_evidence
+from .evidence import MARK_RUNS, MARK_RUNS_MIN, MARK_RUNS_TOTAL, finding_evidence, grid_marks
 from .report_view import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
 from .limits import (HIST_BINS, MAX_FINDINGS, MAX_GRID_CELLS, MAX_ITEMS, MAX_LAUNCHES, MAX_LINE_CHARS, MAX_OPS,  # noqa: F401
                      MAX_SOURCE_LINES, MAX_TEXT, MAX_TOUCHES, MAX_DIFF_ELEMENTS, MAX_HINTS)
@@ -330,7 +330,12 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
     shown = found[:MAX_FINDINGS]
     out: dict = {k: [] for k in ("kind", "severity", "message", "program", "op", "line", "tensor", "count", "evidence",
                                  "extent")}
-    for f, row in shown:
+    # the Finding objects, in launch_findings' order: the rows they count against name every program involved
+    objects = [x for x in report.findings if x.launch == i] if report is not None else []
+    if len(objects) != len(found):
+        objects = []
+    budget = MARK_RUNS_TOTAL
+    for n, (f, row) in enumerate(shown):
         lin = finding_lin(ix, f)
         out["kind"].append(clip(f.get("kind", "")))
         out["severity"].append(clip(f.get("severity", "")))
@@ -340,7 +345,11 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
         out["tensor"].append(clip(f.get("tensor")))
         out["count"].append(int(f.get("count") or 0))
         out["op"].append(_finding_op(ix, lin, row))
-        out["evidence"].append(finding_evidence(ix, f))
+        ev = finding_evidence(ix, f)
+        rows = objects[n].attributed_rows() if objects else np.zeros(0, np.int64)
+        ev["grid"] = grid_marks(ix, f, rows, max(MARK_RUNS_MIN, min(MARK_RUNS, budget)))
+        budget -= sum(len(m["ranges"]) for m in (ev["grid"], ev["grid"]["writers"], ev["grid"]["readers"]) if m)
+        out["evidence"].append(ev)
         out["extent"].append(f.get("extent") or {})        # bounded: its lists are cut (analysis/checks/extent.py)
     from ..analysis.findings import KINDS
     return {**out, "kinds": [{"kind": k, "severity": sv, "meaning": m} for k, sv, m in KINDS],

@@ -4,7 +4,9 @@ A finding names one root cause (a kernel line, a kind, a tensor); its extent say
 reaches: the programs involved (count, runs of consecutive ids, the first few), the elements (distinct
 count, runs of consecutive storage offsets, the first few with their values), the lanes. The counts are
 exact over the whole launch, whatever ``max_findings`` keeps; the lists are cut (``MAX_RANGES`` runs,
-``MAX_LISTED`` ids) and say how many there are in all, so a short list never reads as the whole.
+``MAX_LISTED`` ids) and say how many there are in all, so a short list never reads as the whole. A kind
+whose records tell how many lanes a cause took but not which (``uncounted``) gives no element count at all
+(``count`` None, ``not_counted`` saying why), never a 0.
 
 Checks hand their offending lanes (or pieces: intervals of elements, pieces.py) to ``group_by_op``, which
 groups them by static op (kind, tensor, file, line) without a Python loop over lanes: one group per
@@ -120,6 +122,12 @@ def elements(starts: np.ndarray, ends: np.ndarray, lanes: int, first: list) -> d
             "ranges": [[int(a), int(b) - 1] for a, b in zip(s[:MAX_RANGES], e[:MAX_RANGES])], "first": first}
 
 
+def uncounted(lanes: int, why: str) -> dict:
+    """The elements of a finding whose records say how many lanes it took, not which: ``count`` None (never
+    a 0 that reads as "no element"), ``not_counted`` says why."""
+    return {"count": None, "lanes": int(lanes), "runs": 0, "ranges": [], "first": [], "not_counted": why}
+
+
 def examples(ctx: LaunchContext, lanes: np.ndarray, tensor, with_values: bool = True) -> list:
     """[{"offset", "index", "program", "value"}] of a few lanes; "index" is the position in the tensor's
     view (None outside it), "value" what the lane loaded or stored (None when not recorded)."""
@@ -199,16 +207,19 @@ def describe(extent: dict) -> str:
         parts.append(f"program {pid_text(p['first'][0])}")
     elif p and p["count"]:
         parts.append(f"{p['count']} program(s) ({span_text(p['ranges'], p['runs'], pid_text)})")
-    parts.append(elements_text(extent.get("elements")))
+    el = extent.get("elements")
+    parts.append(elements_text(el))
     parts = [x for x in parts if x]
     text = "in " + ", ".join(parts) if parts else ""
+    if el and el.get("count") is None and el.get("not_counted"):
+        text += f"{'; ' if text else ''}elements not counted: {el['not_counted']}"
     if not extent.get("exact", True):
         text += f" (at least: {extent.get('note', 'not every program was seen')})"
     return text
 
 
 def elements_text(el) -> str:
-    if not el or not el["count"]:
+    if not el or not el.get("count"):
         return ""
     return (f"{el['count']} element(s) at offsets {span_text(el['ranges'], el['runs'])}"
             + (f" ({el['lanes']} accesses)" if el["lanes"] and el["lanes"] != el["count"] else ""))

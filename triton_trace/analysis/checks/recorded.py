@@ -4,8 +4,12 @@ integers that did not fit their type (definitions: sanitizer.py's docstring).
 The recorder keeps one report per cause (record/checks/nonfinite.py, overflow.py): the first program
 where it happened. A NaN's reach is counted here again, exactly, from the values the stores wrote: every
 non-finite value the cause's store(s) put in memory, over every program, so a softmax that poisons 16
-rows says 16 programs, not the first. The reach of an integer overflow is not in the values (a wrapped
-index looks like any other), so its extent is the recorder's and says so (``exact`` false).
+rows says 16 programs, not the first. The reach of an integer overflow (and of the other causes the
+recorder follows as values, valuechecks.py) is the recorder's: every program the cause reached and its
+lanes in all (``reach``), exact unless the recorder's list of programs was capped. Which lanes it reached
+is not in the records (a wrapped index looks like any other), so its elements are named only where that
+settles it: when the bad value took every active lane of the op in every program it reached (``whole_rows``);
+otherwise the extent says its elements are not counted.
 """
 from __future__ import annotations
 
@@ -19,7 +23,12 @@ from ..findings import Finding, short_list
 
 WRITE_CODES = [KIND_CODE[k] for k in WRITE_KINDS]
 MEMORY_CODES = list(range(len(MEMORY_KINDS)))
+MAX_PROGRAMS = 1 << 16        # the recorder's cap on the programs it lists per cause (record/checks/monitor.py)
 _FIRST_ONLY = "the recorder keeps the first program of each cause"
+# why a cause's elements are not counted
+SOME_LANES = ("the recorder counts the lanes the bad value reached, not which ones (they are named only when "
+              "it reached every lane of one tensor's accesses at that line)")
+NOT_MEMORY = "a device_assert checks values, not memory elements"
 
 
 def _memory_row(ctx: LaunchContext, pid, line, kinds) -> int:
@@ -31,11 +40,73 @@ def _memory_row(ctx: LaunchContext, pid, line, kinds) -> int:
     return int(hit[0]) if len(hit) else -1
 
 
-def _one_program(pid, lanes: int, exact: bool) -> dict:
-    """The extent of a cause seen in one program: all of it (an assert stops the launch) or the first."""
+def _one_program(pid, lanes: int, exact: bool, why: str = _FIRST_ONLY) -> dict:
+    """The extent of a cause seen in one program: all of it (an assert stops the launch) or the first; its
+    elements are not counted (``why``)."""
     x = {"programs": {"count": 1, "runs": 1, "ranges": [[list(pid), list(pid)]], "first": [list(pid)]},
-         "elements": {"count": 0, "lanes": int(lanes), "runs": 0, "ranges": [], "first": []}, "exact": exact}
+         "elements": E.uncounted(lanes, why), "exact": exact}
     return x if exact else {**x, "note": _FIRST_ONLY}
+
+
+def reach(ctx: LaunchContext, r: dict, pid: tuple, why: str = SOME_LANES) -> tuple:
+    """(extent, lanes, program indexes) of a cause the recorder followed: every program it reached (the
+    recorder's list), its lanes in all; elements not counted (``why``: the caller names them where it can).
+    A report without the list (an older trace) has its first program only (indexes None)."""
+    listed = r.get("programs") or []
+    if not listed:
+        return _one_program(pid, int(r.get("lanes") or 0), False), int(r.get("lanes") or 0), None
+    d1, d2 = int(ctx.dims[1]), int(ctx.dims[2])
+    lin = np.unique(np.array([int(x) * d1 * d2 + int(y) * d2 + int(z) for x, y, z in listed], dtype=np.int64))
+    at = np.clip(np.searchsorted(ctx.programs, lin), 0, max(len(ctx.programs) - 1, 0))
+    prog = at[ctx.programs[at] == lin] if len(ctx.programs) else at[:0]
+    lanes = int(r.get("reach_lanes") or r.get("lanes") or 0)
+    exact = len(listed) < MAX_PROGRAMS
+    x = {"programs": E.programs(ctx, prog), "elements": E.uncounted(lanes, why), "exact": exact}
+    return (x if exact else {**x, "note": "the recorder lists the first 65536 programs of a cause"}), lanes, prog
+
+
+def rows_at(ctx: LaunchContext, file, line, codes, prog) -> np.ndarray:
+    """Every row of the ops at ``file:line`` of kinds ``codes`` run by the programs ``prog`` (indexes), in
+    row order."""
+    files = list(ctx.launch.files)
+    if file not in files or prog is None or not len(prog):
+        return np.zeros(0, np.int64)
+    at = (ctx.file == files.index(file)) & (ctx.line == int(line or 0)) & np.isin(ctx.kind, list(codes))
+    rows = np.flatnonzero(at)
+    return rows[np.isin(ctx.row_prog[rows], prog)]
+
+
+def one_tensor(ctx: LaunchContext, rows: np.ndarray):
+    """The tensor index all of ``rows`` access, or None when they access several (their offsets would mix
+    storages)."""
+    t = sorted_unique(ctx.tensor[rows]) if len(rows) else rows
+    return int(t[0]) if len(t) == 1 else None
+
+
+def named_elements(ctx: LaunchContext, ti: int, lanes: np.ndarray, accesses: int) -> dict:
+    """The extent of the elements lanes ``lanes`` (indexes into ctx.offsets, in execution order) of tensor
+    ``ti`` touch, ``accesses`` accesses to them, with the first few and their values."""
+    off = ctx.lane_offsets(lanes)
+    u = sorted_unique(off)
+    t = ctx.launch.tensors[ti] if ti >= 0 else None
+    return E.elements(u, u + 1, accesses, E.examples(ctx, lanes[:ctx.params.max_examples], t))
+
+
+def whole_rows(ctx: LaunchContext, r: dict, prog, lanes: int):
+    """The elements of a cause that reached ``lanes`` lanes of the memory op at the report's line in the
+    programs ``prog``, when those are every active lane the line's memory ops ran there: then the bad
+    value reached each of them (the recorder's lanes are some of these, as many as all of them); None
+    when some lane was not reached, or the rows access several tensors. Every memory op of the line
+    counts, whatever the report's op: the recorder's key is the line, so a load and a store there that
+    both carry the bad value add up in one report (``tl.store(y + j, tl.load(x + j))``)."""
+    rows = rows_at(ctx, r.get("file"), r.get("line"), MEMORY_CODES, prog)
+    ti = one_tensor(ctx, rows)
+    if ti is None or not lanes:
+        return None
+    idx, _, msk = ctx.decode(rows)
+    if int(msk.sum()) != lanes:
+        return None
+    return named_elements(ctx, ti, idx[msk], lanes)
 
 
 def check_asserts(ctx: LaunchContext) -> list:
@@ -54,7 +125,7 @@ def check_asserts(ctx: LaunchContext) -> list:
     return [Finding(kind="assert_failed", kernel=lc.kernel_name, launch=ctx.index, message=message,
                     count=int(d.get("count", 0)), program=pid, file=d.get("file"), line=int(d.get("line") or 0),
                     op="device_assert", lanes=tuple(tuple(v) for v in d.get("lanes") or []),
-                    extent=_one_program(pid, int(d.get("count", 0)), True))]
+                    extent=_one_program(pid, int(d.get("count", 0)), True, NOT_MEMORY))]
 
 
 def _stored_nonfinite(ctx: LaunchContext, ti: int, places: list) -> tuple:
@@ -112,7 +183,8 @@ def _poisoned(ctx: LaunchContext, ti: int, places: list, fallback_pid, fallback_
     if not len(rows):
         if dropped and complete:
             return None
-        return _one_program(fallback_pid, fallback_lanes, False), np.zeros(0, np.int64)
+        return (_one_program(fallback_pid, fallback_lanes, False, "the stores' values were not recorded"),
+                np.zeros(0, np.int64))
     prog = sorted_unique(ctx.row_prog[rows])
     u = sorted_unique(off)
     k = ctx.params.max_examples
@@ -158,13 +230,16 @@ def check_nonfinite(ctx: LaunchContext) -> list:
                 continue
             extent, attributed = found
         else:
-            extent, attributed = _one_program(pid, int(r.get("lanes") or 0), False), np.zeros(0, np.int64)
+            extent = _one_program(pid, int(r.get("lanes") or 0), False, "the stored tensor is not in the trace")
+            attributed = np.zeros(0, np.int64)
         if kind in ("nonfinite", "overflow"):
             b = r.get("birth") or {}
             ops = ", ".join(str(v) for v in b.get("operands") or [])
             extent["birth"] = {"file": b.get("file"), "line": b.get("line"), "op": b.get("op")}
+            # the recorder names a zero divisor as the cause (record/checks/nonfinite.py): "a float division by zero"
+            why = f"{b.get('cause')}; " if b.get("cause") else ""
             head = (f"born at {b.get('file')}:{b.get('line')} in {b.get('op')} from finite operands ({ops}) -> "
-                    f"{b.get('result')} (first in program {pid}, at block index {tuple(b.get('lane') or ())})")
+                    f"{b.get('result')} ({why}first in program {pid}, at block index {tuple(b.get('lane') or ())})")
             line = b.get("line")
         else:
             s = r.get("input") or {}
@@ -172,7 +247,7 @@ def check_nonfinite(ctx: LaunchContext) -> list:
                     f"loaded at {s.get('file')}:{s.get('line')} by program {pid})")
             line = r.get("line")
         el = extent["elements"]
-        n = el["lanes"] if el["lanes"] else int(r.get("lanes") or 0)
+        n = el["lanes"] or int(r.get("lanes") or 0)
         message = (f"NaN/Inf {head}; the store(s) of '{tensor}' at {stores} wrote {n} non-finite value(s) "
                    f"{E.describe(extent)}" + (f" (element offsets {short_list(f['offset'] for f in el['first'])})"
                                              if el["first"] else ""))
@@ -187,7 +262,9 @@ def check_nonfinite(ctx: LaunchContext) -> list:
 def check_overflow(ctx: LaunchContext) -> list:
     """Integers that did not fit their type and reached memory (record/checks/overflow.py): an int32 index that
     wrapped and then addressed memory, a float-to-int conversion out of range that was stored or used as
-    an address. (Floats that overflow a narrower float type are check_nonfinite's, kind ``overflow``.)"""
+    an address. (Floats that overflow a narrower float type are check_nonfinite's, kind ``overflow``.) One
+    finding per cause (the wrapping op's line, the memory op's line, address or value), with every program
+    it reached."""
     lc = ctx.launch
     out = []
     for r in (lc.meta or {}).get("overflow") or []:
@@ -197,12 +274,25 @@ def check_overflow(ctx: LaunchContext) -> list:
             else ", ".join(str(v) for v in c.get("operands") or [])
         what = ("addressed memory" if r.get("how") == "address" else "was stored") + \
             (f" ('{r.get('tensor')}')" if r.get("tensor") else "")
-        extent = _one_program(pid, int(r.get("lanes") or 0), False)
+        extent, count, prog = reach(ctx, r, pid)
+        el = whole_rows(ctx, r, prog, count)
+        if el is not None:
+            extent["elements"] = el
         message = (f"{c.get('op')} at {c.get('file')}:{c.get('line')} does not fit: {ops} = {c.get('exact')}, "
-                   f"became {c.get('result')}; the value {what} at {r.get('file')}:{r.get('line')} in program {pid} "
-                   f"({r.get('lanes')} active lane(s)) {E.describe(extent)}")
+                   f"became {c.get('result')}; the value {what} at {r.get('file')}:{r.get('line')}, first in "
+                   f"program {pid}: {count} active lane(s) {E.describe(extent)}")
         out.append(Finding(kind="overflow", kernel=lc.kernel_name, launch=ctx.index, message=message,
-                           count=int(r.get("lanes") or 0), program=pid, file=c.get("file"), line=int(c.get("line") or 0),
+                           count=count, program=pid, file=c.get("file"), line=int(c.get("line") or 0),
                            tensor=r.get("tensor"), op=r.get("op"), extent=extent,
+                           offsets=tuple(f["offset"] for f in extent["elements"]["first"]),
+                           op_rows=op_rows(ctx, r.get("file"), r.get("line"), MEMORY_CODES, prog),
                            op_row=_memory_row(ctx, pid, r.get("line"), MEMORY_CODES)))
     return out
+
+
+def op_rows(ctx: LaunchContext, file, line, codes, prog) -> np.ndarray:
+    """A row of the op at ``file:line`` (kinds ``codes``) for each program in ``prog``: what the per-program
+    and per-op finding counts attribute the finding to."""
+    if prog is None or not len(prog):
+        return np.zeros(0, np.int64)
+    return E.attributed(ctx, prog, rows_at(ctx, file, line, codes, prog))

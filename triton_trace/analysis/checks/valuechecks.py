@@ -18,22 +18,29 @@ reductions over padded lanes:
 
 All three come from the recorder's reports: one per cause (the division's, store's or reduction's line),
 naming its first program, with every program the cause reached and its lanes in all, which the extent
-gives (exact unless the recorder's list of programs was capped).
+gives (exact unless the recorder's list of programs was capped). The elements: a division's where its
+undefined result took every active lane of the memory op in the programs it reached (recorded.whole_rows);
+a conflict's counted again from the stores' recorded offsets and values (every address two lanes of one
+store wrote with different values), kept when that count is the recorder's; a padded reduction has none
+(its padded lanes are lanes a mask left out). Where the records do not settle them, the extent says its
+elements are not counted.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...model import KIND_CODE
+from ...model.values import lane_values
 from . import extent as E
 from ..context import LaunchContext
 from ..findings import Finding
-from .recorded import MEMORY_CODES, WRITE_CODES, _memory_row, _one_program, check_asserts, check_nonfinite, \
-    check_overflow
-
-MAX_PROGRAMS = 1 << 16        # the recorder's cap on the programs it lists per cause (record/checks/monitor.py)
+from .recorded import MEMORY_CODES, WRITE_CODES, _memory_row, check_asserts, check_nonfinite, check_overflow, \
+    named_elements, one_tensor, op_rows, reach, rows_at, whole_rows
 
 _NEUTRAL = {"sum": "0", "max": "-inf", "min": "+inf"}
+# the writes a lane conflict judges (record/checks/lanes.py): other atomics combine their lanes
+CONFLICT_CODES = [KIND_CODE["store"], KIND_CODE["atomic_xchg"], KIND_CODE["atomic_cas"]]
+PADDED = "the padded lanes are lanes a masked load left out, not memory elements"
 
 
 def check_int_division(ctx: LaunchContext) -> list:
@@ -48,7 +55,10 @@ def check_int_division(ctx: LaunchContext) -> list:
         zero = "by zero" in str(c.get("op", ""))
         fix = ("guard the divisor (e.g. tl.where(d != 0, d, 1)) or leave those lanes out of the mask" if zero
                else "compute in a wider type or keep the dividend above the lowest value")
-        extent, count, prog = _reach(ctx, r, pid)
+        extent, count, prog = reach(ctx, r, pid)
+        el = whole_rows(ctx, r, prog, count)
+        if el is not None:
+            extent["elements"] = el
         message = (f"integer division with no defined result: {c.get('op')} at {c.get('file')}:{c.get('line')} "
                    f"({a} {symbol} {b}, first in program {pid}); a GPU gives garbage or traps there (the "
                    f"interpreter gave {c.get('result')}); the result {reached} at {r.get('file')}:{r.get('line')} "
@@ -56,7 +66,8 @@ def check_int_division(ctx: LaunchContext) -> list:
         out.append(Finding(kind="int_division", kernel=lc.kernel_name, launch=ctx.index, message=message,
                            count=count, program=pid, file=c.get("file"),
                            line=int(c.get("line") or 0), tensor=r.get("tensor"), op=r.get("op"), extent=extent,
-                           op_rows=_op_rows(ctx, r.get("file"), r.get("line"), MEMORY_CODES, prog),
+                           offsets=tuple(f["offset"] for f in extent["elements"]["first"]),
+                           op_rows=op_rows(ctx, r.get("file"), r.get("line"), MEMORY_CODES, prog),
                            op_row=_memory_row(ctx, pid, r.get("line"), MEMORY_CODES)))
     return out
 
@@ -72,7 +83,8 @@ def check_lane_conflicts(ctx: LaunchContext) -> list:
         values = list(r.get("values") or [])
         at = f" (element offset {offsets[0]})" if offsets else ""
         pairs = " and ".join(f"block index {lane} writes {v}" for lane, v in zip(first, values))
-        extent, count, prog = _reach(ctx, r, pid)
+        extent, count, prog = reach(ctx, r, pid)
+        extent["elements"] = _conflicting(ctx, r, prog, count)
         message = (f"{r.get('op')} of '{r.get('tensor')}' at {r.get('file')}:{r.get('line')} in program {pid}: "
                    f"two lanes write one address with different values ({pairs}){at}; {count} lane(s) "
                    f"write addresses that disagree {E.describe(extent)}. A GPU keeps one of the values, which one "
@@ -82,8 +94,35 @@ def check_lane_conflicts(ctx: LaunchContext) -> list:
                            count=count, program=pid, file=r.get("file"),
                            line=int(r.get("line") or 0), tensor=r.get("tensor"), op=r.get("op"),
                            offsets=tuple(offsets), lanes=tuple(first), extent=extent, op_row=row,
-                           op_rows=_op_rows(ctx, r.get("file"), r.get("line"), WRITE_CODES, prog)))
+                           op_rows=op_rows(ctx, r.get("file"), r.get("line"), WRITE_CODES, prog)))
     return out
+
+
+def _conflicting(ctx: LaunchContext, r: dict, prog, lanes: int) -> dict:
+    """The elements two lanes of one execution of the conflict's store wrote with different values, counted
+    again from the recorded offsets and values of the store's rows in the programs ``prog``: kept when they
+    account for the recorder's ``lanes`` exactly, else not counted."""
+    rows = rows_at(ctx, r.get("file"), r.get("line"), CONFLICT_CODES, prog)
+    ti = one_tensor(ctx, rows)
+    if ti is None:
+        return E.uncounted(lanes, "the store's rows are not in the trace")
+    idx, off, msk = ctx.decode(rows)
+    _, vals, has = lane_values(ctx.launch, rows)          # the same lanes, in the same order
+    if not has[msk].all():
+        return E.uncounted(lanes, "the store's values were not recorded (the value cap)")
+    row = np.repeat(rows, ctx.lane_count[rows])[msk]
+    idx, off, bits = idx[msk], off[msk].astype(np.int64), np.ascontiguousarray(vals[msk]).view(np.uint64)
+    order = np.lexsort((bits, off, row))
+    row, off, bits = row[order], off[order], bits[order]
+    start = np.r_[True, (row[1:] != row[:-1]) | (off[1:] != off[:-1])]     # a new (execution, address)
+    other = np.r_[False, ~start[1:] & (bits[1:] != bits[:-1])]             # a second value at one address
+    group = np.cumsum(start) - 1
+    bad = np.zeros(int(group[-1]) + 1 if len(group) else 0, bool)
+    bad[group[other]] = True
+    hit = bad[group]
+    if int(hit.sum()) != lanes:
+        return E.uncounted(lanes, "the recorded values do not show which lanes disagree")
+    return named_elements(ctx, ti, np.sort(idx[order][hit]), lanes)
 
 
 def _offsets(ctx: LaunchContext, row: int, lanes: list) -> list:
@@ -105,7 +144,7 @@ def check_padded_reductions(ctx: LaunchContext) -> list:
     for r in (lc.meta or {}).get("padded_reduction") or []:
         pid, load = tuple(r.get("program") or (0, 0, 0)), r.get("load") or {}
         op = r.get("op")
-        extent, count, prog = _reach(ctx, r, pid)
+        extent, count, prog = reach(ctx, r, pid, PADDED)
         message = (f"tl.{op} at {r.get('file')}:{r.get('line')} reduces lanes padded by the masked "
                    f"load at {load.get('file')}:{load.get('line')} (other={load.get('other')}), which no longer hold "
                    f"the {op}'s neutral value ({_NEUTRAL.get(op, '?')}): {count} padded lane(s) changed results "
@@ -116,35 +155,8 @@ def check_padded_reductions(ctx: LaunchContext) -> list:
         out.append(Finding(kind="padded_reduction", kernel=lc.kernel_name, launch=ctx.index, message=message,
                            count=count, program=pid, file=r.get("file"),
                            line=int(r.get("line") or 0), op=f"reduce ({op})", extent=extent,
-                           op_rows=_op_rows(ctx, r.get("file"), r.get("line"), [KIND_CODE["reduce"]], prog)))
+                           op_rows=op_rows(ctx, r.get("file"), r.get("line"), [KIND_CODE["reduce"]], prog)))
     return out
-
-
-def _reach(ctx: LaunchContext, r: dict, pid: tuple) -> tuple:
-    """(extent, lanes, program indexes) of a recorded cause: every program it reached (the recorder's list),
-    its lanes in all; a report without the list (an older trace) has its first program only (indexes None)."""
-    listed = r.get("programs") or []
-    if not listed:
-        return _one_program(pid, int(r.get("lanes") or 0), False), int(r.get("lanes") or 0), None
-    d1, d2 = int(ctx.dims[1]), int(ctx.dims[2])
-    lin = np.unique(np.array([int(x) * d1 * d2 + int(y) * d2 + int(z) for x, y, z in listed], dtype=np.int64))
-    at = np.clip(np.searchsorted(ctx.programs, lin), 0, max(len(ctx.programs) - 1, 0))
-    prog = at[ctx.programs[at] == lin] if len(ctx.programs) else at[:0]
-    lanes = int(r.get("reach_lanes") or r.get("lanes") or 0)
-    exact = len(listed) < MAX_PROGRAMS
-    x = {"programs": E.programs(ctx, prog), "elements": {"count": 0, "lanes": lanes, "runs": 0, "ranges": [],
-                                                         "first": []}, "exact": exact}
-    return (x if exact else {**x, "note": "the recorder lists the first 65536 programs of a cause"}), lanes, prog
-
-
-def _op_rows(ctx: LaunchContext, file, line, codes, prog) -> np.ndarray:
-    """A row of the op at ``file:line`` (kinds ``codes``) for each program in ``prog``: what the per-program
-    and per-op finding counts attribute the finding to."""
-    files = list(ctx.launch.files)
-    if file not in files or prog is None or not len(prog):
-        return np.zeros(0, np.int64)
-    rows = np.flatnonzero((ctx.file == files.index(file)) & (ctx.line == int(line or 0)) & np.isin(ctx.kind, codes))
-    return E.attributed(ctx, prog, rows)
 
 
 # Every check over what the recorder noted as the kernel ran, in the order the analyzer lists their findings

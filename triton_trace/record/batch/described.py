@@ -13,7 +13,7 @@ loses it); integer results are described only when every lane's exact value fits
 (so the lanes hold it unwrapped); pointer arithmetic wraps modulo 2**64 in the interpreter and in the
 description alike. ``TRITON_TRACE_CHECK_DESCRIPTIONS=1`` compares every description with the lanes as it
 is made (tests/record/test_pointers.py turns it on for the batch suite's kernels; Triton's language suite passes
-traced with it on, benchmarks/suites/triton_suite/gpu_machine_3.6.md).
+traced with it on: tests/triton_suite/on_gpu_machine.sh).
 """
 from __future__ import annotations
 

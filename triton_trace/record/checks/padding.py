@@ -4,12 +4,16 @@
 ``x = tl.load(p, mask=m, other=0.0)`` pads the masked-off lanes with 0, which a sum ignores; but
 ``tl.sum((x - mean) * (x - mean))`` adds ``mean^2`` for every padded lane, and a variance comes out too
 large. The hooks mark the padded lanes of a masked load with an explicit ``other`` (the lanes its mask
-leaves out), carry the mark through elementwise arithmetic, conversions, broadcasts and reshapes, and let
-``tl.where(cond, a, b)`` take each lane's mark from the side it picks (re-masking clears it). At a sum, max
-or min the result is compared with the same reduction over the real lanes only: an output that has real
-lanes and differs is a finding, with the padded lanes' contribution (sum: their sum; max/min: how far the
-result moved). Outputs made of padding alone are padding themselves and are not judged. The report keeps
-the first program of each reduction line; results go to ``Launch.meta["padded_reduction"]``.
+leaves out), carry the mark through elementwise arithmetic (the builder's binary, unary and ternary ops,
+the math ops that are builder methods of their own: ``tl.abs``, ``erf``, ``rsqrt``, ``umulhi``, integer
+``//``, ``>>``, ``clamp``, and libdevice calls, which end in ``create_extern_elementwise``: a softcap
+``cap * libdevice.tanh(x / cap)`` turns ``other=-inf`` into ``-cap``), conversions, broadcasts, reshapes,
+``tl.join``/``tl.split``/``tl.cat``, and let ``tl.where(cond, a, b)`` take each lane's mark from the side
+it picks (re-masking clears it). At a sum, max or min (its one block, bare or in a 1-tuple: an integer
+``tl.sum`` arrives bare) the result is compared with the same reduction over the real lanes only: an output
+that has real lanes and differs is a finding, with the padded lanes' contribution (sum: their sum; max/min:
+how far the result moved). Outputs made of padding alone are padding themselves and are not judged. The
+report keeps the first program of each reduction line; results go to ``Launch.meta["padded_reduction"]``.
 """
 from __future__ import annotations
 
@@ -26,7 +30,13 @@ from ..patching import carried
 
 SPLAT = "_tt_splat"        # a block made by splatting one value per program
 PAD = "_tt_padded"        # (bool lanes of the handle's data that hold padding, (file, line, other) of the load)
-_ELEMENTWISE = ("binary_op", "unary_op", "create_fma", "cast_impl", "create_fp_to_fp", "create_bitcast")
+_ELEMENTWISE = ("binary_op", "unary_op", "create_fma", "cast_impl", "create_fp_to_fp", "create_bitcast",
+                # builder methods that compute without binary_op/unary_op/ternary_op (in some release, or
+                # after the GPU semantics replaced them): a mark that skips one is lost
+                "create_fabs", "create_erf", "create_rsqrt", "create_umulhi", "create_idiv", "create_ashr",
+                "create_clampf")
+_EXTERN = "create_extern_elementwise"      # (lib, path, symbol, [operands], ret_type, pure): libdevice math
+_COMBINING = ("create_join", "create_cat")  # two blocks side by side: each lane keeps its own mark
 _RESHAPING = ("create_expand_dims", "create_reshape", "create_trans", "create_permute")
 
 
@@ -72,8 +82,15 @@ def install(scope, builder, rec) -> None:
     for name in _ELEMENTWISE:
         if hasattr(builder, name):
             scope.set_attr(builder, name, _elementwise(inner_method(builder, name), rec))
+    if hasattr(builder, _EXTERN):
+        scope.set_attr(builder, _EXTERN, _extern(inner_method(builder, _EXTERN), rec))
     if hasattr(builder, "ternary_op"):
         scope.set_attr(builder, "ternary_op", _ternary(inner_method(builder, "ternary_op"), rec))
+    for name in _COMBINING:
+        if hasattr(builder, name):
+            scope.set_attr(builder, name, _combining(inner_method(builder, name)))
+    if hasattr(builder, "create_split"):
+        scope.set_attr(builder, "create_split", _split(inner_method(builder, "create_split")))
     if hasattr(builder, "create_broadcast"):
         scope.set_attr(builder, "create_broadcast", _elementwise(inner_method(builder, "create_broadcast"), rec))
     for name in _RESHAPING:
@@ -159,6 +176,62 @@ def _elementwise(inner, rec):
     return run
 
 
+def _extern(inner, rec):
+    """A libdevice call: its operands are the list it is handed, judged as an elementwise op's are."""
+    def run(lib_name, lib_path, symbol, arg_list, *args, **kwargs):
+        out = inner(lib_name, lib_path, symbol, arg_list, *args, **kwargs)
+        operands = tuple(arg_list) if isinstance(arg_list, (list, tuple)) else (arg_list,)
+        for a in operands:
+            if carried(a, PAD, None) is not None:
+                if getattr(out, "data", None) is not None:
+                    _mark(out, *_union(out, operands, rec.batched))
+                break
+        return out
+    return run
+
+
+def _lanes(handle, tag):
+    """A block's marks as an int1 handle of its own shape (no padding where it has no mark)."""
+    shape = np.shape(handle.data)
+    lanes = np.zeros(shape, bool) if tag is None else np.broadcast_to(tag[0], shape)
+    return TensorHandle(np.ascontiguousarray(lanes), tl.int1)
+
+
+def _combining(inner):
+    """``tl.join`` / ``tl.cat`` of two blocks: the same op on their marks."""
+    def run(lhs, rhs, *args, **kwargs):
+        out = inner(lhs, rhs, *args, **kwargs)
+        tags = (carried(lhs, PAD, None), carried(rhs, PAD, None))
+        if all(t is None for t in tags) or getattr(out, "data", None) is None:
+            return out
+        try:
+            moved = inner(_lanes(lhs, tags[0]), _lanes(rhs, tags[1]), *args, **kwargs)
+            _mark(out, np.asarray(moved.data, bool).reshape(np.shape(out.data)),
+                  next(t[1] for t in tags if t is not None))
+        except (ValueError, TypeError):
+            pass                           # a shape the marks do not follow: the mark is dropped
+        return out
+    return run
+
+
+def _split(inner):
+    """``tl.split``: each half keeps its lanes' marks."""
+    def run(arg, *args, **kwargs):
+        outs = inner(arg, *args, **kwargs)
+        tag = carried(arg, PAD, None)
+        if tag is None or not isinstance(outs, tuple):
+            return outs
+        try:
+            moved = inner(_lanes(arg, tag), *args, **kwargs)
+            for out, m in zip(outs, moved):
+                if getattr(out, "data", None) is not None:
+                    _mark(out, np.asarray(m.data, bool).reshape(np.shape(out.data)), tag[1])
+        except (ValueError, TypeError):
+            pass
+        return outs
+    return run
+
+
 def _ternary(inner, rec):
     def run(cond, lhs, rhs, op, *args, **kwargs):
         out = inner(cond, lhs, rhs, op, *args, **kwargs)
@@ -202,15 +275,22 @@ _NEUTRAL = {"sum": "sum", "max": "max", "min": "min"}
 def _reduce(original, rec):
     table = _reduce_table()
 
+    busy: set = set()        # the handles being reduced now: a reduction that calls itself again is judged once
+
     def apply(self, input):
-        ret = original(self, input)
-        if not isinstance(input, tuple) or len(input) != 1 or not rec.recording:
-            return ret
-        h = getattr(input[0], "handle", None)
-        tag = carried(h, PAD, None)
+        # one block, bare or in a 1-tuple (an integer tl.sum arrives bare, and the GPU semantics' wrapping
+        # sum calls apply again on a widened copy, which carries no mark)
+        one = input[0] if isinstance(input, tuple) and len(input) == 1 else input
+        h = None if isinstance(one, tuple) else getattr(one, "handle", None)
+        tag = carried(h, PAD, None) if rec.recording else None
         kind = table.get(id(self.combine_fn))
-        if tag is None or kind not in _NEUTRAL:
-            return ret
+        if tag is None or kind not in _NEUTRAL or id(h) in busy:
+            return original(self, input)
+        busy.add(id(h))
+        try:
+            ret = original(self, input)
+        finally:
+            busy.discard(id(h))
         _judge(rec, self, kind, h, tag)
         return ret
     return apply

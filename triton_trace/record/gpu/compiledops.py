@@ -1,5 +1,5 @@
 """Single ops where Triton's interpreter computes something other than the compiled kernel (found bit for bit
-on an H100, benchmarks/fidelity/RESULTS_launches.md), each as the PTX the compiler emits defines it:
+on an H100, docs/fidelity.md), each as the PTX the compiler emits defines it:
 
 - ``tl.maximum``/``tl.minimum``/``tl.clamp``: with ``propagate_nan=NONE`` (the default) they are
   ``max.f32``/``min.f32`` (LLVM maxnum/minnum; clamp is ``minnum(maxnum(x, lo), hi)``), which return the

@@ -127,11 +127,14 @@ class _LangPatches:
     def __init__(self):
         self.scopes = []
         self.seen = set()
+        self.builtins = None          # id of each language builtin as found -> (module, name)
 
     def ensure(self, fn):
         key = id(fn.__globals__)
         if key not in self.seen:
             self.seen.add(key)
+            if self.builtins is None:
+                self.builtins = _language_builtins()
             # a helper whose module never imports triton.language (``return x + y * alpha``) compiles, but
             # Triton's interpreter asserts the module is visible: nothing of it to patch there
             if any(v is tl or v is tl.core for v in fn.__globals__.values()):
@@ -139,11 +142,35 @@ class _LangPatches:
             fix = Scope()
             _fix_index(fix)
             _batch_tensor_patches(fix)
+            _aliased_builtins(fn.__globals__, self.builtins, fix)
             self.scopes.append(fix)
 
     def restore(self):
         while self.scopes:
             self.scopes.pop().restore()
+
+
+def _language_builtins() -> dict:
+    """Every builtin of the language modules, by identity, before the launch patches them."""
+    found = {}
+    for mod in (tl.math, tl.core, tl):            # tl last: its name wins where a builtin is in several
+        for name, value in vars(mod).items():
+            if tl.core.is_builtin(value):
+                found[id(value)] = (mod, name)
+    return found
+
+
+def _aliased_builtins(globals_: dict, builtins_: dict, scope: Scope) -> None:
+    # A module-level alias of a builtin (``triton_cast = tl.cast``, ``from triton.language import where``)
+    # compiles, since the code generator knows a builtin by identity, but the interpreter patches the
+    # language modules only, so the alias would run the unpatched builtin ("Did you forget to add
+    # @triton.jit?"): point it at the patched one for the launch
+    for name, value in list(globals_.items()):
+        place = builtins_.get(id(value)) if callable(value) else None
+        if place is not None:
+            patched = getattr(*place)
+            if patched is not value:
+                scope.set_item(globals_, name, patched)
 
 
 _ACTIVE: list = []    # the _LangPatches of the launch being run (a stack, for re-entrant launches)

@@ -1,6 +1,7 @@
 """Poisoned ``torch.empty``: memory nobody initialised, made visible without a declaration.
 
-Under ``trace_all(poison_empty=True)`` (and the CUDA redirect's ``poison_empty``) every tensor that
+Under ``trace_all(poison_empty=True)`` (and the CUDA redirect's ``poison_empty``), and from the decoration
+on under ``@trace(poison_empty=True)`` (``from_now_on``), every tensor that
 ``torch.empty`` and its kin return is filled with a poison pattern: a quiet NaN with a payload of its own
 for floats (not the NaN that torch writes, so a suite that fills its buffers with NaN itself is told
 apart), 0xA5 bytes for integers (-1515870811 as int32: an index made of it is out of bounds). A kernel that
@@ -103,9 +104,19 @@ class PoisonEmpty(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if func in EMPTY_FACTORIES and not _SUSPENDED[0] and isinstance(out, torch.Tensor):
+        if func in EMPTY_FACTORIES and not _SUSPENDED[0] and isinstance(out, torch.Tensor) and not _done(out):
             poison(out)
         return out
+
+
+def _done(t: torch.Tensor) -> bool:
+    """Whether ``t``'s storage was poisoned already: by another PoisonEmpty lower on the stack (a block's,
+    over ``from_now_on``'s), which saw this call first."""
+    if t.layout != torch.strided:
+        return False
+    storage = t.untyped_storage()
+    entry = _POISONED.get(storage.data_ptr())
+    return entry is not None and entry[3]() is storage
 
 
 @contextmanager
@@ -127,6 +138,29 @@ def poisoning(enabled: bool = True):
         return
     with PoisonEmpty():
         yield
+
+
+_FOR_GOOD: list = []     # the PoisonEmpty from_now_on() put at the bottom of each thread's mode stack
+
+
+def from_now_on() -> None:
+    """Poison every empty tensor made from now on, for the rest of the process (``@trace(poison_empty=True)``:
+    a decorator has no block; the tensors a decorated kernel gets are made later, anywhere). torch's function
+    modes are per thread: the mode goes under the modes of the thread that calls this, at the bottom of its
+    stack, so a ``with`` block open now still pops its own mode when it ends."""
+    stack = _mode_stack()
+    if any(mode in _FOR_GOOD for mode in stack):
+        return
+    mode = PoisonEmpty()
+    above = [torch.overrides._pop_mode() for _ in stack][::-1]
+    torch.overrides._push_mode(mode)
+    for m in above:
+        torch.overrides._push_mode(m)
+    _FOR_GOOD.append(mode)
+
+
+def _mode_stack() -> list:
+    return torch.overrides._get_current_function_mode_stack()
 
 
 def pattern_of(dtype) -> Optional[int]:
