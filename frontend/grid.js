@@ -71,13 +71,30 @@ export class ProgramGrid {
       const c = this.cellAt(e);
       if (c !== null && this.data.recorded[c]) this.onSelect(this.pidOfCell(c), e.timeStamp);
     });
+    // the panel's width changes with the window (and a notebook output's when it is attached): redraw only
+    // when the cell size changes, so a scrollbar that comes and goes cannot loop
+    if (typeof ResizeObserver !== "undefined") {
+      new ResizeObserver(() => {
+        if (!this.data) return;
+        const px = this.lay.px;
+        this.layOut();
+        if (this.lay.px !== px) this.draw();
+      }).observe(this.$("grid-wrap"));
+    }
   }
 
   set(data, labels) {
     this.data = data;
     this.labels = labels;
-    this.lay = gridLayout(data.cols, data.rows);
+    this.layOut();
     this.draw();
+  }
+
+  // Cells as large as the Programs panel's width allows (every column in view, no sideways scrolling);
+  // the default width while the panel is not laid out (hidden, or a notebook output not yet attached).
+  layOut() {
+    const w = this.$("grid-wrap").clientWidth;
+    this.lay = w > 0 ? gridLayout(this.data.cols, this.data.rows, w) : gridLayout(this.data.cols, this.data.rows);
   }
 
   cellXY(c) {

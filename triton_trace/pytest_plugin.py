@@ -60,6 +60,9 @@ def pytest_addoption(parser):
                          "driver answer as GPU (H200, H100, H100-PCIe, A100; default H200); implies --triton-trace")
     group.addoption("--tt-findings", choices=("fail", "warn", "off"), default="fail",
                     help="what findings do to a test: fail it (default), warn, or off (not analysed)")
+    group.addoption("--tt-numerics", choices=("interpreter", "compiled"), default="interpreter",
+                    help="compute as Triton's interpreter (default) or as the compiled kernel does where that is "
+                         "deterministic (a*b+c as one FMA, fp32 tl.dot inputs read as TF32)")
     group.addoption("--tt-poison", choices=("on", "off"), default="on",
                     help="with --tt-cuda: fill torch.empty results with poison so reads before writes are found "
                          "(default on)")
@@ -171,6 +174,7 @@ class _Sanitizer:
         self.kinds = _kinds(config.getoption("--triton-trace-kinds"))
         self.dir = config.getoption("--triton-trace-dir")
         self.save_all = config.getoption("--tt-save") == "all"
+        self.numerics = config.getoption("--tt-numerics")
         if self.save_all and not self.dir:
             raise pytest.UsageError("--tt-save=all needs --triton-trace-dir DIR: the folder the traces go to")
         self.findings = config.getoption("--tt-findings")
@@ -234,7 +238,7 @@ class _Sanitizer:
         triton_trace.reset()
         try:
             try:
-                with triton_trace.trace_all():
+                with triton_trace.trace_all(numerics=self.numerics):
                     result = yield
             except Exception as e:
                 self._skip_if_gpu_only(item, e)

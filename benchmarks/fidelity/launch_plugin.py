@@ -35,6 +35,8 @@ def pytest_addoption(parser):
     g.addoption("--lf-log", default=None, help="write one JSON line per launch to PATH.<worker>")
     g.addoption("--lf-reference", choices=("gpu", "interpreter"), default="gpu",
                 help="what the trace is compared with: the compiled kernel on the GPU, or Triton's interpreter")
+    g.addoption("--lf-numerics", choices=("interpreter", "compiled"), default="interpreter",
+                help="the trace's numerics (trace(numerics=...))")
     g.addoption("--lf-deadline", type=float, default=0.0,
                 help="a time.time() after which the remaining tests are skipped (0: none)")
     g.addoption("--lf-shuffle", type=int, default=None,
@@ -103,7 +105,8 @@ def compare_launch(item, reference, kernel, original_run, args, grid, kwargs):
     t0 = time.perf_counter()
     try:
         reset()
-        gpucheck._launch(as_written(kernel), grid, before, traced=True, values=False)
+        gpucheck._launch(as_written(kernel), grid, before, traced=True, values=False,
+                         numerics=item.config.getoption("--lf-numerics"))
         reset()
     except Exception as e:          # an op the tracer cannot run: counted, with its message, not hidden
         rec.update(status="trace_error", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",

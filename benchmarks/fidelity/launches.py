@@ -41,6 +41,7 @@ import launch_table  # noqa: E402
 def pytest_command(args, log: str, deadline: float) -> list:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "launch_plugin",
            f"--lf-log={log}", f"--lf-reference={args.reference}", f"--lf-deadline={deadline}",
+           f"--lf-numerics={args.numerics}",
            f"--lf-shuffle={args.seed}", "-o", "addopts=", "-rfE", "--tb=line"]
     if args.reference == "gpu":
         cmd += ["--device=cuda"]
@@ -84,6 +85,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--reference", choices=("gpu", "interpreter"), default="gpu")
+    ap.add_argument("--numerics", choices=("interpreter", "compiled"), default="interpreter",
+                    help="the trace's numerics: as Triton's interpreter, or as the compiled kernel (trace(numerics=...))")
     ap.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no new test starts (0: none)")
     ap.add_argument("--seed", type=int, default=0, help="the shuffle of the test order")

@@ -56,6 +56,38 @@ def test_run_filters_kernels_and_programs(tmp_path):
     assert lc.recorded_programs == 2 and lc.skipped_programs == 2
 
 
+FMA_SCRIPT = """
+import torch, triton, triton.language as tl
+
+@triton.jit
+def square_add(x_ptr, c_ptr, out_ptr):
+    r = tl.arange(0, 16)
+    x = tl.load(x_ptr + r)
+    tl.store(out_ptr + r, x * x + tl.load(c_ptr + r))
+
+x, c, out = torch.full((16,), 1 + 2.0 ** -12), torch.full((16,), -1.0), torch.empty(16)
+square_add[(1,)](x, c, out)
+print("out", out[0].item())
+"""
+
+
+@pytest.mark.parametrize("numerics", ["compiled", "interpreter"])
+def test_run_numerics_compiled_fuses_as_the_gpu(tmp_path, numerics):
+    """(1 + 2^-12)^2 - 1 is 2^-11 + 2^-24 with one rounding (the GPU's fma.rn) and 2^-11 with two."""
+    script, out = tmp_path / "fma.py", tmp_path / "fma.ttrace"
+    script.write_text(FMA_SCRIPT)
+    r = cli("run", str(script), "--numerics", numerics, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    want = 2.0 ** -11 + (2.0 ** -24 if numerics == "compiled" else 0.0)
+    assert f"out {want!r}" in r.stdout
+    lc = triton_trace.load(out).launches[0]
+    assert lc.meta.get("numerics") == (numerics if numerics == "compiled" else None)
+    stored = lc.accesses(kind="store")[0].values
+    assert (stored == np.float32(want)).all()
+    bad = cli("run", str(script), "--numerics=gpu", "-o", str(out))
+    assert bad.returncode != 0 and "--numerics is 'interpreter' or 'compiled'" in bad.stderr
+
+
 def test_run_keeps_the_trace_when_the_script_fails(tmp_path):
     out = tmp_path / "fail.ttrace"
     r = cli("run", "-o", str(out), os.path.join(SCRIPTS, "plain_script.py"), "100", "--fail")

@@ -160,6 +160,8 @@ DAMAGE = [
      r"meta\.int32_address\[0\] has .*lacks \['max'\]"),
     ("a record that is not a list", lambda meta: meta.__setitem__("padded_reduction", {"0": 1}),
      r"meta\.padded_reduction is dict, not a list"),
+    ("numerics that is not one of the two", lambda meta: meta.__setitem__("numerics", "import os"),
+     r"meta\.numerics is 'import os', not 'interpreter' or 'compiled'"),
 ]
 
 

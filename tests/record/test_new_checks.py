@@ -238,9 +238,10 @@ def test_the_records_survive_a_trace_file(tmp_path):
 
 # -- TF32 dots ---------------------------------------------------------------------------------------------------
 def _tf32(x: torch.Tensor) -> torch.Tensor:
-    """float32 rounded to a 10-bit mantissa by frexp (ties, rare in random data, away from zero)."""
+    """float32 cut to a 10-bit mantissa by frexp, toward zero, as wgmma reads a .tf32 operand ("will truncate
+    lower 13 bits of the 32-bit input data", PTX ISA)."""
     m, e = torch.frexp(x.double())
-    q = torch.sign(m) * torch.floor(m.abs() * 2**11 + 0.5) / 2**11
+    q = torch.sign(m) * torch.floor(m.abs() * 2**11) / 2**11
     return torch.ldexp(q, e.double()).float()
 
 

@@ -85,6 +85,15 @@ def test_save_all_keeps_every_tests_trace_and_findings(tmp_path, xdist):
     assert f"triton-trace view {traces['test_planted.py_test_sum_racy_bug.ttrace']}" in r.stdout
 
 
+def test_numerics_compiled_reaches_every_tests_launches(tmp_path):
+    r = run_suite("--triton-trace", f"--triton-trace-dir={tmp_path}", "--tt-save=all", "--tt-numerics=compiled",
+                  "-k", "clean")
+    assert r.returncode == 0, r.stdout[-3000:]
+    traces = sorted(tmp_path.glob("*.ttrace"))
+    assert traces and all(lc.meta.get("numerics") == "compiled"
+                          for p in traces for lc in triton_trace.load(p).launches)
+
+
 def test_save_needs_a_folder_and_a_known_choice(tmp_path):
     r = run_suite("--triton-trace", "--tt-save=all", "-k", "clean")
     assert r.returncode == 4 and "--tt-save=all needs --triton-trace-dir" in r.stderr

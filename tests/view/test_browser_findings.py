@@ -275,6 +275,9 @@ def test_a_race_of_eight_writers_rings_every_program_and_states_its_extent(brows
             assert (got == want) if want else got not in (WRITER_RING, READER_RING), (lin, got)
         legend = pg.inner_text("#grid-legend")
         assert "writers" in legend and "readers" in legend
+        # every cell in view: the canvas fits the Programs panel at 1440 px, no sideways scrolling
+        assert pg.locator("#grid-wrap").evaluate("(w) => w.scrollWidth <= w.clientWidth"), \
+            pg.locator("#grid-wrap").evaluate("(w) => [w.scrollWidth, w.clientWidth]")
         p.check("finding-race-extent")
     finally:
         p.close()

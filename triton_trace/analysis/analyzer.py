@@ -184,6 +184,7 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
         "completed": bool(lc.completed), "config": lc.config, "checks_skipped": _skipped_checks(lc),
         "value_stats": bool(lc.values.nbytes <= metrics.VALUE_STATS_BYTES),
         "execution": dict((lc.meta or {}).get("execution") or {}),
+        "numerics": str((lc.meta or {}).get("numerics") or "interpreter"),
         "metrics": m,
         "roofline": roofline(m["dot_flops"], m["math_flops"], m["dram_bytes_predicted"], dot_precision(ctx)),
         "balance": metrics.balance(ctx, cols),

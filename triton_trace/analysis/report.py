@@ -15,6 +15,7 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
          "execution": {"batched_programs", "diverged_chunks", "memory_limit", "limit_notes": [str],
                        "fallbacks": [{"first", "programs", "reason"}]}   how the programs ran ({} for
                                         traces recorded before batched execution),
+         "numerics": "interpreter" | "compiled"   how the trace computed (trace(numerics=...)),
          "checks_skipped": [str]        sanitizer checks and what-if replays not run, with the reason,
          "compiled": {"target": "sm_90" ..., "layouts": "compiler" | "model" (what counted requests and
                       sectors, see analysis/memory/layouts.py), "note": str | null (why not, or which ops kept the
@@ -206,6 +207,10 @@ class Report(RichDisplay):
                 lines.append(f"  [note] launch {d['index']} ('{d['kernel']}'): {ran} program(s) ran one at a time "
                              f"instead of batched ({fb[0]['reason']})")
             lines += [f"  [note] launch {d['index']} ('{d['kernel']}'): {n}" for n in ex.get("limit_notes") or []]
+        compiled_numerics = [d["index"] for d in (lr.summary for lr in self.launches) if d.get("numerics") == "compiled"]
+        if compiled_numerics:
+            lines.append(f"  [note] {_launch_list(compiled_numerics)}: values computed as the compiled kernel does "
+                         f"(numerics='compiled': a*b+c as one FMA, fp32 tl.dot inputs read as TF32)")
         untrusted = [d["index"] for d in (lr.summary for lr in self.launches)
                      if (d.get("compiled") or {}).get("note") == UNTRUSTED_NOTE]
         if untrusted:

@@ -25,10 +25,14 @@ def add_parser(sub) -> None:
     r.add_argument("--no-values", action="store_true", help="do not record loaded/stored values")
     r.add_argument("--inputs", action="store_true",
                    help="keep every launch's input storages (up to 1 GiB each) for exact reproducers (repro)")
+    r.add_argument("--numerics", choices=("interpreter", "compiled"), default="interpreter",
+                   help="compute as Triton's interpreter (default) or as the compiled kernel does where that is "
+                        "deterministic (a*b+c as one FMA, fp32 tl.dot inputs read as TF32)")
     r.set_defaults(func=run)
 
 
-_RUN_FLAGS = {"-o": "output", "--output": "output", "-k": "kernel", "--kernel": "kernel", "--programs": "programs"}
+_RUN_FLAGS = {"-o": "output", "--output": "output", "-k": "kernel", "--kernel": "kernel", "--programs": "programs",
+              "--numerics": "numerics"}
 
 
 def _split_run_args(args) -> None:
@@ -58,6 +62,8 @@ def _split_run_args(args) -> None:
         else:
             theirs.append(tok)
     args.script_args = theirs
+    if args.numerics not in ("interpreter", "compiled"):
+        raise CliError(f"--numerics is 'interpreter' or 'compiled', not {args.numerics!r}")
 
 
 def run(args) -> int:
@@ -84,7 +90,8 @@ def run(args) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:        # every launch of the run: a script that resets between its checks keeps its buggy launch
         with every_launch() as launches, trace_all(programs=programs, values=not args.no_values,
-                                                   kernels=args.kernel or None, inputs=bool(args.inputs)):
+                                                   kernels=args.kernel or None, inputs=bool(args.inputs),
+                                                   numerics=args.numerics):
             runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

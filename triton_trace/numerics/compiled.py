@@ -9,6 +9,8 @@ launches each one explains):
   an fmul is fused even when the product has other uses. Where both operands are products
   (``a * b + c * d``) LLVM fuses the one with fewer uses, the left one on a tie. ``fma_f32`` /
   ``fma_f64`` are those single-rounded results; ``mul_add`` and ``mul_sub`` spell the fused forms.
+- ``tl.dot`` of fp32 blocks at ``input_precision="tf32"`` passes the fp32 registers to ``wgmma``/``mma``
+  ``.tf32``, which drops each input's low 13 mantissa bits (``tf32_truncated``).
 - ``x / y`` and ``tl.fdiv`` on fp32 become ``div.full.f32`` (at most 2 ulp from the quotient),
   ``tl.exp``/``tl.exp2`` ``ex2.approx.f32``, ``tl.sqrt`` ``sqrt.approx.ftz.f32``, ``tl.rsqrt``
   ``rsqrt.approx.ftz.f32``: hardware approximations (the MUFU unit) whose bits NVIDIA does not specify;
@@ -60,3 +62,12 @@ def mul_add(a, b, c) -> np.ndarray:
 def mul_sub(a, b, c, product_first: bool = True) -> np.ndarray:
     """``a * b - c`` (``product_first``) or ``c - a * b``, contracted: fma(a, b, -c) or fma(-a, b, c)."""
     return fma(a, b, -np.asarray(c)) if product_first else fma(-np.asarray(a), b, c)
+
+
+def tf32_truncated(x) -> np.ndarray:
+    """fp32 values as a TF32 tensor-core operand reads them: the low 13 mantissa bits dropped (toward zero;
+    "wgmma.mma_async operation involving type .tf32 will truncate lower 13 bits", PTX ISA). NaN and Inf are
+    left as they are (a NaN whose payload lies only in those bits stays NaN)."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    return np.where(finite, bits & np.uint32(0xFFFFE000), bits).view(np.float32)

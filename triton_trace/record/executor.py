@@ -35,13 +35,14 @@ def program_order(grid: tuple) -> np.ndarray:
 
 
 def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callable] = None,
-             chunk: int = DEFAULT_CHUNK, debug: bool = False, grow: bool = False) -> None:
+             chunk: int = DEFAULT_CHUNK, debug: bool = False, grow: bool = False,
+             numerics: str = "interpreter") -> None:
     """Run every program of ``grid`` through the interpreter, recording into ``rec``.
 
     ``chunk`` > 1 runs that many programs at once where the result is provably the same as running
     them one by one (``grow``: more after the first chunk, where its memory ops' blocks are small, see
     GROW_LANES); ``on_done(n)`` is told after every n programs completed; ``debug`` checks
-    ``tl.device_assert``. Raises ``ProgramFailure``
+    ``tl.device_assert``; ``numerics="compiled"`` computes as the compiled kernel does (interp/semantics.py). Raises ``ProgramFailure``
     (carrying the program id and source line) when a program raises.
     """
     constexprs = hooks.constexpr_names(fn, list(bound))
@@ -49,7 +50,7 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
     kernel = hooks.rewritten(fn, kernel=True)
     order = program_order(grid)
     total = len(order)
-    with hooks.interpreter_scope(fn, rec, debug) as proxy:
+    with hooks.interpreter_scope(fn, rec, debug, numerics) as proxy:
         call_args = {name: (v if name in constexprs else semantics.kernel_arg(v)) for name, v in host.items()}
         for name, v in host.items():
             if name not in constexprs:

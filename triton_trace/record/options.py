@@ -10,6 +10,7 @@ from typing import Callable, Iterable, Optional, Union
 from ..errors import TraceUsageError
 
 DEFAULT_CHUNK = 256          # programs per batched chunk: bounds memory to ~chunk x one program's values
+NUMERICS = ("interpreter", "compiled")
 DEFAULT_VALUE_CAP = 1 << 22  # trace(values=True): elements of values kept per launch (about 32 MB of float64)
 
 
@@ -97,11 +98,13 @@ def batch_chunk(batch) -> int:
 class TraceOptions:
     def __init__(self, programs=None, values=True, outputs: Iterable[str] = (), on_oob: str = "skip",
                  config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False,
-                 poison_empty: bool = False):
+                 poison_empty: bool = False, numerics: str = "interpreter"):
         if on_oob not in ("skip", "raise"):
             raise TraceUsageError(f"trace(on_oob=...) is 'skip' or 'raise', not {on_oob!r}")
         if not isinstance(poison_empty, bool):
             raise TraceUsageError(f"trace(poison_empty=...) is True or False, not {poison_empty!r}")
+        if numerics not in NUMERICS:
+            raise TraceUsageError(f"trace(numerics=...) is one of {', '.join(map(repr, NUMERICS))}, not {numerics!r}")
         if isinstance(outputs, str):
             outputs = (outputs,)
         self.programs = programs
@@ -115,6 +118,7 @@ class TraceOptions:
         self.memory_limit = memory_bytes(memory_limit)
         self.inputs = inputs_bytes(inputs)
         self.poison_empty = poison_empty     # torch.empty & co. poisoned (record/memory/poison.py)
+        self.numerics = numerics             # "compiled": arithmetic as the GPU's (record/gpu/ascompiled.py)
         self.keep = True       # False: run through the interpreter without keeping a launch
 
 

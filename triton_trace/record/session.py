@@ -22,7 +22,7 @@ from . import autotune, frames, kernelmodule  # noqa: E402
 from .kernelmodule import json_arg  # noqa: E402
 from .memory import poison  # noqa: E402
 from . import executor as _grid  # noqa: E402
-from .interp import hooks  # noqa: E402
+from .interp import activedriver, hooks  # noqa: E402
 from .collector import Collector  # noqa: E402
 from .memory.space import HostMemory  # noqa: E402
 from .options import TraceOptions, untraced_options  # noqa: E402
@@ -130,6 +130,8 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
                     opts.outputs + poisoned)
     if poisoned:        # undefined at launch like declared outputs, for the uninitialised-read check alone
         rec.meta_extra["poisoned"] = list(poisoned)
+    if opts.numerics != "interpreter":
+        rec.meta_extra["numerics"] = opts.numerics
     hooks.rewritten(fn, kernel=True)  # cached; reads the source once, for the interpreter and for the trace
     source, file, def_line = frames.kernel_source(fn)
     scalars = {k: json_arg(v) for k, v in bound.items() if not hasattr(v, "data_ptr")}
@@ -163,7 +165,8 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
     # the tracer's own buffers are never poisoned (record/memory/poison.py)
     with arena.active(), poison.suspended():
         try:
-            _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug, grow=opts.grow)
+            _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug, grow=opts.grow,
+                           numerics=opts.numerics)
         except BaseException as e:
             # Keep what was recorded, and give the caller what the completed programs stored, as a GPU would.
             error = None
@@ -275,7 +278,7 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
 # --------------------------------------------------------------------------------------------------------
 def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, outputs: Iterable[str] = (),
           on_oob: str = "skip", config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False,
-          poison_empty: bool = False):
+          poison_empty: bool = False, numerics: str = "interpreter"):
     """Trace every launch of a Triton kernel through Triton's interpreter.
 
     Use bare (``@trace``) or with options, above ``@triton.jit``, ``@triton.autotune`` or
@@ -301,11 +304,15 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
     - ``poison_empty``: from the decoration on, for the rest of the process (in the decorating thread),
       ``torch.empty`` & co. return memory filled with poison, and a launch reading such memory before
       writing it gets an ``uninitialized_read`` finding with no ``outputs=`` (``trace_all``'s, for a block).
+    - ``numerics``: ``"interpreter"`` (default) computes as Triton's interpreter, correctly rounded;
+      ``"compiled"`` as the compiled kernel does where that is deterministic: ``a * b + c`` as one FMA, fp32
+      ``tl.dot`` inputs read as TF32 (record/gpu/ascompiled.py).
 
     The kernel object is returned with its ``run`` method replaced, so it still passes Triton's and
     PyTorch's type checks (``wrap_triton``, ``triton_op``).
     """
-    opts = TraceOptions(programs, values, outputs, on_oob, config, batch, memory_limit, inputs, poison_empty)
+    opts = TraceOptions(programs, values, outputs, on_oob, config, batch, memory_limit, inputs, poison_empty,
+                        numerics)
 
     def decorate(k):
         if not hooks.is_kernel(k):
@@ -343,17 +350,17 @@ def _memory_device(t) -> str:
 
 @contextmanager
 def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[None, str, Iterable[str]] = None,
-              inputs=False, poison_empty: bool = False):
+              inputs=False, poison_empty: bool = False, numerics: str = "interpreter"):
     """Trace every Triton kernel launched inside the block, without decorating it.
 
     ``kernels`` limits tracing to kernels of these (Python function) names; others launch as usual.
-    ``programs``, ``values`` and ``inputs`` are as for ``trace``. A kernel decorated with ``@trace`` keeps its own
+    ``programs``, ``values``, ``inputs`` and ``numerics`` are as for ``trace``. A kernel decorated with ``@trace`` keeps its own
     options. Launches land in ``current_trace()``. ``poison_empty``: tensors from ``torch.empty`` and its
     kin made inside the block are filled with a poison pattern (NaN for floats), and a launch that reads
     one before any program wrote it gets an ``uninitialized_read`` finding with no ``outputs=`` declared
     (record/memory/poison.py).
     """
-    opts = TraceOptions(programs, values, inputs=inputs, poison_empty=poison_empty)
+    opts = TraceOptions(programs, values, inputs=inputs, poison_empty=poison_empty, numerics=numerics)
     names = None if kernels is None else ({kernels} if isinstance(kernels, str) else set(kernels))
 
     untraced = untraced_options()
@@ -375,7 +382,7 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
         with hooks.kernel_runs_routed(handler), poison.poisoning(opts.poison_empty):
             yield
     except Exception as e:
-        if _inductor_without_driver(e):
+        if activedriver.inductor_without_driver(e):
             raise TraceUsageError(
                 "torch.compile with torch._inductor.config.cpu_backend = 'triton' generates Triton kernels, and "
                 "Inductor asks Triton's driver for the target while it writes them; on a machine without a GPU "
@@ -385,12 +392,3 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
     finally:
         _SESSION.inputs = saved
 
-
-def _inductor_without_driver(e: BaseException) -> bool:
-    """Whether ``e`` is Inductor failing for want of a Triton driver (``cpu_backend="triton"``, no GPU)."""
-    import sys
-    config = sys.modules.get("torch._inductor.config")
-    # "0 active drivers" in a fresh process; "0 compatible backends for target (cpu)" once Triton's driver
-    # was pointed at the CPU (after inductor_on_cpu() in the same process)
-    return getattr(config, "cpu_backend", None) == "triton" and any(
-        m in str(e) for m in ("active drivers", "compatible backends"))

@@ -141,12 +141,16 @@ def _check_meta(meta, where: str) -> None:
     if meta is None:
         return
     _typed(meta, dict, where)
-    # (poisoned: arguments from a poisoned torch.empty, record/memory/poison.py; the sanitizer reads them)
-    unknown = set(meta) - {"execution", "assert_failed", "module", "poisoned"} - _check_records(meta, where)
+    # (poisoned: arguments from a poisoned torch.empty, record/memory/poison.py; the sanitizer reads them;
+    # numerics: "compiled" when the launch computed as the GPU does, record/gpu/ascompiled.py)
+    unknown = (set(meta) - {"execution", "assert_failed", "module", "poisoned", "numerics"}
+               - _check_records(meta, where))
     if unknown:
         raise HeaderError(f"{where} has unknown keys {sorted(unknown)[:5]}")
     if "poisoned" in meta:
         _list_of(meta["poisoned"], str, f"{where}.poisoned")
+    if "numerics" in meta and meta["numerics"] not in ("interpreter", "compiled"):
+        raise HeaderError(f"{where}.numerics is {str(meta['numerics'])[:40]!r}, not 'interpreter' or 'compiled'")
     ex = meta.get("execution")
     if ex is not None:
         _typed(ex, dict, f"{where}.execution")

@@ -150,7 +150,7 @@ def _tf32_hints(ctx: LaunchContext) -> list:
             "saving": 0.0,
             "message": (f"tl.dot at {r.get('file')}:{r.get('line')} in kernel '{ctx.launch.kernel_name}' multiplies "
                         f"float32 blocks with the default input precision: on sm_80+ GPUs (A100, H100, H200) it "
-                        f"runs in TF32 (inputs rounded to a 10-bit mantissa); computed both ways over the first "
+                        f"runs in TF32 (inputs cut to a 10-bit mantissa); computed both ways over the first "
                         f"{r.get('checked')} dot(s) of this line (K = {r.get('k')}), the GPU's result differs from "
                         f"the traced one by up to {diff:.3g} ({rel:.2g} of the largest |result|, {top:.3g})"),
             "effect": "input_precision='ieee' computes in float32 as traced; 'tf32x3' comes close at about 3x the "

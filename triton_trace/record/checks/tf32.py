@@ -1,10 +1,11 @@
 """What a float32 ``tl.dot`` gives on the GPU with its default input precision.
 
 ``tl.dot`` of two float32 blocks defaults to ``input_precision="tf32"``: on sm_80 and later GPUs (A100,
-H100, H200) the tensor cores round each input to TF32 (a 10-bit mantissa, as float16's, with float32's
-range) before multiplying, while the interpreter multiplies in full float32. The result on the GPU differs
-from the traced one by an amount that depends on the data. The hook computes the dot a second time from
-inputs rounded to TF32 and keeps, per source line, the largest absolute difference and the largest
+H100, H200) the tensor cores read each input as TF32 (a 10-bit mantissa, as float16's, with float32's
+range: the low 13 bits dropped, numerics/compiled.py) before multiplying, while the interpreter
+multiplies in full float32 (unless ``numerics="compiled"``). The result on the GPU differs from the traced
+one by an amount that depends on the data. The hook computes the dot a second time from inputs read as
+TF32 and keeps, per source line, the largest absolute difference and the largest
 |result| beside it (for a relative size). Only the first ``MAX_CHECKED`` dots of a line are recomputed: the
 magnitude, not every tile, is what the hint needs, and a matmul's loop would otherwise pay twice. A
 maximum does not change when a chunk runs again, so nothing is rolled back. Results go to
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...numerics.compiled import tf32_truncated
 from ..frames import where
 from ..gpu.lowp import inner_method
 from .monitor import Monitor
@@ -41,15 +43,6 @@ class TF32Dots(Monitor):
         return {"tf32_dot": [{"file": f, "line": line, **e} for (f, line), e in order]}
 
 
-def to_tf32(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to TF32's 10-bit mantissa, to nearest with ties away from zero (the rounding
-    of PTX's cvt.rna.tf32.f32); NaN and Inf are left as they are."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
-    finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
-    rounded = (bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)
-    return np.where(finite, rounded, bits).view(np.float32)
-
-
 def install(scope, builder, rec) -> None:
     if hasattr(builder, "create_dot"):
         scope.set_attr(builder, "create_dot", _checked(inner_method(builder, "create_dot"), rec))
@@ -72,7 +65,7 @@ def _checked(inner, rec):
             return out
         res = np.asarray(out.data, dtype=np.float32)
         with np.errstate(all="ignore"):
-            tf32 = np.matmul(to_tf32(ad), to_tf32(bd), dtype=np.float32) + np.asarray(d.data, np.float32)
+            tf32 = np.matmul(tf32_truncated(ad), tf32_truncated(bd), dtype=np.float32) + np.asarray(d.data, np.float32)
             diff = np.abs(tf32 - res)
         try:
             diff, res = np.broadcast_to(diff, res.shape), res

@@ -31,3 +31,13 @@ def driver_active(driver):
                 _config.__dict__.pop(name, None)
             else:
                 setattr(_config, name, value)
+
+
+def inductor_without_driver(e: BaseException) -> bool:
+    """Whether ``e`` is Inductor failing for want of a Triton driver (``cpu_backend="triton"``, no GPU)."""
+    import sys
+    config = sys.modules.get("torch._inductor.config")
+    # "0 active drivers" in a fresh process; "0 compatible backends for target (cpu)" once Triton's driver
+    # was pointed at the CPU (after inductor_on_cpu() in the same process)
+    return getattr(config, "cpu_backend", None) == "triton" and any(
+        m in str(e) for m in ("active drivers", "compatible backends"))

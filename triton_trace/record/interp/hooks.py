@@ -249,9 +249,9 @@ def _cached_np_dtype(scope) -> None:
 
 
 @contextmanager
-def interpreter_scope(fn, rec, debug: bool = False):
+def interpreter_scope(fn, rec, debug: bool = False, numerics: str = "interpreter"):
     """Install every hook for one launch of ``fn`` and restore Triton afterwards, whatever happens."""
-    with _installed(fn, rec, debug) as proxy:
+    with _installed(fn, rec, debug, numerics) as proxy:
         yield proxy
 
 
@@ -264,7 +264,7 @@ def _dtype_as_constexpr(scope) -> None:
 
 
 @contextmanager
-def _installed(fn, rec, debug: bool):
+def _installed(fn, rec, debug: bool, numerics: str):
     snapshot = Snapshot(_language_objects())
     scope = Scope()
     lang_scope = _LangPatches()
@@ -280,7 +280,7 @@ def _installed(fn, rec, debug: bool):
         _builtin_minmax(scope)
         _dtype_as_constexpr(scope)
         compute.install(scope, rec)
-        semantics.install(scope, _ti.interpreter_builder)
+        semantics.install(scope, _ti.interpreter_builder, numerics)
         for row in table.MONITORS:          # the runtime checks, before provenance: they read rec.origin
             for install in table.installers(row):
                 install(scope, _ti.interpreter_builder, rec)

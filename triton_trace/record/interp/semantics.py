@@ -16,6 +16,8 @@ the launch ends). What is fixed, and why:
 - ``libdevice`` math runs on numpy (``libdevice``, ``libdevice_ops``);
 - min/max/clamp NaN handling, NaN padding of bf16/fp8 loads, histogram range, integer sums that wrap in
   their type, and ``tl.dot_scaled`` as the sm_90 decomposition computes it (``compiledops``, ``dotscaled``);
+- ``numerics="compiled"``: fp32/fp64 ``a * b + c`` contracted to one ``fma.rn`` and fp32 ``tl.dot`` inputs
+  read as TF32, as the compiled kernel computes them (``ascompiled``);
 - what cannot be emulated (inline PTX assembly, a libdevice function with no numpy equivalent) raises
   NotImplementedError from inside Triton, which the session reports as ``UnsupportedOp`` with the op and line.
 """
@@ -25,7 +27,7 @@ import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _ti
 
-from ..gpu import compiledops, libdevice, lowp
+from ..gpu import ascompiled, compiledops, libdevice, lowp
 from ..gpu.lowp import inner_method
 
 _TH = _ti.TensorHandle
@@ -57,13 +59,15 @@ def _scalar(data, dtype):
     return tl.tensor(_TH(data, dtype), dtype)
 
 
-def install(scope, builder) -> None:
+def install(scope, builder, numerics: str = "interpreter") -> None:
     _quiet_numpy(scope)
     _wrapping_constants(scope, builder)
     _bf16_constants(scope, builder)
     lowp.install(scope, builder)
     compiledops.install(scope, builder)
     libdevice.install(scope, builder)
+    if numerics == "compiled":
+        ascompiled.install(scope, builder)
     _explain_inline_asm(scope, builder)
 
 

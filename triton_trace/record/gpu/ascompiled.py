@@ -1,0 +1,126 @@
+"""``numerics="compiled"``: the arithmetic the compiled kernel performs where it is deterministic and differs
+from the interpreter's correctly rounded numpy, installed on the builder for one launch.
+
+- **Contraction** (``fma.rn``). Triton compiles with ``enable_fp_fusion`` on and LLVM's NVPTX backend turns
+  an fp32/fp64 ``fadd``/``fsub`` whose operand is an ``fmul`` into one ``fma.rn``, rounded once, even when
+  the product has other uses (``p = a * b; p + c; p - d`` is two FMAs; read from the PTX of Triton 3.6 and
+  3.9 for sm_80 and sm_90, which tests/record/test_ascompiled.py compiles on the CPU). Here each product
+  remembers its operands; an add or subtract of one computes ``fma(a, b, +-c)`` instead. Where both
+  operands are products LLVM fuses the one with fewer uses, the left one on a tie; the uses seen here are
+  the adds and subtracts that consumed the product so far (products of the same two operand values share
+  them, as common-subexpression elimination makes them one value). Not followed: a product that crosses a
+  loop iteration or a branch (another basic block; LLVM does not fuse it, the trace does), fp16/bf16
+  (``fma.rn.f16``/``.bf16``; the interpreter's fp16/bf16 math is left as is).
+- **TF32 dots.** ``tl.dot`` of two fp32 blocks at ``input_precision="tf32"`` (the default) runs the tensor
+  cores' TF32 path with the fp32 registers as they are: no ``cvt`` in the PTX, and "wgmma.mma_async
+  operation involving type .tf32 will truncate lower 13 bits of the 32-bit input data" (PTX ISA; sm_80's
+  ``mma.sync`` is taken to do the same). Here both inputs are truncated so, then multiplied: each product
+  of two 11-bit significands is exact in fp32, only the accumulation order remains the GPU's own.
+
+Approximate division and ``ex2.approx`` stay correctly rounded: their bits are the hardware's and no
+emulation here matches the recorded ones yet (docs/fidelity.md).
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ...numerics import compiled
+from ..interp.access import TensorHandle as _TH
+from .lowp import inner_method
+
+_FUSED = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+class _Product:
+    """What an ``fmul`` result remembers: its operands, and the fused uses of its value so far (shared
+    with every product of the same two operand handles)."""
+    __slots__ = ("a", "b", "uses")
+
+    def __init__(self, a, b, uses):
+        self.a, self.b, self.uses = a, b, uses
+
+
+def install(scope, builder) -> None:
+    _contraction(scope, builder)
+    if hasattr(builder, "create_dot"):
+        inner = inner_method(builder, "create_dot")
+        scope.set_attr(builder, "create_dot", lambda a, b, d, precision, *rest, **kw:
+                       inner(*_tf32_inputs(a, b, precision), d, precision, *rest, **kw))
+
+
+def _product(h):
+    p = getattr(h, "_tt_product", None) if isinstance(h, _TH) else None
+    return p if p is not None and np.asarray(h.data).dtype in _FUSED else None
+
+
+def _shared_uses(a, b) -> list:
+    """One use counter per pair of operand handles (either order), kept on the first operand by the second's
+    id with a weak reference that proves the id still names that handle (handles are unhashable)."""
+    for x, y in ((a, b), (b, a)):
+        entry = getattr(x, "_tt_pairs", {}).get(id(y))
+        if entry is not None and entry[0]() is y:
+            return entry[1]
+    uses = [0]
+    pairs = vars(a).setdefault("_tt_pairs", {})
+    if len(pairs) >= 256:      # a long-lived operand (a kernel argument times each trip's block): drop the dead
+        for key in [k for k, (ref, _) in pairs.items() if ref() is None]:
+            del pairs[key]
+    pairs[id(b)] = (weakref.ref(b), uses)
+    return uses
+
+
+def _contraction(scope, builder) -> None:
+    fmul = inner_method(builder, "create_fmul")
+    fadd = inner_method(builder, "create_fadd")
+    fsub = inner_method(builder, "create_fsub")
+
+    def create_fmul(lhs, rhs):
+        out = fmul(lhs, rhs)
+        if isinstance(out, _TH) and np.asarray(out.data).dtype in _FUSED:
+            try:
+                out._tt_product = _Product(lhs, rhs, _shared_uses(lhs, rhs))
+            except (AttributeError, TypeError):
+                pass
+        return out
+
+    def fused(lhs, rhs, sign_c: float, sign_p: float):
+        """lhs +- rhs with the product among them fused: (product, other, which side the product is on)."""
+        pl, pr = _product(lhs), _product(rhs)
+        if pl is not None and pr is not None and pr.uses[0] < pl.uses[0]:
+            pl = None                   # both products: LLVM fuses the one with fewer uses (the left on a tie)
+        if pl is not None:
+            p, other = pl, rhs          # p.a * p.b + sign_c * rhs
+            op = lambda _p, c: compiled.fma(p.a.data, p.b.data, sign_c * np.asarray(c))  # noqa: E731
+            args = (lhs, rhs)
+        elif pr is not None:
+            p, other = pr, lhs          # sign_p * p.a * p.b + lhs
+            op = lambda c, _p: compiled.fma(sign_p * np.asarray(p.a.data), p.b.data, c)  # noqa: E731
+            args = (lhs, rhs)
+        else:
+            return None
+        if np.asarray(other.data).dtype != np.asarray(p.a.data).dtype:
+            return None
+        p.uses[0] += 1
+        # builder.binary_op at call time: the flop counter counts the add as it would unfused
+        return builder.binary_op(*args, op)
+
+    scope.set_attr(builder, "create_fmul", create_fmul)
+    scope.set_attr(builder, "create_fadd", lambda lhs, rhs: fused(lhs, rhs, 1.0, 1.0) or fadd(lhs, rhs))
+    scope.set_attr(builder, "create_fsub", lambda lhs, rhs: fused(lhs, rhs, -1.0, -1.0) or fsub(lhs, rhs))
+
+
+def _tf32_inputs(a, b, precision):
+    if str(precision).split(".")[-1].upper() != "TF32":
+        return a, b
+    ad, bd = np.asarray(a.data), np.asarray(b.data)
+    if ad.dtype != np.float32 or bd.dtype != np.float32:
+        return a, b
+    return _TH(compiled.tf32_truncated(ad), a.dtype), _TH(compiled.tf32_truncated(bd), b.dtype)
+
+
+def describe() -> str:
+    """What ``numerics="compiled"`` changes, for a launch's meta and the report."""
+    return "fp32/fp64 a*b+c contracted to fma.rn; fp32 tl.dot inputs truncated to TF32"
+
