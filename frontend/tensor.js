@@ -123,6 +123,7 @@ export class TensorView {
     this.data = data;
     this.controls();
     this.draw();
+    if (this.onShown) this.onShown({ t: data.tensor, ...data.selection });    // the storage panel follows it
   }
 
   buttons() {

@@ -13,7 +13,9 @@ import { ProgramGrid, telling } from "./grid.js";
 import { linearOf } from "./layout.js";
 import { installNavigation } from "./navigate.js";
 import { apiUrl } from "./routes.js";
+import { StoragePanel } from "./storage.js";
 import { TensorView } from "./tensor.js";
+import { TilesPanel } from "./tiles.js";
 import { fmtBytes, fmtPct, fmtSig } from "./units.js";
 
 if (!window.ttPerf) window.ttPerf = [];   // {what, ms}: click-to-update latencies, read by the benchmark
@@ -67,6 +69,8 @@ export function mount(root, host) {
   // a tensor element clicked: its accesses are listed, and the place (the URL) names it
   const tensor = new TensorView($, api, url, (pid, seq) => go(S.li, pid, seq, null),
     (el) => host.remember({ view: "launch", li: S.li, pid: S.pid, op: S.pid ? S.op : null, el, compiled: S.compiled }));
+  const storage = new StoragePanel($, api), tiles = new TilesPanel($, api);
+  tensor.onShown = (sel) => storage.follow(sel);
   function prefetchProgram(pid) {
     prefetch(url("program", { i: S.li, pid }));
     const view = tensor.urlFor(pid, null);
@@ -260,6 +264,8 @@ export function mount(root, host) {
     card.set(found, launch);
     tensor.compare = S.trace.compare && S.trace.compare.available && li < S.trace.compare.launches;
     tensor.setLaunch(launch, li);
+    storage.setLaunch(li);
+    tiles.setLaunch(launch, li);
     comparison.show(li, Boolean(tensor.compare), labels);        // not awaited: it analyses the other trace
     status(`${launch.kernel} · ${launch.recorded_programs} programs`);
     root.dataset.view = "launch";
@@ -297,6 +303,7 @@ export function mount(root, host) {
       detail.clear();
       block.select(S.li, null, null);
       source.mark([], null);
+      tiles.select(null);
       await tensor.select(null, null);
       return;
     }
@@ -320,6 +327,7 @@ export function mount(root, host) {
       S.program = data;
       S.pid = pid;
       detail.set(data, S.labels);
+      tiles.select(pid);       // not awaited: it draws when its answer comes
     }
     S.op = op;
     const o = op !== null ? detail.op(op) : null;

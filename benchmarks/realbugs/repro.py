@@ -3,6 +3,8 @@
     python benchmarks/realbugs/repro.py attn_res_blocks    --liger /path/to/Liger-Kernel
     python benchmarks/realbugs/repro.py attn_res_int32     --liger /path/to/Liger-Kernel
     python benchmarks/realbugs/repro.py group_norm         --liger /path/to/Liger-Kernel
+    python benchmarks/realbugs/repro.py liger_ce_softcap   --liger /path/to/Liger-Kernel
+    python benchmarks/realbugs/repro.py liger_softmax_int32 --liger /path/to/Liger-Kernel
     python benchmarks/realbugs/repro.py fla_layernorm_race --fla /path/to/flash-linear-attention
     python benchmarks/realbugs/repro.py fla_gla_inf        --fla /path/to/flash-linear-attention
     python benchmarks/realbugs/repro.py unsloth_ce_softcap --unsloth /path/to/unsloth [--gpu]
@@ -213,8 +215,49 @@ def unsloth_ce_softcap(a):
             _report()
 
 
+def liger_ce_softcap(a):
+    """Liger's cross entropy with softcap (Gemma 2): the logits are loaded with other=-inf and capped,
+    cap * tanh(-inf) = -cap, so the padded lanes of the last block of each row enter the online sum of exp."""
+    _liger(a.liger)
+    from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
+    torch.manual_seed(0)
+    for V, cap, how in ((1000, 30.0, "logits all about -1e4"), (40000, 30.0, "logits all about -1e4"),
+                        (1000, 1.0, "randn logits")):
+        z = torch.randn(2, V) if how == "randn logits" else torch.full((2, V), -1e4)
+        if how != "randn logits":
+            z[:, 0] += 1
+        y = torch.tensor([0, 5])
+        triton_trace.reset()
+        with triton_trace.trace_all():
+            out = LigerCrossEntropyFunction.apply(z.clone(), y, None, -100, 0.0, 0.0, "mean", cap, False, False, False)
+        loss = (out[0] if isinstance(out, tuple) else out).item()
+        ref = torch.nn.functional.cross_entropy(cap * torch.tanh(z / cap), y).item()
+        print(f"V={V} softcap={cap}, {how}: liger loss {loss:.6f}, torch {ref:.6f}")
+        _report()
+
+
+def liger_softmax_int32(a):
+    """Liger's softmax: row_id * X_row_stride in int32. Rows 2**20 elements apart (a strided view, so the
+    8 GB are address space): row 2048 starts at element 2**31, which wraps to -2**31. The contiguous case
+    the wrapper passes wraps the same way once n_rows * n_cols >= 2**31, e.g. [32769, 65536]."""
+    _liger(a.liger)
+    import liger_kernel.ops.softmax as sm
+    from liger_kernel.ops.utils import calculate_settings
+    R, S, C = 2049, 1 << 20, 1024
+    base = torch.empty(R, S, dtype=torch.bfloat16)
+    x = base[:, :C]
+    x.copy_(torch.randn(R, C, dtype=torch.bfloat16))
+    y = torch.empty(R, C, dtype=torch.bfloat16)
+    block, num_warps = calculate_settings(C)
+    triton_trace.trace(programs=lambda p: p[0] >= R - 3)(sm._softmax_single_block_forward_kernel)[(R,)](
+        y, y.stride(0), x, x.stride(0), C, BLOCK_SIZE=block, num_warps=num_warps)
+    ok = [torch.allclose(y[r].float(), torch.softmax(x[r].float(), 0), atol=1e-2) for r in (R - 2, R - 1)]
+    print(f"X [{R}, {C}] bf16, row stride {S}: row {R - 2} right: {ok[0]}, row {R - 1} (starts at 2**31) right: {ok[1]}")
+    _report()
+
+
 FINDINGS = {f.__name__: f for f in (attn_res_blocks, attn_res_int32, group_norm, fla_layernorm_race, fla_gla_inf,
-                                    unsloth_ce_softcap)}
+                                    unsloth_ce_softcap, liger_ce_softcap, liger_softmax_int32)}
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()

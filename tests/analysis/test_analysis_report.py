@@ -14,7 +14,7 @@ import kernels as K
 from kernels.broken import CASES
 
 LAUNCH_KEYS = {"index", "kernel", "grid", "recorded_programs", "skipped_programs", "completed", "config",
-               "execution", "numerics", "checks_skipped", "value_stats", "metrics", "roofline", "balance", "tensors", "programs",
+               "execution", "numerics", "inline_asm_approx", "checks_skipped", "value_stats", "metrics", "roofline", "balance", "tensors", "programs",
                "ops", "lines", "hints", "compiled"}
 METRIC_KEYS = {"load_bytes", "store_bytes", "load_lanes", "store_lanes", "masked_lanes", "load_sectors",
                "store_sectors", "sector_efficiency", "unique_load_bytes", "dram_bytes_predicted", "flops",

@@ -286,3 +286,94 @@ def test_padding_through_libdevice_moves_a_max(batch):
     without = np.tanh(x[:20].numpy().astype(np.float64)).max()
     assert abs(_padded_message_number(f, "the real lanes alone give ", ")") - without) < 1e-6
     assert abs(_padded_message_number(f, "they contribute ") + without) < 1e-6
+
+
+# ---------------------------------------------------------------- softcap in an online logsumexp (Liger cross entropy)
+
+ROWS_OL, V_OL, BLOCK_OL = 3, 1000, 256        # 4 blocks of 256: the last holds 232 real lanes and 24 padded
+
+
+def _online_rows():
+    """Row 0: every logit far below -CAP (capped to -CAP, as the padding is); row 1: near -CAP; row 2: ordinary."""
+    z = torch.full((ROWS_OL, V_OL), -1e4)
+    z[1] = -60.0 + torch.randn(V_OL, generator=torch.Generator().manual_seed(4))
+    z[2] = 3.0 * torch.randn(V_OL, generator=torch.Generator().manual_seed(5))
+    return z
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_online_softcap_counts_the_last_blocks_padding(batch):
+    from helpers.source import marked_line
+    z = _online_rows()
+    lse = K.online_softcap_lse(_traced(K.online_lse_softcap_padded, batch=batch), z, CAP, BLOCK_OL)
+    found = _findings()
+    assert [f.kind for f in found] == ["padded_reduction"], [f.message for f in found]
+    f = found[0]
+    assert f.line == marked_line(K.online_lse_softcap_padded) and "tl.sum" in f.message and "other=-inf" in f.message
+    # numpy, independently: blocks of 256 over 1000 columns leave 4 * 256 - 1000 padded lanes, all in the last
+    # block, in each of the 3 rows (programs)
+    npad = -(-V_OL // BLOCK_OL) * BLOCK_OL - V_OL
+    assert npad == 24 and f.count == ROWS_OL * npad and f.extent["programs"]["count"] == ROWS_OL
+    # row 0's last block: 232 real lanes and 24 padded ones, all at -CAP, shifted by the running max -CAP
+    zn = z.numpy().astype(np.float64)
+    capped = CAP * np.tanh(zn / CAP)
+    last = capped[0, (V_OL // BLOCK_OL) * BLOCK_OL:]
+    m0 = max(capped[0].max(), -CAP)
+    assert abs(_padded_message_number(f, "they contribute ") - npad * np.exp(-CAP - m0)) < 1e-4
+    assert abs(_padded_message_number(f, "the real lanes alone give ", ")") - np.exp(last - m0).sum()) < 1e-3
+    # what the GPU computes: the logsumexp with npad extra lanes at -CAP; the right value: without them
+    with_pad = np.concatenate([capped, np.full((ROWS_OL, npad), -CAP)], axis=1)
+    gpu = np.log(np.exp(with_pad - with_pad.max(1, keepdims=True)).sum(1)) + with_pad.max(1)
+    right = np.log(np.exp(capped - capped.max(1, keepdims=True)).sum(1)) + capped.max(1)
+    assert np.allclose(lse.numpy(), gpu, atol=1e-4)
+    assert abs(lse[0].item() - right[0] - np.log(1024 / 1000)) < 1e-4        # ln 1024 for ln 1000 above -CAP
+    assert abs(lse[1].item() - right[1]) > 1e-3 and abs(lse[2].item() - right[2]) < 1e-5
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_online_softcap_remasked_matches_torch(batch):
+    z = _online_rows()
+    lse = K.online_softcap_lse(_traced(K.online_lse_softcap_remasked, batch=batch), z, CAP, BLOCK_OL)
+    assert _findings() == ()
+    assert torch.allclose(lse, torch.logsumexp(CAP * torch.tanh(z / CAP), 1), atol=1e-4)
+
+
+# ---------------------------------------------------------------- row * row_stride in int32 (Liger softmax)
+
+# rows 2**20 int8 elements apart: row 2048 starts at element 2**31, which wraps to -2**31 in int32. Only the
+# first 1024 elements of each row are touched, so the 2 GiB are address space.
+R_SM, STRIDE_SM, C_SM = 2049, 1 << 20, 1024
+
+
+@pytest.fixture(scope="module")
+def strided_rows():
+    try:
+        base = torch.empty((R_SM - 1) * STRIDE_SM + C_SM, dtype=torch.int8)
+    except RuntimeError as e:
+        pytest.skip(f"cannot reserve {(R_SM - 1) * STRIDE_SM >> 20} MiB of address space: {e}")
+    x = base.as_strided((R_SM, C_SM), (STRIDE_SM, 1))
+    x.copy_(torch.randint(-100, 100, (R_SM, C_SM), dtype=torch.int8, generator=torch.Generator().manual_seed(6)))
+    return x
+
+
+def test_int32_row_offset_wraps_past_two_to_the_31(strided_rows):
+    from helpers.source import marked_line
+    K.row_softmax(_traced(K.row_softmax_int32), strided_rows)
+    found = _findings()
+    assert sorted(f.kind for f in found) == ["out_of_bounds", "overflow"], [f.message for f in found]
+    # numpy, independently: each row's start in int64 and as int32 arithmetic leaves it
+    start = np.arange(R_SM, dtype=np.int64) * STRIDE_SM
+    wrapped = (start + (1 << 31)) % (1 << 32) - (1 << 31)
+    bad = np.nonzero(wrapped != start)[0]
+    assert bad.tolist() == [2048]
+    for f in found:
+        assert f.line == marked_line(K.row_softmax_int32) and f.tensor == "x_ptr"
+        assert f.count == len(bad) * C_SM and f.program == (int(bad[0]), 0, 0)
+    oob = next(f for f in found if f.kind == "out_of_bounds")
+    assert min(oob.offsets) == wrapped[bad].min() == -(1 << 31)
+
+
+def test_int64_row_offset_reads_every_row(strided_rows):
+    y = K.row_softmax(_traced(K.row_softmax_int64), strided_rows)
+    assert _findings() == ()
+    assert torch.allclose(y, torch.softmax(strided_rows.float(), 1), atol=1e-6)

@@ -99,7 +99,7 @@ def test_cuda_graph_needs_a_gpu():
         add(torch.ones(4, device=DEVICE), torch.ones(4, device=DEVICE))
 
 
-def test_inline_ptx_needs_a_gpu():
+def test_inline_ptx_runs_traced():
     from kernels import fast_exp_kernel
     x = torch.randn(64, device=DEVICE)
     out = torch.empty_like(x)

@@ -3,7 +3,7 @@ this folder under --tt-cuda, in a child process)."""
 import pytest
 import torch
 
-from kernels import fast_exp2
+from kernels import warp_swap
 
 
 @pytest.fixture
@@ -12,6 +12,6 @@ def device():
 
 
 @pytest.fixture
-def exp2_table(device):
+def swapped_table(device):
     """A fixture that launches a kernel with inline assembly: the test is skipped in its setup."""
-    return fast_exp2(torch.arange(8, dtype=torch.float32, device=device))
+    return warp_swap(torch.arange(8, dtype=torch.float32, device=device))

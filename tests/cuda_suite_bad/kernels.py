@@ -40,18 +40,20 @@ def to_bf16(x: torch.Tensor) -> torch.Tensor:
 
 
 @triton.jit
-def _ex2(x):
-    return tl.inline_asm_elementwise("ex2.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+def _lane_swap(x):
+    # a warp shuffle: lanes trade values, which only a GPU's warps can do (the tracer runs PTX arithmetic)
+    return tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 1, 0x1f, -1;", "=r,r", [x], dtype=tl.float32,
+                                     is_pure=True, pack=1)
 
 
 @triton.jit
-def fast_exp2_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+def warp_swap_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
-    tl.store(out_ptr + offs, _ex2(tl.load(x_ptr + offs, mask=m)), mask=m)
+    tl.store(out_ptr + offs, _lane_swap(tl.load(x_ptr + offs, mask=m)), mask=m)
 
 
-def fast_exp2(x: torch.Tensor) -> torch.Tensor:
+def warp_swap(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(x)
-    fast_exp2_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+    warp_swap_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
     return out

@@ -2,16 +2,16 @@
 import torch
 import torch.utils.cpp_extension
 
-from kernels import fast_exp2
+from kernels import warp_swap
 
 
 def test_inline_asm_in_a_helper(device):
     x = torch.randn(100, device=device)
-    torch.testing.assert_close(fast_exp2(x), torch.exp2(x))
+    assert sorted(warp_swap(x).tolist()) == sorted(x.tolist())    # lanes trade values in pairs
 
 
-def test_inline_asm_in_a_fixture(exp2_table):
-    assert exp2_table.shape == (8,)
+def test_inline_asm_in_a_fixture(swapped_table):
+    assert swapped_table.shape == (8,)
 
 
 def test_imports_a_cuda_wheel_inside():

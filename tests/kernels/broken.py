@@ -357,6 +357,7 @@ def group_sum_locked(x, partial, lock, n_cols, GROUPS: tl.constexpr, BLOCK: tl.c
         pass
     acc = tl.load(p)
     tl.store(p, acc + v)
+    tl.debug_barrier()          # every warp's lanes stored before the lock is released (release_without_barrier)
     tl.atomic_xchg(lk, 0)
 
 

@@ -16,6 +16,11 @@ each beside its fixed twin. No upstream code: the same mistake, written small.
   loaded with other=-inf for the lanes past the vocabulary (unsloth's cross entropy with softcapping): the
   padded twin caps the padding too, tanh(-inf) = -1 turns it into -cap, and the sum of exp counts every padded
   lane; the re-masked twin puts -inf back after the cap.
+- online_lse_softcap_*: the same softcap mistake in an online (looped) logsumexp over blocks of the row
+  (Liger-Kernel's cross entropy): only the last, partial block has padded lanes, and each counts once per row.
+- row_softmax_int*: a softmax over rows whose start is row * row_stride, row = tl.program_id(0) in int32
+  (Liger-Kernel's softmax and sparsemax): once the row's offset reaches 2**31 it wraps and the load reads
+  2 GiB before the tensor; the int64 twin casts the row id first.
 - padded_through / padded_max_tanh: a padded value carried through one op of each kind the builder computes
   (libdevice, the math ops that are builder methods of their own, conversions, join/split/cat) into a sum,
   and through libdevice tanh into a max: what the padded_reduction check must follow to find the above.
@@ -324,3 +329,79 @@ def padded_max_tanh(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
     tl.store(out_ptr, tl.max(libdevice.tanh(x), 0))  # REDUCE
+
+
+# ---------------------------------------------------------------- softcapped online logsumexp (several blocks)
+
+
+@triton.jit
+def online_lse_softcap_padded(z_ptr, lse_ptr, V, CAP: tl.constexpr, BLOCK: tl.constexpr):
+    """lse[row] = logsumexp(cap * tanh(z[row] / cap)) by blocks of BLOCK, with a running max and sum."""
+    row = tl.program_id(0).to(tl.int64)
+    m = float("-inf")
+    d = 0.0
+    for start in range(0, V, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        z = tl.load(z_ptr + row * V + cols, mask=cols < V, other=-float("inf"))
+        capped = CAP * libdevice.tanh(z / CAP)          # past V: CAP * tanh(-inf) = -CAP, a finite value
+        m_new = tl.maximum(m, tl.max(capped, 0))
+        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(capped - m_new), 0)  # BUG
+        m = m_new
+    tl.store(lse_ptr + row, m + tl.log(d))
+
+
+@triton.jit
+def online_lse_softcap_remasked(z_ptr, lse_ptr, V, CAP: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    m = float("-inf")
+    d = 0.0
+    for start in range(0, V, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        z = tl.load(z_ptr + row * V + cols, mask=cols < V, other=-float("inf"))
+        capped = tl.where(cols < V, CAP * libdevice.tanh(z / CAP), -float("inf"))
+        m_new = tl.maximum(m, tl.max(capped, 0))
+        d = d * tl.exp(m - m_new) + tl.sum(tl.exp(capped - m_new), 0)
+        m = m_new
+    tl.store(lse_ptr + row, m + tl.log(d))
+
+
+def online_softcap_lse(kernel, z, cap=30.0, block=256):
+    """z [rows, V] float32 -> lse [rows]."""
+    rows, V = z.shape
+    lse = torch.empty(rows)
+    kernel[(rows,)](z, lse, V, CAP=cap, BLOCK=block)
+    return lse
+
+
+# ---------------------------------------------------------------- row softmax: row * row_stride in int32
+
+
+@triton.jit
+def row_softmax_int32(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    """y[row] = softmax(x[row]) for int8 scores x; row = program id, the row starts at row * x_row_stride."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0).to(tl.float32)  # BUG
+    x = tl.where(mask, x, -float("inf"))
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(y_ptr + row * y_row_stride + cols, e / tl.sum(e, 0), mask=mask)
+
+
+@triton.jit
+def row_softmax_int64(x_ptr, y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=0).to(tl.float32)
+    x = tl.where(mask, x, -float("inf"))
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(y_ptr + row * y_row_stride + cols, e / tl.sum(e, 0), mask=mask)
+
+
+def row_softmax(kernel, x):
+    """x [rows, n_cols] int8 (any row stride) -> y [rows, n_cols] float32, contiguous."""
+    rows, n = x.shape
+    y = torch.zeros(rows, n)
+    kernel[(rows,)](x, y, x.stride(0), y.stride(0), n, BLOCK=triton.next_power_of_2(n))
+    return y

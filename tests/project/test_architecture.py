@@ -310,6 +310,8 @@ INTERNAL_ERRORS = {
     "ProgramFailure": "record/executor.py: the session turns it into ProgramError",
     "DeviceAssertionFailed": "record/gpu/debugops.py: the cause of a ProgramError, as Triton raises it",
     "CliError": "cli.py: printed with exit status 2",
+    "PtxUnsupported": "numerics/ptx.py: record/gpu/inlineasm.py raises it as the NotImplementedError the session "
+                      "reports as UnsupportedOp",
 }
 
 

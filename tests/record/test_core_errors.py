@@ -51,7 +51,7 @@ def test_exception_in_a_program_names_kernel_program_and_line_and_keeps_complete
 def inline_asm_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs)
-    y = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+    y = tl.inline_asm_elementwise("mov.b32 $0, %laneid;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
     tl.store(out_ptr + offs, y)
 
 

@@ -401,13 +401,14 @@ def bessel_kernel(x_ptr, o_ptr, BLOCK: tl.constexpr):
 def asm_kernel(x_ptr, o_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs)
-    y = tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
+    y = tl.inline_asm_elementwise("shfl.sync.bfly.b32 $0, $1, 1, 0x1f, -1;", "=r,r", [x], dtype=tl.float32,
+                                  is_pure=True, pack=1)
     tl.store(o_ptr + offs, y)
 
 
 @pytest.mark.parametrize("fn,op,text,words", [
     (bessel_kernel, "j0", "libdevice.j0", ("__nv_j0f", "no numpy equivalent")),
-    (asm_kernel, "inline_asm_elementwise", "inline_asm_elementwise", ("inline PTX", "tanh.approx.f32")),
+    (asm_kernel, "inline_asm_elementwise", "inline_asm_elementwise", ("inline asm not supported", "shfl.sync")),
 ])
 def test_what_cannot_be_emulated_is_an_unsupported_op_naming_op_and_line(fn, op, text, words):
     x = torch.randn(8)

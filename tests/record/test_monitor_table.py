@@ -27,7 +27,8 @@ BLOCK, N = 16, 10
 
 
 @triton.jit
-def _every_check(x_ptr, a_ptr, out_ptr, ints_ptr, c_ptr, n, BLOCK: tl.constexpr):
+def _every_check(x_ptr, a_ptr, out_ptr, ints_ptr, c_ptr, h_ptr, n, BLOCK: tl.constexpr):
+    tl.atomic_add(ints_ptr + 2 * BLOCK, 1)                   # atomic_sem (before any store: no missing barrier)
     offs = tl.arange(0, BLOCK)                               # int32 offsets behind every access: int32_address
     m = offs < n
     x = tl.load(x_ptr + offs, mask=m, other=0.0)
@@ -40,13 +41,16 @@ def _every_check(x_ptr, a_ptr, out_ptr, ints_ptr, c_ptr, n, BLOCK: tl.constexpr)
     r = tl.arange(0, 16)
     a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])
     tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, a))                         # tf32_dot
+    h = x.to(tl.float16)
+    tl.store(h_ptr + offs, h + h + h, mask=m)                                             # lowp_accumulation
 
 
 def _record_every_check(programs: int = 1, **options):
     """(Every program does the same: with several, a batched chunk runs them at once.)"""
     x, a = torch.randn(N) + 3.0, torch.randn(16, 16)
-    out, ints = torch.zeros(1 + 2 * BLOCK), torch.zeros(2 * BLOCK, dtype=torch.int32)
-    triton_trace.trace(**options)(_every_check)[(programs,)](x, a, out, ints, torch.zeros(16, 16), N, BLOCK=BLOCK)
+    out, ints = torch.zeros(1 + 2 * BLOCK), torch.zeros(2 * BLOCK + 1, dtype=torch.int32)
+    triton_trace.trace(**options)(_every_check)[(programs,)](x, a, out, ints, torch.zeros(16, 16),
+                                                             torch.zeros(BLOCK, dtype=torch.float16), N, BLOCK=BLOCK)
     trace = triton_trace.current_trace()
     triton_trace.reset()
     return trace
@@ -83,7 +87,7 @@ def test_every_row_resolves_to_a_monitor_and_its_installers():
         names |= {r.name for r in row.records}
     assert len(names) == sum(len(row.records) for row in table.MONITORS)        # one owner per record name
     assert {"nonfinite", "overflow", "intdiv", "lane_conflict", "int32_address", "tf32_dot",
-            "padded_reduction"} <= names                                          # the names files already use
+            "padded_reduction", "atomic_sem", "lowp_accumulation"} <= names      # the names files already use
 
 
 def test_every_declared_field_has_a_kind_the_schema_checks():
@@ -158,6 +162,10 @@ DAMAGE = [
      r"meta\.tf32_dot\[0\] has unknown keys \['run'\]"),
     ("a missing field", lambda meta: _first("int32_address")(meta).pop("max"),
      r"meta\.int32_address\[0\] has .*lacks \['max'\]"),
+    ("a histogram of text", lambda meta: _first("lowp_accumulation")(meta).__setitem__("hist", ["1"]),
+     r"meta\.lowp_accumulation\[0\]\.hist is a list of 1, not a list of integers"),
+    ("a sem that is not text", lambda meta: _first("atomic_sem")(meta).__setitem__("sem", 3),
+     r"meta\.atomic_sem\[0\]\.sem is 3, not a string"),
     ("a record that is not a list", lambda meta: meta.__setitem__("padded_reduction", {"0": 1}),
      r"meta\.padded_reduction is dict, not a list"),
     ("numerics that is not one of the two", lambda meta: meta.__setitem__("numerics", "import os"),

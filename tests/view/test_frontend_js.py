@@ -254,6 +254,15 @@ def test_layout(js):
        adapter="(m) => (v, keep) => m.finiteRange(v, keep ? (k) => keep[k] : undefined)")
 
 
+def test_storage_index(js):
+    # storage.js: the logical index at a storage offset, against a search over every index of the view
+    at = lambda off, sh, st, base: next((["*" if n > 1 and d == 0 else int(i) for i, n, d in zip(ix, sh, st)] for ix in
+                                         np.ndindex(*sh) if base + sum(i * d for i, d in zip(ix, st)) == off), None)
+    js("storage", "storageIndex", [((off, list(sh), list(st), b), at(off, sh, st, b)) for sh, st, b, offs in (
+        ((6, 5), (8, 1), 0, range(-1, 50)), ((6, 5), (1, 6), 0, range(31)), ((4, 3), (8, 1), 17, range(64)),
+        ((6, 5), (0, 1), 0, range(7)), ((2, 3, 4), (12, 1, 3), 0, range(25)), ((), (), 5, range(4, 7))) for off in offs])
+
+
 WRITERS = [[191, 219, 254], [100, 116, 139], [249, 115, 22], [185, 28, 28]]
 
 

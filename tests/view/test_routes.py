@@ -67,7 +67,10 @@ def test_urls_are_built_and_matched_back_by_the_same_table():
              ("values_npy", {"i": 0, "t": 0, "mode": "program", "program": [1, 0, 0]}),
              ("block", {"i": 0, "pid": (0, 0, 0), "seq": 4}), ("compiled", {"i": 0, "target": "sm_80"}),
              ("diff", {"i": 0, "t": 2}), ("compare", {"i": 0}), ("touches", {"i": 0, "t": 0, "index": (1, 2)}),
-             ("touches", {"i": 0, "t": 0, "index": ()}), ("findings", {"i": 7}), ("charts", {"i": 7})]
+             ("touches", {"i": 0, "t": 0, "index": ()}), ("findings", {"i": 7}), ("charts", {"i": 7}),
+             ("storage", {"i": 0, "t": 1, "mode": "op", "program": (2, 1, 0), "op": 1, "wrap": 8, "window": "auto"}),
+             ("storage", {"i": 1, "t": 0, "mode": "all", "window": [0, 4, 0, 8]}), ("tiles", {"i": 0, "pid": (1, 0, 0)}),
+             ("tiles", {"i": 0, "pid": [1, 2], "step": 3})]
     for name, values in cases:
         url = R.url(name, **values)
         route, path, query = R.match(url)

@@ -16,7 +16,7 @@ from ..errors import TraceUsageError
 from ..model import Launch, Trace
 from .memory import layouts as L
 from . import metrics, parallel
-from .advice import predictions
+from .advice import precision, predictions
 from .memory.cache import issue_order, simulate
 from .memory.coalescing import coalesce
 from .context import LOAD, LaunchContext, Params
@@ -30,10 +30,12 @@ from .advice.whatif import hints_from, replays, warps_hints
 from .checks.sanitizer import check_bounds, check_coverage
 from .checks.writeorder import check_double_writes, check_uninitialized
 from .checks.valuechecks import RECORDED_CHECKS
+from .checks.barriers import check_releases_without_barrier
 
 # the checks over what the recorder's monitors kept (one per row of record/checks/table.py), then the
 # checks over the accesses themselves
-CHECKS = (*RECORDED_CHECKS, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage)
+CHECKS = (*RECORDED_CHECKS, check_bounds, check_races, check_uninitialized, check_double_writes, check_coverage,
+          check_releases_without_barrier)
 
 
 def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 32, vector_bytes: int = 16,
@@ -185,6 +187,7 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
         "value_stats": bool(lc.values.nbytes <= metrics.VALUE_STATS_BYTES),
         "execution": dict((lc.meta or {}).get("execution") or {}),
         "numerics": str((lc.meta or {}).get("numerics") or "interpreter"),
+        "inline_asm_approx": [str(x) for x in (lc.meta or {}).get("inline_asm_approx") or []],
         "metrics": m,
         "roofline": roofline(m["dot_flops"], m["math_flops"], m["dram_bytes_predicted"], dot_precision(ctx)),
         "balance": metrics.balance(ctx, cols),
@@ -197,7 +200,8 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
     replayed, note = replay.result()
     extra = hints_from(replayed, m["dram_read_bytes"])
     note = note if m["dram_read_bytes"] else None
-    extra += resource_hints(ctx, compiled_entry, GPUS[ctx.params.gpu].sms) + predictions.hints(ctx)
+    extra += resource_hints(ctx, compiled_entry, GPUS[ctx.params.gpu].sms) + predictions.hints(ctx) + \
+        precision.hints(ctx)
     if ctx.params.what_if is True:
         extra += warps_hints(ctx, compiled_entry, lambda w: _compile(ctx, w))
     summary["hints"] = sorted(summary["hints"] + extra, key=lambda h: -h["saving"])

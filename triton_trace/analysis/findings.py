@@ -35,6 +35,8 @@ KINDS = (
     ("double_write", "warning", "one program stored the same element of an output twice"),
     ("unwritten_output", "warning", "elements of a declared output that no program wrote"),
     ("nonfinite_input", "warning", "a NaN or Inf already held by an argument was carried into memory"),
+    ("release_without_barrier", "warning", "a scalar atomic released a lock or set a flag right after block "
+                                           "stores other programs read, with no tl.debug_barrier() between"),
 )
 FINDING_KINDS = tuple(k for k, _, _ in KINDS)
 SEVERITY = {k: s for k, s, _ in KINDS}

@@ -16,6 +16,8 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                        "fallbacks": [{"first", "programs", "reason"}]}   how the programs ran ({} for
                                         traces recorded before batched execution),
          "numerics": "interpreter" | "compiled"   how the trace computed (trace(numerics=...)),
+         "inline_asm_approx": [str]      approximate PTX instructions (ex2.approx.f32, ...) its inline asm ran,
+                                         computed correctly rounded (record/gpu/inlineasm.py),
          "checks_skipped": [str]        sanitizer checks and what-if replays not run, with the reason,
          "compiled": {"target": "sm_90" ..., "layouts": "compiler" | "model" (what counted requests and
                       sectors, see analysis/memory/layouts.py), "note": str | null (why not, or which ops kept the
@@ -74,7 +76,9 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                    "masked_lanes" | "uncoalesced" | "program_order" (another GROUP_M, replayed) | "other_gpu"
                    (the same stream through another GPU's L2, what_if=True) | "num_warps" (other warp counts compiled,
                    what_if=True) | "occupancy" | "spills" | "tail_wave"
-                   (the compiled kernel's resources), "file", "line", "op", "tensor" (null for
+                   (the compiled kernel's resources) | "int32_offsets" | "tf32_dot" (analysis/advice/predictions.py)
+                   | "lowp_accumulation" (an fp16/bf16 sum stored more than 8 ulps from float64's,
+                   analysis/advice/precision.py), "file", "line", "op", "tensor" (null for
                    what-ifs), "saving" (share of lanes / sector bytes / DRAM reads saved), "message",
                    "effect" (the predicted change, in words)}],
          "lines": [per (file, line), sorted: {"file", "line", "kinds": [str], "bytes", "active_lanes",
@@ -109,7 +113,10 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                   "file", "line", "tensor", "programs"}] (every op that touches the racy elements),
             nonfinite, overflow (float): "birth": {"file", "line", "op"}; nonfinite, nonfinite_input,
                   overflow (float): "poisoned": {"values", "programs", "nan", "inf"} (every non-finite value
-                  the cause's stores wrote)}}],
+                  the cause's stores wrote),
+            release_without_barrier: "stores": [{"file", "line", "tensor", "elements", "lanes"}] (the block
+                  stores the atomic follows, each with the elements of it another program accesses; the
+                  extent's "elements" when they write one tensor, else not counted)}}],
       "finding_counts": {kind: findings found, before the cap},
       "suppressed": findings left out by the cap
     }
@@ -211,6 +218,11 @@ class Report(RichDisplay):
         if compiled_numerics:
             lines.append(f"  [note] {_launch_list(compiled_numerics)}: values computed as the compiled kernel does "
                          f"(numerics='compiled': a*b+c as one FMA, fp32 tl.dot inputs read as TF32)")
+        for d in (lr.summary for lr in self.launches):
+            if d.get("inline_asm_approx"):
+                lines.append(f"  [note] launch {d['index']} ('{d['kernel']}'): inline asm ran "
+                             f"{', '.join(d['inline_asm_approx'])} correctly rounded; the GPU's hardware "
+                             f"approximation may differ in the last bits (docs/fidelity.md, 'Inline PTX')")
         untrusted = [d["index"] for d in (lr.summary for lr in self.launches)
                      if (d.get("compiled") or {}).get("note") == UNTRUSTED_NOTE]
         if untrusted:

@@ -17,12 +17,15 @@ from .lanes import Lanes, lanes_from_flat
 from .touches import touches
 from .values import value_stats
 
-# Op kinds, stored as uint8 codes. Memory kinds come first; analyses rely on the split.
+# Op kinds, stored as uint8 codes. Memory kinds come first; analyses rely on the split. A new kind goes last:
+# a trace file lists the kinds it was written with, and one whose list is a prefix of this one still loads.
+# "barrier": a tl.debug_barrier(), a no-op in the interpreter, recorded for the order of a program's ops
+# (analysis/checks/barriers.py).
 KINDS: tuple = (
     "load", "store",
     "atomic_add", "atomic_min", "atomic_max", "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg",
     "atomic_cas",
-    "dot", "reduce", "scan", "math",
+    "dot", "reduce", "scan", "math", "barrier",
 )
 KIND_CODE = {k: i for i, k in enumerate(KINDS)}
 MEMORY_KINDS = frozenset(KINDS[:10])
@@ -47,6 +50,7 @@ OP_COLUMNS: dict = {
     "value_start": (np.int64, ()),   # byte slice into Launch.values
     "value_dtype": (np.int32, ()),   # index into Launch.value_dtypes, -1 when values were not recorded
     "aux": (np.int64, (3,)),         # dot: M, N, K; reduce/scan: input elements, output elements; math: flops
+                                     # (a barrier has none: only its place in the order counts)
 }
 
 

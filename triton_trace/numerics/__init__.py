@@ -1,4 +1,6 @@
 """GPU arithmetic emulated on numpy, with no Triton in it: rounding in every mode and to the narrow float
 types (rounding.py), and libdevice's functions by their CUDA names (libdevice_ops.py for the math,
-libdevice_exact.py for the bit-exact rounding-mode, conversion and integer functions). The interpreter
+libdevice_exact.py for the bit-exact rounding-mode, conversion and integer functions), the compiled
+kernel's arithmetic (compiled.py), the MX block-scaled formats (mx.py), and a PTX interpreter for inline
+assembly (ptx.py parses and runs a block; ptx_int.py and ptx_float.py are its instructions). The interpreter
 seam (record/interp) maps Triton's calls onto these."""

@@ -142,13 +142,18 @@ def _check_meta(meta, where: str) -> None:
         return
     _typed(meta, dict, where)
     # (poisoned: arguments from a poisoned torch.empty, record/memory/poison.py; the sanitizer reads them;
-    # numerics: "compiled" when the launch computed as the GPU does, record/gpu/ascompiled.py)
-    unknown = (set(meta) - {"execution", "assert_failed", "module", "poisoned", "numerics"}
+    # numerics: "compiled" when the launch computed as the GPU does, record/gpu/ascompiled.py;
+    # inline_asm_approx: approximate PTX instructions its inline asm ran, record/gpu/inlineasm.py)
+    unknown = (set(meta) - {"execution", "assert_failed", "module", "poisoned", "numerics", "inline_asm_approx"}
                - _check_records(meta, where))
     if unknown:
         raise HeaderError(f"{where} has unknown keys {sorted(unknown)[:5]}")
     if "poisoned" in meta:
         _list_of(meta["poisoned"], str, f"{where}.poisoned")
+    if "inline_asm_approx" in meta:
+        _list_of(meta["inline_asm_approx"], str, f"{where}.inline_asm_approx")
+        if len(meta["inline_asm_approx"]) > 64 or any(len(x) > 64 for x in meta["inline_asm_approx"]):
+            raise HeaderError(f"{where}.inline_asm_approx is longer than 64 names of 64 characters")
     if "numerics" in meta and meta["numerics"] not in ("interpreter", "compiled"):
         raise HeaderError(f"{where}.numerics is {str(meta['numerics'])[:40]!r}, not 'interpreter' or 'compiled'")
     ex = meta.get("execution")

@@ -22,7 +22,9 @@ from .download import npy_values
 from .compiledview import compiled_payload
 from .lookup import TraceIndex
 from .payload import encode
+from .storageview import storage_payload
 from .tensorview import tensor_payload
+from .tilesview import tiles_payload
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -162,6 +164,20 @@ def tensor(ti: TraceIndex, i: int, t: int, args: Mapping) -> str:
                    selection["op"], rows_dim, cols_dim, index, wrap, window)
     return ti.cached(request_key, lambda: tensor_payload(ti, i, t, rows, key, selection, rows_dim, cols_dim,
                                                          index, wrap, window))
+
+
+def storage(ti: TraceIndex, i: int, t: int, args: Mapping) -> str:
+    rows, key, selection = _selection(ti, i, t, args)
+    wrap, window = args["wrap"], args["window"]
+    request_key = ("storage-json", i, t, selection["mode"], selection["program"] and tuple(selection["program"]),
+                   selection["op"], wrap, window)
+    return ti.cached(request_key, lambda: storage_payload(ti, i, t, rows, key, selection, wrap, window))
+
+
+def tiles(ti: TraceIndex, i: int, pid: tuple, args: Mapping) -> str:
+    check_launch(ti, i)
+    pid = in_grid(ti, i, pid, "pid")
+    return ti.cached(("tiles-json", i, pid, args["step"]), lambda: tiles_payload(ti, i, pid, args["step"]))
 
 
 def _selection(ti: TraceIndex, i: int, t: int, args: Mapping) -> tuple:

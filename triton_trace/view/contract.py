@@ -40,6 +40,19 @@ another site, so no other page can make this server compile or read a trace.
     Sparse cells, at most ``tensormap.MAX_CELLS`` of them, each ``cell = [fr, fc]`` elements; the whole
     answer stays under ``tensorview.MAX_TENSOR_BYTES`` (about 1 MB), dropping the columns it names in
     ``dropped`` if it must.
+``GET /api/launch/<i>/storage/<t>?mode=&program=&op=&wrap=&window=`` -> ``StoragePayload`` (storageview.py)
+    Tensor ``t``'s storage in storage order, ``wrap`` elements a row (default: the row pitch, the smallest
+    stride above 1): its shape, strides, storage offset and element size, the view's ``layout`` (the span of
+    offsets it reaches, the storage elements its logical elements cover, the padding before, between and
+    after them, expanded and reordered dims), which drawn elements it covers (``cover``: runs of cells), and
+    the elements the selection (as for the tensor route; arguments aliasing the storage included) read and
+    wrote, with out-of-bounds lanes in a ``halo`` past the storage's ends. Bounded as the tensor route is.
+``GET /api/launch/<i>/tiles/<x>,<y>,<z>?step=`` -> ``TilesPayload`` (tilesview.py)
+    One program's tiles in every tensor it accessed (in order of first access, at most
+    ``MAX_TILE_TENSORS``), each on its own plane (the whole tensor, or a window around what the program
+    touched past ``MAX_TILE_CELLS`` cells): the cells of step ``step`` (default: every step) and the rest
+    of the program's cells as context. Steps are the loop's trips, inferred from lines that repeat
+    (``by: "trip"``), or the program's memory ops in op order when no line repeats (``by: "op"``).
 ``GET /api/launch/<i>/block/<x>,<y>,<z>/<seq>`` -> ``BlockPayload`` (blockview.py)
     One op's block in its own shape: every lane's offset, active flag, out-of-bounds flag, view index
     and value (at most ``MAX_BLOCK_LANES`` lanes).
@@ -164,6 +177,54 @@ class TensorPayload(TypedDict):
                           # of the last program that wrote it, -1: none), element by element, or fill
                           # (downsampled: share of the cell touched)
     dropped: list
+
+
+class StoragePayload(TypedDict):
+    launch: int
+    tensor: int
+    name: str
+    dtype: str
+    shape: list
+    strides: list
+    storage_offset: int
+    storage_size: int     # elements of the tensor's dtype in its storage
+    elem_bytes: int
+    aliases: list         # other arguments over the same storage, whose accesses are drawn too
+    layout: dict          # elements (logical), covered (distinct storage elements they cover, None: unknown),
+                          # span ([lowest, highest] offset, None for an empty view), padding and padding_bytes
+                          # (storage elements no logical element covers), before, gaps, after (where that
+                          # padding is), expanded (dims of stride 0), order (dims by stride, outermost first),
+                          # contiguous, overlapping (elements share storage other than through an expanded dim)
+    plane: dict           # the storage as a wrapped 1-D plane (tensormap.Plane.to_dict): wrap, window, cell size
+    selection: dict
+    elements: int
+    elements_hidden: int
+    oob_lanes: int
+    oob_examples: list
+    halo: dict            # out-of-bounds lanes at their would-be cells past the storage's ends (evidence.halo)
+    cover: dict           # {known, sampled, runs: [[first cell, cells, fill]]}: the cells logical elements cover
+    cells: list           # runs [first cell, cells, kinds (1 read | 2 written), fill] of the cells the selection
+                          # touched (fill: the share of a downsampled cell's elements; 1 element by element)
+    dropped: list         # "cover", then "cells", where a scattered layout would pass MAX_TENSOR_BYTES
+
+
+class TilesPayload(TypedDict):
+    launch: int
+    program: list
+    by: str               # "trip" (the loop's trips, inferred) or "op" (one memory op a step)
+    steps: int
+    step: Optional[int]   # the step drawn; None: every step
+    trips: int            # trips inferred (0: no line repeats)
+    ops: dict             # seq, kind, tensor, line, trip (-1: outside the loop) of the step's memory ops
+    total_ops: int
+    outside: int          # memory ops outside the loop (drawn as context in every trip)
+    tensors: list         # per tensor: tensor, name, dtype, shape, strides, plane, cells (runs [first cell,
+                          # cells, kinds, fill] as StoragePayload's), context (runs [first cell, cells] the program
+                          # touched in other steps), box ([r0, r1, c0, c1] of the step's elements on the plane,
+                          # inclusive; None: none), first / last (a wrapped 1-D tensor's first and last element
+                          # index), elements, elements_hidden, ops, oob_lanes, halo
+    tensors_total: int
+    dropped: list         # "context", then tensor names, where many scattered tiles would pass MAX_TENSOR_BYTES
 
 
 class TouchesPayload(TypedDict):

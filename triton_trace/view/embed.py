@@ -25,7 +25,7 @@ import numpy as np
 from ..analysis.units import nbytes
 from . import routes as R
 from .bundle import bundle, script_safe
-from .limits import EMBED_ALL_BYTES, EMBED_BYTES, EMBED_LAUNCHES
+from .limits import EMBED_ALL_BYTES, EMBED_BYTES, EMBED_LAUNCHES, EMBED_STEPS
 from .lookup import TraceIndex
 from .payload import ApiError
 from .tensorview import encode_bounded
@@ -90,6 +90,12 @@ def tensor_path(i: int, t: int, mode: str, pid=None, op=None) -> str:
                  op=op if mode == "op" else None, window="auto" if mode != "all" else None)
 
 
+def storage_path(i: int, t: int, mode: str, pid=None, op=None) -> str:
+    """The URL storage.js asks for the storage beside a tensor view of ``mode`` (zoomed as that view is)."""
+    return R.url("storage", i=i, t=t, mode=mode, program=pid if mode != "all" else None,
+                 op=op if mode == "op" else None, window="auto" if mode != "all" else None)
+
+
 def pack(body: str) -> str:
     """One answer as the output stores it: zlib-compressed, base64 (embed.js inflates it when asked for).
     The views' JSON is repetitive columns of numbers: compressed, an output carries several times more."""
@@ -150,6 +156,20 @@ class Snapshot:
         self.memory[(i, pid)] = [(s, t) for s, k, t in zip(ops["seq"], ops["kind"], ops["tensor"]) if k < 10 and t >= 0]
         return True
 
+    def layouts(self, i: int, pid: tuple) -> None:
+        """The program's tiles (every step, then each of the first EMBED_STEPS) and the storage beside each of
+        its tensor views: a few runs each, so they always go in, as the program's own views do."""
+        path = R.url("tiles", i=i, pid=pid)
+        body = R.answer(self.ti, path)
+        self.add(path, lambda: body, force=True)
+        for step in range(min(json.loads(body)["steps"], EMBED_STEPS)):
+            self.ask(R.url("tiles", i=i, pid=pid, step=step), force=True)
+        memory = self.memory.get((i, pid), [])
+        for t in sorted({t for _, t in memory}):
+            self.ask(storage_path(i, t, "program", pid), force=True)
+        for seq, t in memory:
+            self.ask(storage_path(i, t, "op", pid, seq), force=True)
+
     def views(self, i: int, pid: tuple, ops: bool, force: bool = False) -> bool:
         """The tensor views of a program whose ops are in: each tensor it touched, or (``ops``) each op's."""
         memory = self.memory[(i, pid)]
@@ -201,6 +221,7 @@ def snapshot(ti: TraceIndex, start: dict, budget: int = EMBED_BYTES) -> tuple:
         snap.program(first, asked, force=True)
         snap.views(first, asked, ops=False, force=True)
         snap.views(first, asked, ops=True, force=True)
+        snap.layouts(first, asked)
     # then, in the order the views are used: every program's ops, the tensors of each, then each op's
     took, viewed = {}, {i: 0 for i in progs}
     for i, ps in progs.items():
@@ -222,6 +243,9 @@ def snapshot(ti: TraceIndex, start: dict, budget: int = EMBED_BYTES) -> tuple:
             # a compile takes seconds: only while there is budget left for it
             if n and not snap.full:
                 snap.ask(compiled_path(first))
+    if n:                        # with what is left: the storage beside each tensor's view over all programs
+        for t in range(len(ti.trace.launches[first].tensors)):
+            snap.ask(storage_path(first, t, "all"))
     parts = []
     for i, ps in progs.items():
         total = int(ti.launch(i).recorded.sum())

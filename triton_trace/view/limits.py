@@ -17,10 +17,13 @@ MAX_BLOCK_LANES = 1 << 16       # lanes of one op drawn by /api/launch/<i>/block
 MAX_DIFF_ELEMENTS = 20_000      # differing elements of one tensor listed by /api/launch/<i>/diff/<t>
 MAX_HINTS = 50                  # hints of one launch in /api/launch/<i>
 MAX_TOUCHES = 1000              # accesses to one element listed by /api/launch/<i>/touches/<t>
+MAX_TILE_CELLS = 1 << 14        # cells of one tensor's plane in /api/launch/<i>/tiles (a window past it)
+MAX_TILE_TENSORS = 16           # tensors of one program drawn side by side by /api/launch/<i>/tiles
 HIST_BINS = 32                  # bins of the per-program metric histograms (web charts and notebook)
 
 # notebook outputs (embed.py, notebook.py): the same payloads, inlined
 EMBED_BYTES = 150_000           # JSON one output carries (the trace and the opened launch always fit in)
 EMBED_ALL_BYTES = 40_000        # JSON of one all-programs tensor view in an output (values, then program ids, dropped past it)
 EMBED_LAUNCHES = 16             # launches whose panels an output carries; the rest are only listed
+EMBED_STEPS = 16                # loop steps of the opened program's tiles an output carries (after every step at once)
 REPORT_ROWS = 200               # rows of a report's findings table (a Report shown on its own)

@@ -161,6 +161,27 @@ def plane_cells(plane: Plane, table: Elements, pos: np.ndarray, entry: np.ndarra
     return out
 
 
+def runs(cell, *columns) -> list:
+    """Sorted cells as runs ``[first, count, *values]`` of consecutive cells whose ``columns`` agree: a tile's
+    rows are a few runs where its cells would be thousands of numbers."""
+    cell = np.asarray(cell, np.int64)
+    if not len(cell):
+        return []
+    cols = [np.asarray(c) for c in columns]
+    cut = np.diff(cell) != 1
+    for c in cols:
+        cut |= c[1:] != c[:-1]
+    starts = np.concatenate([[0], np.flatnonzero(cut) + 1])
+    ends = np.concatenate([starts[1:], [len(cell)]])
+    return [[int(cell[a]), int(b - a), *(c[a].item() for c in cols)] for a, b in zip(starts, ends)]
+
+
+def cell_runs(drawn: dict) -> list:
+    """``plane_cells``' cells as runs ``[first, count, kinds, fill]`` (fill 1 element by element): what the
+    storage and tiles views draw, without per-element values or programs."""
+    return runs(drawn["cell"], drawn["kinds"], drawn.get("fill") or [1.0] * len(drawn["cell"]))
+
+
 def tensor_payload(ti: TraceIndex, launch: int, tensor: int, rows: np.ndarray, cache_key, selection: dict,
                    row_dim=None, col_dim=None, index=None, wrap=None, window=None) -> str:
     """The JSON text of ``GET /api/launch/<i>/tensor/<t>`` (see contract.py). ``window`` is None (the whole plane), "auto"
@@ -168,11 +189,11 @@ def tensor_payload(ti: TraceIndex, launch: int, tensor: int, rows: np.ndarray, c
     ix = ti.launch(launch)
     info = ix.launch.tensors[tensor]
     if wrap is None and len(info.shape) == 1:
-        wrap = _block_width(ix, rows, info.shape[0])
+        wrap = block_width(ix, rows, info.shape[0])
     build = lambda: elements(ix, rows, tensor)
     table = ti.cached(cache_key, build) if cache_key is not None else build()
     if index is None:
-        index = _slice_of(info, table)
+        index = slice_of(info, table)
     plane = make_plane(info, row_dim, col_dim, index, wrap, None if window == "auto" else window)
     pos, entry, placed, r, c = locate(info, plane, table.offsets)
     if window == "auto":
@@ -192,7 +213,7 @@ def tensor_payload(ti: TraceIndex, launch: int, tensor: int, rows: np.ndarray, c
     return encode_bounded(payload)
 
 
-def _slice_of(info, table: Elements):
+def slice_of(info, table: Elements):
     """For a tensor of rank 3 or more shown without an explicit index: the slice that holds the first
     touched element, so the view opens where the selection is."""
     rank = len(info.shape)
@@ -203,7 +224,7 @@ def _slice_of(info, table: Elements):
     return tuple(int(v) for v in idx[hit[0]]) if len(hit) else None
 
 
-def _block_width(ix: LaunchIndex, rows: np.ndarray, n: int) -> int | None:
+def block_width(ix: LaunchIndex, rows: np.ndarray, n: int) -> int | None:
     """Wrap a 1-D tensor at the kernel's block size when that gives a sensible picture (one row per block)."""
     o = ix.launch.ops
     sel = rows[o["ndim"][rows] == 1] if len(rows) else rows

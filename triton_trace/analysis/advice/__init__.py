@@ -4,4 +4,5 @@
 - ``whatif.py``: the same accesses replayed in another order or on another GPU (uses ``analysis/memory``).
 - ``roofline.py``: FLOPs, arithmetic intensity and a lower bound on each GPU's time.
 - ``predictions.py``: int32 offsets that wrap at a larger size, float32 dots that run in TF32.
+- ``precision.py``: fp16/bf16 sums that drift from the same sum in float64.
 """

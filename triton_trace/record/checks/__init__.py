@@ -4,7 +4,9 @@ protocol (begin, set_active, mark, rollback, records) whose records are declared
 nonfinite (where a NaN or Inf was born) with its arithmetic hooks nonfinite_ops; overflow (integers that do
 not fit their type) with overflow_ops, whose tags also carry intdiv's undefined integer divisions; lanes
 (two lanes of one store, one address, two values); addresses (the int32 offsets behind each memory op);
-tf32 (float32 dots computed as the GPU's TF32); padding (a masked load's ``other=`` reaching a reduction)."""
+tf32 (float32 dots computed as the GPU's TF32); padding (a masked load's ``other=`` reaching a reduction);
+barriers (``tl.debug_barrier()`` as an op row, each atomic line's ``sem``: what analysis/checks/barriers.py
+reads beside the op order); accumulation (fp16/bf16 sums against the same sum in float64)."""
 
 # the attribute overflow_ops attaches to a value holding wrapped lanes: (cause dict, bool lanes); here so
 # batch/compact.py can carry it without importing the hooks

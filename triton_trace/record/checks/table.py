@@ -50,6 +50,11 @@ PADDED_REDUCTION = Record("padded_reduction", {
     "load": Field("object", fields={"file": NAME, "line": COUNT, "other": Field("scalar")}),
     "outputs": COUNT, "output": Field("ints"), "lanes": COUNT, "contribution": Field("scalar"),
     "result": Field("scalar"), "without": Field("scalar"), **REACH})
+ATOMIC_SEM = Record("atomic_sem", {"file": NAME, "line": COUNT, "op": TEXT, "sem": TEXT}, entries=MAX_LINES)
+LOWP_ACCUMULATION = Record("lowp_accumulation", {
+    "file": NAME, "line": COUNT, "tensor": NAME, "add_file": NAME, "add_line": COUNT, "type": TEXT, "adds": COUNT,
+    "checked": COUNT, "hist": Field("ints", size=64), "max_ulps": Field("real"), "max_abs": Field("real"),
+    "program": PROGRAM, "value": Field("real"), "exact": Field("real")}, entries=MAX_LINES)
 
 # in install order: the overflow tags come before the hooks that read rec.origin, which provenance (installed
 # after every row) sets for each memory op
@@ -60,6 +65,8 @@ MONITORS = (
     Row("int32_address", "addresses:Int32Addresses", ("addresses",), (INT32_ADDRESS,)),
     Row("tf32_dots", "tf32:TF32Dots", ("tf32",), (TF32_DOT,)),
     Row("padded", "padding:PaddedReductions", ("padding",), (PADDED_REDUCTION,)),
+    Row("atomic_sems", "barriers:AtomicSems", ("barriers",), (ATOMIC_SEM,)),
+    Row("lowp_sums", "accumulation:LowpSums", ("accumulation",), (LOWP_ACCUMULATION,)),
 )
 
 

@@ -101,7 +101,8 @@ def unsupported_op(exc: BaseException) -> Optional[str]:
     NotImplementedError from inside Triton: inline asm, extern elementwise, block pointers in 3.9), or None."""
     if not isinstance(exc, NotImplementedError):
         return None
-    return frames.raised_in_library(exc.__traceback__, _TRITON_DIR)
+    # an emulation of ours that stops short (inline asm outside the PTX subset) names the op itself
+    return getattr(exc, "tt_op", None) or frames.raised_in_library(exc.__traceback__, _TRITON_DIR)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -280,7 +281,7 @@ def _installed(fn, rec, debug: bool, numerics: str):
         _builtin_minmax(scope)
         _dtype_as_constexpr(scope)
         compute.install(scope, rec)
-        semantics.install(scope, _ti.interpreter_builder, numerics)
+        semantics.install(scope, _ti.interpreter_builder, numerics, rec)
         for row in table.MONITORS:          # the runtime checks, before provenance: they read rec.origin
             for install in table.installers(row):
                 install(scope, _ti.interpreter_builder, rec)

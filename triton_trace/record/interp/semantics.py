@@ -18,8 +18,10 @@ the launch ends). What is fixed, and why:
   their type, and ``tl.dot_scaled`` as the sm_90 decomposition computes it (``compiledops``, ``dotscaled``);
 - ``numerics="compiled"``: fp32/fp64 ``a * b + c`` contracted to one ``fma.rn`` and fp32 ``tl.dot`` inputs
   read as TF32, as the compiled kernel computes them (``ascompiled``);
-- what cannot be emulated (inline PTX assembly, a libdevice function with no numpy equivalent) raises
-  NotImplementedError from inside Triton, which the session reports as ``UnsupportedOp`` with the op and line.
+- ``tl.inline_asm_elementwise`` runs its PTX on numpy (``inlineasm``, numerics/ptx.py);
+- what cannot be emulated (a PTX instruction outside that subset, a libdevice function with no numpy
+  equivalent) raises NotImplementedError from inside Triton, which the session reports as ``UnsupportedOp``
+  with the op and line.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _ti
 
-from ..gpu import ascompiled, compiledops, libdevice, lowp
+from ..gpu import ascompiled, compiledops, inlineasm, libdevice, lowp
 from ..gpu.lowp import inner_method
 
 _TH = _ti.TensorHandle
@@ -59,7 +61,7 @@ def _scalar(data, dtype):
     return tl.tensor(_TH(data, dtype), dtype)
 
 
-def install(scope, builder, numerics: str = "interpreter") -> None:
+def install(scope, builder, numerics: str = "interpreter", rec=None) -> None:
     _quiet_numpy(scope)
     _wrapping_constants(scope, builder)
     _bf16_constants(scope, builder)
@@ -68,7 +70,7 @@ def install(scope, builder, numerics: str = "interpreter") -> None:
     libdevice.install(scope, builder)
     if numerics == "compiled":
         ascompiled.install(scope, builder)
-    _explain_inline_asm(scope, builder)
+    inlineasm.install(scope, builder, rec)
 
 
 def _quiet_numpy(scope) -> None:
@@ -102,18 +104,3 @@ def _constant(np_dtype, inner):
             v -= 1 << bits
         return inner(v)
     return get
-
-
-def _explain_inline_asm(scope, builder) -> None:
-    inner = inner_method(builder, "create_inline_asm")
-
-    def create_inline_asm(inline_asm, constraints, values, type, is_pure, pack):
-        try:
-            return inner(inline_asm, constraints, values, type, is_pure, pack)
-        except NotImplementedError as e:
-            text = " ".join(str(inline_asm).split())
-            text = text if len(text) <= 60 else text[:57] + "..."
-            raise NotImplementedError(
-                f"inline PTX assembly ({text!r}) runs only on an NVIDIA GPU; it cannot be emulated on "
-                f"the CPU").with_traceback(e.__traceback__) from None
-    scope.set_attr(builder, "create_inline_asm", create_inline_asm)

@@ -1,0 +1,202 @@
+"""The storage view and one program's tiles side by side, in a real headless Chromium at 1440 px, and in a
+notebook output (the same frontend, offline): what each canvas draws, cell by cell, against what the kernels
+of tests/kernels/layouts.py touch by their own parameters and the tensors' own strides."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import triton_trace
+from helpers.web import READ, STORED, UNTOUCHED, Page, Watched, canvas_cells, cell_pixel, docs_shot
+from kernels import broken as B
+from kernels import layouts as L
+
+pytestmark = pytest.mark.browser
+
+SIZE, BLOCK = 64, 32            # the matmul: 2 x 2 programs, each 2 trips of its K loop
+PADDED = (12, 10, 16)           # launch 1: x = (12, 16)[:, :10], row stride 16 over 10 columns
+TRANSPOSED = (5, 6, 4)          # launch 2: x = (5, 6).t(), its first 4 rows read
+CONTEXT = (148, 163, 184)       # frontend/tiles.js
+PADDING, NO_STORAGE = (254, 243, 199), (255, 255, 255)      # frontend/storage.js
+OOB_RED = (220, 38, 38)         # frontend/evidence.js
+
+
+def _trace():
+    triton_trace.reset()
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(SIZE, SIZE, generator=g), torch.randn(SIZE, SIZE, generator=g).t()    # B: column-major
+    L.matmul(triton_trace.trace(L.tiled_matmul), a, b, block=BLOCK, block_k=BLOCK)          # launch 0
+    read = triton_trace.trace(L.strided_read)
+    m, n, p = PADDED
+    L.read_rows(read, torch.randn(m, p)[:, :n])                                              # launch 1
+    rows, cols, first = TRANSPOSED
+    L.read_rows(read, torch.randn(rows, cols).t(), rows=first)                              # launch 2
+    B.run_scale(B.scale_off_by_one, False)                                                   # launch 3: x[250] read
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    return tr
+
+
+@pytest.fixture(scope="module")
+def traced():
+    return _trace()
+
+
+@pytest.fixture(scope="module")
+def server(traced):
+    srv = triton_trace.launch(trace=traced, block=False, port=0)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def page(browser, server):
+    p = Page(browser, server.url)
+    p.page.set_viewport_size({"width": 1440, "height": 900})
+    yield p
+    p.close()
+
+
+def tile(where, t: int) -> np.ndarray:
+    return canvas_cells(where, f'#tiles-body canvas[data-tensor="{t}"]')
+
+
+def painted(shape, colours) -> np.ndarray:
+    """An (rows, cols, 3) picture: UNTOUCHED, with each (rows slice, cols slice, colour) painted in order."""
+    out = np.empty(shape + (3,), np.int64)
+    out[:] = UNTOUCHED
+    for rows, cols, colour in colours:
+        out[rows, cols] = colour
+    return out
+
+
+def check_tiles(root, step):
+    """Program (1, 0): pid_m 1, pid_n 0. Every step: A rows 32..63, B columns 0..31, C rows 32..63 x cols 0..31;
+    trip k: A columns and B rows 32k..32k+31, the rest of the program's elements as context."""
+    M, N, ALL = slice(32, 64), slice(0, 32), slice(0, SIZE)
+    if step is None:
+        want = [[(M, ALL, READ)], [(ALL, N, READ)], [(M, N, STORED)]]
+    else:
+        k = slice(step * BLOCK, (step + 1) * BLOCK)
+        want = [[(M, ALL, CONTEXT), (M, k, READ)], [(ALL, N, CONTEXT), (k, N, READ)], [(M, N, CONTEXT)]]
+    for t, colours in enumerate(want):
+        got = tile(root, t)
+        assert got.shape == (SIZE, SIZE, 3), got.shape
+        assert np.array_equal(got, painted((SIZE, SIZE), colours)), (step, t)
+
+
+def test_one_programs_tiles_side_by_side_step_through_its_k_trips(page):
+    pg = page.open("#/launch/0/program/1,0,0")
+    pg.wait_for_selector('#launch-view[aria-busy="false"]')
+    pg.click("#program-tiles")
+    pg.wait_for_selector('#tiles-panel[data-key="1,0,0|all"]')
+    names = pg.locator("#tiles-body figure h3").all_inner_texts()
+    assert names == ["a_ptr 64×64", "b_ptr 64×64", "c_ptr 64×64"]
+    # side by side: one row of three figures
+    boxes = [pg.locator(f'#tiles-body figure[data-tensor="{t}"]').bounding_box() for t in range(3)]
+    assert boxes[0]["x"] < boxes[1]["x"] < boxes[2]["x"] and len({round(b["y"]) for b in boxes}) == 1
+    check_tiles(pg, None)
+    assert pg.locator("#tiles-body .box").all_inner_texts() == ["rows 32–63 · cols 0–63", "rows 0–63 · cols 0–31",
+                                                                "rows 32–63 · cols 0–31"]
+    assert pg.inner_text("#tiles-step") == "all 2 trips"
+    pg.click("#tiles-next")
+    pg.wait_for_selector('#tiles-panel[data-key="1,0,0|0"]')
+    check_tiles(pg, 0)
+    pg.click("#tiles-next")
+    pg.wait_for_selector('#tiles-panel[data-key="1,0,0|1"]')
+    check_tiles(pg, 1)
+    assert pg.inner_text("#tiles-step") == "trip 1 of 2" and pg.locator("#tiles-next").is_disabled()
+    assert pg.locator("#tiles-body .box").all_inner_texts() == ["rows 32–63 · cols 32–63", "rows 32–63 · cols 0–31",
+                                                                "not touched in this step"]
+    assert "inferred" in pg.inner_text("#tiles-note") and "ops 3 (line" in pg.inner_text("#tiles-note")
+    docs_shot(pg, "layout-tiles", "#tiles-panel", page=False)
+    # another program keeps the panel open, back on every step
+    pg.evaluate("location.hash = '#/launch/0/program/0,1,0'")
+    pg.wait_for_selector('#tiles-panel[data-key="0,1,0|all"]')
+    assert pg.locator("#tiles-body .box").all_inner_texts() == ["rows 0–31 · cols 0–63", "rows 0–63 · cols 32–63",
+                                                                "rows 0–31 · cols 32–63"]
+    page.check("layout-tiles")
+
+
+def open_storage(pg, key: str):
+    pg.wait_for_selector('#launch-view[aria-busy="false"]')
+    pg.click("#tensor-storage")
+    pg.wait_for_selector(f'#storage-canvas[data-key="{key}"]')
+
+
+def test_the_storage_of_a_row_padded_tensor(page):
+    m, n, p = PADDED
+    pg = page.open("#/launch/1")
+    open_storage(pg, "all|0||")
+    got = canvas_cells(pg, "#storage-canvas")
+    # a drawn row is a row of storage (the row stride): n logical elements read, then p - n of padding
+    assert np.array_equal(got, painted((m, p), [(slice(None), slice(0, n), READ), (slice(None), slice(n, p), PADDING)]))
+    fact = lambda key: pg.inner_text(f'#storage-facts [data-fact="{key}"] b')
+    assert fact("strides") == f"({p}, 1)" and fact("storage") == f"{m * p} ({4 * m * p} B)"
+    assert fact("padding") == f"{m * (p - n)} ({4 * m * (p - n)} B)"
+    assert fact("where") == f"0 · {(m - 1) * (p - n)} · {p - n}" and fact("span") == f"0–{(m - 1) * p + n - 1}"
+    px = int(pg.get_attribute("#storage-canvas", "data-px"))
+    for col, what in ((n + 1, "padding"), (2, "x_ptr[1, 2] · loaded")):     # storage row 1: x's row 1, then padding
+        pg.locator("#storage-canvas").hover(position={"x": (col + 0.5) * px, "y": 1.5 * px})
+        off = p + col
+        assert pg.inner_text("#storage-hover").startswith(f"storage offset {off} (bytes {4 * off}–{4 * off + 3}) · {what}")
+    docs_shot(pg, "layout-storage", "#storage-panel", page=False)
+    page.check("layout-storage-padded")
+
+
+def test_the_storage_of_a_transposed_view_follows_the_selection(page):
+    rows, cols, first = TRANSPOSED          # x[i, j] at i + cols * j: storage row j, column i
+    pg = page.open("#/launch/2")
+    open_storage(pg, "all|0||")
+    got = canvas_cells(pg, "#storage-canvas")
+    assert np.array_equal(got, painted((rows, cols), [(slice(None), slice(0, first), READ)]))
+    assert "order 1, 0" in pg.inner_text("#storage-note")
+    # an op selected: the storage follows the tensor view to the store into out (4 x 5, contiguous)
+    pg.evaluate("location.hash = '#/launch/2/program/0,0,0/op/1'")
+    pg.wait_for_selector('#storage-canvas[data-key="op|1|0,0,0|1"]')
+    got = canvas_cells(pg, "#storage-canvas")
+    assert np.array_equal(got, painted((first, rows), [(slice(None), slice(None), STORED)]))
+    page.check("layout-storage-transposed")
+
+
+def test_an_out_of_bounds_read_is_drawn_past_the_storages_end(page):
+    n, block = 250, 64                      # x: 250 elements drawn 64 a row; lane n reads offset 250
+    pg = page.open("#/launch/3")
+    pg.wait_for_selector('#launch-view[aria-busy="false"]')
+    pg.select_option("#tensor", "0")
+    pg.click('#tensor-mode button[data-mode="all"]')
+    open_storage(pg, "all|0||")
+    assert pg.get_attribute("#storage-canvas", "data-halo") == "1"
+    row, col = divmod(n, block)
+    assert cell_pixel(pg, row, col, selector="#storage-canvas") == OOB_RED
+    assert cell_pixel(pg, row, col - 1, selector="#storage-canvas") == READ
+    assert cell_pixel(pg, row, col + 1, selector="#storage-canvas") == NO_STORAGE
+    px = int(pg.get_attribute("#storage-canvas", "data-px"))
+    pg.locator("#storage-canvas").hover(position={"x": col * px + px / 2, "y": row * px + px / 2})
+    assert pg.inner_text("#storage-hover").startswith(f"storage offset {n}: outside the storage (0..{n - 1})")
+    page.check("layout-storage-oob")
+
+
+def test_the_notebook_output_draws_the_same_tiles_offline(browser, traced, tmp_path):
+    from triton_trace.view import notebook as nb
+    path = tmp_path / "tiles.html"
+    path.write_text(nb.standalone_html(traced.launches[0], program=(1, 0, 0)), encoding="utf-8")
+    w = Watched(browser, width=1440)
+    try:
+        w.page.goto(path.as_uri())
+        root = w.page.locator(".tt-app")
+        root.locator('#launch-view[aria-busy="false"]').wait_for()
+        root.locator("#program-tiles").click()
+        root.locator('#tiles-panel[data-key="1,0,0|all"]').wait_for()
+        check_tiles(root, None)
+        root.locator("#tiles-next").click()
+        root.locator("#tiles-next").click()
+        root.locator('#tiles-panel[data-key="1,0,0|1"]').wait_for()
+        check_tiles(root, 1)
+        root.locator("#tensor-storage").click()
+        root.locator("#storage-canvas[data-key]").wait_for()
+        assert root.locator("#error").is_hidden()
+        w.check("layout-tiles-notebook")
+    finally:
+        w.ctx.close()
