@@ -330,3 +330,29 @@ def test_approximate_instructions_run_and_the_report_says_so(tmp_path):
     triton_trace.save(triton_trace.current_trace(), str(path))
     text = triton_trace.analyze(triton_trace.load(str(path))).summary()
     assert "inline asm ran tanh.approx.f32 correctly rounded" in text
+
+
+def test_fp4_e2m1_pairs_round_to_nearest_even_and_saturate():
+    """Blackwell's cvt.rn.satfinite.e2m1x2.f32 (as NVFP4 quantisation kernels write it): a to the upper
+    nibble, b to the lower; the reference picks the nearest of the 8 magnitudes by exact distances."""
+    mags = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+    x = np.concatenate([RS.randn(200) * 3, [0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 7.0, 1e9, -0.25]]).astype(np.float32)
+    x = np.concatenate([x, np.zeros(N - x.size, np.float32)])
+    y = x[::-1].copy()
+    asm = "{ .reg .b8 t; cvt.rn.satfinite.e2m1x2.f32 t, $1, $2; cvt.u32.u8 $0, t; }"
+    got = run(asm, "=r,r,r", x.view(np.uint32), y.view(np.uint32))
+
+    def code(v):
+        a = min(abs(Fraction(float(v))), Fraction(6))
+        best = min(range(8), key=lambda i: (abs(Fraction(mags[i]) - a), i % 2))
+        return best | (8 if np.signbit(v) else 0)
+    assert [int(g) for g in got] == [code(a) << 4 | code(b) for a, b in zip(x, y)]
+    back = run("{ .reg .b8 t; cvt.u8.u32 t, $1; cvt.rn.f16x2.e2m1x2 $0, t; }", "=r,r", got)
+    hi = (back >> 16).astype(np.uint16).view(np.float16).astype(np.float64)
+    assert hi.tolist() == [(-1 if c & 8 else 1) * mags[c & 7] for c in (int(g) >> 4 for g in got)]
+
+
+def test_timer_registers_read_the_host_clock():
+    t0 = __import__("time").monotonic_ns()
+    got = run("mov.u64 $0, %globaltimer;", "=l,l", np.zeros(N, np.uint64), out=tl.int64)
+    assert len(set(got.tolist())) == 1 and t0 <= int(got[0]) <= __import__("time").monotonic_ns()

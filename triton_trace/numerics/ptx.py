@@ -9,7 +9,8 @@ in ``ptx_int`` (integer and bit operations) and ``ptx_float`` (floats and conver
 PTX ISA and checked against the GPU (benchmarks/fidelity/inline_asm.py).
 
 What is not here raises ``PtxUnsupported`` naming the statement: branches and labels, special registers
-(``%laneid``, ``%clock``: they depend on where a lane sits on the GPU), shared memory, warp-level
+that depend on where a lane sits on the GPU (``%laneid``, ``%tid``, ``%smid``; the timers ``%globaltimer``
+and ``%clock`` read the host's clock), shared memory, warp-level
 instructions (``shfl``, ``vote``, ``bar``), carry chains across statements. The approximate instructions
 (``ex2.approx``, ``tanh.approx``, ...) compute the correctly rounded value: their bits are the hardware's
 (within the PTX ISA's error bound), and ``Machine.approximate`` lists the ones a block used.
@@ -17,6 +18,7 @@ instructions (``shfl``, ``vote``, ``bar``), carry chains across statements. The 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -25,7 +27,7 @@ import numpy as np
 # the width of each PTX type, in bits
 WIDTH = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16,
          "b32": 32, "u32": 32, "s32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32, "tf32": 32,
-         "b64": 64, "u64": 64, "s64": 64, "f64": 64, "e4m3x2": 16, "e5m2x2": 16}
+         "b64": 64, "u64": 64, "s64": 64, "f64": 64, "e4m3x2": 16, "e5m2x2": 16, "e2m1x2": 8}
 # the register width of an LLVM constraint letter
 CONSTRAINT_WIDTH = {"c": 8, "h": 16, "r": 32, "f": 32, "l": 64, "d": 64, "b": 1}
 _U64 = np.uint64
@@ -219,6 +221,8 @@ class Machine:
         return bits
 
     def _reg(self, name: str) -> np.ndarray:
+        if name in _TIMERS:           # host time: a kernel that times itself still runs (the values are the CPU's)
+            return np.full(self.n, _TIMERS[name](time.monotonic_ns()), dtype=_U64)
         if name not in self.regs:
             if name.startswith("%"):
                 raise PtxUnsupported(f"special or undeclared register {name}: it depends on where the lane "
@@ -250,6 +254,11 @@ class Machine:
 
     def predicate(self, op: Operand) -> np.ndarray:
         return self.read(op, "pred").astype(bool)
+
+
+# the timer registers, read from the host's monotonic clock in nanoseconds (%clock counts them as cycles)
+_TIMERS = {"%globaltimer": lambda t: t, "%globaltimer_lo": lambda t: t & 0xFFFFFFFF,
+           "%globaltimer_hi": lambda t: t >> 32 & 0xFFFFFFFF, "%clock64": lambda t: t, "%clock": lambda t: t & 0xFFFFFFFF}
 
 
 def _encode_imm(value, ptx_type: str) -> int:

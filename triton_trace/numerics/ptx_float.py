@@ -257,12 +257,45 @@ def _fp8_encode(x: np.ndarray, fmt: str, satfinite: bool) -> np.ndarray:
     return np.where(np.isnan(x), 0x7F, code).astype(_U64)
 
 
+_FP4 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])      # e2m1 codes 0-7; bit 3 is the sign
+
+
+def _fp4_encode(x: np.ndarray) -> np.ndarray:
+    """Nearest e2m1 code (ties to the even code), saturating at 6 (``.satfinite``, which PTX requires).
+    A NaN input, which PTX does not define for this format, gives +6 (code 7)."""
+    a = np.abs(x)
+    i = np.clip(np.searchsorted(_FP4, a), 1, 7)
+    lo, hi = _FP4[i - 1], _FP4[i]
+    take_hi = (a - lo > hi - a) | ((a - lo == hi - a) & (i % 2 == 0))
+    code = np.where(a >= 6.0, 7, np.where(take_hi, i, i - 1))
+    code = np.where(np.signbit(x) & ~np.isnan(x), code | 8, code)
+    return np.where(np.isnan(x), 7, code).astype(_U64)
+
+
 def cvt(m: Machine, ins: Instr):
     types = ins.types()
     if len(types) != 2:
         raise PtxUnsupported(f"{ins.text!r}: cvt with {len(types)} types")
     dst_t, src_t = types
     mode = next((_MODE[x] for x in ins.mods if x in _MODE), None)
+    if dst_t == "e2m1x2":                              # a -> upper nibble, b -> lower
+        hi, lo = (_fp4_encode(decode(m.read(ins.operands[i], src_t), src_t)) for i in (1, 2))
+        if ins.has("relu"):
+            hi, lo = (np.where(v & _U64(8), _U64(0), v) for v in (hi, lo))
+        m.write(ins.operands[0], (hi << _U64(4)) | lo, "b8")
+        return
+    if src_t == "e2m1x2":                              # upper nibble -> upper half
+        src = m.read(ins.operands[1], "b8")
+        out = np.zeros(m.n, dtype=_U64)
+        et = "f16" if dst_t == "f16x2" else "bf16"
+        for k in (0, 1):
+            code = ((src >> _U64(4 * k)) & _U64(0xF)).astype(np.int64)
+            v = np.where(code & 8, -1.0, 1.0) * _FP4[code & 7]
+            if ins.has("relu"):
+                v = np.maximum(v, 0.0)
+            out |= encode(v, 0.0, et) << _U64(16 * k)
+        m.write(ins.operands[0], out, dst_t)
+        return
     if dst_t in ("e4m3x2", "e5m2x2"):
         fmt = dst_t[:4]
         if src_t == "f16x2":
