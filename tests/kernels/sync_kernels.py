@@ -117,3 +117,30 @@ def add_lowp(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+# -- tickets that do not order: every program reads all parts after its own ticket (for the race check) ------
+@triton.jit
+def every_program_sums(x_ptr, part_ptr, count_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    m = pid * BLOCK + offs < n
+    tl.store(part_ptr + pid * BLOCK + offs, tl.load(x_ptr + pid * BLOCK + offs, mask=m, other=0.0), mask=m)
+    tl.debug_barrier()
+    tl.atomic_add(count_ptr, 1)
+    acc = tl.zeros((BLOCK,), tl.float32)        # no check that this ticket is the last: parts may be missing
+    for p in range(0, tl.num_programs(0)):
+        acc += tl.load(part_ptr + p * BLOCK + offs, mask=p * BLOCK + offs < n, other=0.0)  # READ
+    tl.store(out_ptr + pid, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def shared_part_sums(x_ptr, part_ptr, count_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # every program stores into the same part before its ticket: a write-write race the tickets cannot order
+    pid = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    tl.store(part_ptr + offs, tl.load(x_ptr + pid * BLOCK + offs, mask=pid * BLOCK + offs < n, other=0.0))  # STORE
+    tl.debug_barrier()
+    ticket = tl.atomic_add(count_ptr, 1)
+    if ticket == tl.num_programs(0) - 1:
+        tl.store(out_ptr, tl.sum(tl.load(part_ptr + offs), axis=0))

@@ -24,7 +24,7 @@ from .context import KIND_NAMES, LaunchContext
 KINDS = (
     ("assert_failed", "error", "a tl.device_assert was false on some lanes (a GPU traps there)"),
     ("out_of_bounds", "error", "an active lane addressed memory outside its tensor's storage"),
-    ("race", "error", "programs accessed one element with no atomic or common lock ordering them"),
+    ("race", "error", "programs accessed one element with no atomic, common lock or ticket ordering them"),
     ("uninitialized_read", "error", "an element of an undefined output was read before any program wrote it"),
     ("nonfinite", "error", "a NaN or Inf born in the kernel from finite operands reached memory"),
     ("overflow", "error", "a value did not fit its type (int32 wrap, narrowing cast) and reached memory"),

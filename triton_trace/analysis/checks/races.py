@@ -10,9 +10,16 @@ Definitions:
   ``while tl.atomic_cas(L, 0, 1) == 1: pass ... tl.atomic_xchg(L, 0)``, as in Triton's layer-norm
   backward tutorial. Two conflicting accesses made while both programs held the same lock are ordered
   by it: not a race. Only the innermost lock counts.
-- Not recognised: other ways programs order themselves (a ticket counter, a flag polled in a loop), a
-  lock taken or released another way. Their accesses are reported as races. (The interpreter runs the
-  programs one after another, so a spin loop never spins and the trace cannot show a wait.)
+- Tickets. A scalar ``atomic_add`` (acq_rel, Triton's default, or release/acquire) on a counter orders
+  its program's earlier stores before the later accesses of every program that takes a ticket on the same
+  counter after it: "the last program to take a ticket reads every program's partial result" (split-K,
+  stream-K, a grid-wide reduction). A store before a program's ticket and a load after a later ticket of
+  another program are then not a race; two such stores of one element still are, and so is a load after
+  an earlier ticket. The tickets' order is the order the interpreter ran them in (the row order), which is
+  an order the GPU could have run them in, and the one the trace's values come from.
+- Not recognised: other ways programs order themselves (a flag polled in a loop), a lock taken or released
+  another way. Their accesses are reported as races. (The interpreter runs the programs one after
+  another, so a spin loop never spins and the trace cannot show a wait.)
 - An element is a place in a storage: two arguments that view one storage (``x`` and ``x[1:]``, an
   in-place kernel) are compared with each other, in units of the smallest element size among them.
 
@@ -30,12 +37,16 @@ from ...model.overlap import ranges_disjoint, shared_elements
 from .. import context
 from . import intervals, pieces
 from ..context import CAS, LOAD, STORE, XCHG, LaunchContext, pattern_intervals, sorted_unique, unique_rows
+from ...model import KIND_CODE
 from . import extent as E
 from ..findings import Finding, op_fields, short_list, where
 from .extent import view_positions
 
 R, W, A = 0, 1, 2
 _NONE = np.iinfo(np.int64).max
+ADD = KIND_CODE["atomic_add"]
+_PUBLISH = ("acq_rel", "release")
+_ACQUIRE = ("acq_rel", "acquire")
 
 
 def lock_of_rows(ctx: LaunchContext) -> np.ndarray:
@@ -67,8 +78,49 @@ def lock_of_rows(ctx: LaunchContext) -> np.ndarray:
     return lock
 
 
+def tickets_of_rows(ctx: LaunchContext) -> tuple:
+    """Per row, (pub, acq): the row of the next ticket its program takes after it, and of the last one it
+    took before it (-1: none), and (pub_at, acq_at) the counter of each (an id). A ticket is a scalar
+    ``atomic_add`` (one active lane) whose sem publishes (acq_rel, release) or acquires (acq_rel, acquire);
+    a trace without recorded sems has Triton's default, acq_rel."""
+    n = ctx.n_rows
+    none = np.full(n, -1, dtype=np.int64)
+    rows = np.flatnonzero((ctx.kind == ADD) & (ctx.lane_count == 1) & (ctx.active_lanes == 1))
+    if not len(rows):
+        return none, none, none, none
+    sem = {}
+    files = list(ctx.launch.files)
+    for e in (ctx.launch.meta or {}).get("atomic_sem") or []:
+        if e.get("op") == "atomic_add" and e.get("file") in files:
+            sem.setdefault((files.index(e["file"]), int(e["line"])), set()).add(e.get("sem"))
+    sems = [sem.get((int(f), int(ln)), {"acq_rel"}) for f, ln in zip(ctx.file[rows], ctx.line[rows])]
+    addr = (ctx.tensor[rows] << 40) | (ctx.first_offsets(rows) & ((1 << 40) - 1))
+    at = np.unique(addr, return_inverse=True)[1].reshape(-1)
+    span = int(ctx.seq.max(initial=0)) + 2
+    mem = ctx.mem_rows
+    key = ctx.row_prog[mem] * span + ctx.seq[mem]
+    out = []
+    for allowed, side in ((_PUBLISH, "right"), (_ACQUIRE, "left")):
+        ok = np.array([bool(s & set(allowed)) for s in sems], dtype=bool)
+        t, a = rows[ok], at[ok]
+        tkey = ctx.row_prog[t] * span + ctx.seq[t]
+        o = np.argsort(tkey, kind="stable")
+        t, a, tkey = t[o], a[o], tkey[o]
+        order, where_ = none.copy(), none.copy()
+        if len(t):
+            # publish: the first ticket after the row in its program; acquire: the last one before it
+            j = np.searchsorted(tkey, key, side=side) - (0 if side == "right" else 1)
+            jc = np.clip(j, 0, len(t) - 1)
+            same = (j >= 0) & (j < len(t)) & (ctx.row_prog[t[jc]] == ctx.row_prog[mem]) & (t[jc] != mem)
+            order[mem[same]], where_[mem[same]] = t[jc[same]], a[jc[same]]
+        out.append((order, where_))
+    (pub, pub_at), (acq, acq_at) = out
+    return pub, acq, pub_at, acq_at
+
+
 def check_races(ctx: LaunchContext) -> list:
     lock = lock_of_rows(ctx)
+    tickets = tickets_of_rows(ctx)
     typ = np.where(ctx.kind == LOAD, R, np.where(ctx.kind == STORE, W, A))
     mem = ctx.mem_rows
     writers = mem[ctx.is_write[mem] & (ctx.active_lanes[mem] > 0)]
@@ -89,14 +141,16 @@ def check_races(ctx: LaunchContext) -> list:
         cut = pieces.cut(ctx, rows, unit) if context.SHORTCUTS else None
         if cut is not None:       # the elements as pieces: an entry per row and piece, not per lane
             lr = cut.row
-            findings += _races(ctx, unit, cut.piece, lr, ctx.row_prog[lr], typ[lr], lock[lr], cut)
+            findings += _races(ctx, unit, cut.piece, lr, ctx.row_prog[lr], typ[lr], lock[lr],
+                               tuple(x[lr] for x in tickets), cut)
             continue
         lr, off = ctx.row_lanes(rows)
         el = off * ctx.eb[lr] // unit
         p = ctx.row_prog[lr]
         sel = _may_race(el, p, typ[lr], lock[lr], size)
         if sel.any():
-            findings += _races(ctx, unit, el[sel], lr[sel], p[sel], typ[lr[sel]], lock[lr[sel]])
+            findings += _races(ctx, unit, el[sel], lr[sel], p[sel], typ[lr[sel]], lock[lr[sel]],
+                               tuple(x[lr[sel]] for x in tickets))
     return findings
 
 
@@ -187,11 +241,12 @@ def _storage_groups(tensors) -> list:
     return list(groups.values())
 
 
-def _races(ctx, unit, el, lr, p, typ, lk, cut=None) -> list:
+def _races(ctx, unit, el, lr, p, typ, lk, tickets, cut=None) -> list:
     """Per element (or per piece of ``cut``: ``el`` then numbers pieces), whether it races, and the
-    findings."""
+    findings. ``tickets``: (pub, acq, pub_at, acq_at) of each access (tickets_of_rows)."""
     o = np.argsort(el, kind="stable")                 # execution order kept within an element
     el, lr, p, typ, lk = el[o], lr[o], p[o], typ[o], lk[o]
+    pub, acq, pub_at, acq_at = (x[o] for x in tickets)
     n = len(el)
     start = np.r_[0, np.flatnonzero(el[1:] != el[:-1]) + 1]
     seg = np.repeat(np.arange(len(start)), np.diff(np.r_[start, n]))
@@ -206,8 +261,10 @@ def _races(ctx, unit, el, lr, p, typ, lk, cut=None) -> list:
 
     locked = lk >= 0
     wr, at, rd = typ == W, typ == A, typ == R
-    race = (pair(wr & ~locked, np.ones(n, dtype=bool)) | pair(wr & locked, ~locked)
-            | pair(at & ~locked, rd) | pair(at & locked, rd & ~locked))
+    published = wr & ~locked & (pub >= 0)
+    ordered = _ticket_ordered(p, rd & ~locked & (acq >= 0), published, pub, acq, pub_at, acq_at, start, seg)
+    race = (pair(wr & ~locked & ~published, np.ones(n, dtype=bool)) | pair(published, ~ordered)
+            | pair(wr & locked, ~locked) | pair(at & ~locked, rd) | pair(at & locked, rd & ~locked))
     lk_lo = np.minimum.reduceat(np.where(locked, lk, _NONE), start)
     lk_hi = np.maximum.reduceat(np.where(locked, lk, -1), start)
     race |= (lk_hi >= 0) & (lk_lo != lk_hi) & (pair(wr & locked, locked) | pair(at & locked, rd & locked))
@@ -220,10 +277,29 @@ def _races(ctx, unit, el, lr, p, typ, lk, cut=None) -> list:
         w = np.where(w == _NONE, first(cand), w)
     w = np.where(w == _NONE, start, w)
     wp, wt, wl = p[w][seg], typ[w][seg], lk[w][seg]
-    conflicts = (p != wp) & ((wt == W) | (typ == W) | ((wt == A) & (typ == R))) & ~((lk >= 0) & (lk == wl))
+    conflicts = (p != wp) & ((wt == W) | (typ == W) | ((wt == A) & (typ == R))) & ~((lk >= 0) & (lk == wl)) \
+        & ~(ordered & published[w][seg])
     other = first(conflicts)
     other = np.where(other == _NONE, first(p != wp), other)
     return _findings(ctx, unit, race, w, other, (lr, p, el, typ, seg), cut)
+
+
+def _ticket_ordered(p, acquired, published, pub, acq, pub_at, acq_at, start, seg) -> np.ndarray:
+    """Per access: a load after a ticket that comes after every other program's published store of its
+    element, on the same counter (so every such store happened before it)."""
+    if not acquired.any() or not published.any():
+        return np.zeros(len(p), dtype=bool)
+    pos = np.arange(len(p))
+    last = np.maximum.reduceat(np.where(published, pub, -1), start)           # the latest publishing ticket
+    at_last = np.maximum.reduceat(np.where(published & (pub == last[seg]), pos, -1), start)
+    last_prog = np.where(at_last >= 0, p[np.maximum(at_last, 0)], -1)
+    # the latest among the other programs': the reader's own store is ordered by its program anyway
+    second = np.maximum.reduceat(np.where(published & (p != last_prog[seg]), pub, -1), start)
+    before = np.where(p == last_prog[seg], second[seg], last[seg])
+    lo = np.minimum.reduceat(np.where(published, pub_at, _NONE), start)
+    hi = np.maximum.reduceat(np.where(published, pub_at, -1), start)
+    one_counter = (lo[seg] == hi[seg]) & ((hi[seg] < 0) | (acq_at == hi[seg]))
+    return acquired & one_counter & (before < acq)
 
 
 def _findings(ctx, unit, race, w, other, acc, cut) -> list:
@@ -266,7 +342,7 @@ def _findings(ctx, unit, race, w, other, acc, cut) -> list:
         places = "; ".join(f"{x['op']} at {x['file']}:{x['line']} by {x['programs']} program(s)"
                            for x in extent["accesses"][:4])
         msg = (f"race on {what}: {len(writers)} program(s) write ({_ids(ctx, writers)}) and {len(readers)} read "
-               f"({_ids(ctx, readers)}) {E.elements_text(extent['elements'])} with no atomic or common lock "
+               f"({_ids(ctx, readers)}) {E.elements_text(extent['elements'])} with no atomic, common lock or ticket "
                f"ordering them ({places}); first: program {E.pid_text(prog)} ({f['op']} at {where(f)}) and program "
                f"{E.pid_text(oprog)} ({fo['op']} at {where(fo)}), element offsets {short_list(int(v) for v in offs)}")
         out.append(Finding(
