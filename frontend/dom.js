@@ -92,3 +92,12 @@ export function scrollIntoBox(el) {
     if (top < box.scrollTop + 20 || bottom > box.scrollTop + box.clientHeight) box.scrollTop = top - box.clientHeight / 3;
   });
 }
+
+// A foldable panel's open state: the panel's data-state, its toggle button's text and aria-pressed
+// (``<prefix>-panel`` and ``<prefix>-open``), scrolled into view when ``reveal``.
+export function setPanelOpen($, prefix, open, reveal = false) {
+  $(`${prefix}-panel`).dataset.state = open ? "open" : "closed";
+  $(`${prefix}-open`).textContent = open ? "Hide" : "Show";
+  $(`${prefix}-open`).setAttribute("aria-pressed", String(open));
+  if (open && reveal) requestAnimationFrame(() => $(`${prefix}-panel`).scrollIntoView({ block: "nearest", behavior: "instant" }));
+}

@@ -3,7 +3,7 @@
 // stride's tails, what a slice leaves out, nothing at all for a transposed view); and what the tensor view's
 // selection read and wrote there, out-of-bounds lanes in red past the storage's ends. It follows the tensor
 // view: the same tensor, the same op, program or all programs.
-import { clear, fmtNum, h, pidText, rgb, sizeCanvas } from "./dom.js";
+import { clear, fmtNum, h, pidText, rgb, setPanelOpen, sizeCanvas } from "./dom.js";
 import { OOB_RED, drawEvidence, haloMargin } from "./evidence.js";
 import { planePx } from "./layout.js";
 import { KIND_COLOR, UNTOUCHED } from "./tensorlegend.js";
@@ -68,18 +68,13 @@ export class StoragePanel {
 
   async show(reveal) {
     this.open = true;
-    this.$("storage-panel").dataset.state = "open";
-    this.$("storage-open").textContent = "Hide";
-    this.$("storage-open").setAttribute("aria-pressed", "true");
-    if (reveal) requestAnimationFrame(() => this.$("storage-panel").scrollIntoView({ block: "nearest", behavior: "instant" }));
+    setPanelOpen(this.$, "storage", true, reveal);
     await this.load();
   }
 
   close() {
     this.open = false;
-    this.$("storage-panel").dataset.state = "closed";
-    this.$("storage-open").textContent = "Show";
-    this.$("storage-open").setAttribute("aria-pressed", "false");
+    setPanelOpen(this.$, "storage", false);
     this.$("storage-body").hidden = true;
     this.$("storage-controls").hidden = true;
     this.$("storage-title").textContent = "";

@@ -2,7 +2,7 @@
 // C tile), each on its own plane, one step of the program's loop at a time (TilesPayload, tilesview.py). The
 // trace records ops, not loop trips: the server reads the trips back from lines that repeat, and steps
 // through the program's memory ops in op order when none does; the panel says which.
-import { clear, fmtNum, h, pidText, rgb, sizeCanvas } from "./dom.js";
+import { clear, fmtNum, h, pidText, rgb, setPanelOpen, sizeCanvas } from "./dom.js";
 import { drawEvidence, haloMargin } from "./evidence.js";
 import { planePx } from "./layout.js";
 import { KIND_COLOR, UNTOUCHED } from "./tensorlegend.js";
@@ -58,18 +58,13 @@ export class TilesPanel {
 
   async show(reveal) {
     this.open = true;
-    this.$("tiles-panel").dataset.state = "open";
-    this.$("tiles-open").textContent = "Hide";
-    this.$("tiles-open").setAttribute("aria-pressed", "true");
-    if (reveal) requestAnimationFrame(() => this.$("tiles-panel").scrollIntoView({ block: "nearest", behavior: "instant" }));
+    setPanelOpen(this.$, "tiles", true, reveal);
     await this.load();
   }
 
   close() {
     this.open = false;
-    this.$("tiles-panel").dataset.state = "closed";
-    this.$("tiles-open").textContent = "Show";
-    this.$("tiles-open").setAttribute("aria-pressed", "false");
+    setPanelOpen(this.$, "tiles", false);
     for (const id of ["tiles-body", "tiles-legend", "tiles-hover", "tiles-note", "tiles-controls"]) this.$(id).hidden = true;
     this.$("tiles-title").textContent = "";
   }

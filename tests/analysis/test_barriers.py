@@ -12,6 +12,7 @@ import torch
 
 import triton_trace
 from triton_trace.analysis.findings import SEVERITY
+from helpers.findings import runs, traced_report
 from helpers.source import marked_line
 from kernels import sync_kernels as K
 
@@ -19,18 +20,8 @@ KIND = "release_without_barrier"
 
 
 def analyzed(kernel, grid, *args, batch=True, **kw):
-    triton_trace.reset()
-    triton_trace.trace(batch=batch)(kernel)[grid](*args, **kw)
-    trace = triton_trace.current_trace()
-    triton_trace.reset()
-    return trace, triton_trace.analyze(trace, layouts="model", what_if=False).findings
-
-
-def runs(values) -> list:
-    """Runs of consecutive sorted distinct integers, inclusive: the independent side of an extent's "ranges"."""
-    v = np.unique(np.asarray(values, dtype=np.int64))
-    cut = np.flatnonzero(np.diff(v) != 1)
-    return [[int(a), int(b)] for a, b in zip(v[np.r_[0, cut + 1]], v[np.r_[cut, len(v) - 1]])]
+    trace, report = traced_report(kernel, grid, *args, batch=batch, **kw)
+    return trace, report.findings
 
 
 def shared_elements(written: dict, touched: dict) -> np.ndarray:

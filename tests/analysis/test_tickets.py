@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import triton_trace
+from helpers.findings import traced_report
 from helpers.source import marked_line
 from kernels import sync_kernels as K
 
@@ -18,11 +19,8 @@ def findings(kernel, batch, fenced=True):
     n = G * BLOCK - SHORT
     x = torch.randn(n)
     part, count, out = torch.zeros(G * BLOCK), torch.zeros(1, dtype=torch.int32), torch.zeros(G)
-    triton_trace.reset()
-    triton_trace.trace(batch=batch)(kernel)[(G,)](x, part, count, out, n, BLOCK=BLOCK)
-    trace = triton_trace.current_trace()
-    triton_trace.reset()
-    return triton_trace.analyze(trace, layouts="model", what_if=False).findings, x, out
+    _, report = traced_report(kernel, (G,), x, part, count, out, n, BLOCK=BLOCK, batch=batch)
+    return report.findings, x, out
 
 
 @pytest.mark.parametrize("batch", [True, False])

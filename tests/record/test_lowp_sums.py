@@ -10,16 +10,13 @@ import torch
 
 import triton_trace
 from triton_trace.analysis.advice import precision
+from helpers.findings import traced_report
 from helpers.source import marked_line
 from kernels import sync_kernels as K
 
 
 def run(kernel, grid, *args, batch=True, **kw):
-    triton_trace.reset()
-    triton_trace.trace(batch=batch)(kernel)[grid](*args, **kw)
-    trace = triton_trace.current_trace()
-    triton_trace.reset()
-    report = triton_trace.analyze(trace, layouts="model", what_if=False)
+    trace, report = traced_report(kernel, grid, *args, batch=batch, **kw)
     return trace, report.findings, [h for h in report.to_dict()["launches"][0]["hints"]
                                     if h["kind"] == "lowp_accumulation"]
 

@@ -11,6 +11,7 @@ import torch
 
 import triton_trace
 from triton_trace.analysis.advice import predictions
+from helpers.findings import runs, traced_report
 from helpers.source import marked_line
 from kernels import check_kernels as K
 from kernels import value_bugs as V
@@ -19,20 +20,8 @@ I32_MIN = -(1 << 31)
 
 
 def run(kernel, grid, *args, batch=True, **kw):
-    triton_trace.reset()
-    triton_trace.trace(batch=batch)(kernel)[grid](*args, **kw)
-    trace = triton_trace.current_trace()
-    triton_trace.reset()
-    return trace, triton_trace.analyze(trace, layouts="model", what_if=False).findings
-
-
-def runs(values) -> list:
-    """Runs of consecutive sorted distinct integers, inclusive: the independent side of an extent's "ranges"."""
-    v = np.unique(np.asarray(values, dtype=np.int64))
-    if not len(v):
-        return []
-    cut = np.flatnonzero(np.diff(v) != 1)
-    return [[int(a), int(b)] for a, b in zip(v[np.r_[0, cut + 1]], v[np.r_[cut, len(v) - 1]])]
+    trace, report = traced_report(kernel, grid, *args, batch=batch, **kw)
+    return trace, report.findings
 
 
 def program_runs(ids) -> list:

@@ -382,7 +382,7 @@ def test_routes_and_unpack(js):
 # --------------------------------------------------------------------------------------------------------
 # every exported function is covered above, or says why it is not pure
 # --------------------------------------------------------------------------------------------------------
-DOM_BOUND = {"scoped", "h", "clear", "sizeCanvas", "scrollIntoBox", "embed", "drawEvidence", "installNavigation",
+DOM_BOUND = {"scoped", "h", "clear", "sizeCanvas", "setPanelOpen", "scrollIntoBox", "embed", "drawEvidence", "installNavigation",
              "tensorLegend", "showTouches", "mount"}      # they build elements or draw on a canvas: the browser tests'
 
 

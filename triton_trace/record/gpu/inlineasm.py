@@ -9,6 +9,7 @@ Loads and stores in the block go through the builder's ``create_masked_load``/``
 the recorder sees them as the kernel line's accesses (bounds, races and bytes included)."""
 from __future__ import annotations
 
+import functools
 import inspect
 
 import numpy as np
@@ -144,8 +145,14 @@ class _Memory:
     def __init__(self, builder, groups_shape: tuple):
         self.builder = builder
         self.shape = groups_shape
-        self._load_extra = _extra_args(builder, "create_masked_load", 4)
-        self._store_extra = _extra_args(builder, "create_masked_store", 4)
+
+    @functools.cached_property
+    def _load_extra(self) -> tuple:          # (only a block that reaches memory looks the signature up)
+        return _extra_args(self.builder, "create_masked_load", 4)
+
+    @functools.cached_property
+    def _store_extra(self) -> tuple:
+        return _extra_args(self.builder, "create_masked_store", 4)
 
     def _ptrs(self, addr, ptx_type):
         return TensorHandle(np.asarray(addr, dtype=_U64).reshape(self.shape),
