@@ -16,7 +16,7 @@ from ..errors import TraceUsageError
 from ..model import Launch, Trace
 from .memory import layouts as L
 from . import metrics, parallel
-from .advice import precision, predictions
+from .advice import precision, predictions, shadow as shadow_advice, shadowrun
 from .memory.cache import issue_order, simulate
 from .memory.coalescing import coalesce
 from .context import LOAD, LaunchContext, Params
@@ -31,6 +31,7 @@ from .checks.sanitizer import check_bounds, check_coverage
 from .checks.writeorder import check_double_writes, check_uninitialized
 from .checks.valuechecks import RECORDED_CHECKS
 from .checks.barriers import check_releases_without_barrier
+from .checks.across import Across
 
 # the checks over what the recorder's monitors kept (one per row of record/checks/table.py), then the
 # checks over the accesses themselves
@@ -41,7 +42,8 @@ CHECKS = (*RECORDED_CHECKS, check_bounds, check_races, check_uninitialized, chec
 def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 32, vector_bytes: int = 16,
             num_warps: Optional[int] = None, l2_bytes: Optional[int] = None, l2_ways: int = 16,
             programs_in_flight: Optional[int] = None, max_findings: int = 100, max_examples: int = 8,
-            max_programs: int = 1 << 16, layouts: str = "compiler", what_if: Optional[bool] = None) -> Report:
+            max_programs: int = 1 << 16, layouts: str = "compiler", what_if: Optional[bool] = None,
+            shadow: Optional[str] = None) -> Report:
     """Metrics and sanitizer findings for every launch of ``trace`` (a Trace, live or loaded, or a Launch).
 
     ``gpu`` picks the defaults of ``l2_bytes`` and ``programs_in_flight`` (SMs x 2) and the roofline
@@ -54,6 +56,10 @@ def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 
     replays the launch for the hints (analysis/advice/whatif.py): None with GROUP_M 1 and 8 (where the kernel
     orders its tiles by a group size), for launches of up to 2M cache-stream entries; True with GROUP_M 1,
     4, 8 and 16, through the other GPUs' L2 and with other num_warps, up to 20M entries; False never.
+    ``shadow="float64"`` says where precision is lost (each launch's "precision" entry and its
+    ``precision_loss`` hints, analysis/advice/shadow.py): a launch recorded without the float64 shadow runs
+    again with it, from the inputs ``trace(inputs=True)`` kept (analysis/advice/shadowrun.py); one recorded
+    with it (record/checks/shadow.py's ``shadowing()``) has its entry whatever ``shadow`` is.
     """
     params = Params(gpu=gpu, warp_size=warp_size, vector_bytes=vector_bytes, num_warps=num_warps,
                     l2_bytes=l2_bytes, l2_ways=l2_ways, programs_in_flight=programs_in_flight,
@@ -66,15 +72,21 @@ def analyze(trace: Union[Trace, Launch], *, gpu: str = "H200", warp_size: int = 
     else:
         raise TraceUsageError(f"analyze() takes a triton_trace.Trace (e.g. triton_trace.current_trace() or "
                               f"triton_trace.load(path)) or a Launch; got {type(trace).__name__}")
+    if shadow is not None:
+        launches = shadowrun.with_shadow(launches, shadow)
     reports, found = [], []
+    across = Across(launches)
     # what the last launch left for the next one cannot serve the analysis' arrays: unmapped now, not a
     # second later (arena.release); most of the analysis' memory is touched once: small pages map it fastest
     arena.release()
     with arena.small_pages():
         for i, lc in enumerate(launches):
-            report, findings = _analyze_launch(LaunchContext(lc, i, params))
+            ctx = LaunchContext(lc, i, params)
+            report, findings = _analyze_launch(ctx)
+            across.note(ctx)
             reports.append(report)
             found += findings
+    found = across.merge(found, params.max_examples)
     kept, counts, suppressed = finalize(found, params.max_findings)
     return Report(launches=tuple(reports), findings=kept, finding_counts=counts, suppressed=suppressed,
                   params=params)
@@ -196,12 +208,13 @@ def _analyze_launch(ctx: LaunchContext) -> tuple:
         "lines": metrics.source_lines(ctx, ops),
         "hints": hints(ctx, ops),
         "compiled": compiled_entry,
+        "precision": shadow_advice.summary(ctx),
     }
     replayed, note = replay.result()
     extra = hints_from(replayed, m["dram_read_bytes"])
     note = note if m["dram_read_bytes"] else None
     extra += resource_hints(ctx, compiled_entry, GPUS[ctx.params.gpu].sms) + predictions.hints(ctx) + \
-        precision.hints(ctx)
+        precision.hints(ctx) + shadow_advice.hints(ctx, summary["precision"])
     if ctx.params.what_if is True:
         extra += warps_hints(ctx, compiled_entry, lambda w: _compile(ctx, w))
     summary["hints"] = sorted(summary["hints"] + extra, key=lambda h: -h["saving"])

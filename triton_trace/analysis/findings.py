@@ -33,7 +33,8 @@ KINDS = (
     ("padded_reduction", "error", "a masked load's other= value, changed by arithmetic, entered a sum/max/min"),
     ("out_of_view", "warning", "an access inside the storage but outside the tensor's view (shape, strides)"),
     ("double_write", "warning", "one program stored the same element of an output twice"),
-    ("unwritten_output", "warning", "elements of a declared output that no program wrote"),
+    ("unwritten_output", "warning",
+     "elements of a declared output that no program wrote (of any launch of the trace on that storage)"),
     ("nonfinite_input", "warning", "a NaN or Inf already held by an argument was carried into memory"),
     ("release_without_barrier", "warning", "a scalar atomic released a lock or set a flag right after block "
                                            "stores other programs read, with no tl.debug_barrier() between"),

@@ -73,6 +73,10 @@ class TensorInfo:
     # alias one storage (x and x[1:]), and their offsets count from the same start. -1: unknown (a
     # synthetic or older trace), taken as a storage of its own.
     storage: int = -1
+    # Identity of that memory across the launches of one trace: launches whose arguments have the same
+    # ``buffer`` used the same live storage (a host loop writing one output chunk by chunk), so their
+    # storage offsets compare. -1: unknown (an older trace), never taken as shared.
+    buffer: int = -1
 
     def view_offsets(self) -> np.ndarray:
         """Storage offsets of every element of the view, in the view's index order (row-major)."""
@@ -84,13 +88,15 @@ class TensorInfo:
     def to_dict(self) -> dict:
         return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "strides": list(self.strides),
                 "storage_offset": self.storage_offset, "storage_size": self.storage_size,
-                "elem_bytes": self.elem_bytes, "device": self.device, "storage": self.storage}
+                "elem_bytes": self.elem_bytes, "device": self.device, "storage": self.storage,
+                "buffer": self.buffer}
 
     @staticmethod
     def from_dict(d: dict) -> "TensorInfo":
         return TensorInfo(str(d["name"]), str(d["dtype"]), tuple(int(s) for s in d["shape"]),
                           tuple(int(s) for s in d["strides"]), int(d["storage_offset"]), int(d["storage_size"]),
-                          int(d["elem_bytes"]), str(d.get("device", "cpu")), int(d.get("storage", -1)))
+                          int(d["elem_bytes"]), str(d.get("device", "cpu")), int(d.get("storage", -1)),
+                          int(d.get("buffer", -1)))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ LAUNCH_KEYS = {"kernel_name", "source", "source_file", "source_line", "grid", "a
                "completed", "error", "meta", "lanes", "arrays"}
 OPTIONAL_LAUNCH_KEYS = {"meta", "lanes"}        # version 1 files have no lane count; older ones no meta
 TENSOR_KEYS = {"name": str, "dtype": str, "shape": "ints", "strides": "ints", "storage_offset": int,
-               "storage_size": int, "elem_bytes": int, "device": str, "storage": int}
+               "storage_size": int, "elem_bytes": int, "device": str, "storage": int,
+               "buffer": int}
 BLOCK_KEYS = {"dtype": str, "shape": "ints", "offset": int, "nbytes": int, "raw_nbytes": int}
 CONFIG_INTS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "index")
 MAX_INT = 1 << 62
@@ -102,7 +103,7 @@ def _check_launch(lc, version: int, where: str) -> None:
     _list_of(lc["outputs"], str, f"{where}.outputs")
     _list_of(lc["tensors"], dict, f"{where}.tensors")
     for j, t in enumerate(lc["tensors"]):
-        _fields(t, TENSOR_KEYS, f"{where}.tensors[{j}]", optional={"device", "storage"})
+        _fields(t, TENSOR_KEYS, f"{where}.tensors[{j}]", optional={"device", "storage", "buffer"})
     _check_config(lc["config"], f"{where}.config")
     _check_meta(lc.get("meta"), f"{where}.meta")
     _typed(lc["arrays"], dict, f"{where}.arrays")

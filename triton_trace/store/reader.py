@@ -228,6 +228,8 @@ def _validate_meta(path, lc: Launch, max_bytes: int) -> None:
             raise bad(path, f"tensor '{t.name}' has a shape and strides that do not match")
         if t.elem_bytes not in (1, 2, 4, 8, 16) or not 0 <= t.storage_offset <= t.storage_size:
             raise bad(path, f"tensor '{t.name}' has an invalid element size or storage offset")
+        if t.buffer < -1 or t.storage < -1:
+            raise bad(path, f"tensor '{t.name}' has a negative storage or buffer index")
         if t.storage_size * 8 > max_bytes:
             raise TraceFileError(f"{path}: tensor '{t.name}' declares {t.storage_size} elements; analysing it "
                                  f"needs more than the limit of {max_bytes / 2**30:.1f} GiB; pass max_bytes= "

@@ -1,6 +1,7 @@
 """The checks: findings from the recorded accesses and the recorder's notes.
 
 - ``sanitizer.py``: per-lane checks: bounds, views, uninitialised reads, output coverage, double writes.
+- ``across.py``: output coverage over every launch of a trace that writes one storage.
 - ``writeorder.py``: the order of reads and writes of declared outputs.
 - ``races.py``: races between programs, with locks taken into account.
 - ``recorded.py``: what the recorder noted as the kernel ran (device asserts, NaN/Inf births, overflow).

@@ -271,29 +271,53 @@ def _coverage_by_lanes(ctx: LaunchContext, ti: int) -> tuple:
     return lo, hi + 1
 
 
+def missing_elements(ctx: LaunchContext, ti: int) -> tuple:
+    """The elements of output ``ti`` no program of the launch wrote: sorted disjoint half-open intervals of
+    storage offsets, in its element size."""
+    found = _coverage_by_intervals(ctx, ti)
+    return _coverage_by_lanes(ctx, ti) if found is None else found
+
+
+def written_elements(ctx: LaunchContext, ti: int) -> tuple:
+    """The elements of tensor ``ti``'s storage its write rows (in its element size) wrote, as sorted disjoint
+    half-open intervals of storage offsets."""
+    rows = _output_rows(ctx, ti)
+    rows = rows[ctx.is_write[rows]]
+    iv = intervals.row_intervals(ctx, rows)
+    if iv is not None:
+        return intervals.union(iv[0], iv[1])
+    _, off = _lanes_of_rows(ctx, rows)
+    lo, hi = E.runs(sorted_unique(off)) if len(off) else (np.zeros(0, np.int64), np.zeros(0, np.int64) - 1)
+    return lo, hi + 1
+
+
+def unwritten_finding(launch, index: int, ti: int, s: np.ndarray, e: np.ndarray, k: int,
+                      by: str = "any program") -> Finding:
+    """The unwritten_output finding of output ``ti`` of ``launch`` (launch number ``index``), whose
+    elements in [s, e) nobody wrote; ``by`` names who could have."""
+    t = launch.tensors[ti]
+    n = int((e - s).sum())
+    first = np.concatenate([np.arange(a, min(b, a + k)) for a, b in zip(s[:k].tolist(), e[:k].tolist())])[:k]
+    inside, idx = view_positions(t, first)
+    index_ = tuple(tuple(int(v) for v in i) for i in idx)
+    ex = [{"offset": int(o), "index": list(i), "program": None, "value": None} for o, i in zip(first.tolist(), index_)]
+    extent = {"exact": True, "elements": E.elements(s, e, 0, ex)}
+    el = extent["elements"]
+    return Finding(
+        kind="unwritten_output", kernel=launch.kernel_name, launch=index, tensor=t.name, count=n,
+        message=(f"declared output '{t.name}': {n} of {int(np.prod(t.shape))} element(s) were never written by {by}, "
+                 f"at offsets {E.span_text(el['ranges'], el['runs'])} ({el['runs']} run(s); first at "
+                 f"index {short_list(index_)})"),
+        offsets=tuple(int(v) for v in first), indices=index_, extent=extent)
+
+
 def check_coverage(ctx: LaunchContext) -> list:
     lc = ctx.launch
     if lc.skipped_programs or not lc.completed:
         return []          # the programs that did not run or were not recorded may write the rest
     out = []
-    k = ctx.params.max_examples
     for ti in _outputs(ctx):
-        t = lc.tensors[ti]
-        found = _coverage_by_intervals(ctx, ti)
-        s, e = _coverage_by_lanes(ctx, ti) if found is None else found
-        n = int((e - s).sum())
-        if not n:
-            continue
-        first = np.concatenate([np.arange(a, min(b, a + k)) for a, b in zip(s[:k].tolist(), e[:k].tolist())])[:k]
-        inside, idx = view_positions(t, first)
-        index = tuple(tuple(int(v) for v in i) for i in idx)
-        ex = [{"offset": int(o), "index": list(i), "program": None, "value": None} for o, i in zip(first.tolist(), index)]
-        extent = {"exact": True, "elements": E.elements(s, e, 0, ex)}
-        el = extent["elements"]
-        out.append(Finding(
-            kind="unwritten_output", kernel=lc.kernel_name, launch=ctx.index, tensor=t.name, count=n,
-            message=(f"declared output '{t.name}': {n} of {int(np.prod(t.shape))} element(s) were never written by any "
-                     f"program, at offsets {E.span_text(el['ranges'], el['runs'])} ({el['runs']} run(s); first at "
-                     f"index {short_list(index)})"),
-            offsets=tuple(int(v) for v in first), indices=index, extent=extent))
+        s, e = missing_elements(ctx, ti)
+        if int((e - s).sum()):
+            out.append(unwritten_finding(lc, ctx.index, ti, s, e, ctx.params.max_examples))
     return out

@@ -28,6 +28,7 @@ import torch
 
 from ...errors import ChunkRetry, TraceUsageError
 from ...model.trace import TensorInfo
+from . import buffers
 from .attribution import Attribution
 from .livestorages import LiveStorages, torch_dtype
 
@@ -164,7 +165,7 @@ class HostMemory(Attribution):
         info = TensorInfo(
             name=name, dtype=str(t.dtype).replace("torch.", ""), shape=tuple(t.shape), strides=tuple(t.stride()),
             storage_offset=int(t.storage_offset()), storage_size=st.nbytes // itemsize, elem_bytes=itemsize,
-            device=str(t.device), storage=self.storages.index(st))
+            device=str(t.device), storage=self.storages.index(st), buffer=buffers.number(storage))
         self.tensors.append(info)
         self._tensor_storage.append(self.storages.index(st))
         self._reindex()
