@@ -186,6 +186,55 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(fa) & np.isnan(fb), 0, np.where(np.isnan(fa) | np.isnan(fb), 2 ** 31, d))
 
 
+def _kernels():
+    """One kernel per operand count; the asm's result type is the output pointer's element type."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def k1(X, O, ASM: tl.constexpr, CONS: tl.constexpr, PACK: tl.constexpr, B: tl.constexpr):
+        r = tl.program_id(0) * B + tl.arange(0, B)
+        tl.store(O + r, tl.inline_asm_elementwise(ASM, CONS, [tl.load(X + r)], dtype=O.dtype.element_ty,
+                                                  is_pure=True, pack=PACK))
+
+    @triton.jit
+    def k2(X, Y, O, ASM: tl.constexpr, CONS: tl.constexpr, PACK: tl.constexpr, B: tl.constexpr):
+        r = tl.program_id(0) * B + tl.arange(0, B)
+        v = tl.inline_asm_elementwise(ASM, CONS, [tl.load(X + r), tl.load(Y + r)], dtype=O.dtype.element_ty,
+                                      is_pure=True, pack=PACK)
+        tl.store(O + r, v)
+
+    @triton.jit
+    def k3(X, Y, Z, O, ASM: tl.constexpr, CONS: tl.constexpr, PACK: tl.constexpr, B: tl.constexpr):
+        r = tl.program_id(0) * B + tl.arange(0, B)
+        v = tl.inline_asm_elementwise(ASM, CONS, [tl.load(X + r), tl.load(Y + r), tl.load(Z + r)],
+                                      dtype=O.dtype.element_ty, is_pure=True, pack=PACK)
+        tl.store(O + r, v)
+
+    return k1, k2, k3
+
+
+def compile_all(cases) -> int:
+    """Compile every case's kernel for sm_90 here (no GPU needed): a harness or ptxas error shows before
+    GPU time is spent. Returns how many failed."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    kernels, bad = _kernels(), 0
+    for name, (asm, cons, kinds, out_kind, pack) in cases.items():
+        names = ["X", "Y", "Z"][:len(kinds)] + ["O"]
+        sig = {n: f"*i{np.dtype(_NP[k]).itemsize * 8}" for n, k in zip(names, list(kinds) + [out_kind])}
+        sig.update(ASM="constexpr", CONS="constexpr", PACK="constexpr", B="constexpr")
+        src = ASTSource(fn=kernels[len(kinds) - 1], signature=sig,
+                        constexprs={"ASM": asm, "CONS": cons, "PACK": pack, "B": 1024})
+        try:
+            triton.compile(src, target=GPUTarget("cuda", 90, 32))
+        except Exception as e:
+            bad += 1
+            print(f"{name}: does not compile for sm_90: {str(e).strip().splitlines()[-1][:200]}")
+    return bad
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
@@ -204,34 +253,15 @@ def main(argv=None) -> int:
                 bad += 1
                 print(f"{name}: {type(e).__name__}: {e}")
         print(f"{len(CASES) - bad} of {len(CASES)} cases emulated")
-        return 1 if bad else 0
+        failed = compile_all(CASES)
+        print(f"{len(CASES) - failed} of {len(CASES)} cases compile for sm_90")
+        return 1 if bad or failed else 0
     if not torch.cuda.is_available():
         print("inline_asm.py: needs a CUDA GPU")
         return 2
     import triton
-    import triton.language as tl
-
-    @triton.jit
-    def k1(X, O, ASM: tl.constexpr, CONS: tl.constexpr, OUT: tl.constexpr, PACK: tl.constexpr, B: tl.constexpr):
-        r = tl.program_id(0) * B + tl.arange(0, B)
-        tl.store(O + r, tl.inline_asm_elementwise(ASM, CONS, [tl.load(X + r)], dtype=OUT, is_pure=True, pack=PACK))
-
-    @triton.jit
-    def k2(X, Y, O, ASM: tl.constexpr, CONS: tl.constexpr, OUT: tl.constexpr, PACK: tl.constexpr, B: tl.constexpr):
-        r = tl.program_id(0) * B + tl.arange(0, B)
-        v = tl.inline_asm_elementwise(ASM, CONS, [tl.load(X + r), tl.load(Y + r)], dtype=OUT, is_pure=True, pack=PACK)
-        tl.store(O + r, v)
-
-    @triton.jit
-    def k3(X, Y, Z, O, ASM: tl.constexpr, CONS: tl.constexpr, OUT: tl.constexpr, PACK: tl.constexpr,
-           B: tl.constexpr):
-        r = tl.program_id(0) * B + tl.arange(0, B)
-        v = tl.inline_asm_elementwise(ASM, CONS, [tl.load(X + r), tl.load(Y + r), tl.load(Z + r)], dtype=OUT,
-                                      is_pure=True, pack=PACK)
-        tl.store(O + r, v)
-
+    k1, k2, k3 = _kernels()
     torch_of = {np.uint32: torch.int32, np.uint16: torch.int16, np.uint64: torch.int64, np.uint8: torch.int8}
-    tl_of = {np.uint32: tl.int32, np.uint16: tl.int16, np.uint64: tl.int64, np.uint8: tl.int8}
     os.makedirs(args.out, exist_ok=True)
     rows, t0 = [], time.time()
     for name, (asm, cons, kinds, out_kind, pack) in CASES.items():
@@ -244,7 +274,7 @@ def main(argv=None) -> int:
         kern = {1: k1, 2: k2, 3: k3}[len(xs)]
         row = {"case": name, "asm": asm, "n": args.n}
         try:
-            kern[(args.n // 1024,)](*dev, o, ASM=asm, CONS=cons, OUT=tl_of[_NP[out_kind]], PACK=pack, B=1024)
+            kern[(args.n // 1024,)](*dev, o, ASM=asm, CONS=cons, PACK=pack, B=1024)
             gpu = o.cpu().numpy().view(_NP[out_kind])
         except Exception as e:          # a snippet ptxas refuses on this GPU: say so, go on
             row.update(status="gpu_error", error=str(e).splitlines()[0][:200])
