@@ -16,6 +16,8 @@ from the interpreter's correctly rounded numpy, installed on the builder for one
   operation involving type .tf32 will truncate lower 13 bits of the 32-bit input data" (PTX ISA; sm_80's
   ``mma.sync`` is taken to do the same). Here both inputs are truncated so, then multiplied: each product
   of two 11-bit significands is exact in fp32, only the accumulation order remains the GPU's own.
+- **Split dots.** ``input_precision="tf32x3"``, ``"bf16x3"``, ``"bf16x6"``: the operands split into parts and
+  the partial dots summed in the compiler's order (numerics/splitdot.py).
 
 Approximate division and ``ex2.approx`` stay correctly rounded: their bits are the hardware's and no
 emulation here matches the recorded ones yet (docs/fidelity.md).
@@ -26,7 +28,7 @@ import weakref
 
 import numpy as np
 
-from ...numerics import compiled
+from ...numerics import compiled, splitdot
 from ..interp.access import TensorHandle as _TH
 from .lowp import inner_method
 
@@ -46,8 +48,11 @@ def install(scope, builder) -> None:
     _contraction(scope, builder)
     if hasattr(builder, "create_dot"):
         inner = inner_method(builder, "create_dot")
-        scope.set_attr(builder, "create_dot", lambda a, b, d, precision, *rest, **kw:
-                       inner(*_tf32_inputs(a, b, precision), d, precision, *rest, **kw))
+
+        def create_dot(a, b, d, precision, *rest, **kw):
+            split = _split(a, b, d, precision)
+            return split if split is not None else inner(*_tf32_inputs(a, b, precision), d, precision, *rest, **kw)
+        scope.set_attr(builder, "create_dot", create_dot)
 
 
 def _product(h):
@@ -111,8 +116,23 @@ def _contraction(scope, builder) -> None:
     scope.set_attr(builder, "create_fsub", lambda lhs, rhs: fused(lhs, rhs, -1.0, -1.0) or fsub(lhs, rhs))
 
 
+def _precision(precision) -> str:
+    return str(precision).split(".")[-1].lower()
+
+
+def _split(a, b, d, precision):
+    """A tf32x3 / bf16x3 / bf16x6 dot of fp32 blocks as the compiler splits it, else None."""
+    p = _precision(precision)
+    if p not in splitdot.SPLIT:
+        return None
+    ad, bd, dd = (np.asarray(h.data) for h in (a, b, d))
+    if ad.dtype != np.float32 or bd.dtype != np.float32 or dd.dtype != np.float32:
+        return None
+    return _TH(splitdot.split_dot(ad, bd, dd, p), d.dtype.scalar)
+
+
 def _tf32_inputs(a, b, precision):
-    if str(precision).split(".")[-1].upper() != "TF32":
+    if _precision(precision) != "tf32":
         return a, b
     ad, bd = np.asarray(a.data), np.asarray(b.data)
     if ad.dtype != np.float32 or bd.dtype != np.float32:
@@ -122,5 +142,6 @@ def _tf32_inputs(a, b, precision):
 
 def describe() -> str:
     """What ``numerics="compiled"`` changes, for a launch's meta and the report."""
-    return "fp32/fp64 a*b+c contracted to fma.rn; fp32 tl.dot inputs truncated to TF32"
+    return ("fp32/fp64 a*b+c contracted to fma.rn; fp32 tl.dot inputs truncated to TF32; tf32x3/bf16x3/bf16x6 "
+            "dots split as compiled")
 

@@ -14,8 +14,13 @@ on an H100, docs/fidelity.md), each as the PTX the compiler emits defines it:
   raised OverflowError).
 - ``tl.dot_scaled``: computed as the sm_90 compiled decomposition does (``dotscaled.py``), on every release,
   including Triton 3.6 whose interpreter has no ``create_dot_scaled``.
+- ``tl.dot(..., input_precision="bf16x3" | "bf16x6")``: the NVIDIA backend accepts them, the interpreter's
+  options do not (an AssertionError at the dot); they are allowed here and, like "tf32", computed in
+  float32 unless ``numerics="compiled"`` splits them as the compiler does (numerics/splitdot.py).
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import triton.language as tl
@@ -34,12 +39,27 @@ def _name(dtype) -> str:
     return getattr(getattr(dtype, "scalar", dtype), "name", "")
 
 
+# what the NVIDIA backend's options allow beyond the interpreter's (CUDAOptions.allowed_dot_input_precisions)
+_GPU_DOT_PRECISIONS = ("bf16x3", "bf16x6")
+
+
 def install(scope, builder) -> None:
+    _dot_precisions(scope, builder)
     _nan_minmax(scope, builder)
     _nan_padding(scope, builder)
     _histogram(scope, builder)
     _integer_sums(scope)
     dotscaled.install(scope, builder)
+
+
+def _dot_precisions(scope, builder) -> None:
+    options = getattr(builder, "options", None)
+    allowed = tuple(getattr(options, "allowed_dot_input_precisions", ()) or ())
+    if not dataclasses.is_dataclass(options) or not allowed:
+        return
+    more = tuple(p for p in _GPU_DOT_PRECISIONS if p not in allowed)
+    if more:
+        scope.set_attr(builder, "options", dataclasses.replace(options, allowed_dot_input_precisions=allowed + more))
 
 
 # --------------------------------------------------------------------------------------------------------
