@@ -1,6 +1,6 @@
 """Record, on the GPU, the approximate PTX instructions Triton emits for fp32 math, for ``numerics="compiled"``.
 
-    PYTHONPATH=. python3 benchmarks/fidelity/record_intrinsics.py --out OUT
+    PYTHONPATH=. python3 benchmarks/fidelity/record_intrinsics.py --out OUT [--tables]
 
 Triton 3.6 compiles fp32 ``x / y`` and ``tl.fdiv`` to ``div.full.f32``, ``tl.exp``/``tl.exp2`` to
 ``ex2.approx.f32`` (after a multiply by log2(e)), ``tl.sqrt`` to ``sqrt.approx.ftz.f32`` and ``tl.rsqrt`` to
@@ -31,6 +31,46 @@ INSTRUCTIONS = {      # name -> (PTX, number of inputs, float64 reference on tor
 }
 SAMPLE = 1 << 16
 torch = None
+DEVICE = "cuda"
+# ``--tables``: every input of one binade (or two) of the one-input MUFU instructions, for an emulation to be
+# built from (the hardware's table does not depend on the exponent, if the emulation is right):
+# name -> (PTX, first input, number of consecutive fp32 inputs, float64 reference)
+TABLES = {
+    "rcp.approx.ftz.f32": ("rcp.approx.ftz.f32 $0, $1;", 1.0, 1 << 23, lambda x: 1.0 / x),
+    "rcp.approx.ftz.f32 [2, 4)": ("rcp.approx.ftz.f32 $0, $1;", 2.0, 1 << 23, lambda x: 1.0 / x),
+    "sqrt.approx.ftz.f32": ("sqrt.approx.ftz.f32 $0, $1;", 1.0, 1 << 24, lambda x: torch.sqrt(x)),
+    "rsqrt.approx.ftz.f32": ("rsqrt.approx.ftz.f32 $0, $1;", 1.0, 1 << 24, lambda x: torch.rsqrt(x)),
+    "ex2.approx.ftz.f32 [0.5, 1)": ("ex2.approx.ftz.f32 $0, $1;", 0.5, 1 << 23, lambda x: torch.exp2(x)),
+    "ex2.approx.ftz.f32 [1, 2)": ("ex2.approx.ftz.f32 $0, $1;", 1.0, 1 << 23, lambda x: torch.exp2(x)),
+    "ex2.approx.ftz.f32 [-1, -0.5)": ("ex2.approx.ftz.f32 $0, $1;", -0.5, 1 << 23, lambda x: torch.exp2(x)),
+}
+
+
+def record_tables(out: str) -> dict:
+    """For each TABLES entry: the GPU's result for each input, as its signed distance in ulps (int8; the
+    value order of bit patterns) from the float64 result rounded to fp32. Writes OUT/tables.npz."""
+    one, _ = _kernels()
+    arrays, summary = {}, {}
+    for name, (asm, first, n, ref) in TABLES.items():
+        start = int(np.float32(first).view(np.int32))
+        step = -1 if first < 0 else 1              # negative values: magnitudes grow with the bit pattern
+        bits = torch.arange(start, start + n, device=DEVICE, dtype=torch.int64).to(torch.int32)
+        x = bits.view(torch.float32)
+        o = torch.empty_like(x)
+        one[(triton_cdiv(n, 1024),)](x, o, n, ASM=asm, BLOCK=1024)
+        r = ref(x.double()).to(torch.float32)
+        key = lambda v: torch.where(v < 0, -(v.to(torch.int64) & 0x7FFFFFFF), v.to(torch.int64))
+        d = key(o.view(torch.int32)) - key(r.view(torch.int32))
+        arrays[name] = d.clamp(-127, 127).to(torch.int8).cpu().numpy()
+        vals, counts = torch.unique(d, return_counts=True)
+        summary[name] = {"first": first, "n": n, "step": step, "beyond_127": int((d.abs() > 127).sum()),
+                         "ulps": {str(int(v)): int(c) for v, c in zip(vals.tolist()[:16], counts.tolist()[:16])}}
+        print(f"{name:32s} " + ", ".join(f"{k}: {v}" for k, v in summary[name]["ulps"].items()), flush=True)
+    os.makedirs(out, exist_ok=True)
+    np.savez_compressed(os.path.join(out, "tables.npz"), **{k.replace(" ", "_"): v for k, v in arrays.items()})
+    with open(os.path.join(out, "tables.json"), "w") as f:
+        json.dump({"gpu": torch.cuda.get_device_name(0), "tables": summary}, f, indent=1, sort_keys=True)
+    return summary
 
 
 def _kernels():
@@ -91,10 +131,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--chunk-log2", type=int, default=27)
     ap.add_argument("--pairs-log2", type=int, default=26)
+    ap.add_argument("--tables", action="store_true", help="only the per-binade tables (OUT/tables.npz)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("record_intrinsics.py: needs a CUDA GPU")
         return 2
+    if args.tables:
+        record_tables(args.out)
+        return 0
     one, two = _kernels()
     block, dev = 1024, "cuda"
     results, arrays = {}, {}
