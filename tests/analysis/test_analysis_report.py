@@ -15,7 +15,7 @@ from kernels.broken import CASES
 
 LAUNCH_KEYS = {"index", "kernel", "grid", "recorded_programs", "skipped_programs", "completed", "config",
                "execution", "numerics", "inline_asm_approx", "checks_skipped", "value_stats", "metrics", "roofline", "balance", "tensors", "programs",
-               "ops", "lines", "hints", "compiled"}
+               "ops", "lines", "hints", "compiled", "precision"}
 METRIC_KEYS = {"load_bytes", "store_bytes", "load_lanes", "store_lanes", "masked_lanes", "load_sectors",
                "store_sectors", "sector_efficiency", "unique_load_bytes", "dram_bytes_predicted", "flops",
                "arithmetic_intensity", "l2_hit_rate", "l1_hit_sectors"}

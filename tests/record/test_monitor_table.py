@@ -17,6 +17,7 @@ from triton_trace import TraceFileError
 from triton_trace.record.checks import schema, table
 from triton_trace.record.checks.monitor import Monitor
 from triton_trace.record.checks.schema import COUNT, NAME, Record
+from triton_trace.record.checks.shadow import shadowing
 from triton_trace.record.collector import Collector
 from triton_trace.record.frames import where
 from triton_trace.record.gpu.lowp import inner_method
@@ -49,8 +50,9 @@ def _record_every_check(programs: int = 1, **options):
     """(Every program does the same: with several, a batched chunk runs them at once.)"""
     x, a = torch.randn(N) + 3.0, torch.randn(16, 16)
     out, ints = torch.zeros(1 + 2 * BLOCK), torch.zeros(2 * BLOCK + 1, dtype=torch.int32)
-    triton_trace.trace(**options)(_every_check)[(programs,)](x, a, out, ints, torch.zeros(16, 16),
-                                                             torch.zeros(BLOCK, dtype=torch.float16), N, BLOCK=BLOCK)
+    with shadowing():          # the one opt-in row (every value followed in float64) records too
+        triton_trace.trace(**options)(_every_check)[(programs,)](x, a, out, ints, torch.zeros(16, 16),
+                                                                 torch.zeros(BLOCK, dtype=torch.float16), N, BLOCK=BLOCK)
     trace = triton_trace.current_trace()
     triton_trace.reset()
     return trace

@@ -78,12 +78,32 @@ where a value is undefined (a ratio over zero). Lists are in a fixed order and d
                    what_if=True) | "occupancy" | "spills" | "tail_wave"
                    (the compiled kernel's resources) | "int32_offsets" | "tf32_dot" (analysis/advice/predictions.py)
                    | "lowp_accumulation" (an fp16/bf16 sum stored more than 8 ulps from float64's,
-                   analysis/advice/precision.py), "file", "line", "op", "tensor" (null for
+                   analysis/advice/precision.py) | "precision_loss" (a stored value more than 8 ulps from the
+                   float64 shadow: where precision is lost and whose rounding it is, analysis/advice/shadow.py),
+                   "file", "line", "op", "tensor" (null for
                    what-ifs), "saving" (share of lanes / sector bytes / DRAM reads saved), "message",
                    "effect" (the predicted change, in words)}],
          "lines": [per (file, line), sorted: {"file", "line", "kinds": [str], "bytes", "active_lanes",
                    "masked_lanes", "requests", "sectors", "used_bytes", "sector_efficiency" (float),
-                   "dram_read_bytes", "dram_write_bytes", "flops", "findings"}]}
+                   "dram_read_bytes", "dram_write_bytes", "flops", "findings"}],
+         "precision": null (the launch was not followed by a float64 shadow: analyze(shadow="float64")) |
+                      {"mode": "float64", "ops" (floating ops followed), "source": "recorded" | "rerun",
+                       "reproduced": bool | null (a rerun wrote the bytes the trace kept),
+                       "lines": [per (file, line, type), sorted: {"file", "line", "type" ("fp32", "fp16", ...),
+                                 "ops": [str], "executions", "trips" (the most in one program), "elements",
+                                 "local_max", "local_mean", "error_max", "error_mean", "gained_max", "gained_mean"
+                                 (floats, ulps of the type: its own rounding, its result against the shadow, the
+                                 error it added beyond its operands'), "amplified_max", "amplified_mean" (its
+                                 result's error over its operands'), "explains" (float | null: its share of the
+                                 stored error), "worst": {"program", "value", "exact", "operands"} (the element
+                                 of largest gain)}]   a UI's per-line precision column reads these,
+                       "stores": [per (file, line, tensor, type): {"file", "line", "tensor", "type", "elements",
+                                  "error_max", "error_mean", "abs_max", "scale" (largest |value| stored), "normwise"
+                                  (abs_max in ulps of scale), "unexplained" (float | null), "worst": {"program",
+                                  "value", "exact"}, "lost_at": {"file", "line", "gained_max", "amplified_max",
+                                  "amplified_mean"} | null (the line of its path that amplifies most on average),
+                                  "lines": [{"file", "line", "share", "max_ulps", "mean_ulps", "gained_max",
+                                  "amplified_max", "amplified_mean"}] (most error first)}]}}
       ],
       "kinds": [{"kind", "severity": "error" | "warning", "meaning": str}]   every finding kind, most severe
                first (analysis/findings.py's KINDS table),
@@ -242,6 +262,7 @@ class Report(RichDisplay):
         for d in (lr.summary for lr in self.launches):
             lines += [f"  [hint] launch {d['index']} ('{d['kernel']}'): {h['message']}; {h['effect']}"
                       for h in (d.get("hints") or [])[:3]]
+            lines += _precision_lines(d)
         return "\n".join(lines + self._table())
 
     def _table(self) -> list:
@@ -263,6 +284,27 @@ class Report(RichDisplay):
     def __repr__(self) -> str:
         return (f"<Report launches={len(self.launches)} findings={sum(self.finding_counts.values())}"
                 f"{' ok' if self.ok else ''}>")
+
+
+def _precision_lines(d: dict, limit: int = 10) -> list:
+    """The float64 shadow's verdict per stored tensor: its error, where precision is lost, whose rounding."""
+    p = d.get("precision")
+    if not p:
+        return []
+    head = f"  [precision] launch {d['index']} ('{d['kernel']}')"
+    out = [f"{head}: the rerun did not write the bytes the trace kept; the numbers are the rerun's"] \
+        if p.get("reproduced") is False else []
+    for s in p["stores"][:limit]:
+        at, causes = s["lost_at"], [c for c in s["lines"] if c["share"]][:3]
+        lossy = s["normwise"] > 8          # (analysis/advice/shadow.py's ULPS: what its hint needs)
+        out.append(f"{head}: '{s['tensor']}' stored at line {s['line']} is up to {s['error_max']:.3g} ulps of "
+                   f"{s['type']} from float64 (mean {s['error_mean']:.3g})"
+                   + (f", {s['normwise']:.3g} ulps of its largest value" if s["normwise"] > 1 else "")
+                   + (f"; lost at line {at['line']} (error x{at['amplified_mean']:.3g} there on average)"
+                      if at and lossy else "")
+                   + ("; rounding of line(s) " + ", ".join(f"{c['line']} ({c['share']:.0%})" for c in causes)
+                      if causes and lossy else ""))
+    return out
 
 
 def _launch_list(indices: list) -> str:

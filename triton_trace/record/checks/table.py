@@ -55,6 +55,19 @@ LOWP_ACCUMULATION = Record("lowp_accumulation", {
     "file": NAME, "line": COUNT, "tensor": NAME, "add_file": NAME, "add_line": COUNT, "type": TEXT, "adds": COUNT,
     "checked": COUNT, "hist": Field("ints", size=64), "max_ulps": Field("real"), "max_abs": Field("real"),
     "program": PROGRAM, "value": Field("real"), "exact": Field("real")}, entries=MAX_LINES)
+# the float64 shadow (checks/shadow.py, opt-in): what ran, per line and type, per store line, tensor and type
+_REAL, _PARTS = Field("real"), Field("scalars", size=32)      # 32: shadow.MAX_PARTS
+SHADOW_RUN = Record("shadow_run", {"mode": TEXT, "ops": COUNT}, entries=1)
+SHADOW_LINE = Record("shadow_line", {
+    "file": NAME, "line": COUNT, "type": TEXT, "ops": TEXT, "executions": COUNT, "trips": COUNT,
+    "elements": COUNT, "local_max": _REAL, "local_sum": _REAL, "error_max": _REAL, "error_sum": _REAL,
+    "gained_max": _REAL, "gained_sum": _REAL, "amplified_max": _REAL, "amplified_sum": _REAL, "program": PROGRAM,
+    "value": _REAL, "exact": _REAL, "operands": _REAL}, entries=MAX_LINES)
+SHADOW_STORE = Record("shadow_store", {
+    "file": NAME, "line": COUNT, "tensor": NAME, "type": TEXT, "elements": COUNT, "error_max": _REAL,
+    "error_sum": _REAL, "abs_max": _REAL, "scale": _REAL, "normwise": _REAL, "program": PROGRAM, "value": _REAL,
+    "exact": _REAL, "unexplained_sum": _REAL, "part_files": _PARTS, "part_lines": Field("ints", size=32),
+    "part_max": _PARTS, "part_sum": _PARTS}, entries=MAX_LINES)
 
 # in install order: the overflow tags come before the hooks that read rec.origin, which provenance (installed
 # after every row) sets for each memory op
@@ -67,6 +80,7 @@ MONITORS = (
     Row("padded", "padding:PaddedReductions", ("padding",), (PADDED_REDUCTION,)),
     Row("atomic_sems", "barriers:AtomicSems", ("barriers",), (ATOMIC_SEM,)),
     Row("lowp_sums", "accumulation:LowpSums", ("accumulation",), (LOWP_ACCUMULATION,)),
+    Row("shadow", "shadow:Shadows", ("shadow_ops",), (SHADOW_RUN, SHADOW_LINE, SHADOW_STORE)),
 )
 
 
