@@ -241,6 +241,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=1 << 16)
     ap.add_argument("-k", default="", help="only cases whose name contains this")
     ap.add_argument("--dry-run", action="store_true", help="emulate every case on this machine only (no GPU)")
+    ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no new case starts (0: none)")
     args = ap.parse_args(argv)
     import torch
     if args.dry_run:
@@ -266,6 +267,9 @@ def main(argv=None) -> int:
     rows, t0 = [], time.time()
     for name, (asm, cons, kinds, out_kind, pack) in CASES.items():
         if args.k and args.k not in name:
+            continue
+        if args.budget and time.time() - t0 > args.budget:
+            rows.append({"case": name, "asm": asm, "n": args.n, "status": "not_run", "error": "time budget spent"})
             continue
         rs = np.random.RandomState(zlib.crc32(name.encode()))
         xs = [inputs(k, args.n, rs) for k in kinds]
