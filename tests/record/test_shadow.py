@@ -198,3 +198,20 @@ def test_an_unknown_mode_is_refused():
     with pytest.raises(triton_trace.TraceUsageError, match="shadow='float128'"):
         with shadowing("float128"):
             pass
+
+
+def test_the_trace_option_records_what_the_block_records():
+    from triton_trace.errors import TraceUsageError
+    n = 200
+    x = torch.from_numpy(np.random.default_rng(1).uniform(1e-7, 1e-4, n).astype(np.float32))
+    meta, _ = shadowed(K.naive_log1p, (4,), x, torch.empty(n), n, BLOCK=64)
+    triton_trace.reset()
+    triton_trace.trace(shadow="float64")(K.naive_log1p)[(4,)](x, torch.empty(n), n, BLOCK=64)
+    again = triton_trace.current_trace().launches[0].meta
+    triton_trace.reset()
+    assert again["shadow_line"] == meta["shadow_line"] and again["shadow_store"] == meta["shadow_store"]
+    triton_trace.trace(K.naive_log1p)[(4,)](x, torch.empty(n), n, BLOCK=64)
+    assert "shadow_line" not in triton_trace.current_trace().launches[0].meta      # off unless asked
+    triton_trace.reset()
+    with pytest.raises(TraceUsageError, match="shadow"):
+        triton_trace.trace(K.naive_log1p, shadow="float32")

@@ -172,11 +172,53 @@ static void *a_realloc(void *ctx, void *p, size_t size) {
     return q;
 }
 
+/* fork(): a kept block holds no data, so a child may get it as zero pages (MADV_WIPEONFORK) instead of
+   sharing its pages with this process, whose next write to each would then copy it (a traced launch forks its
+   workers between two chunks, record/parallel/, and goes on writing the temporaries of its next one). The
+   lock is held across the fork, so no block changes hands meanwhile; the child takes the lock over as its
+   own (the thread that held it in the parent is the one thread it has). */
+static void fork_advise(int advice) {
+#if defined(MADV_WIPEONFORK) && defined(MADV_KEEPONFORK)
+    for (int i = 0; i < n_free; i++)
+        madvise(blocks[i], sizes[i], advice);
+#else
+    (void)advice;
+#endif
+}
+
+static void before_fork(void) {
+    pthread_mutex_lock(&mu);
+#ifdef MADV_WIPEONFORK
+    fork_advise(MADV_WIPEONFORK);
+#endif
+}
+
+static void after_fork_parent(void) {
+#ifdef MADV_KEEPONFORK
+    fork_advise(MADV_KEEPONFORK);
+#endif
+    pthread_mutex_unlock(&mu);
+}
+
+static void after_fork_child(void) {
+#ifdef MADV_KEEPONFORK
+    fork_advise(MADV_KEEPONFORK);
+#endif
+    pthread_mutex_init(&mu, NULL);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void register_fork(void) {
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
 tt_handler tt_arena_handler = {"triton_trace_arena", 1, {NULL, a_malloc, a_calloc, a_realloc, a_free}};
 const char tt_arena_capsule_name[] = "mem_handler";   /* the capsule name numpy looks for */
 
 /* A launch starts: freed large blocks are kept, up to limit bytes over all launches running. */
 void tt_arena_enter(int64_t limit) {
+    pthread_once(&fork_once, register_fork);
     pthread_mutex_lock(&mu);
     users++;
     if (limit > 0 && (size_t)limit > cap)

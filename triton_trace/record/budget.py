@@ -17,6 +17,7 @@ class BudgetMark(NamedTuple):
     values_truncated: bool
     stopped: bool
     notes: int
+    refused: Optional[tuple]
 
 
 class Budget:
@@ -30,6 +31,11 @@ class Budget:
         self._growth = 0                     # the most bytes one chunk added (to stop before the next one)
         self._chunk_start = 0
 
+    # A worker process's view of the values the workers before it kept (record/parallel/), or None: past
+    # what they kept, later values are dropped whatever this worker keeps (``past``). It is told what this
+    # one kept at the end of each chunk that stays (``publish``), never what an undone chunk took back.
+    peers = None
+
     def chunk_starts(self, nbytes: int, pid: tuple) -> bool:
         """Whether the chunk starting at program ``pid`` is recorded, with ``nbytes`` recorded so far: not
         once another chunk as large as the largest yet would pass the memory limit."""
@@ -41,14 +47,19 @@ class Budget:
 
     def chunk_ends(self, nbytes: int) -> None:
         self._growth = max(self._growth, nbytes - self._chunk_start)
+        if self.peers is not None:
+            self.peers.publish(self.value_elems, self.values_truncated)
 
-    def take_values(self, elems: int, nbytes: int, pid: tuple) -> bool:
-        """Whether ``elems`` more values are kept (then counted), with ``nbytes`` recorded so far (read only
-        under a memory limit)."""
+    refused = None      # (event, elements) of the values that were refused first, when the cap was reached
+
+    def take_values(self, elems: int, nbytes: int, pid: tuple, event: int = -1) -> bool:
+        """Whether ``elems`` more values (of event ``event``) are kept (then counted), with ``nbytes``
+        recorded so far (read only under a memory limit)."""
         if self.values_cap <= 0 or self.values_truncated:
             return False
-        if self.value_elems + elems > self.values_cap:
-            self.values_truncated = True
+        if self.value_elems + elems > self.values_cap or (
+                self.peers is not None and self.peers.past(self.value_elems + elems, self.values_cap)):
+            self.values_truncated, self.refused = True, (event, elems)
             return False
         if self.memory_limit is not None and nbytes + 2 * elems * 8 + self._growth > self.memory_limit:
             self.values_truncated = True
@@ -58,10 +69,11 @@ class Budget:
         return True
 
     def mark(self) -> BudgetMark:
-        return BudgetMark(self.value_elems, self.values_truncated, self.stopped, len(self.notes))
+        return BudgetMark(self.value_elems, self.values_truncated, self.stopped, len(self.notes), self.refused)
 
     def rollback(self, mark: BudgetMark) -> None:
         self.value_elems, self.values_truncated, self.stopped = mark.value_elems, mark.values_truncated, mark.stopped
+        self.refused = mark.refused
         del self.notes[mark.notes:]
 
 
@@ -87,6 +99,7 @@ class Execution:
     diverged_chunks: int = 0         # chunks whose programs diverged and ran as runs that agree
     widest: int = 0                  # lanes per program of the widest memory op a batched chunk ran
     fallbacks: list = field(default_factory=list)     # Fallbacks, in launch order
+    workers: Optional[dict] = None   # how many worker processes ran the launch, and why not more (record/parallel/)
 
     def chunk_ended(self, size: int, kept: int, batched: bool) -> None:
         self.recorded_programs += kept
@@ -101,9 +114,21 @@ class Execution:
     def rollback(self, mark: ExecutionMark) -> None:
         self.recorded_programs, self.skipped_programs, self.batched_programs = mark
 
+    def absorb(self, later: "Execution") -> None:
+        """Add how the programs after this one's ran (a worker process's: record/parallel/)."""
+        self.recorded_programs += later.recorded_programs
+        self.skipped_programs += later.skipped_programs
+        self.batched_programs += later.batched_programs
+        self.diverged_chunks += later.diverged_chunks
+        self.widest = max(self.widest, later.widest)
+        self.fallbacks.extend(later.fallbacks)
+
     def meta(self, budget: Budget) -> dict:
         """``Launch.meta["execution"]``."""
-        return {"batched_programs": int(self.batched_programs), "diverged_chunks": int(self.diverged_chunks),
-                "memory_limit": budget.memory_limit, "limit_notes": list(budget.notes),
-                "fallbacks": [{"first": int(f.first), "programs": int(f.programs), "reason": f.reason}
-                              for f in self.fallbacks]}
+        out = {"batched_programs": int(self.batched_programs), "diverged_chunks": int(self.diverged_chunks),
+               "memory_limit": budget.memory_limit, "limit_notes": list(budget.notes),
+               "fallbacks": [{"first": int(f.first), "programs": int(f.programs), "reason": f.reason}
+                             for f in self.fallbacks]}
+        if self.workers is not None:
+            out["workers"] = dict(self.workers)
+        return out

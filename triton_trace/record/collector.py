@@ -14,6 +14,7 @@ per row, reached as ``rec.<row name>`` (``rec.overflow``) and each driven like t
 """
 from __future__ import annotations
 
+import copy
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
@@ -64,6 +65,7 @@ class Collector:
         self.execution = Execution()
         self.meta_extra: dict = {}           # more entries of Launch.meta (e.g. the failing device_assert)
         self.origin = None                   # the argument the running memory op's pointers derive from
+        self.touches = None                  # a worker's note of the memory its ops touch (record/parallel/)
         self._conflicts: Optional[ChunkConflicts] = None
         self._scratch: dict = {}
         # one monitor per row of the checks table, in table order (the order they are driven and marked in),
@@ -172,6 +174,9 @@ class Collector:
         else:
             tensor, offsets, safe = self.memory.attribute(addrs, mask, elem_bytes, origin=self.origin)
             shape, affine = addrs.shape, None
+        if self.touches is not None and tensor >= 0:
+            self.touches.add(self.memory.storage_of(tensor), kind != "load", kind not in ("load", "store"),
+                             offsets, safe, elem_bytes, c.batched, self.memory.affine if c.batched else None)
         row = -1
         rows = c.event_rows()
         if c.recording and (rows is None or rows.any()):
@@ -225,7 +230,7 @@ class Collector:
         c, ev = self.chunk, self.events.events[row]
         rows, n = (len(c.kept) if ev.rows is None else int(ev.rows.sum())), ev.lanes
         b = self.budget
-        if not b.take_values(rows * n, self.nbytes if b.memory_limit is not None else 0, c.pid):
+        if not b.take_values(rows * n, self.nbytes if b.memory_limit is not None else 0, c.pid, row):
             return
         v = np.asarray(values)
         if c.batched:
@@ -256,6 +261,45 @@ class Collector:
             key = (self.events.file_id(file), int(line or 0))
             # some programs sit out (a masked loop): counted per program
             self.events.add_flops(key, flops, c.active if c.batched else None, c.size)
+
+    # -- worker processes (record/parallel/) ------------------------------------------------------------------
+    def begin_worker(self) -> dict:
+        """In a worker process, right after it forked: record from here into fresh stores (what ``handoff``
+        gives back), keeping the value budget and the checks' state, which decide what later programs record.
+        Returns where the worker's part began."""
+        self.events.restart()
+        self.execution = Execution()
+        self.budget.refused = None
+        return {"monitors": {name: m.fork_point() for name, m in self.monitors.items()},
+                "meta": copy.deepcopy(self.meta_extra)}
+
+    def handoff(self, began: dict) -> dict:
+        """What the worker recorded since ``begin_worker``, for ``absorb`` in the process that goes on."""
+        return {"events": self.events.handoff(), "execution": self.execution, "refused": self.budget.refused,
+                "monitors": {name: m.since(began["monitors"][name]) for name, m in self.monitors.items()},
+                "meta": {k: v for k, v in self.meta_extra.items() if k not in began["meta"] or began["meta"][k] != v}}
+
+    def mergeable(self, part: dict) -> Optional[str]:
+        """Why ``absorb(part)`` would not record what running its programs here would have, or None."""
+        for name, monitor in self.monitors.items():
+            why = monitor.mergeable(part["monitors"][name])
+            if why is not None:
+                return f"the {name} check: {why}"
+        other = sorted(set(part["meta"]) - {"inline_asm_approx"})
+        return f"the worker set the launch's meta {other}" if other else None
+
+    def absorb(self, part: dict) -> None:
+        """Record what a worker recorded (``handoff``, ``mergeable`` said yes) for the programs after those
+        recorded here, as if they had run here: values kept within the same value cap, checks merged."""
+        b = self.budget
+        self.events.absorb(part["events"], lambda elems: b.take_values(elems, 0, self.chunk.pid), part["refused"])
+        self.execution.absorb(part["execution"])
+        for name, monitor in self.monitors.items():
+            monitor.merge(part["monitors"][name])
+        approx = part["meta"].get("inline_asm_approx")
+        if approx:
+            seen = self.meta_extra.setdefault("inline_asm_approx", [])
+            seen.extend(name for name in approx if name not in seen)
 
     # -- finishing --------------------------------------------------------------------------------------------
     def checks_meta(self) -> dict:

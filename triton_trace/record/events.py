@@ -7,7 +7,7 @@ it to a mark, and builds the launch's columns from it at the end.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -113,6 +113,62 @@ class EventStore:
         self.files = {k: v for k, v in self.files.items() if k in mark.files}
         self.dtypes = {k: v for k, v in self.dtypes.items() if k in mark.dtypes}
         self.flops.clear()
+
+    def restart(self) -> None:
+        """Empty the store in place, its cap kept (a worker process's own part starts: record/parallel/).
+        The lists stay the same objects: hooks that keep a reference to them see what is recorded next."""
+        self.events.clear()
+        self.chunk_pids.clear()
+        self.lanes.__init__()
+        self.blob.used = self.blob.touched = 0
+        self.files.clear()
+        self.dtypes.clear()
+        self.flops.clear()
+        self.seq = 0
+
+    def handoff(self) -> dict:
+        """What this store holds, to hand to the store of the process that goes on (record/parallel/)."""
+        return {"events": self.events, "chunk_pids": self.chunk_pids, "lanes": self.lanes,
+                "values": self.blob.buf[:self.blob.used], "files": list(self.files), "dtypes": list(self.dtypes)}
+
+    def absorb(self, part: dict, take: Callable[[int], bool], refused: Optional[tuple] = None) -> None:
+        """Append what another store recorded (``handoff``) for programs that run after this store's, as if
+        recorded here: its chunks, lanes and values follow this store's, its file and dtype indexes are this
+        store's (new ones numbered on in the order it met them), and an event keeps its values while ``take``
+        (elements) allows, as ``Budget.take_values`` did when they were recorded: once it refuses, no later
+        event keeps values. Values were recorded in event order, so the kept ones are a prefix of its buffer.
+        ``refused``: (event, elements) of the values the other store's budget refused first (that event holds
+        none): asked of ``take`` here too, which refuses them as well, so the cap is reached where one store
+        would have reached it."""
+        chunk0, lane0, value0 = len(self.chunk_pids), self.lanes.lanes, self.blob.used
+        files = [self.file_id(f) for f in part["files"]]
+        pids, dtypes = part["chunk_pids"], part["dtypes"]
+        kept_end, keeping = 0, True
+        for i, ev in enumerate(part["events"]):
+            if refused is not None and i == refused[0] and keeping:
+                keeping = take(refused[1])
+            if ev.value_start >= 0:
+                rows = len(pids[ev.chunk]) if ev.rows is None else int(ev.rows.sum())
+                keeping = keeping and take(rows * ev.lanes)
+                if keeping:
+                    kept_end = ev.value_start + rows * ev.lanes * ev.value_size
+                    dt = dtypes[ev.value_dtype]
+                    did = self.dtypes.get(dt)
+                    if did is None:
+                        did = self.dtypes[dt] = len(self.dtypes)
+                    ev.value_start, ev.value_dtype = ev.value_start + value0, did
+                else:
+                    ev.value_start, ev.value_dtype, ev.value_size = -1, -1, 0
+            ev.chunk += chunk0
+            if ev.elem_bytes:                 # a memory op's lanes (other events have none, at 0)
+                ev.lane_start += lane0
+            if ev.file >= 0:
+                ev.file = files[ev.file]
+            self.events.append(ev)
+        self.chunk_pids.extend(pids)
+        self.lanes.extend(part["lanes"])
+        if kept_end:
+            self.blob.append(np.asarray(part["values"][:kept_end]))
 
     def columns(self) -> dict:
         """The launch's recorded columns: ``Launch`` fields by name."""

@@ -2,12 +2,13 @@
 program at a time where it does not (or when asked)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
 
 from ..errors import BatchFallback, ChunkDiverged, ChunkRetry
-from . import frames
+from . import frames, parallel
 from .batch import chunk as batch
 from .interp import hooks, semantics
 from .memory import provenance
@@ -34,16 +35,78 @@ def program_order(grid: tuple) -> np.ndarray:
     return np.stack([x.reshape(-1), y.reshape(-1), z.reshape(-1)], axis=1).astype(np.int32)
 
 
+@dataclass
+class Schedule:
+    """Where a launch's run of chunks stands: the next program (its launch position), the programs per chunk,
+    the consecutive fallbacks at the smallest chunk, whether chunks still run batched and whether the chunk
+    size may still grow. The chunks that run from a schedule depend on it alone, so a range of programs run
+    from a copy of it in another process (record/parallel/) runs the chunks the launch runs there."""
+    start: int
+    chunk: int
+    misses: int = 0
+    batched: bool = False
+    grow: bool = False
+
+    def state(self) -> tuple:
+        """Everything but the position: two schedules at one position with one state run the same chunks."""
+        return (self.chunk, self.misses, self.batched, self.grow)
+
+
+class Grid:
+    """One launch's programs, run chunk by chunk inside the interpreter's scope (``run_grid`` makes it)."""
+
+    def __init__(self, kernel, call_args, batched_args, order, builder, rec, proxy, on_done):
+        self.kernel, self.call_args, self.batched_args = kernel, call_args, batched_args
+        self.order, self.total = order, len(order)
+        self.builder, self.rec, self.proxy, self.on_done = builder, rec, proxy, on_done
+
+    def advance(self, s: Schedule, until: int) -> None:
+        """Run chunks from ``s`` up to launch position ``until``, stopping early before a batched chunk that
+        would end past it: a chunk is never cut short, so every chunk run is one the launch runs."""
+        while s.start < until:
+            n = min(s.chunk, self.total - s.start) if s.batched else until - s.start
+            if s.start + n > until:
+                return
+            self.step(s, n)
+
+    def step(self, s: Schedule, n: int) -> None:
+        """Run the ``n`` programs from ``s.start``: one batched chunk where ``s`` batches (one by one where it
+        falls back, the next chunk then smaller), else one by one."""
+        rec, start, total = self.rec, s.start, self.total
+        if s.batched and n > 1:
+            why = _run_batched(self.kernel, self.batched_args, self.call_args, self.order[start:start + n], start,
+                               self.builder, rec, self.proxy, self.on_done)
+            if why is None:
+                s.start, s.misses = start + n, 0
+                if s.grow:             # (not for programs that diverge: each split re-runs the rest)
+                    ran = rec.execution
+                    s.chunk, s.grow = (_grown(s.chunk, ran.widest) if not ran.diverged_chunks else s.chunk), False
+                return
+            rec.note_fallback(start, n, why)
+            # Programs that share memory often do so only within groups (a lock per group of rows, a
+            # special first program): smaller chunks may avoid them. An op that is not batched will
+            # not be in any chunk.
+            s.misses = s.misses + 1 if s.chunk <= MIN_CHUNK else 0
+            s.chunk = max(MIN_CHUNK, s.chunk // 2)
+            if s.misses >= GIVE_UP_AFTER or "not batched" in why:
+                s.batched = False
+                rec.note_fallback(start + n, total - start - n, "batching stopped after repeated fallbacks")
+        _run_sequential(self.kernel, self.call_args, self.order[start:start + n], self.builder, rec, self.on_done)
+        s.start = start + n
+
+
 def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callable] = None,
              chunk: int = DEFAULT_CHUNK, debug: bool = False, grow: bool = False,
-             numerics: str = "interpreter") -> None:
+             numerics: str = "interpreter", workers: Optional[int] = 1) -> None:
     """Run every program of ``grid`` through the interpreter, recording into ``rec``.
 
     ``chunk`` > 1 runs that many programs at once where the result is provably the same as running
     them one by one (``grow``: more after the first chunk, where its memory ops' blocks are small, see
     GROW_LANES); ``on_done(n)`` is told after every n programs completed; ``debug`` checks
-    ``tl.device_assert``; ``numerics="compiled"`` computes as the compiled kernel does (interp/semantics.py). Raises ``ProgramFailure``
-    (carrying the program id and source line) when a program raises.
+    ``tl.device_assert``; ``numerics="compiled"`` computes as the compiled kernel does (interp/semantics.py);
+    ``workers`` > 1 (None: the cores this process may use that are idle) lets ranges of the programs run in
+    forked processes where that pays and gives the same recording (record/parallel/). Raises
+    ``ProgramFailure`` (carrying the program id and source line) when a program raises.
     """
     constexprs = hooks.constexpr_names(fn, list(bound))
     host = {name: (v if name in constexprs else memory.to_host(v, name)) for name, v in bound.items()}
@@ -63,29 +126,11 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
                 batched_args = batch.batch_args(call_args)
             except BatchFallback as e:
                 rec.note_fallback(0, total, str(e))
-        start, misses = 0, 0
-        while start < total:
-            n = min(chunk, total - start) if batched_args is not None else total - start
-            if batched_args is not None and n > 1:
-                why = _run_batched(kernel, batched_args, call_args, order[start:start + n], start, builder, rec,
-                                   proxy, on_done)
-                if why is None:
-                    start, misses = start + n, 0
-                    if grow:             # (not for programs that diverge: each split re-runs the rest)
-                        ran = rec.execution
-                        chunk, grow = (_grown(chunk, ran.widest) if not ran.diverged_chunks else chunk), False
-                    continue
-                rec.note_fallback(start, n, why)
-                # Programs that share memory often do so only within groups (a lock per group of rows, a
-                # special first program): smaller chunks may avoid them. An op that is not batched will
-                # not be in any chunk.
-                misses = misses + 1 if chunk <= MIN_CHUNK else 0
-                chunk = max(MIN_CHUNK, chunk // 2)
-                if misses >= GIVE_UP_AFTER or "not batched" in why:
-                    batched_args = None
-                    rec.note_fallback(start + n, total - start - n, "batching stopped after repeated fallbacks")
-            _run_sequential(kernel, call_args, order[start:start + n], builder, rec, on_done)
-            start += n
+        g = Grid(kernel, call_args, batched_args, order, builder, rec, proxy, on_done)
+        s = Schedule(0, chunk, batched=batched_args is not None, grow=grow)
+        if total > 1 and parallel.wanted(workers):
+            parallel.run(g, s, workers)
+        g.advance(s, total)
 
 
 def _grown(chunk: int, widest: int) -> int:

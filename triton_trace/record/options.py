@@ -1,6 +1,6 @@
 """What ``trace(...)`` and ``trace_all(...)`` accept, checked and normalised once per decoration: which
 programs to record, how many values, declared outputs, what out-of-bounds lanes do, batching, memory
-limits, kept inputs and poisoned ``torch.empty``. Every wrong value is a ``TraceUsageError`` naming the option
+limits, kept inputs, poisoned ``torch.empty`` and the worker processes a launch may use. Every wrong value is a ``TraceUsageError`` naming the option
 and what it takes."""
 from __future__ import annotations
 
@@ -95,10 +95,31 @@ def batch_chunk(batch) -> int:
     raise TraceUsageError(f"trace(batch=...) takes True, False or a number of programs per chunk; got {batch!r}")
 
 
+def worker_count(workers) -> Optional[int]:
+    """``trace(workers=...)``: a number >= 1, or "auto" (None here: the idle cores the process may use,
+    decided per launch)."""
+    if workers is None or workers == "auto":
+        return None
+    if isinstance(workers, numbers.Integral) and not isinstance(workers, bool) and workers >= 1:
+        return int(workers)
+    raise TraceUsageError(f"trace(workers=...) takes a number of worker processes >= 1 or 'auto' (the idle "
+                          f"cores this process may use); got {workers!r}")
+
+
+SHADOWS = (None, "float64")
+
+
+def shadow_mode(shadow) -> Optional[str]:
+    if shadow not in SHADOWS:
+        raise TraceUsageError(f"trace(shadow=...) is None or 'float64' (every floating value followed in "
+                              f"float64: analyze() then says where precision is lost); got {shadow!r}")
+    return shadow
+
+
 class TraceOptions:
     def __init__(self, programs=None, values=True, outputs: Iterable[str] = (), on_oob: str = "skip",
                  config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False,
-                 poison_empty: bool = False, numerics: str = "interpreter"):
+                 poison_empty: bool = False, numerics: str = "interpreter", workers=1, shadow=None):
         if on_oob not in ("skip", "raise"):
             raise TraceUsageError(f"trace(on_oob=...) is 'skip' or 'raise', not {on_oob!r}")
         if not isinstance(poison_empty, bool):
@@ -119,6 +140,8 @@ class TraceOptions:
         self.inputs = inputs_bytes(inputs)
         self.poison_empty = poison_empty     # torch.empty & co. poisoned (record/memory/poison.py)
         self.numerics = numerics             # "compiled": arithmetic as the GPU's (record/gpu/ascompiled.py)
+        self.workers = worker_count(workers)  # processes a launch's programs may run in (record/parallel/)
+        self.shadow = shadow_mode(shadow)     # "float64": the float64 shadow monitor (record/checks/shadow.py)
         self.keep = True       # False: run through the interpreter without keeping a launch
 
 

@@ -5,7 +5,7 @@ import dataclasses
 import inspect
 import signal
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterable, Optional, Union
 
 from .interp import seams as _seams
@@ -24,6 +24,7 @@ from .memory import poison  # noqa: E402
 from . import executor as _grid  # noqa: E402
 from .interp import activedriver, hooks  # noqa: E402
 from .collector import Collector  # noqa: E402
+from .checks.shadow import shadowing  # noqa: E402
 from .memory.space import HostMemory  # noqa: E402
 from .options import TraceOptions, untraced_options  # noqa: E402
 
@@ -126,8 +127,9 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
     poisoned = tuple(n for n in poison.unwritten_arguments(bound) if n not in opts.outputs)
     keep_inputs = max(opts.inputs, _SESSION.inputs)
     memory = HostMemory(in_place=not keep_inputs)   # kept inputs need the caller's bytes untouched until the end
-    rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob, opts.memory_limit,
-                    opts.outputs + poisoned)
+    with shadowing(opts.shadow) if opts.shadow else nullcontext():     # the monitors are made per launch
+        rec = Collector(name, memory, opts.values_cap, opts.filter, opts.on_oob, opts.memory_limit,
+                        opts.outputs + poisoned)
     if poisoned:        # undefined at launch like declared outputs, for the uninitialised-read check alone
         rec.meta_extra["poisoned"] = list(poisoned)
     if opts.numerics != "interpreter":
@@ -166,7 +168,7 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
     with arena.active(), poison.suspended():
         try:
             _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug, grow=opts.grow,
-                           numerics=opts.numerics)
+                           numerics=opts.numerics, workers=opts.workers)
         except BaseException as e:
             # Keep what was recorded, and give the caller what the completed programs stored, as a GPU would.
             error = None
@@ -278,7 +280,8 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
 # --------------------------------------------------------------------------------------------------------
 def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, outputs: Iterable[str] = (),
           on_oob: str = "skip", config=None, batch: Union[bool, int] = True, memory_limit=None, inputs=False,
-          poison_empty: bool = False, numerics: str = "interpreter"):
+          poison_empty: bool = False, numerics: str = "interpreter", workers: Union[int, str] = 1,
+          shadow: Optional[str] = None):
     """Trace every launch of a Triton kernel through Triton's interpreter.
 
     Use bare (``@trace``) or with options, above ``@triton.jit``, ``@triton.autotune`` or
@@ -307,12 +310,22 @@ def trace(kernel=None, *, programs=None, values: Union[bool, int] = True, output
     - ``numerics``: ``"interpreter"`` (default) computes as Triton's interpreter, correctly rounded;
       ``"compiled"`` as the compiled kernel does where that is deterministic: ``a * b + c`` as one FMA, fp32
       ``tl.dot`` inputs read as TF32 (record/gpu/ascompiled.py).
+    - ``workers``: processes a launch's programs may run in (default 1: this process only; "auto": the cores
+      this process may use, ``os.sched_getaffinity``, capped by the ``TRITON_TRACE_WORKERS`` environment
+      variable, less those other processes keep busy when the launch starts). The recording,
+      the findings and the outputs are those of one process bit for bit: ranges of programs run in forked
+      workers only where a launch has enough work left after its first chunk to pay for them, and a worker's
+      programs run again in the launch's process where they could have seen another's effects (atomics on
+      shared memory, reading what an earlier program wrote) or raised; ``meta["execution"]["workers"]``
+      says how many ran and why not more (record/parallel/).
+    - ``shadow``: ``"float64"`` follows every floating value with a float64 shadow as the launch runs, so
+      ``analyze()`` says per line where precision is lost without running it again (record/checks/shadow.py).
 
     The kernel object is returned with its ``run`` method replaced, so it still passes Triton's and
     PyTorch's type checks (``wrap_triton``, ``triton_op``).
     """
     opts = TraceOptions(programs, values, outputs, on_oob, config, batch, memory_limit, inputs, poison_empty,
-                        numerics)
+                        numerics, workers, shadow)
 
     def decorate(k):
         if not hooks.is_kernel(k):
@@ -350,17 +363,19 @@ def _memory_device(t) -> str:
 
 @contextmanager
 def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[None, str, Iterable[str]] = None,
-              inputs=False, poison_empty: bool = False, numerics: str = "interpreter"):
+              inputs=False, poison_empty: bool = False, numerics: str = "interpreter", workers: Union[int, str] = 1,
+              shadow: Optional[str] = None):
     """Trace every Triton kernel launched inside the block, without decorating it.
 
     ``kernels`` limits tracing to kernels of these (Python function) names; others launch as usual.
-    ``programs``, ``values``, ``inputs`` and ``numerics`` are as for ``trace``. A kernel decorated with ``@trace`` keeps its own
+    ``programs``, ``values``, ``inputs``, ``numerics``, ``workers`` and ``shadow`` are as for ``trace``. A kernel decorated with ``@trace`` keeps its own
     options. Launches land in ``current_trace()``. ``poison_empty``: tensors from ``torch.empty`` and its
     kin made inside the block are filled with a poison pattern (NaN for floats), and a launch that reads
     one before any program wrote it gets an ``uninitialized_read`` finding with no ``outputs=`` declared
     (record/memory/poison.py).
     """
-    opts = TraceOptions(programs, values, inputs=inputs, poison_empty=poison_empty, numerics=numerics)
+    opts = TraceOptions(programs, values, inputs=inputs, poison_empty=poison_empty, numerics=numerics, workers=workers,
+                        shadow=shadow)
     names = None if kernels is None else ({kernels} if isinstance(kernels, str) else set(kernels))
 
     untraced = untraced_options()

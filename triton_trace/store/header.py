@@ -160,7 +160,8 @@ def _check_meta(meta, where: str) -> None:
     ex = meta.get("execution")
     if ex is not None:
         _typed(ex, dict, f"{where}.execution")
-        unknown = set(ex) - {"batched_programs", "diverged_chunks", "memory_limit", "limit_notes", "fallbacks"}
+        unknown = set(ex) - {"batched_programs", "diverged_chunks", "memory_limit", "limit_notes", "fallbacks",
+                             "workers"}
         if unknown:
             raise HeaderError(f"{where}.execution has unknown keys {sorted(unknown)[:5]}")
         for key in ("batched_programs", "diverged_chunks"):
@@ -172,6 +173,11 @@ def _check_meta(meta, where: str) -> None:
         _list_of(ex.get("fallbacks", []), dict, f"{where}.execution.fallbacks")
         for k, fb in enumerate(ex.get("fallbacks", [])):
             _fields(fb, {"first": int, "programs": int, "reason": str}, f"{where}.execution.fallbacks[{k}]")
+        if "workers" in ex:         # processes the launch ran in (record/parallel/): asked, used, why not more
+            w = ex["workers"]
+            _fields(w, {"asked": int, "used": int}, f"{where}.execution.workers", extra={"reason"})
+            if w.get("reason") is not None:
+                _typed(w["reason"], str, f"{where}.execution.workers.reason")
     if meta.get("module") is not None:
         _check_module(meta["module"], f"{where}.module")
     fail = meta.get("assert_failed")

@@ -261,6 +261,56 @@ class LaneWriter:
             p["raw"].frombytes(np.ascontiguousarray(raw, dtype=np.int64).tobytes())
         self._lanes += rows * n
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_patterns"] = None              # a memo, rebuilt where the writer is used next
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._patterns = Cache()
+
+    def extend(self, other: "LaneWriter") -> None:
+        """Append every block ``other`` holds, as if each had been added here after this writer's own (the
+        lanes a worker process recorded for later programs: record/parallel/). ``add`` merges a block into the
+        last segment when their signatures agree, which only the segments' boundaries decide: each of
+        ``other``'s segments is merged here where ``add`` would have merged its first block, its rows' mask
+        codes completed (full rows in a coded segment) and its bit-packed rows numbered on, so the result is
+        what one writer fed every block in order holds, array for array."""
+        self._check_open()
+        other._check_open()
+        codes = np.frombuffer(other._pools["code"], dtype=np.int32) if len(other._pools["code"]) else \
+            np.zeros(0, np.int32)
+        at = 0
+        out = self._pools["code"]
+        for sig_id, rows in zip(other._seg_sig, other._seg_rows):
+            sig = other._sig_list[sig_id]
+            key, mask_kind = sig[:4], sig[4]
+            last = self._sig_list[self._seg_sig[-1]] if len(self._seg_sig) else None
+            merge = last is not None and last[:4] == key and (last[4] == mask_kind or last[4] == ROWS)
+            bit_rows = 0
+            if mask_kind == ROWS:
+                code = codes[at:at + rows]
+                at += rows
+                neg = code < 0
+                bit_rows = int(neg.sum())
+                if merge and bit_rows and self._seg_bitrows:
+                    code = np.where(neg, code - self._seg_bitrows, code).astype(np.int32)
+                out.frombytes(np.ascontiguousarray(code, dtype=np.int32).tobytes())
+            elif merge and last[4] == ROWS:            # full rows joining coded ones: coded as full
+                out.frombytes(np.full(rows, key[1], dtype=np.int32).tobytes())
+            if merge:
+                self._seg_rows[-1] += rows
+                self._seg_bitrows += bit_rows
+            else:
+                self._seg_sig.append(self._sig(key, mask_kind))
+                self._seg_rows.append(rows)
+                self._seg_bitrows = bit_rows
+        for name, pool in self._pools.items():
+            if name != "code":
+                pool.extend(other._pools[name])
+        self._lanes += other._lanes
+
     def finish(self) -> "Lanes":
         self._check_open()
         self._finished = True

@@ -105,6 +105,34 @@ class LowpSums(ProgramRows):
     def rollback(self, mark) -> None:
         self.entries = mark
 
+    def fork_point(self):
+        return copy.deepcopy(self.entries)
+
+    def since(self, point) -> list:
+        return [(key, point.get(key), e) for key, e in self.entries.items() if e != point.get(key)]
+
+    def mergeable(self, added):
+        return None
+
+    def merge(self, added) -> None:
+        # counts add what the worker counted after it forked; maxima merge; the worst lane is the worker's only
+        # where strictly worse (the first worst in program order, as stored() keeps it). A key new here is
+        # left out once the table is full: the worker's table, full, had no room for it either.
+        for key, before, e in added:
+            mine = self.entries.get(key)
+            if mine is None:
+                if len(self.entries) >= MAX_ENTRIES:
+                    continue
+                mine = self.entries[key] = {**e, "adds": 0, "checked": 0, "hist": [0] * BUCKETS, "max_ulps": 0.0,
+                                            "max_abs": 0.0}
+            base = before or {"checked": 0, "hist": [0] * BUCKETS}
+            mine["adds"] = max(mine["adds"], e["adds"])
+            mine["checked"] += e["checked"] - base["checked"]
+            mine["hist"] = [a + b - c for a, b, c in zip(mine["hist"], e["hist"], base["hist"])]
+            mine["max_abs"] = max(mine["max_abs"], e["max_abs"])
+            if e["max_ulps"] > mine["max_ulps"]:
+                mine.update(max_ulps=e["max_ulps"], value=e["value"], exact=e["exact"], program=list(e["program"]))
+
     def running(self, rows: int):
         """Bool over ``rows`` rows of a batched block: the programs kept (the program filter) and running
         the op (a masked loop's trip)."""

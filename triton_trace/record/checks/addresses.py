@@ -35,6 +35,21 @@ class Int32Addresses(Monitor):
         if largest > self.largest.get(key, -1):
             self.largest[key] = largest
 
+    # (a maximum: a worker's merge in whatever order)
+    def fork_point(self):
+        return None
+
+    def since(self, point) -> dict:
+        return dict(self.largest)
+
+    def mergeable(self, added):
+        return None
+
+    def merge(self, added) -> None:
+        for key, largest in added.items():
+            if largest > self.largest.get(key, -1):
+                self.largest[key] = largest
+
     def records(self) -> dict:
         order = sorted(self.largest.items(), key=lambda kv: (str(kv[0][0]),) + kv[0][1:])
         return {"int32_address": [{"file": f, "line": line, "op": op, "tensor": self.tensor_name(t), "max": m}

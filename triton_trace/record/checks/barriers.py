@@ -41,6 +41,20 @@ class AtomicSems(Monitor):
     def note(self, file, line, op: str, sem) -> None:
         self.seen.setdefault((file, int(line or 0), op, sem_name(sem)))
 
+    # (a set, listed sorted: a worker's merge in whatever order)
+    def fork_point(self):
+        return None
+
+    def since(self, point) -> list:
+        return list(self.seen)
+
+    def mergeable(self, added):
+        return None
+
+    def merge(self, added) -> None:
+        for key in added:
+            self.seen.setdefault(key)
+
     def records(self) -> dict:
         order = sorted(self.seen, key=lambda k: (str(k[0]), k[1], k[2], k[3]))
         return {"atomic_sem": [{"file": f, "line": line, "op": op, "sem": sem} for f, line, op, sem in order]}

@@ -22,7 +22,7 @@ import numpy as np
 from ..frames import where
 from ..batch import described
 from ..gpu.lowp import floats, inner_method
-from .monitor import MAX_REPORTS, ProgramRows
+from .monitor import MAX_REPORTS, ROWS_MERGE, ProgramRows
 
 # memory operations: (position of the pointer, of the value, of the mask) in their arguments
 _STORES = {"create_store": (0, 1, None), "create_masked_store": (0, 1, 2), "create_atomic_rmw": (1, 2, 3),
@@ -31,6 +31,7 @@ _UNSET = np.uint64(np.iinfo(np.uint64).max)    # the address given to masked-off
 
 
 class LaneConflicts(ProgramRows):
+    fork_point, since, mergeable, merge = ROWS_MERGE     # (reports only: record/parallel/)
     def records(self) -> dict:
         return {"lane_conflict": self.finished(self.reports)}
 

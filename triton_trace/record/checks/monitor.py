@@ -11,12 +11,15 @@ monitor lanes with the program axis first when batched.
 """
 from __future__ import annotations
 
+import pickle
 from typing import Optional
 
 import numpy as np
 
 MAX_REPORTS = 200         # entries kept per launch and list (one per memory line and cause)
 MAX_PROGRAMS = 1 << 16    # programs listed per cause (past it the count is a lower bound)
+# what ProgramRows.begin and set_active set anew for every chunk: not state a worker's merge must carry
+_PER_CHUNK = frozenset({"_pids", "_keep", "_active", "_chunk", "batched"})
 
 
 class Monitor:
@@ -43,6 +46,35 @@ class Monitor:
     def records(self) -> dict:
         """record name -> its entries, for each record the monitor's row in checks/table.py declares."""
         return {}
+
+    # -- worker processes ------------------------------------------------------------------------------------
+    # A check without its own four methods below keeps workers only where its whole state (records() folded
+    # in) is what it was when the worker forked: what it counts need not show in its records until another
+    # process's counts are added, so equal records alone say nothing.
+    def fork_point(self):
+        """In a worker process, right after it forked: where its own part begins."""
+        return self._state()
+
+    def since(self, point):
+        """In the worker, at its end: what it noted since ``point`` (picklable), for ``merge``."""
+        now = self._state()
+        return None if now == point and now is not None else "changed"
+
+    def mergeable(self, added) -> Optional[str]:
+        """Why folding in ``added`` (``since`` of a worker that ran the programs after this monitor's) would
+        not give what one process running them all in order notes, or None."""
+        return None if added is None else (f"{type(self).__name__} has no merge of what a worker process noted "
+                                           f"(record/checks/monitor.py: fork_point, since, mergeable, merge)")
+
+    def _state(self) -> Optional[bytes]:
+        self.records()
+        try:
+            return pickle.dumps(sorted((k, v) for k, v in vars(self).items() if k not in _PER_CHUNK), protocol=5)
+        except (TypeError, AttributeError, pickle.PicklingError):
+            return None                   # (then never taken as unchanged: see since)
+
+    def merge(self, added) -> None:
+        """Fold in ``added``, which ``mergeable`` accepted."""
 
     def tensor_name(self, tensor: int) -> Optional[str]:
         return self._tensors[tensor].name if tensor >= 0 else None
@@ -119,6 +151,50 @@ class ProgramRows(Monitor):
         for p in np.flatnonzero(flat):
             if (self._keep is None or self._keep[p]) and (self._active is None or self._active[p]):
                 yield int(p), tuple(int(v) for v in self._pids[p])
+
+
+# A worker's reports, merged as ProgramRows keeps them (record/parallel/): a check that keeps nothing else names
+# these as its own four methods (``fork_point, since, mergeable, merge = ROWS_MERGE``); one that keeps more
+# writes its own, and one that writes none keeps workers only where its state did not change (Monitor's).
+def _rows_fork_point(self):
+    return ProgramRows.mark(self)
+
+
+def _rows_since(self, point) -> dict:
+    sizes, _, reach = point
+    grown = {}
+    for k, (programs, lanes) in self._reach.items():
+        n0, l0 = reach.get(k, (0, 0))
+        if len(programs) > n0 or lanes != l0:
+            grown[k] = (programs[n0:], lanes - l0)
+    return {"lists": {name: getattr(self, name)[n:] for name, n in zip(self.lists, sizes)}, "reach": grown}
+
+
+def _rows_mergeable(self, added) -> Optional[str]:
+    if any("_key" not in e for entries in added["lists"].values() for e in entries):
+        return "a report without its cause (report() keeps it) cannot be merged"
+    return None
+
+
+def _rows_merge(self, added) -> None:
+    # A report the worker kept is this monitor's unless its cause was reported here already or the list is
+    # full. One the worker left out because its list was full would not fit here either: this list holds every
+    # report the worker's did when it forked, and the worker's later ones that are not here yet.
+    for name, entries in added["lists"].items():
+        out = getattr(self, name)
+        for entry in entries:
+            key = entry["_key"]
+            if key in self._seen or len(out) >= MAX_REPORTS:
+                continue
+            self._seen.add(key)
+            out.append(entry)
+    for key, (programs, lanes) in added["reach"].items():
+        r = self._reach.setdefault(key, [[], 0])
+        r[0].extend(programs[:max(MAX_PROGRAMS - len(r[0]), 0)])
+        r[1] += int(lanes)
+
+
+ROWS_MERGE = (_rows_fork_point, _rows_since, _rows_mergeable, _rows_merge)
 
 
 def rows_of(lanes: np.ndarray, row: int, batched: bool) -> np.ndarray:

@@ -24,7 +24,7 @@ from typing import Optional
 import numpy as np
 
 from ...errors import ChunkRetry
-from .monitor import MAX_REPORTS, ProgramRows, rows_of
+from .monitor import MAX_REPORTS, ROWS_MERGE, ProgramRows, rows_of
 
 MAX_VALUES = 4           # operand values shown per birth
 MAX_BIRTHS = 16          # births kept per program (the first of each source line)
@@ -84,7 +84,19 @@ class NonFinite(ProgramRows):
         super().rollback(rows)
 
     def records(self) -> dict:
-        return {"nonfinite": list(self.reports)}
+        return {"nonfinite": [{k: v for k, v in r.items() if k != "_key"} for r in self.reports]}
+
+    fork_point, mergeable = ROWS_MERGE[0], ROWS_MERGE[2]
+
+    def since(self, point) -> dict:
+        return {**ROWS_MERGE[1](self, point), "lazy_ok": self._lazy_ok, "finite": dict(self._finite_storage)}
+
+    def merge(self, added) -> None:
+        ROWS_MERGE[3](self, added)
+        # (births and inputs are per program, read only by the program's own stores: none crosses a worker)
+        self._lazy_ok = self._lazy_ok and added["lazy_ok"]
+        for key, finite in added["finite"].items():    # (of storages nothing wrote: the same everywhere)
+            self._finite_storage.setdefault(key, finite)
 
     def _programs(self, bad: np.ndarray):
         """(row of the chunk, program id, lanes of that program) for each program with a bad lane."""
@@ -158,9 +170,8 @@ class NonFinite(ProgramRows):
             key = (file, line, "birth", cause["file"], cause["line"]) if cause else (file, line, "input", source["tensor"])
             if key in self._seen or len(self.reports) >= MAX_REPORTS:
                 continue
-            self._seen.add(key)
             off = np.asarray(offsets)[(row,) if self.batched else ()]
-            self.reports.append({
+            self.report(self.reports, key, {
                 "kind": _kind(cause), "program": list(pid), "file": file,
                 "line": int(line or 0), "tensor": self._tensors[tensor].name if tensor >= 0 else None,
                 "lanes": int(lanes.sum()), "offsets": [int(v) for v in np.asarray(off)[lanes][:8]],

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .monitor import MAX_REPORTS, ProgramRows, rows_of
+from .monitor import MAX_REPORTS, ROWS_MERGE, ProgramRows, rows_of
 
 
 class Overflow(ProgramRows):
     lists = ("reports", "divisions")
+    fork_point, since, mergeable, merge = ROWS_MERGE     # (reports only: record/parallel/)
 
     def records(self) -> dict:
         return {"overflow": self.finished(self.reports), "intdiv": self.finished(self.divisions)}

@@ -25,7 +25,7 @@ from ..batch.tensor import _reduce_table
 from ..batch.described import core
 from ..gpu.lowp import floats, inner_method
 from ..interp.access import ReduceOps, TensorHandle
-from .monitor import MAX_REPORTS, ProgramRows, rows_of
+from .monitor import MAX_REPORTS, ROWS_MERGE, ProgramRows, rows_of
 from ..patching import carried
 
 SPLAT = "_tt_splat"        # a block made by splatting one value per program
@@ -41,6 +41,7 @@ _RESHAPING = ("create_expand_dims", "create_reshape", "create_trans", "create_pe
 
 
 class PaddedReductions(ProgramRows):
+    fork_point, since, mergeable, merge = ROWS_MERGE     # (reports only: record/parallel/)
     def records(self) -> dict:
         return {"padded_reduction": self.finished(self.reports)}
 

@@ -13,6 +13,8 @@ maximum does not change when a chunk runs again, so nothing is rolled back. Resu
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from ...numerics.compiled import tf32_truncated
@@ -37,6 +39,34 @@ class TF32Dots(Monitor):
     def busy(self, file, line) -> bool:
         e = self.lines.get((file, int(line or 0)))
         return e is not None and e["checked"] >= MAX_CHECKED
+
+    def fork_point(self):
+        return {key: dict(e) for key, e in self.lines.items()}
+
+    def since(self, point) -> dict:
+        return {key: (point.get(key, {}).get("checked", 0), dict(e)) for key, e in self.lines.items()
+                if e != point.get(key)}
+
+    def mergeable(self, added) -> Optional[str]:
+        # The first MAX_CHECKED dots of a line are checked: a worker's dots past what this process checked
+        # count only if all of them would have been checked here too (a maximum of a subset is not known).
+        for key, (before, e) in added.items():
+            here = self.lines.get(key, {}).get("checked", 0)
+            own = e["checked"] - before
+            if own and here < MAX_CHECKED and here + own > MAX_CHECKED:
+                return f"{key[0]}:{key[1]} had more tf32 dots checked in a worker than one process checks"
+        return None
+
+    def merge(self, added) -> None:
+        for key, (before, e) in added.items():
+            own = e["checked"] - before
+            mine = self.lines.get(key)
+            if mine is None:
+                self.lines[key] = {**e, "checked": own}
+            elif own and mine["checked"] < MAX_CHECKED:
+                mine["checked"] += own
+                mine["max_abs"] = max(mine["max_abs"], e["max_abs"])
+                mine["max_result"] = max(mine["max_result"], e["max_result"])
 
     def records(self) -> dict:
         order = sorted(self.lines.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))
