@@ -3,7 +3,8 @@
 // plotly.js from the app's /vendor/, request URLs from the route table the server put on the page. The
 // viewer is view.js.
 import { apiUrl, pageRoutes } from "./routes.js";
-import { mount, parsePlace, placeKey } from "./view.js";
+import { parsePlace, placeKey } from "./places.js";
+import { mount } from "./view.js";
 
 const ROUTES = pageRoutes(document.body);
 
@@ -82,6 +83,8 @@ const viewer = mount(document.body, {
   // pushState is cheaper than assigning location.hash and waiting for hashchange; Back / Forward come in
   // as popstate, a hash typed into the address bar as hashchange
   remember: (place) => { const key = placeKey(place); if (location.hash !== key) history.pushState(null, "", key); },
+  // a panel that followed the view beside it corrects the place without a step of history of its own
+  replace: (place) => { const key = placeKey(place); if (location.hash !== key) history.replaceState(null, "", key); },
   link: placeKey,
   keys: document,
 });

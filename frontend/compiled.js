@@ -160,6 +160,9 @@ export class CompiledPanel {
     this.data = d;
     this.$("compiled-main").hidden = false;
     this.$("compiled-resources").textContent = [resourcesText(d.resources), ...(d.dots || []).map(dotText)].join(" · ");
+    const piped = pipelineText(d.pipelines || [], d.resources.num_stages);
+    this.$("compiled-pipeline").textContent = piped;
+    this.$("compiled-pipeline").hidden = !piped;
     this.sourceRows(d);
     this.opRows(d);
     return true;
@@ -199,7 +202,8 @@ export class CompiledPanel {
       const tr = h("tr", { "data-k": k, class: `dir-${o.direction}` },
         h("td", { class: "num", title: o.file !== null ? d.files[o.file] : null }, where),
         h("td", { class: "code", title: text }, text === null ? "–" : text.trim()),
-        h("td", { class: "kind" }, o.op), h("td", { class: "kind" }, o.instruction),
+        h("td", { class: "kind" }, o.op), h("td", { class: "kind", "data-pipeline": o.pipeline || null,
+          title: o.pipeline ? PIPELINE_PART[o.pipeline][1] : null }, o.instruction, o.pipeline ? h("span", { class: "pipe" }, PIPELINE_PART[o.pipeline][0]) : null),
         h("td", { class: "num" }, o.vector_bytes ? `${o.vector_bytes} B` : "–"),
         h("td", { class: "code layout", title: layoutText(o.layout) }, layoutText(o.layout)),
         h("td", {}, o.shape.length ? o.shape.join("×") : "scalar"), h("td", {}, o.element || "–"));
@@ -306,6 +310,34 @@ export function resourcesText(r) {
 const DOT_AS = { wgmma: "wgmma (Hopper warpgroup MMA)", mma: "mma.sync (tensor cores)", fma: "FMA: no tensor cores" };
 export function dotText(x) {
   return `tl.dot at line ${x.line} → ` + (x.as ? `${DOT_AS[x.as]}, ${x.count} instruction(s)` : "no MMA or FMA found in its PTX lines");
+}
+
+// The part of a pipelined loop an async load belongs to: [label, what it means].
+const PIPELINE_PART = {
+  prologue: ["prologue", "issued before the loop: an early trip's tile, copied ahead while nothing waits for it yet"],
+  steady: ["steady state", "issued inside the loop: each trip copies a later trip's tile, then waits for its own"],
+  epilogue: ["epilogue", "issued after the loop (peeled): the last trips' tiles"],
+};
+
+// "Software pipelined, 3 stages: the loop at line 11 (TTGIR 95–132) copies the loads of lines 12 and 13 ahead:
+// before the loop 2 async copies each (prologue), inside it 1 each (steady state); …": what pipeline.py found,
+// or why nothing was pipelined.
+export function pipelineText(loops, stages) {
+  if (!loops.length) return stages > 1 ? `num_stages = ${stages}, but no loop's load became an async copy: nothing is software pipelined.` : "";
+  return loops.map((p) => {
+    const each = (k) => p.loads.map((x) => x[k]);
+    // "2 async copies each", "1 async copy", "1 each", "2 / 3 async copies" (one count per load, in their order)
+    const counts = (k, noun) => {
+      const n = each(k), same = n.every((x) => x === n[0]), word = noun && (same && n[0] === 1 ? " async copy" : " async copies");
+      return same ? `${n[0]}${word || ""}${p.loads.length > 1 ? " each" : ""}` : `${n.join(" / ")}${word || ""}`;
+    };
+    const lines = p.loads.map((x) => x.line).join(" and ");
+    const epi = p.loads.some((x) => x.epilogue) ? `, after it ${counts("epilogue", false)} (epilogue, peeled)`
+      : "; its last trips' copies are masked off" + (p.drain_line ? ` and the wait at TTGIR line ${p.drain_line} drains the rest (epilogue)` : " (epilogue)");
+    return `Software pipelined, ${stages} stages: the loop at line ${p.line} (TTGIR ${p.ir_line}–${p.end_line}) copies the ` +
+      `load${p.loads.length > 1 ? "s" : ""} of line${p.loads.length > 1 ? "s" : ""} ${lines} ahead: before the loop ` +
+      `${counts("prologue", true)} (prologue), inside it ${counts("steady", false)} (steady state)${epi}.`;
+  }).join(" ");
 }
 
 // "blocked sizePerThread=[1,4] threadsPerWarp=[4,8] warpsPerCTA=[4,1] order=[1,0]": the usual fields first.

@@ -2,7 +2,8 @@
 // (triton_trace/view/embed.py puts them in a <script type="application/json"> beside the root). There is
 // no server and no URL to keep a place in: navigation stays inside the output, and a view the output does
 // not carry says so. plotly.js is the page's (a notebook carries it once, in its first triton_trace output).
-import { mount, placeKey } from "./view.js";
+import { placeKey } from "./places.js";
+import { mount } from "./view.js";
 
 let active = null;        // the output the pointer went down in last: arrow keys go to it, and to no other
 

@@ -72,7 +72,10 @@ export function drawEvidence(ctx, px, halo, marks) {
 const FOCUS = { race: { mode: "all", colour: "writers" }, nonfinite: { mode: null, colour: "value" },
                 nonfinite_input: { mode: null, colour: "value" }, overflow: { mode: null, colour: "value" },
                 int_division: { mode: null, colour: "value" }, padded_reduction: { mode: null, colour: "value" },
-                lane_conflict: { mode: null, colour: "value" } };
+                lane_conflict: { mode: null, colour: "value" },
+                // the stores a lock's release follows: every program's writes, the elements other programs
+                // reach outlined (the programs the lock takes turns between write them: by writers)
+                release_without_barrier: { mode: "all", colour: "writers" } };
 
 // n and a noun, plural when n is not 1: "1 program", "16 programs"
 const counted = (n, one, many = one + "s") => `${fmtNum(n)} ${n === 1 ? one : many}`;
@@ -125,7 +128,7 @@ function extentParts(x, grid) {
 }
 
 export class FindingCard {
-  // host: {select(k), line(k), program(k, j), element(k, j)}
+  // host: {select(k), line(k), program(k, j), element(k, j), store(k, j): the j-th store a release follows}
   constructor($, host) {
     this.$ = $;
     this.host = host;
@@ -140,6 +143,7 @@ export class FindingCard {
       if (b.dataset.step === "finding") host.select(this.k);
       else if (b.dataset.step === "line") host.line(this.k);
       else if (b.dataset.step === "program") host.program(this.k, j);
+      else if (b.dataset.step === "store") host.store(this.k, j);
       else host.element(this.k, j);
     });
   }
@@ -154,8 +158,22 @@ export class FindingCard {
   }
 
   focus(k) {
-    const ev = this.f.evidence[k];
-    return { kind: this.f.kind[k], t: ev.tensor_index, indices: ev.indices.filter(Boolean), ...(FOCUS[this.f.kind[k]] || { mode: null, colour: null }) };
+    const ev = this.f.evidence[k], kind = this.f.kind[k], how = FOCUS[kind] || { mode: null, colour: null };
+    if (ev.stores && ev.stores.length) return this.storeFocus(k, 0);
+    return { kind, t: ev.tensor_index, indices: ev.indices.filter(Boolean), ...how };
+  }
+
+  // The j-th store a lock's release follows, drawn as the finding's evidence.
+  storeFocus(k, j) {
+    const s = this.f.evidence[k].stores[j];
+    return { kind: this.f.kind[k], t: s.tensor_index, indices: s.indices, ...FOCUS.release_without_barrier };
+  }
+
+  // The op a finding selects in its program: its own, or for a release, the first store it follows (so the
+  // tensor view opens on what was stored, and the atomic is one step away on the card).
+  op(k) {
+    const st = this.f.evidence[k].stores;
+    return st && st.length && st[0].seq !== null ? st[0].seq : this.f.op[k];
   }
 
   step(d) {
@@ -185,13 +203,22 @@ export class FindingCard {
         j === 1 && ev.other_line ? h("span", { class: "muted" }, `line ${ev.other_line}`) : null].filter(Boolean)));
       path.append(li);
     }
+    if (ev.stores && ev.stores.length) {
+      const li = h("li", { class: "fc-stores" }, h("span", { class: "muted" }, "stored"));
+      ev.stores.forEach((s, j) => li.append(step("store", j, `${s.name} at line ${s.line}`, "the elements this store wrote that other programs reach, outlined on the tensor"),
+        h("span", { class: "muted" }, `${fmtNum(s.elements)} element(s) other programs reach${s.partial ? " (the first outlined)" : ""}`)));
+      li.append(h("span", { class: "muted" }, "then released with no barrier between"));
+      path.append(li);
+    }
     if (ev.offsets.length) {
-      const li = h("li", {}), name = f.tensor[k] || "?";
+      const li = h("li", {}), name = f.tensor[k] || "?", lock = Boolean(ev.stores);
+      if (lock) li.append(h("span", { class: "muted" }, "the atomic on"));
       ev.offsets.forEach((off, j) => {
         const label = ev.indices[j] ? `${name}[${ev.indices[j].join(", ")}]` : `${name} offset ${off}${ev.outside[j] ? " (outside)" : ""}`;
         li.append(step("element", j, label, ev.outside[j] ? "outside the tensor: drawn in the halo" : "every access to this element"));
       });
-      if (f.count[k] > ev.offsets.length) li.append(h("span", { class: "muted" }, `… ${f.count[k]} in all`));
+      // (a release's count is its stores' lanes, not more atomics)
+      if (f.count[k] > ev.offsets.length && !lock) li.append(h("span", { class: "muted" }, `… ${f.count[k]} in all`));
       if (ev.valid_range) li.append(h("span", { class: "muted" }, `valid offsets ${ev.valid_range[0]}..${ev.valid_range[1]}`));
       path.append(li);
     }

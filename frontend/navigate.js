@@ -1,5 +1,5 @@
-// Keyboard and "go to" navigation: a program typed as x, y, z; keys for the next finding and the program
-// box (the op keys are view.js's); "?" shows the keys (listed in index.html's #key-help). The keys are listened to where the host says (the page, or one
+// Keyboard and "go to" navigation: a program typed as x, y, z; keys for the next finding, the Tiles panel's
+// trips and the program box (the op keys are view.js's); "?" shows the keys (listed in index.html's #key-help). The keys are listened to where the host says (the page, or one
 // notebook output), never while the user types into an input or a select.
 
 // "3", "3,1", "(3, 1, 0)" -> [3, 1, 0]; null when it is not one to three non-negative integers.
@@ -11,7 +11,7 @@ export function parseProgram(text) {
   return pid;
 }
 
-// nav: {program(pid), finding(step), error(message)}
+// nav: {program(pid), finding(step), trip(step): the Tiles panel's next or previous trip, error(message)}
 export function installNavigation($, keys, nav) {
   const help = $("key-help"), input = $("goto-pid");
   $("goto").addEventListener("submit", (e) => {
@@ -32,5 +32,6 @@ export function installNavigation($, keys, nav) {
     else if (e.key === "Escape") help.hidden = true;
     else if (e.key === "g") { input.focus(); input.select(); e.preventDefault(); }
     else if (e.key === "n" || e.key === "p") { nav.finding(e.key === "n" ? 1 : -1); e.preventDefault(); }
+    else if (e.key === "[" || e.key === "]") { nav.trip(e.key === "]" ? 1 : -1); e.preventDefault(); }
   });
 }

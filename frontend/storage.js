@@ -41,8 +41,9 @@ export class StoragePanel {
     this.data = null;
     this.req = 0;
     this.canvas = $("storage-canvas");
-    $("storage-open").addEventListener("click", () => (this.open ? this.close() : this.show()));
-    $("tensor-storage").addEventListener("click", () => this.show(true));
+    this.onMoved = () => {};  // the panel opened, closed or followed the view: the host's place follows it
+    $("storage-open").addEventListener("click", () => { if (this.open) this.close(); else this.show(); this.onMoved(); });
+    $("tensor-storage").addEventListener("click", () => { this.show(true); this.onMoved(); });
     $("storage-wrap").addEventListener("change", (e) => {
       if (!this.sel) return;
       this.wraps[this.sel.t] = Math.max(1, Number(e.target.value) || 1);
@@ -63,7 +64,9 @@ export class StoragePanel {
   // The tensor view drew a selection; the storage follows it while the panel is open.
   follow(sel) {
     this.sel = sel;
-    return this.open ? this.load() : null;
+    if (!this.open) return null;
+    this.onMoved();
+    return this.load();
   }
 
   async show(reveal) {

@@ -1,11 +1,9 @@
 // The tensor view: the elements one op, one program or every program touched, on a 2-D plane.
-import { clear, fmtNum, h, pidText, programColor, rampColor, sizeCanvas } from "./dom.js";
+import { clear, h, programColor, rampColor, sizeCanvas } from "./dom.js";
 import { cellOf, drawEvidence, haloMargin, writersColor } from "./evidence.js";
 import { finiteRange, pidOf, planePx } from "./layout.js";
-import { DIFF, KIND_COLOR, SPECIAL, UNTOUCHED, showTouches, tensorLegend } from "./tensorlegend.js";
-import { fmtPct } from "./units.js";
-
-const KIND_TEXT = { 1: "loaded", 2: "stored", 3: "loaded and stored" };
+import { showFed, showFeeds } from "./feeds.js";
+import { DIFF, KIND_COLOR, SPECIAL, UNTOUCHED, hoverText, showTouches, tensorLegend } from "./tensorlegend.js";
 
 export class TensorView {
   // api(route, values) -> payload | null and url(route, values) -> its URL (routes.js, through view.js)
@@ -40,6 +38,10 @@ export class TensorView {
       const k = Number(li.dataset.k), t = this.touches.touches;
       this.onPick(t.program[k], t.seq[k]);
     });
+    this.$("tensor-feeds").addEventListener("click", (e) => {
+      const b = e.target.closest("button[data-f]");
+      if (b) this.showFed(Number(b.dataset.f));
+    });
     this.$("tensor").addEventListener("change", (e) => { this.t = Number(e.target.value); if (this.mode === "op") this.mode = "program"; this.refresh(); });
     for (const b of this.$("tensor-mode").querySelectorAll("button")) {
       b.addEventListener("click", () => {
@@ -65,7 +67,9 @@ export class TensorView {
     this.op = null;
     this.diffs = new Map();      // tensor -> DiffPayload (with a compared trace)
     this.pinned = null;
+    this.fed = null;        // {t, indices, k}: the elements that fed the pinned one, outlined on their tensor
     this.showTouches(null);
+    this.showFeeds(null);
     const cs = clear(this.$("tensor-colour"));
     cs.append(h("option", { value: "auto" }, "by access"), h("option", { value: "program" }, "by program"),
       h("option", { value: "writers" }, "by writers (races)"), h("option", { value: "value" }, "by value"));
@@ -96,6 +100,17 @@ export class TensorView {
   }
 
   plane() { return this.planes[this.t] || (this.planes[this.t] = {}); }
+
+  // A place's view (the one the Storage panel it names sits beside): tensor t in ``mode`` ("op" falls back
+  // to the program, or to all programs, when no op is selected).
+  want(t, mode) {
+    if (!this.launch || t >= this.launch.tensors.name.length) return null;
+    if (this.t === t && this.mode === mode && this.data && this.data.tensor === t) return null;
+    this.t = t;
+    this.mode = mode;
+    this.sticky = mode === "all" ? "all" : null;
+    return this.refresh();
+  }
 
   // The tensor route's values of a view of tensor t (routes.py: "tensor").
   request(mode, t, pid, op) {
@@ -228,11 +243,13 @@ export class TensorView {
       ctx.stroke();
     }
     const focus = this.focus && this.focus.t === d.tensor ? this.focus : null;
-    const outlined = (focus ? focus.indices : []).concat(this.pinned && this.pinned.t === d.tensor ? [this.pinned.index] : []);
+    const fed = this.fed && this.fed.t === d.tensor ? this.fed.indices : [];
+    const outlined = (focus ? focus.indices : []).concat(this.pinned && this.pinned.t === d.tensor ? [this.pinned.index] : [], fed);
     this.marks = outlined.map((ix) => cellOf(pl, ix)).filter(Boolean);
     const drawn = drawEvidence(ctx, px, d.halo, this.marks);
     const ds = this.canvas.dataset;
-    Object.assign(ds, { halo: String(drawn.halo), marks: String(drawn.marks), ox: String(m.left), oy: String(m.top) });
+    Object.assign(ds, { halo: String(drawn.halo), marks: String(drawn.marks), ox: String(m.left), oy: String(m.top),
+      fed: fed.length ? String(this.fed.k) : "" });
     ds.key = [d.selection.mode, d.tensor, d.selection.program ? d.selection.program.join(",") : "", d.selection.op ?? ""].join("|");
     ds.px = String(px); ds.cellRows = String(pl.cell_rows); ds.cellCols = String(pl.cell_cols);
     ds.fr = String(pl.cell[0]); ds.fc = String(pl.cell[1]);
@@ -241,47 +258,7 @@ export class TensorView {
     performance.mark("tt-tensor-painted");
   }
 
-  hover(e) {
-    const d = this.data;
-    if (!d) return;
-    const pl = d.plane, r = this.canvas.getBoundingClientRect();
-    const cx = Math.floor((e.clientX - r.left) / this.px) - this.ox, cy = Math.floor((e.clientY - r.top) / this.px) - this.oy;
-    const halo = d.halo ? d.halo.row.findIndex((row, k) => row === cy && d.halo.col[k] === cx) : -1;
-    if (halo >= 0) {
-      this.$("tensor-hover").textContent = `storage offset ${d.halo.offset[halo]}: outside '${d.name}' (storage ` +
-        `0..${d.storage_size - 1}); an out-of-bounds lane's would-be element`;
-      return;
-    }
-    if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows) { this.$("tensor-hover").textContent = ""; return; }
-    const [fr, fc] = pl.cell, [r0, c0] = pl.origin;
-    let where;
-    const idx = (row, col) => {
-      if (d.shape.length === 0) return `${d.name}[()]`;
-      if (pl.wrap) return `${d.name}[${row * pl.wrap + col}]`;
-      const ix = pl.index.slice();
-      if (pl.row_dim !== null) ix[pl.row_dim] = row;
-      ix[pl.col_dim] = col;
-      return `${d.name}[${ix.join(", ")}]`;
-    };
-    if (fr * fc === 1) where = idx(r0 + cy, c0 + cx);
-    else where = `${idx(r0 + cy * fr, c0 + cx * fc)} … ${idx(r0 + Math.min(pl.rows, (cy + 1) * fr) - 1, c0 + Math.min(pl.cols, (cx + 1) * fc) - 1)}`;
-    const cell = cy * pl.cell_cols + cx, i = this.lookup.get(cell);
-    let diffText = "";
-    if (this.diffAt && this.diffAt.has(cell)) {
-      const E = this.diffs.get(d.tensor).elements, k = this.diffAt.get(cell);
-      const side = (v, p, l) => p === null ? "not written" : `${fmtNum(v)} (program ${pidText(p)}, line ${l})`;
-      diffText = ` · here ${side(E.a[k], E.a_program[k], E.a_line[k])} · compared ${side(E.b[k], E.b_program[k], E.b_line[k])}`;
-    }
-    if (i === undefined) { this.$("tensor-hover").textContent = `${where} · not touched${diffText}`; return; }
-    const c = d.cells, parts = [where, KIND_TEXT[c.kinds[i]] || ""];
-    if (c.value && c.value[i] !== null && c.value[i] !== undefined) parts.push(`value ${fmtNum(c.value[i])}`);
-    if (c.fill) parts.push(`${fmtPct(c.fill[i])} of the cell touched`);
-    if (c.lanes) parts.push(`${c.lanes[i]} lane(s)`);
-    if (c.program) parts.push(`program ${pidText(this.pidOf(c.program[i]))}`);
-    if (c.writer && c.writer[i] >= 0) parts.push(`last written by program ${pidText(this.pidOf(c.writer[i]))}`);
-    if (c.programs && c.programs[i] > 1) parts.push(`${c.programs[i]} programs touched it`);
-    this.$("tensor-hover").textContent = parts.join(" · ") + diffText;
-  }
+  hover(e) { if (this.data) this.$("tensor-hover").textContent = hoverText(this, e); }
 
   async loadDiff(t) {
     if (!this.diffs.has(t)) {
@@ -375,13 +352,19 @@ export class TensorView {
     await this.touchesAt(el.t, el.index);
   }
 
+  // Every access to the element, and the loads that fed it (a new element forgets the last one's outlines).
   async touchesAt(t, index) {
     const mine = ++this.touchReq;
-    const data = await this.api("touches", { i: this.index, t, index });
-    if (mine === this.touchReq && data) this.showTouches(data);
+    const [data, feeds] = await Promise.all([this.api("touches", { i: this.index, t, index }), this.api("feeds", { i: this.index, t, index })]);
+    if (mine !== this.touchReq) return;
+    if (this.fed) { this.fed = null; if (this.data) this.draw(); }
+    if (data) this.showTouches(data);
+    this.showFeeds(feeds);
   }
 
   showTouches(data) { showTouches(this, data); }
+  showFeeds(data) { showFeeds(this, data); }
 
+  showFed(k) { return showFed(this, k); }
   pidOf(lin) { return pidOf(lin, this.grid); }
 }

@@ -1,6 +1,9 @@
-// The tensor view's legend and notes, and the list of accesses to a clicked element (tensor.js draws).
+// The tensor view's legend, notes and hover line, and the list of accesses to a clicked element (tensor.js draws).
 import { clear, fmtNum, gradientCss, h, pidText, programColor, rgb } from "./dom.js";
 import { OOB_RED, WRITERS } from "./evidence.js";
+import { fmtPct } from "./units.js";
+
+const KIND_TEXT = { 1: "loaded", 2: "stored", 3: "loaded and stored" };
 export const KIND_COLOR = { 1: [37, 99, 235], 2: [234, 88, 12], 3: [124, 58, 237] };
 export const UNTOUCHED = [233, 236, 240];
 // colour by value: viridis over the finite range; NaN, +Inf, -Inf and "no value recorded" apart from it
@@ -57,7 +60,11 @@ export function tensorLegend(v) {
       (drawn ? `; drawn in red at their would-be cells past the tensor's end${hidden ? ` (${fmtNum(hidden)} offsets too far out to draw)` : ""}.` : "; too far out to draw."));
     box.append(sw(OOB_RED, "outside the tensor (would-be position)"));
   }
-  if (v.marks && v.marks.length) box.append(h("span", { class: "mark-key" }, "▢ outlined: the finding's elements"));
+  if (v.marks && v.marks.length) {
+    const fed = v.fed && v.fed.t === d.tensor && v.feeds;
+    box.append(h("span", { class: "mark-key" }, fed ? `▢ outlined: the elements that fed ${v.feeds.name}[${v.feeds.index.join(", ")}]`
+      : "▢ outlined: the finding's elements"));
+  }
   if (d.dropped.length) notes.push(`To stay small, this view left out: ${d.dropped.join(", ")}.`);
   if (d.elements === 0 && !d.oob_lanes) notes.push("Nothing in this selection touches this tensor.");
   v.$("tensor-note").textContent = notes.join(" ");
@@ -82,3 +89,43 @@ export function showTouches(v, data) {
   box.hidden = false;
 }
 
+// What the tensor view's hover line says about the cell under the pointer (``v``: the TensorView).
+export function hoverText(v, e) {
+  const d = v.data;
+  const pl = d.plane, r = v.canvas.getBoundingClientRect();
+  const cx = Math.floor((e.clientX - r.left) / v.px) - v.ox, cy = Math.floor((e.clientY - r.top) / v.px) - v.oy;
+  const halo = d.halo ? d.halo.row.findIndex((row, k) => row === cy && d.halo.col[k] === cx) : -1;
+  if (halo >= 0) {
+    return `storage offset ${d.halo.offset[halo]}: outside '${d.name}' (storage ` +
+      `0..${d.storage_size - 1}); an out-of-bounds lane's would-be element`;
+  }
+  if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows) return "";
+  const [fr, fc] = pl.cell, [r0, c0] = pl.origin;
+  let where;
+  const idx = (row, col) => {
+    if (d.shape.length === 0) return `${d.name}[()]`;
+    if (pl.wrap) return `${d.name}[${row * pl.wrap + col}]`;
+    const ix = pl.index.slice();
+    if (pl.row_dim !== null) ix[pl.row_dim] = row;
+    ix[pl.col_dim] = col;
+    return `${d.name}[${ix.join(", ")}]`;
+  };
+  if (fr * fc === 1) where = idx(r0 + cy, c0 + cx);
+  else where = `${idx(r0 + cy * fr, c0 + cx * fc)} … ${idx(r0 + Math.min(pl.rows, (cy + 1) * fr) - 1, c0 + Math.min(pl.cols, (cx + 1) * fc) - 1)}`;
+  const cell = cy * pl.cell_cols + cx, i = v.lookup.get(cell);
+  let diffText = "";
+  if (v.diffAt && v.diffAt.has(cell)) {
+    const E = v.diffs.get(d.tensor).elements, k = v.diffAt.get(cell);
+    const side = (x, p, l) => p === null ? "not written" : `${fmtNum(x)} (program ${pidText(p)}, line ${l})`;
+    diffText = ` · here ${side(E.a[k], E.a_program[k], E.a_line[k])} · compared ${side(E.b[k], E.b_program[k], E.b_line[k])}`;
+  }
+  if (i === undefined) return `${where} · not touched${diffText}`;
+  const c = d.cells, parts = [where, KIND_TEXT[c.kinds[i]] || ""];
+  if (c.value && c.value[i] !== null && c.value[i] !== undefined) parts.push(`value ${fmtNum(c.value[i])}`);
+  if (c.fill) parts.push(`${fmtPct(c.fill[i])} of the cell touched`);
+  if (c.lanes) parts.push(`${c.lanes[i]} lane(s)`);
+  if (c.program) parts.push(`program ${pidText(v.pidOf(c.program[i]))}`);
+  if (c.writer && c.writer[i] >= 0) parts.push(`last written by program ${pidText(v.pidOf(c.writer[i]))}`);
+  if (c.programs && c.programs[i] > 1) parts.push(`${c.programs[i]} programs touched it`);
+  return parts.join(" · ") + diffText;
+}

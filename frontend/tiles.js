@@ -3,7 +3,7 @@
 // trace records ops, not loop trips: the server reads the trips back from lines that repeat, and steps
 // through the program's memory ops in op order when none does; the panel says which.
 import { clear, fmtNum, h, pidText, rgb, setPanelOpen, sizeCanvas } from "./dom.js";
-import { drawEvidence, haloMargin } from "./evidence.js";
+import { cellOf, drawEvidence, haloMargin } from "./evidence.js";
 import { planePx } from "./layout.js";
 import { KIND_COLOR, UNTOUCHED } from "./tensorlegend.js";
 import { fmtPct } from "./units.js";
@@ -31,14 +31,23 @@ export class TilesPanel {
     this.li = null;
     this.pid = null;
     this.step = null;       // null: every step at once
+    this.fed = new Map();   // tensor -> view indices that fed the element picked in the tensor view (outlined)
     this.data = null;
     this.req = 0;
-    $("tiles-open").addEventListener("click", () => (this.open ? this.close() : this.show()));
-    $("program-tiles").addEventListener("click", () => this.show(true));
+    this.onMoved = () => {};  // the panel opened, closed, stepped or followed the program: the host's place follows it
+    $("tiles-open").addEventListener("click", () => { if (this.open) this.close(); else this.show(); this.onMoved(); });
+    $("program-tiles").addEventListener("click", () => { this.show(true); this.onMoved(); });
     $("tiles-all").addEventListener("click", () => this.go(null));
-    $("tiles-prev").addEventListener("click", () => this.go(this.step === null ? (this.data ? this.data.steps - 1 : 0) : this.step - 1));
-    $("tiles-next").addEventListener("click", () => this.go(this.step === null ? 0 : this.step + 1));
+    $("tiles-prev").addEventListener("click", () => this.stepBy(-1));
+    $("tiles-next").addEventListener("click", () => this.stepBy(1));
     this.$("tiles-body").addEventListener("mousemove", (e) => this.hover(e));
+    // with the panel focused, the arrows step through the trips (the page's ↑ / ↓ stay the op keys)
+    $("tiles-panel").addEventListener("keydown", (e) => {
+      if (e.target.closest("input, select, textarea") || !["ArrowLeft", "ArrowRight"].includes(e.key)) return;
+      e.preventDefault();
+      e.stopPropagation();
+      this.stepBy(e.key === "ArrowRight" ? 1 : -1);
+    });
   }
 
   setLaunch(launch, li) {
@@ -47,13 +56,25 @@ export class TilesPanel {
     this.select(null);
   }
 
+  // The loads that fed the element picked in the tensor view (FeedsPayload, or null): their elements are
+  // outlined on their tensors' tiles, every input at once.
+  outline(feeds) {
+    this.fed = new Map();
+    for (const f of feeds ? feeds.feeds : []) {
+      if (f.tensor !== null) this.fed.set(f.tensor, (this.fed.get(f.tensor) || []).concat(f.indices));
+    }
+    if (this.open && this.data) this.draw();
+  }
+
   // The selected program changed (null: none); its tiles are fetched only while the panel is open.
   select(pid) {
     const same = pid && this.pid && pid.join() === this.pid.join();
     this.pid = pid;
     if (!same) this.step = null;
     this.$("program-tiles").disabled = !pid;
-    return this.open ? this.load() : null;
+    if (!this.open) return null;
+    this.onMoved();
+    return this.load();
   }
 
   async show(reveal) {
@@ -73,7 +94,16 @@ export class TilesPanel {
     if (!this.data) return null;
     if (step !== null && (step < 0 || step >= this.data.steps)) return null;
     this.step = step;
+    this.onMoved();
     return this.load();
+  }
+
+  // The next (d = 1) or previous (-1) trip, as the ‹ › buttons and the [ ] keys step: from "all" to the first
+  // or the last one.
+  stepBy(d) {
+    if (!this.open || !this.data || !this.data.steps) return null;
+    if (this.step === null) return this.go(d > 0 ? 0 : this.data.steps - 1);
+    return this.go(Math.max(0, Math.min(this.data.steps - 1, this.step + d)));
   }
 
   async load() {
@@ -130,6 +160,7 @@ export class TilesPanel {
     box.append(sw(KIND_COLOR[1], "loaded"), sw(KIND_COLOR[2], "stored"), sw(KIND_COLOR[3], "both"));
     if (d.step !== null) box.append(sw(CONTEXT, d.by === "trip" ? "touched in another trip or outside the loop" : "touched by another access"));
     box.append(sw(UNTOUCHED, "not touched by this program"));
+    if (this.fed.size) box.append(h("span", { class: "mark-key" }, "▢ outlined: what fed the element picked in the Tensor view"));
   }
 
   drawTile(body, tile, k, width) {
@@ -174,8 +205,9 @@ export class TilesPanel {
       for (let y = px; y < H; y += px) { ctx.moveTo(0, y - 0.5); ctx.lineTo(W, y - 0.5); }
       ctx.stroke();
     }
-    drawEvidence(ctx, px, tile.halo, []);
-    Object.assign(canvas.dataset, { px: String(px), cellRows: String(pl.cell_rows), cellCols: String(pl.cell_cols),
+    const marks = (this.fed.get(tile.tensor) || []).map((ix) => cellOf(pl, ix)).filter(Boolean);
+    const drawn = drawEvidence(ctx, px, tile.halo, [...new Map(marks.map((c) => [c.join(), c])).values()]);
+    Object.assign(canvas.dataset, { px: String(px), cellRows: String(pl.cell_rows), cellCols: String(pl.cell_cols), marks: String(drawn.marks),
       ox: String(m.left), oy: String(m.top) });
     return { canvas, tile, kinds, share, px, m };
   }

@@ -5,13 +5,14 @@
 import { BlockView } from "./block.js";
 import { Charts } from "./charts.js";
 import { CompareCard } from "./compare.js";
-import { CompiledPanel, compiledKey, parseCompiled } from "./compiled.js";
+import { CompiledPanel } from "./compiled.js";
 import { FindingsList, ProgramDetail, SourceView } from "./detail.js";
 import { clear, fmtNum, h, pidText, scoped } from "./dom.js";
 import { FindingCard } from "./evidence.js";
 import { ProgramGrid, telling } from "./grid.js";
 import { linearOf } from "./layout.js";
 import { installNavigation } from "./navigate.js";
+import { PanelPlaces, parsePlace, placeKey } from "./places.js";
 import { apiUrl } from "./routes.js";
 import { StoragePanel } from "./storage.js";
 import { TensorView } from "./tensor.js";
@@ -23,34 +24,13 @@ if (!window.ttPerf) window.ttPerf = [];   // {what, ms}: click-to-update latenci
 const idle = (fn) => (window.requestIdleCallback ? requestIdleCallback(fn, { timeout: 1000 }) : setTimeout(fn, 50));
 const sum = (a) => a.reduce((x, y) => x + y, 0);
 
-// A place in the viewer: {view: "list"} or {view: "launch", li, pid: [x, y, z] | null, op: seq | null,
-// el: {t, index} (an element of tensor t whose accesses are listed) | null, compiled: the Compiled panel's
-// place (compiled.js) | null}.
-export function placeKey(p) {
-  if (p.view !== "launch") return "#/";
-  let key = `#/launch/${p.li}`;
-  if (p.pid) key += `/program/${p.pid.join(",")}`;
-  if (p.pid && p.op !== null && p.op !== undefined) key += `/op/${p.op}`;
-  if (p.el) key += `/element/${p.el.t}:${p.el.index.join(",")}`;
-  return key + compiledKey(p.compiled);
-}
-
-export function parsePlace(text) {
-  const m = String(text).match(/^#\/launch\/(\d+)(?:\/program\/(\d+(?:,\d+){0,2}))?(?:\/op\/(\d+))?(?:\/element\/(\d+):(\d+(?:,\d+)*|))?(\/compiled[\w/:]*?)?\/?$/);
-  const compiled = m ? parseCompiled(m[6]) : undefined;
-  if (compiled === undefined) return { view: "list" };
-  const pid = m[2] ? m[2].split(",").map(Number) : null;
-  while (pid && pid.length < 3) pid.push(0);
-  const el = m[4] !== undefined ? { t: Number(m[4]), index: m[5] ? m[5].split(",").map(Number) : [] } : null;
-  return { view: "launch", li: Number(m[1]), pid, op: m[3] !== undefined ? Number(m[3]) : null, el, compiled };
-}
-
 // host: {request(url) -> Promise<{body} | {error}>, routes: the server's route table (routes.js), plotly() ->
-// Promise<Plotly>, remember(place) (record the place, e.g. in the URL), link(place) -> href or null, keys:
+// Promise<Plotly>, remember(place) (record the place, e.g. in the URL), replace(place) (optional: correct the
+// recorded place without a step of history, as a panel that follows the view does), link(place) -> href or null, keys:
 // where arrow keys are listened to}. Panels ask for payloads by route name and values, never by a URL.
 export function mount(root, host) {
   const $ = scoped(root);
-  const S = { routes: 0, trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null,
+  const S = { routes: 0, routing: 0, trace: null, li: null, launch: null, findings: null, z: 0, metric: "load_bytes", pid: null,
               op: null, program: null, pending: null, place: null, compiled: null, finding: null, focusLine: null,
               metricChosen: false };
 
@@ -68,9 +48,14 @@ export function mount(root, host) {
 
   // a tensor element clicked: its accesses are listed, and the place (the URL) names it
   const tensor = new TensorView($, api, url, (pid, seq) => go(S.li, pid, seq, null),
-    (el) => host.remember({ view: "launch", li: S.li, pid: S.pid, op: S.pid ? S.op : null, el, compiled: S.compiled }));
+    (el) => host.remember({ view: "launch", li: S.li, pid: S.pid, op: S.pid ? S.op : null, el, compiled: S.compiled, ...panels() }));
   const storage = new StoragePanel($, api), tiles = new TilesPanel($, api);
   tensor.onShown = (sel) => storage.follow(sel);
+  tensor.onFeeds = (feeds) => tiles.outline(feeds);          // what fed a picked element: outlined on every input
+  const places = new PanelPlaces(S, { storage, tiles, tensor }, host);
+  const panels = () => places.part();
+  storage.onMoved = tiles.onMoved = () => places.moved();
+
   function prefetchProgram(pid) {
     prefetch(url("program", { i: S.li, pid }));
     const view = tensor.urlFor(pid, null);
@@ -96,7 +81,15 @@ export function mount(root, host) {
     },
     element: (k, j) => {
       const ev = S.findings.evidence[k];
-      if (ev.indices[j] && ev.tensor_index !== null) tensor.touchesAt(ev.tensor_index, ev.indices[j]);
+      // a release's lock: the lock tensor itself, its element outlined (the stores are the card's other step)
+      if (ev.indices[j] && ev.tensor_index !== null && ev.stores) tensor.showElement({ t: ev.tensor_index, index: ev.indices[j] });
+      else if (ev.indices[j] && ev.tensor_index !== null) tensor.touchesAt(ev.tensor_index, ev.indices[j]);
+      reveal("tensor-panel");
+    },
+    store: (k, j) => {
+      const ev = S.findings.evidence[k], s = ev.stores[j];
+      tensor.setFocus(card.storeFocus(k, j));
+      go(S.li, ev.programs[0] || S.pid, s.seq, null, undefined, true);
       reveal("tensor-panel");
     },
   });
@@ -110,7 +103,7 @@ export function mount(root, host) {
     tensor.setFocus(card.focus(k));
     // every program of the finding (the payload's runs), not only the one or two the card names
     grid.marks = ev.grid || { ranges: ev.programs.map((p) => [grid.linear(p), grid.linear(p)]), writers: null, readers: null };
-    if (f.program[k]) return go(S.li, f.program[k], f.op[k], pending, undefined, true);
+    if (f.program[k]) return go(S.li, f.program[k], card.op(k), pending, undefined, true);
     S.focusLine = f.line[k];
     grid.draw();
     return go(S.li, null, null, pending, undefined, true);
@@ -123,9 +116,10 @@ export function mount(root, host) {
     if (!finding && tensor.focus) tensor.focus = { ...tensor.focus, mode: null };   // a plain click shows the op itself
     S.pending = pending || null;
     if (comp === undefined) comp = li === S.li ? S.compiled : null;
-    const place = li === null ? { view: "list" } : { view: "launch", li, pid, op: pid ? op ?? null : null, compiled: comp };
+    const place = li === null ? { view: "list" } : { view: "launch", li, pid, op: pid ? op ?? null : null, compiled: comp,
+                                                      ...(li === S.li ? panels() : {}) };
     host.remember(place);
-    return route(place);
+    return route(place, true);
   }
 
   // Links (breadcrumbs, the title) navigate in place; where the host has URLs they are real links too.
@@ -141,7 +135,19 @@ export function mount(root, host) {
   }
   $("home").replaceWith(Object.assign(link("triton_trace", { view: "list" }), { id: "home" }));
 
-  async function route(r) {
+  // route(place) shows a place, its panels as it names them; ``followed``: a click inside the viewer, whose
+  // place carries the panels as they are (they follow the new program and tensor by themselves).
+  async function route(r, followed = false) {
+    S.routing++;
+    try {
+      await show(r, followed);
+    } finally {
+      S.routing--;
+    }
+    if (!S.routing && (storage.open || tiles.open)) places.moved();
+  }
+
+  async function show(r, followed) {
     const mine = ++S.routes;      // a newer navigation makes this one stale: it stops at its next await
     S.place = placeKey(r);
     clearError();
@@ -173,7 +179,7 @@ export function mount(root, host) {
       if (!opened) { busy(false); return; }
       if (mine !== S.routes) return;
       // findings first: a launch opened without a program opens on its worst finding
-      if (!r.pid && !r.el && S.findings.kind.length) { selectFinding(0, S.pending); return; }
+      if (!r.pid && !r.el && !r.storage && S.findings.kind.length) { selectFinding(0, S.pending); return; }
     }
     if (mine !== S.routes || S.li !== r.li) return;
     S.compiled = r.compiled || null;
@@ -182,6 +188,8 @@ export function mount(root, host) {
     if (mine !== S.routes) return;
     if (r.el) await tensor.showElement(r.el);
     else tensor.pin(null);
+    if (!followed) await places.show(r);
+    if (mine !== S.routes) return;
     const at = { view: "launch", li: r.li, pid: null, op: null, compiled: S.compiled };
     crumbs([[`#${r.li} ${S.launch.kernel}`, at], r.pid && [`program ${pidText(r.pid)}`, { ...at, pid: r.pid }],
             r.pid && r.op !== null && [`op ${r.op}`, null]].filter(Boolean));
@@ -377,6 +385,7 @@ export function mount(root, host) {
 
   installNavigation($, host.keys, {
     program: (pid) => { if (S.li !== null) go(S.li, pid, null, null); },
+    trip: (d) => tiles.stepBy(d),
     finding: (d) => { if (S.findings && S.findings.kind.length) card.step(d); },
     error: showError,
   });

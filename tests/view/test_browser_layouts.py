@@ -200,3 +200,67 @@ def test_the_notebook_output_draws_the_same_tiles_offline(browser, traced, tmp_p
         w.check("layout-tiles-notebook")
     finally:
         w.ctx.close()
+
+
+def test_the_tiles_panel_keeps_its_trip_in_the_url_and_steps_by_keys(page, browser, server):
+    pg = page.open("#/launch/0/program/1,0,0")
+    pg.wait_for_selector('#launch-view[aria-busy="false"]')
+    assert "/tiles" not in pg.evaluate("location.hash")
+    pg.click("#program-tiles")
+    pg.wait_for_selector('#tiles-panel[data-key="1,0,0|all"]')
+    assert pg.evaluate("location.hash") == "#/launch/0/program/1,0,0/tiles/all"
+    # ] and [ anywhere on the page: from every step to the first, then trip by trip (clamped at the ends)
+    for key, step in (("]", 0), ("]", 1), ("]", 1), ("[", 0)):
+        pg.keyboard.press(key)
+        pg.wait_for_selector(f'#tiles-panel[data-key="1,0,0|{step}"]')
+        assert pg.evaluate("location.hash") == f"#/launch/0/program/1,0,0/tiles/{step}"
+    # → and ← while the panel has focus; ↓ stays the op key
+    pg.focus("#tiles-panel")
+    pg.keyboard.press("ArrowRight")
+    pg.wait_for_selector('#tiles-panel[data-key="1,0,0|1"]')
+    check_tiles(pg, 1)
+    url = pg.url
+    assert url.endswith("#/launch/0/program/1,0,0/tiles/1")
+    pg.keyboard.press("?")
+    assert "loop trip of the Tiles panel" in pg.inner_text("#key-help")
+    # the URL the panel wrote, in a page of its own: the same panel, program and trip
+    other = Page(browser, server.url)
+    try:
+        p2 = other.page
+        p2.goto(url)
+        p2.wait_for_selector('#tiles-panel[data-state="open"][data-key="1,0,0|1"]')
+        check_tiles(p2, 1)
+        assert p2.inner_text("#tiles-step") == "trip 1 of 2"
+        assert p2.get_attribute("#grid-canvas", "data-selected") == "1"
+        other.check("layout-tiles-url")
+    finally:
+        other.close()
+    page.check("layout-tiles-keys")
+
+
+def test_the_storage_panel_reopens_from_its_url(page, browser, server):
+    rows, cols, first = TRANSPOSED
+    pg = page.open("#/launch/2/program/0,0,0/op/1")
+    open_storage(pg, "op|1|0,0,0|1")
+    assert pg.evaluate("location.hash") == "#/launch/2/program/0,0,0/op/1/storage/1:op"
+    # the tensor view moves to x over all programs: the storage follows, and so does the URL
+    pg.select_option("#tensor", "0")
+    pg.click('#tensor-mode button[data-mode="all"]')
+    pg.wait_for_selector('#storage-canvas[data-key="all|0||"]')
+    assert pg.evaluate("location.hash") == "#/launch/2/program/0,0,0/op/1/storage/0:all"
+    other = Page(browser, server.url)
+    try:
+        p2 = other.page
+        p2.goto(pg.url)
+        p2.wait_for_selector('#storage-panel[data-state="open"]')
+        p2.wait_for_selector('#storage-canvas[data-key="all|0||"]')
+        assert p2.input_value("#tensor") == "0"
+        assert p2.get_attribute('#tensor-mode button[data-mode="all"]', "aria-pressed") == "true"
+        assert np.array_equal(canvas_cells(p2, "#storage-canvas"), painted((rows, cols), [(slice(None), slice(0, first), READ)]))
+        # the op's own view, as the first page had it
+        p2.goto(server.url.split("?")[0].rstrip("/") + "/#/launch/2/program/0,0,0/op/1/storage/1:op")
+        p2.wait_for_selector('#storage-canvas[data-key="op|1|0,0,0|1"]')
+        other.check("layout-storage-url")
+    finally:
+        other.close()
+    page.check("layout-storage-url-first")

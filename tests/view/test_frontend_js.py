@@ -297,10 +297,11 @@ def test_evidence_grid_and_charts(js):
 
 
 # --------------------------------------------------------------------------------------------------------
-# places (view.js, compiled.js, navigate.js), written out by hand
+# places (places.js, compiled.js, navigate.js), written out by hand
 # --------------------------------------------------------------------------------------------------------
-def place(li=None, pid=None, op=None, el=None, compiled=None):
-    return {"view": "list"} if li is None else {"view": "launch", "li": li, "pid": pid, "op": op, "el": el, "compiled": compiled}
+def place(li=None, pid=None, op=None, el=None, compiled=None, storage=None, tiles=None):
+    return {"view": "list"} if li is None else {"view": "launch", "li": li, "pid": pid, "op": op, "el": el,
+                                                "storage": storage, "tiles": tiles, "compiled": compiled}
 
 
 def cp(target="sm_90", stage="ttgir", file=None, line=None):
@@ -313,16 +314,22 @@ PLACES = [(place(), "#/"), (place(2), "#/launch/2"), (place(0, [3, 1, 0]), "#/la
           (place(1, None, None, {"t": 0, "index": []}), "#/launch/1/element/0:"),
           (place(0, None, None, None, cp("sm_80", "ptx", 0, 91)), "#/launch/0/compiled/sm_80/ptx/line/0:91"),
           (place(0, [1, 0, 0], 2, None, cp(line=12)), "#/launch/0/program/1,0,0/op/2/compiled/sm_90/ttgir/line/12"),
-          (place(0, None, None, None, cp()), "#/launch/0/compiled/sm_90/ttgir")]
+          (place(0, None, None, None, cp()), "#/launch/0/compiled/sm_90/ttgir"),
+          (place(0, None, None, None, None, {"t": 2, "mode": "all"}), "#/launch/0/storage/2:all"),
+          (place(1, [3, 0, 0], 4, {"t": 1, "index": [5]}, None, {"t": 1, "mode": "op"}, {"step": 2}),
+           "#/launch/1/program/3,0,0/op/4/element/1:5/storage/1:op/tiles/2"),
+          (place(0, [1, 0, 0], None, None, cp(), None, {"step": None}), "#/launch/0/program/1,0,0/tiles/all/compiled/sm_90/ttgir")]
 
 
 def test_places(js):
-    js("view", "placeKey", [((p,), key) for p, key in PLACES] + [(({"view": "launch", "li": 4, "pid": None, "op": 5},), "#/launch/4")])
-    js("view", "parsePlace", [((key,), p) for p, key in PLACES] +
+    js("places", "placeKey", [((p,), key) for p, key in PLACES] + [(({"view": "launch", "li": 4, "pid": None, "op": 5},), "#/launch/4")])
+    js("places", "parsePlace", [((key,), p) for p, key in PLACES] +
        [(("",), place()), (("#/launch/x",), place()), (("#/launch/0/program/1,2,3,4",), place()),
         (("#/launch/0/program/3",), place(0, [3, 0, 0])), (("#/launch/0/program/1,2/op/7/",), place(0, [1, 2, 0], 7)),
         (("#/launch/0/compiled/bogus",), place()), (("#/launch/0/compiled",), place(0, compiled=cp())),
-        (("#/launch/-1",), place()), (("#/launch/0/program/-1",), place())])
+        (("#/launch/-1",), place()), (("#/launch/0/program/-1",), place()),
+        (("#/launch/0/storage/1:some",), place()), (("#/launch/0/tiles/2",), place(0)),     # no program: no tiles
+        (("#/launch/0/tiles/x",), place()), (("#/launch/0/storage/1",), place())])
     js("compiled", "compiledKey", [((None,), ""), ((cp(),), "/compiled/sm_90/ttgir"), ((cp("sm_120", "ttir", None, 7),),
                                    "/compiled/sm_120/ttir/line/7"), ((cp(file=2, line=0),), "/compiled/sm_90/ttgir")])
     js("compiled", "parseCompiled", [(("",), None), (("/compiled",), cp()), (("/compiled/sm_120",), cp("sm_120")),
@@ -366,7 +373,43 @@ URLS = [("trace", {}), ("version", {}), ("launch", {"i": 3}), ("grid", {"i": 0, 
         ("values_npy", {"i": 0, "t": 0, "mode": "program", "program": [1, 0, 0], "op": None}),
         ("block", {"i": 0, "pid": [0, 0, 0], "seq": 4}), ("compiled", {"i": 0, "target": "sm_80"}),
         ("diff", {"i": 0, "t": 2}), ("compare", {"i": 0}), ("touches", {"i": 0, "t": 0, "index": [1, 2]}),
-        ("touches", {"i": 0, "t": 0, "index": []}), ("findings", {"i": 7}), ("charts", {"i": 7})]
+        ("touches", {"i": 0, "t": 0, "index": []}), ("feeds", {"i": 0, "t": 2, "index": [5, 7]}),
+        ("findings", {"i": 7}), ("charts", {"i": 7})]
+
+
+def loop(loads, drain=134, line=11):
+    return {"ir_line": 95, "end_line": 132, "file": 0, "line": line, "drain_line": drain,
+            "loads": [{"file": 0, "line": ln, "prologue": p, "steady": s, "epilogue": e} for ln, p, s, e in loads]}
+
+
+def test_pipeline_text(js):
+    two = loop([(12, 2, 1, 0), (13, 2, 1, 0)])
+    js("compiled", "pipelineText", [
+        (([two], 3), "Software pipelined, 3 stages: the loop at line 11 (TTGIR 95–132) copies the loads of lines 12 and "
+                     "13 ahead: before the loop 2 async copies each (prologue), inside it 1 each (steady state); its last "
+                     "trips' copies are masked off and the wait at TTGIR line 134 drains the rest (epilogue)."),
+        (([loop([(7, 1, 1, 1)], None, 5)], 2), "Software pipelined, 2 stages: the loop at line 5 (TTGIR 95–132) copies "
+                                               "the load of line 7 ahead: before the loop 1 async copy (prologue), inside "
+                                               "it 1 (steady state), after it 1 (epilogue, peeled)."),
+        (([loop([(7, 2, 1, 0), (8, 1, 1, 0)], None)], 3), "Software pipelined, 3 stages: the loop at line 11 (TTGIR "
+                                                          "95–132) copies the loads of lines 7 and 8 ahead: before the "
+                                                          "loop 2 / 1 async copies (prologue), inside it 1 each (steady "
+                                                          "state); its last trips' copies are masked off (epilogue)."),
+        (([], 3), "num_stages = 3, but no loop's load became an async copy: nothing is software pipelined."),
+        (([], 1), "")])
+
+
+def runs(*r, count=None):
+    return {"runs": [list(x) for x in r], "count": count or len(r)}
+
+
+def test_feed_ranges(js):
+    js("feeds", "rangesText", [(([runs((5, 5)), runs((0, 63))],), "row 5 · cols 0–63"),
+                               (([runs((0, 63)), runs((7, 7))],), "rows 0–63 · col 7"),
+                               (([runs((3, 3))],), "element 3"), (([runs((0, 3), (8, 11))],), "elements 0–3, 8–11"),
+                               (([runs((0, 1), count=20)],), "elements 0–1, …"),
+                               (([runs((1, 1)), runs((0, 2)), runs((4, 4))],), "dim 0 = 1 · dim 1 0–2 · dim 2 = 4"),
+                               (([],), ""), ((None,), "")])
 
 
 def test_routes_and_unpack(js):
@@ -383,7 +426,7 @@ def test_routes_and_unpack(js):
 # every exported function is covered above, or says why it is not pure
 # --------------------------------------------------------------------------------------------------------
 DOM_BOUND = {"scoped", "h", "clear", "sizeCanvas", "setPanelOpen", "scrollIntoBox", "embed", "drawEvidence", "installNavigation",
-             "tensorLegend", "showTouches", "mount"}      # they build elements or draw on a canvas: the browser tests'
+             "tensorLegend", "showTouches", "mount", "showFeeds", "showFed", "hoverText"}      # they build elements or draw on a canvas: the browser tests'
 
 
 def test_every_exported_function_is_covered_or_dom_bound():

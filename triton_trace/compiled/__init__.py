@@ -21,6 +21,7 @@ from ..cachedir import CacheUnusable, cache_dir, check_file, local_key, mac, pri
 from ..errors import CompileError, TraceUsageError, UntrustedTrace
 from . import toolchain
 from . import ir
+from .pipeline import pipelining
 from .occupancy import occupancy
 from .source import constant_node, kernel_module
 
@@ -37,7 +38,8 @@ class Compiled:
     target: str
     ir: dict
     lines: dict
-    ops: tuple                 # global memory ops: instruction, layout, vector width, source place
+    ops: tuple                 # global memory ops: instruction, layout, vector width, source place, and for an
+                               # async load of a software-pipelined loop its "pipeline" part (prologue, steady, epilogue)
     num_warps: int
     num_stages: int
     shared_bytes: int
@@ -49,6 +51,9 @@ class Compiled:
     triton: str
     missing: tuple = field(default=())  # model.Unresolved: names the kernel module could not carry over
     notes: tuple = field(default=())    # e.g. why the cache was not used
+    # the software-pipelined loops (num_stages > 1), compiled/pipeline.py: their IR lines, source line, each
+    # pipelined load's copies before, in and after the loop, and the wait that drains them
+    pipelines: tuple = field(default=())
 
     def ir_lines(self, line: int, file: str = None, stage: str = "ttgir") -> list:
         """1-based IR line numbers of ``stage`` that come from source ``line`` (of ``file``, if given)."""
@@ -64,7 +69,8 @@ class Compiled:
                 "num_stages": self.num_stages, "shared_bytes": self.shared_bytes, "registers": self.registers,
                 "spill_bytes": self.spill_bytes, "occupancy": self.occupancy, "signature": self.signature,
                 "divisible_by_16": list(self.divisible_by_16), "triton": self.triton, "ops": list(self.ops),
-                "missing": [m.to_dict() for m in self.missing], "notes": list(self.notes)}
+                "missing": [m.to_dict() for m in self.missing], "notes": list(self.notes),
+                "pipelines": list(self.pipelines)}
 
     def __repr__(self) -> str:
         return (f"<Compiled {self.kernel} for {self.target}: {self.num_warps} warps, {self.shared_bytes} B shared, "
@@ -211,6 +217,8 @@ def _build(launch, module, raw: dict, arch: int, notes: tuple = ()) -> Compiled:
              "llir": [None] * len(raw["llir"].splitlines())}
     lines = {stage: [original(loc) for loc in locs] for stage, locs in lines.items()}
     ops = ir.memory_ops(raw["ttgir"], raw["ptx"], lambda loc: original(loc) or (None, 0))
+    parts, pipelines = pipelining(raw["ttgir"], ops, lambda i: lines["ttgir"][i])
+    ops = [dict(o, pipeline=part) for o, part in zip(ops, parts)]
     res = raw.get("resources", {})
     return Compiled(
         kernel=launch.kernel_name, target=f"sm_{arch}", ir={s: raw[s] for s in IR_STAGES}, lines=lines,
@@ -220,4 +228,4 @@ def _build(launch, module, raw: dict, arch: int, notes: tuple = ()) -> Compiled:
         spill_bytes=max(res.get("stack", 0), res.get("local", 0)) if "stack" in res or "local" in res else None,
         occupancy=occupancy(arch, raw["num_warps"], res.get("registers"), raw["shared_bytes"]),
         signature=raw["signature"], divisible_by_16=tuple(raw["divisible_by_16"]), triton=raw["triton"],
-        missing=tuple(module.missing), notes=notes)
+        missing=tuple(module.missing), notes=notes, pipelines=tuple(pipelines))

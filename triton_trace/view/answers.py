@@ -19,6 +19,7 @@ from . import payload as P
 from .blockview import block_payload
 from .compareview import compare_payload
 from .download import npy_values
+from .feeds import feeds_payload
 from .compiledview import compiled_payload
 from .lookup import TraceIndex
 from .payload import encode
@@ -147,6 +148,12 @@ def touches(ti: TraceIndex, i: int, t: int, args: Mapping) -> str:
     _tensor_of(ti, i, t)
     index = tuple(args["index"])
     return ti.cached(("touches", i, t, index), lambda: encode(P.touches_payload(ti, i, t, index)))
+
+
+def feeds(ti: TraceIndex, i: int, t: int, args: Mapping) -> str:
+    _tensor_of(ti, i, t)
+    index = tuple(args["index"])
+    return ti.cached(("feeds", i, t, index), lambda: encode(feeds_payload(ti, i, t, index)))
 
 
 def values_npy(ti: TraceIndex, i: int, t: int, args: Mapping) -> bytes:

@@ -11,7 +11,12 @@ target on the server's CPU (triton_trace.compiled, cached on disk), for the IR v
                          the kernel's own file and lines: view/places.py)
                          and ``src`` ([file index, line] or null per IR line), ``total`` lines, ``truncated``
     ops                  global memory ops: op, instruction (ld / st / atom / cp.async / tma), direction,
-                         vector_bytes, layout (kind and fields), shape, element, file index, line, ir_line
+                         vector_bytes, layout (kind and fields), shape, element, file index, line, ir_line,
+                         pipeline ("prologue" / "steady" / "epilogue" for an async load of a pipelined loop, else null)
+    pipelines            per software-pipelined loop (compiled/pipeline.py): ir_line, end_line (its TTGIR lines),
+                         file index, line (its source line), loads ([{file, line, prologue, steady, epilogue}]: the
+                         async copies of each pipelined load before, inside and after it), drain_line (the TTGIR
+                         wait that drains the copies in flight after the loop, or null)
     dots                 per source line with a tl.dot: file index, line, as ("wgmma" / "mma" / "fma" / null:
                          the PTX instructions of that line), count (how many)
 
@@ -117,12 +122,16 @@ def compiled_payload(ti: TraceIndex, i: int, target: str) -> dict:
         source.append({"file": fid(file), "first_line": int(line), "lines": [_clip(t) for t in lines]})
     ops = [{"op": o["op"], "instruction": o["instruction"], "direction": o["direction"],
             "vector_bytes": o["vector_bytes"], "shape": o["shape"], "element": o["element"],
-            "layout": o["layout"], "file": fid(o["file"]), "line": int(o["line"] or 0), "ir_line": o["ir_line"]}
-           for o in c.ops]
+            "layout": o["layout"], "file": fid(o["file"]), "line": int(o["line"] or 0), "ir_line": o["ir_line"],
+            "pipeline": o.get("pipeline")} for o in c.ops]
+    pipelines = [{**p, "file": fid(p["file"]), "line": int(p["line"] or 0),
+                  "loads": [{**x, "file": fid(x["file"]), "line": int(x["line"] or 0)} for x in p["loads"]]}
+                 for p in c.pipelines]
     return {**out, "target": c.target,
             "resources": {"num_warps": c.num_warps, "num_stages": c.num_stages, "shared_bytes": c.shared_bytes,
                           "registers": c.registers, "spill_bytes": c.spill_bytes, "occupancy": c.occupancy,
                           "triton": c.triton},
             "signature": c.signature, "divisible_by_16": list(c.divisible_by_16),
             "dots": [{"file": fid(f), "line": ln, "as": fam, "count": n} for f, ln, fam, n in dot_lowering(c)],
-            "files": [_clip(f, MAX_TEXT) for f in files], "source": source, "stages": stages, "ops": ops}
+            "files": [_clip(f, MAX_TEXT) for f in files], "source": source, "stages": stages, "ops": ops,
+            "pipelines": pipelines}

@@ -71,6 +71,10 @@ another site, so no other page can make this server compile or read a trace.
 ``GET /api/launch/<i>/touches/<t>?index=<i0,i1,...>`` -> ``TouchesPayload``
     Every recorded access to one element of tensor ``t`` (aliasing arguments included), in execution
     order: program, op, line, kind, the lane and the value (at most ``MAX_TOUCHES``).
+``GET /api/launch/<i>/feeds/<t>?index=<i0,i1,...>`` -> ``FeedsPayload``
+    The loads that fed one element of tensor ``t``: for each write that decides its final value, the load
+    lines it depends on, which of their executions and the loaded elements (view indices, at most
+    ``feeds.MAX_INDICES`` per load line), from the recorder's dataflow facts (view/feeds.py).
 ``GET /api/launch/<i>/findings`` -> ``FindingsPayload``
     The analysis findings of the launch (at most ``MAX_FINDINGS``), most severe first, each with the
     program, op (its seq in the program) and source line to jump to.
@@ -238,6 +242,26 @@ class TouchesPayload(TypedDict):
     truncated: bool       # more than MAX_TOUCHES: the first ones are listed
 
 
+class FeedsPayload(TypedDict):
+    tensor: int
+    name: str
+    index: list           # the element's view index
+    offset: int           # its storage offset
+    recorded: bool        # the launch has dataflow facts (a trace recorded before them has none)
+    writes: list          # the writes that decide the final value (the last store and the atomics after it, at
+                          # most feeds.MAX_WRITES): {program, seq, kind, line, tensor, lane}
+    writes_total: int
+    feeds: list           # per (write, load line, role, how): write (its position in ``writes``), tensor (index or
+                          # None), name, file, line, op (load or an atomic), role ("value": what is stored
+                          # depends on it; "address": the pointers or the mask do), how ("traced", or "untraced":
+                          # every execution and lane of the line before the write), trips (executions picked),
+                          # of (executions of the line before the write in that program), maps (lane maps: per
+                          # loaded dim, the written dim whose index it shares, -1 every index), elements (fed
+                          # elements), indices (their view indices, the first MAX_INDICES), truncated, outside
+                          # (fed offsets that are no element of the view), ranges (per dim {runs: [[lo, hi]],
+                          # count}), box (the elements are every combination of the ranges)
+
+
 class FindingsPayload(TypedDict):
     kind: list
     severity: list
@@ -254,7 +278,10 @@ class FindingsPayload(TypedDict):
                           # grid: every program involved, as the grid marks it (evidence.grid_marks): {count,
                           # runs, ranges: [[first, last]] (linear ids, x fastest, inclusive; at most
                           # evidence.MARK_RUNS runs), exact (the ranges hold them all), writers, readers (a race's
-                          # two sides, the same keys; None for other kinds)}
+                          # two sides, the same keys; None for other kinds)}; a release_without_barrier finding
+                          # also has stores: the block stores its atomic follows with no barrier between
+                          # (evidence.release_stores): [{tensor_index, name, line, elements, seq (that store in
+                          # the finding's program), indices (view indices to outline), partial}]
     extent: list          # per finding: its full extent, the report's "extent" (analysis/report.py's schema)
     kinds: list           # every finding kind: {"kind", "severity", "meaning"} (analysis/findings.py's KINDS)
     total: int

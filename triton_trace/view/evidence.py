@@ -17,6 +17,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..model import KIND_CODE
 from .lookup import LaunchIndex
 from .tensormap import Plane, invertible, view_index
 
@@ -30,6 +31,7 @@ MARK_RUNS = 256
 MARK_RUNS_MIN = 8
 MARK_RUNS_TOTAL = 1 << 14
 EXPAND_MAX = 1 << 16   # programs taken from an extent's own ranges when the finding's rows do not name them
+STORED_MAX = 4096      # elements of one store outlined for a lock released without a barrier
 
 
 def halo(info, plane: Plane, offsets: np.ndarray) -> dict:
@@ -85,6 +87,45 @@ def finding_evidence(ix: LaunchIndex, f: dict) -> dict:
     return {"programs": [list(p) for p in programs], "tensor_index": t, "offsets": offsets,
             "indices": indices, "outside": outside, "valid_range": f.get("valid_range"),
             "other_line": _int_or_none(other.get("line"))}
+
+
+def release_stores(ix: LaunchIndex, f: dict, lin: Optional[int], row: int) -> list:
+    """What a ``release_without_barrier`` finding draws: each block store its atomic follows with no barrier
+    between (the extent's "stores"), as {tensor_index, name, line, elements (of them other programs access),
+    seq (that store in the finding's program, the last before the atomic at op row ``row``; None when that
+    program ran none), indices (view indices of the elements to outline: the extent's shared elements where
+    the stores write one tensor, else what the program's store wrote; at most STORED_MAX), partial}."""
+    lc, o = ix.launch, ix.launch.ops
+    names = [t.name for t in lc.tensors]
+    extent = f.get("extent") or {}
+    shared = extent.get("elements") or {}
+    stores = [s for s in extent.get("stores") or () if s.get("tensor") in names]
+    mine = ix.program_rows(lin) if lin is not None else np.zeros(0, np.int64)
+    before = mine[(o["kind"][mine] == KIND_CODE["store"]) & (o["seq"][mine] < o["seq"][row])] \
+        if 0 <= row < lc.num_ops else mine[:0]
+    files = list(lc.files)
+    out = []
+    for s in stores:
+        t = names.index(s["tensor"])
+        fid = files.index(s.get("file")) if s.get("file") in files else -1
+        at = before[(o["line"][before] == int(s.get("line") or 0)) & (o["file"][before] == fid) & (o["tensor"][before] == t)]
+        seq = int(o["seq"][at[-1]]) if len(at) else None
+        if len(stores) == 1 and shared.get("count"):
+            offs = np.concatenate([np.arange(a, b + 1) for a, b in shared.get("ranges") or ()] or [np.zeros(0, np.int64)])
+            partial = int(shared.get("runs") or 0) > len(shared.get("ranges") or ())
+        else:
+            acc = lc.access(int(at[-1])) if len(at) else None
+            offs = np.unique(acc.offsets[acc.mask]) if acc is not None and acc.offsets is not None else np.zeros(0, np.int64)
+            partial = False
+        info = lc.tensors[t]
+        indices: list = []
+        if invertible(info) and len(offs):
+            idx, ok = view_index(info, np.asarray(offs[:STORED_MAX], np.int64))
+            indices = idx[ok].tolist()
+        out.append({"tensor_index": t, "name": s["tensor"], "line": int(s.get("line") or 0),
+                    "elements": int(s.get("elements") or 0), "seq": seq, "indices": indices,
+                    "partial": partial or len(offs) > STORED_MAX})
+    return out
 
 
 def grid_marks(ix: LaunchIndex, f: dict, rows, budget: int = MARK_RUNS) -> dict:

@@ -13,7 +13,7 @@ from .contract import (ChartsPayload, DiffPayload, FindingsPayload, GridPayload,
                        TouchesPayload, TracePayload)
 from .lookup import LaunchIndex, TraceIndex
 from .places import cell_name, cell_text
-from .evidence import MARK_RUNS, MARK_RUNS_MIN, MARK_RUNS_TOTAL, finding_evidence, grid_marks
+from .evidence import MARK_RUNS, MARK_RUNS_MIN, MARK_RUNS_TOTAL, finding_evidence, grid_marks, release_stores
 from .report_view import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
 from .limits import (HIST_BINS, MAX_FINDINGS, MAX_GRID_CELLS, MAX_ITEMS, MAX_LAUNCHES, MAX_LINE_CHARS, MAX_OPS,  # noqa: F401
                      MAX_SOURCE_LINES, MAX_TEXT, MAX_TOUCHES, MAX_DIFF_ELEMENTS, MAX_HINTS)
@@ -348,6 +348,8 @@ def _findings(ti: TraceIndex, i: int) -> FindingsPayload:
         ev = finding_evidence(ix, f)
         rows = objects[n].attributed_rows() if objects else np.zeros(0, np.int64)
         ev["grid"] = grid_marks(ix, f, rows, max(MARK_RUNS_MIN, min(MARK_RUNS, budget)))
+        if f.get("kind") == "release_without_barrier":
+            ev["stores"] = release_stores(ix, f, lin, row)
         budget -= sum(len(m["ranges"]) for m in (ev["grid"], ev["grid"]["writers"], ev["grid"]["readers"]) if m)
         out["evidence"].append(ev)
         out["extent"].append(f.get("extent") or {})        # bounded: its lists are cut (analysis/checks/extent.py)

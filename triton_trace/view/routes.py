@@ -152,6 +152,8 @@ ROUTES = (
     Route("compare", "/api/launch/<int:i>/compare", "compare", "ComparePayload", (LAUNCH,)),
     Route("touches", "/api/launch/<int:i>/touches/<int:t>", "touches", "TouchesPayload",
           (LAUNCH, TENSOR, Param("index", "ints", lo=-BIG, count=(1, MAX_INDEX), default=()))),
+    Route("feeds", "/api/launch/<int:i>/feeds/<int:t>", "feeds", "FeedsPayload",
+          (LAUNCH, TENSOR, Param("index", "ints", lo=-BIG, count=(1, MAX_INDEX), default=()))),
     Route("findings", "/api/launch/<int:i>/findings", "findings", "FindingsPayload", (LAUNCH,)),
     Route("charts", "/api/launch/<int:i>/charts", "charts", "ChartsPayload", (LAUNCH,)),
 )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable, NamedTuple, Union
 
+from .monitor import MAX_PROGRAMS
 from .schema import COUNT, NAME, PROGRAM, REACH, TEXT, Field, Record, check
 
 Ref = Union[str, Callable]           # "module:attr" (module under record/checks, or a full dotted path), or the object
@@ -68,6 +69,12 @@ SHADOW_STORE = Record("shadow_store", {
     "error_sum": _REAL, "abs_max": _REAL, "scale": _REAL, "normwise": _REAL, "program": PROGRAM, "value": _REAL,
     "exact": _REAL, "unexplained_sum": _REAL, "part_files": _PARTS, "part_lines": Field("ints", size=32),
     "part_max": _PARTS, "part_sum": _PARTS}, entries=MAX_LINES)
+# not a check: which loads fed each store (record/memory/dataflow.py), carried on values as the checks' tags are
+DATAFLOW = Record("dataflow", {
+    "file": NAME, "line": COUNT, "op": TEXT, "tensor": NAME, "load_file": NAME, "load_line": COUNT,
+    "load_op": TEXT, "load_tensor": NAME, "first": Field("int", lo=-(1 << 62)), "last": Field("int", lo=-(1 << 62)),
+    "step": Field("int", lo=1), "dims": Field("ints", lo=-1), "role": TEXT, "how": TEXT,
+    "programs": Field("programs", size=MAX_PROGRAMS, need=False)}, entries=MAX_LINES)
 
 # in install order: the overflow tags come before the hooks that read rec.origin, which provenance (installed
 # after every row) sets for each memory op
@@ -81,6 +88,8 @@ MONITORS = (
     Row("atomic_sems", "barriers:AtomicSems", ("barriers",), (ATOMIC_SEM,)),
     Row("lowp_sums", "accumulation:LowpSums", ("accumulation",), (LOWP_ACCUMULATION,)),
     Row("shadow", "shadow:Shadows", ("shadow_ops",), (SHADOW_RUN, SHADOW_LINE, SHADOW_STORE)),
+    Row("dataflow", "triton_trace.record.memory.dataflow:Dataflow", ("triton_trace.record.memory.dataflow_ops",),
+        (DATAFLOW,)),
 )
 
 

@@ -29,7 +29,7 @@ from ..batch import tensor as batchtensor, pointers
 from ..gpu import debugops, pylogic
 from ..divergence import rewrite as looprewrite
 from ..checks import table
-from ..memory import provenance
+from ..memory import dataflow_ops, provenance
 from . import compute, semantics
 from .proxy import MemoryProxy, install_pointer_casts
 from .kernels import autotune_parts, innermost, is_kernel, pre_run_hooks, python_fn  # noqa: F401  (callers use hooks.*)
@@ -143,6 +143,7 @@ class _LangPatches:
             fix = Scope()
             _fix_index(fix)
             _batch_tensor_patches(fix)
+            dataflow_ops.carry_transpose(fix)
             _aliased_builtins(fn.__globals__, self.builtins, fix)
             self.scopes.append(fix)
 
