@@ -189,6 +189,11 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
                 memory.copy_back()
             if error is not None:
                 raise error from cause
+            if isinstance(e, KeyboardInterrupt):
+                # where inside the interpreter the Ctrl-C landed says nothing to the user, and a frame there may
+                # have no line number (Python 3.11: an instruction without a location), on which pytest's
+                # report of the interrupt crashes: the traceback starts at the launch
+                raise e.with_traceback(None)
             raise
         with _interrupts_deferred():          # a Ctrl-C now would lose the whole launch and its outputs
             launch = finished()
