@@ -84,3 +84,62 @@ def fast_exp_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + offs, mask=m)
     y = tl.inline_asm_elementwise("ex2.approx.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1)
     tl.store(out_ptr + offs, y, mask=m)
+
+
+@triton.jit
+def attention_kernel(Q, K, V, O, LSE, scale, M, N, D, BM: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr,
+                     CAUSAL: tl.constexpr):
+    """One (batch * head, block of query rows) a program, keys a block at a time with an online softmax."""
+    bh = tl.program_id(1)
+    rows = tl.program_id(0) * BM + tl.arange(0, BM)
+    dims = tl.arange(0, BD)
+    q_mask = (rows[:, None] < M) & (dims[None, :] < D)
+    q = tl.load(Q + bh * M * D + rows[:, None] * D + dims[None, :], mask=q_mask, other=0.0)
+    m_i = tl.full([BM], float("-inf"), tl.float32)
+    l_i = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, BD], tl.float32)
+    for start in range(0, N, BN):
+        cols = start + tl.arange(0, BN)
+        kv_mask = (cols[:, None] < N) & (dims[None, :] < D)
+        k = tl.load(K + bh * N * D + cols[:, None] * D + dims[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(V + bh * N * D + cols[:, None] * D + dims[None, :], mask=kv_mask, other=0.0)
+        keep = cols[None, :] < N
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= rows[:, None])
+        s = tl.where(keep, tl.dot(q, tl.trans(k)) * scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp(s - m_new[:, None])
+        alpha = tl.exp(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    tl.store(O + bh * M * D + rows[:, None] * D + dims[None, :], (acc / l_i[:, None]).to(O.dtype.element_ty),
+             mask=q_mask)
+    tl.store(LSE + bh * M + rows, m_i + tl.log(l_i), mask=rows < M)
+
+
+def flash_attention(query, key, value, dropout_p=0.0, is_causal=False, return_debug_mask=False, *, scale=None):
+    """aten::_scaled_dot_product_flash_attention as a library registers it for the CUDA key: its nine
+    results (output, logsumexp, no cumulative lengths, the sequence lengths, empty RNG state)."""
+    q, k, v = (t.contiguous() for t in (query, key, value))
+    B, H, M, D = q.shape
+    N = k.shape[2]
+    out = torch.empty_like(q)
+    lse = torch.empty((B, H, M), dtype=torch.float32, device=q.device)
+    scale = 1.0 / D ** 0.5 if scale is None else scale
+    attention_kernel[(triton.cdiv(M, 16), B * H)](q, k, v, out, lse, scale, M, N, D, BM=16, BN=16,
+                                                  BD=max(16, triton.next_power_of_2(D)), CAUSAL=is_causal)
+    empty = torch.empty(0, device=q.device)
+    return out, lse, None, None, M, N, empty, empty, empty
+
+
+class use_library:
+    """The library's ops registered for the CUDA key inside the block, as FlagGems' ``use_gems()`` does."""
+
+    def __enter__(self):
+        self.lib = torch.library.Library("aten", "IMPL")
+        self.lib.impl("_scaled_dot_product_flash_attention", flash_attention, "CUDA")
+        return self
+
+    def __exit__(self, *exc):
+        self.lib._destroy()

@@ -359,6 +359,60 @@ def test_a_loop_variable_read_after_the_loop_is_left_alone():
 
 
 @triton.jit
+def sequential_loops(x_ptr, n_ptr, out_ptr, B: tl.constexpr):
+    """fla's recurrent kernels' shape: one loop after another at the kernel's top level, with branches between
+    them, each loop running a different number of trips per program."""
+    pid = tl.program_id(0)
+    offs = tl.arange(0, B)
+    n = tl.load(n_ptr + pid)
+    acc = tl.zeros([B], tl.float32)
+    for t in range(0, n):
+        acc = acc * 0.5 + tl.load(x_ptr + t * B + offs)
+    if pid < 3:
+        acc = acc + 1.0
+    back = tl.zeros([B], tl.float32)
+    for t in range(0, n + 1):
+        back += tl.load(x_ptr + (n - t) * B + offs) * (t + 1)
+    if n > 2:
+        back = -back
+    tl.store(out_ptr + pid * B + offs, acc + back)
+
+
+def test_sequential_loops_are_rewritten_in_one_pass_and_compute_what_torch_does(monkeypatch):
+    """The rewrite walks the function once for its names, whatever its length (once per top-level statement
+    made it quadratic), and the hooks of one loop after another keep their own names."""
+    import ast
+    from triton_trace.record.divergence import rewrite as looprewrite
+    walks = []
+    real = looprewrite._local_names
+    monkeypatch.setattr(looprewrite, "_local_names", lambda fn: walks.append(fn) or real(fn))
+    body = "".join(f"    for i{k} in range(n):\n        x = x + i{k}\n    if x > {k}:\n        x = x - 1\n"
+                   for k in range(30))
+    text = ast.unparse(looprewrite.transform(ast.parse(f"def k(n, x):\n{body}    return x\n")))
+    assert len(walks) == 1
+    heads = [line.split(" = ")[0].strip() for line in text.splitlines() if f" = {looprewrite.LOOP}(" in line]
+    assert len(heads) == 30 and len(set(heads)) == 30
+
+    B, P = 4, 6
+    x = torch.rand(8 * B, generator=torch.Generator().manual_seed(1))
+    n = torch.tensor([0, 0, 2, 2, 7, 7], dtype=torch.int32)
+    out = torch.empty(P * B)
+    triton_trace.reset()
+    triton_trace.trace(sequential_loops)[(P,)](x, n, out, B=B)
+    rows = x.view(8, B).double()
+    for p in range(P):
+        acc = torch.zeros(B, dtype=torch.float64)
+        for t in range(int(n[p])):
+            acc = acc * 0.5 + rows[t]
+        acc = acc + 1.0 if p < 3 else acc
+        back = sum(rows[int(n[p]) - t] * (t + 1) for t in range(int(n[p]) + 1))
+        back = -back if n[p] > 2 else back
+        torch.testing.assert_close(out[p * B:(p + 1) * B].double(), acc + back, rtol=1e-5, atol=1e-5)
+    ex = triton_trace.current_trace().launches[0].meta["execution"]
+    assert ex["batched_programs"] == P, ex
+
+
+@triton.jit
 def review_cases(x_ptr, n_ptr, out_ptr, idx_ptr, B: tl.constexpr):
     """What a review found: a tuple carried through the loop, the loop variable re-assigned
     (tl.multiple_of), ``and`` in the body, an argmax over rows that are NaN for programs sitting out, and an

@@ -1,7 +1,8 @@
 """``pytest --tt-cuda`` (triton_trace/pytest_plugin.py with triton_trace/suite) on a suite written for the
 GPU (tests/cuda_suite: device="cuda" factories, .cuda(), synchronize, a persistent grid from the SM count,
 an autotuned kernel pruned by the device, do_bench, a conftest that reads the device at import, torch.compile
-on CUDA tensors), run unchanged on the CPU in child processes; and ``triton-trace pytest``
+on CUDA tensors, F.scaled_dot_product_attention reaching a library's flash kernel), run unchanged on the CPU in
+child processes; and ``triton-trace pytest``
 (triton_trace/suite/command.py)."""
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ EXPECTED = {
     "test_compiled_function_runs_inductors_kernels": "passed",     # torch.compile: Inductor's CUDA kernels
     "test_compiled_module_for_inference": "passed",
     "test_inline_ptx_runs_traced": "passed",                 # ex2.approx.f32 in tl.inline_asm_elementwise
+    "test_sdpa_runs_the_library_s_flash_kernel[False]": "passed",     # F.sdpa reaches the library's CUDA
+    "test_sdpa_runs_the_library_s_flash_kernel[True]": "passed",      # registration (suite/attention.py)
 }          # and test_cuda_graph_needs_a_gpu: skipped, "requires a GPU: ..."
 
 
@@ -42,7 +45,7 @@ def test_the_gpu_suite_runs_on_the_cpu_with_its_bugs_found():
     assert outcomes(r.stdout) == EXPECTED, r.stdout[-4000:]
     out = r.stdout
     assert "CUDA on the CPU: answering as NVIDIA H200 (H200: sm_90, 132 SMs" in out
-    assert "16 test(s) launched 17 traced kernel launch(es); 2 failed on findings" in out
+    assert "18 test(s) launched 19 traced kernel launch(es); 2 failed on findings" in out
     assert "out_of_bounds in 'shift_kernel'" in out and "kernels.py:69" in out          # the buggy line
     assert "uninitialized_read in 'accumulate_kernel'" in out and "kernels.py:76" in out
     assert "never-written torch.empty result 'out_ptr'" in out
@@ -107,7 +110,7 @@ def test_under_xdist_one_summary_from_the_workers():
     r = run_suite("--tt-cuda", "-n", "2", cwd=SUITE)
     assert outcomes(r.stdout) == EXPECTED, r.stdout[-4000:]
     assert r.stdout.count("= triton_trace =") == 1
-    assert "16 test(s) launched 17 traced kernel launch(es); 2 failed on findings" in r.stdout
+    assert "18 test(s) launched 19 traced kernel launch(es); 2 failed on findings" in r.stdout
     assert "3 passed test(s) launched no Triton kernel (hollow" in r.stdout
 
 

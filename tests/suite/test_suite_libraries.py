@@ -37,6 +37,10 @@ CALLS: list = []
 def triton_neg(x):
     CALLS.append("neg")
     out = torch.empty_like(x)
+    # what the library makes from its CUDA arguments is CUDA, as on a GPU (FlagGems' flash attention checks),
+    # a constant made on the argument's device too (FlagGems' complex add)
+    assert out.is_cuda and out.device.type == "cuda" and (out + 1).is_cuda
+    assert torch.tensor([0.0, 1.0], device=x.device).is_cuda
     negate_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
     return out
 
@@ -81,7 +85,8 @@ def test_a_library_op_calling_another_reaches_it(library):
 
 def triton_add(a, b, *, alpha=1):
     CALLS.append(("add", type(a).__name__, type(b).__name__))
-    return torch.neg(torch.neg(a)) + b * alpha if isinstance(a, torch.Tensor) else a + b * alpha
+    # no torch.add on CUDA tensors in here: it is this kernel's own op, as on a GPU
+    return torch.sub(b * alpha, -torch.neg(torch.neg(a)) if isinstance(a, torch.Tensor) else -a)
 
 
 def test_a_scalar_for_a_tensor_argument_reaches_the_kernel_as_a_number():

@@ -6,7 +6,9 @@ interpreter and traced; ``pytest --tt-cuda`` (triton_trace/pytest_plugin.py) and
 (command.py) install it for a whole test run. Modules by role: tensors (the CUDA tensors and factories),
 cudaapi (``torch.cuda``), driver (Triton's driver), bench (``do_bench``'s predicted time), inductor
 (torch.compile's Triton kernels through the tracer: on the redirect, or ``inductor_on_cpu`` for CPU
-tensors), kernelsource (a kernel whose source a test replaced runs the new text), redirect (the context manager that installs them all), command (the CLI subcommand).
+tensors), kernelsource (a kernel whose source a test replaced runs the new text), attention
+(``F.scaled_dot_product_attention`` takes CUDA's backend, so a library's CUDA registration of it is reached),
+redirect (the context manager that installs them all), command (the CLI subcommand).
 """
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ every op while it is installed, over the CudaTensor's 3.
 its kernels for the CUDA dispatch key (``torch.library``, as FlagGems' ``use_gems()`` does) would else never
 run them, since a CudaTensor dispatches as a CPU tensor and torch's CPU kernel would answer (the test passes
 hollow). In a CPU-only build of torch aten has no CUDA kernels, so a CUDA-key kernel is always a library's.
+``F.scaled_dot_product_attention`` picks its backend before any dispatch key is asked: attention.py makes
+CUDA's choice, so a library's CUDA registration of the fused op is reached there too.
 
 ``Generator`` stands in for ``torch.Generator``: one made for ``device="cuda"`` draws on the CPU.
 """
@@ -23,6 +25,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..errors import RequiresGPU
 from ..record.memory import poison
+from . import attention
 # (ALLOCATIONS and DEVICE_COUNT: cudaapi and cudamemory read them here)
 from .cudatensor import (ALLOCATIONS, CUDA, DEVICE_COUNT, MOVES, CudaTensor, as_cuda,  # noqa: F401
                          check_index, is_cuda_device)
@@ -58,9 +61,35 @@ def get_default_device(original):
     return lambda: CUDA if DEFAULT_CUDA[0] else original()
 
 
-class CudaFactories(TorchFunctionMode):
-    """Runs ``device="cuda"`` factories on the CPU and returns CudaTensors; moves plain tensors to CUDA.
-    Entering it also enters ``LibraryKernels`` (one context for the redirect to install)."""
+class Factories(TorchFunctionMode):
+    """Runs ``device="cuda"`` factories on the CPU and returns CudaTensors; moves plain tensors to CUDA;
+    ``F.scaled_dot_product_attention`` takes CUDA's backend (attention.py)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        move = MOVES.get(func)
+        if move is not None:
+            return move(*args, **kwargs)
+        if func is attention.SDPA:
+            out = attention.sdpa(args, kwargs)
+            if out is not None:
+                return out
+        device = kwargs.get("device")
+        if device is None and DEFAULT_CUDA[0] and func in CONSTRUCTORS:
+            device = "cuda"
+        if device is None or not is_cuda_device(device):
+            if kwargs.get("pin_memory"):
+                kwargs = {**kwargs, "pin_memory": False}
+            return func(*args, **kwargs)
+        check_index(device)
+        kwargs = {**kwargs, "device": "cpu"}
+        kwargs.pop("pin_memory", None)
+        return as_cuda(func(*args, **kwargs), leaf=True)
+
+
+class CudaFactories(Factories):
+    """``Factories`` for the whole redirect: entering it also enters ``LibraryKernels`` (one context for the
+    redirect to install)."""
 
     def __enter__(self):
         self._impl = torch.library.Library.impl
@@ -82,23 +111,6 @@ class CudaFactories(TorchFunctionMode):
                 self._kernels.__exit__(*exc)
             finally:
                 torch.library.Library.impl = self._impl
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        move = MOVES.get(func)
-        if move is not None:
-            return move(*args, **kwargs)
-        device = kwargs.get("device")
-        if device is None and DEFAULT_CUDA[0] and func in CONSTRUCTORS:
-            device = "cuda"
-        if device is None or not is_cuda_device(device):
-            if kwargs.get("pin_memory"):
-                kwargs = {**kwargs, "pin_memory": False}
-            return func(*args, **kwargs)
-        check_index(device)
-        kwargs = {**kwargs, "device": "cpu"}
-        kwargs.pop("pin_memory", None)
-        return as_cuda(func(*args, **kwargs), leaf=True)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -169,7 +181,11 @@ class LibraryKernels(TorchDispatchMode):
             return as_cuda(func(*args, **{**kwargs, "device": torch.device("cpu")}), leaf=True)
         if library_kernel(func) and not poison._SUSPENDED[0] and _on_cuda(args, kwargs):
             found = _python_kernel(func.name())
-            with self:
+            # the op was called with subclass handling off (CudaTensor.__torch_function__ runs it so) and the
+            # factories' mode popped; the library's own code gets both back, so what it makes from its CUDA
+            # arguments is CUDA too, as on a GPU (torch.empty_like(q).device: FlagGems' flash attention asserts
+            # it), and torch.tensor(..., device=x.device) lands on the CPU (its copy skips this mode)
+            with self, Factories(), torch._C._EnableTorchFunction():
                 if found is None:
                     return as_cuda(func.redispatch(_CUDA_KEYS, *args, **kwargs))
                 fn, keyset = found
