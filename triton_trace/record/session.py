@@ -27,6 +27,7 @@ from .collector import Collector  # noqa: E402
 from .checks.shadow import shadowing  # noqa: E402
 from .memory.space import HostMemory  # noqa: E402
 from .options import TraceOptions, untraced_options  # noqa: E402
+from .interpreted import InterpretedKernel  # noqa: E402
 
 
 class _Session:
@@ -230,40 +231,6 @@ def _interrupts_deferred():
 # GPU launch options: not kernel parameters (unless a kernel names one so); Launch.config and the module keep them
 LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
                   "launch_pdl", "launch_metadata", "instrumentation_mode", "debug", "sanitize_overflow")
-
-
-class InterpretedKernel:
-    """What a routed ``kernel.run(...)`` returns in place of Triton's CompiledKernel. A library that caches
-    that result and launches it later as ``compiled[grid](*args)`` (FlagGems' LibEntry) launches the jit
-    function again, through whatever route is active then: ``args`` are all its parameters in order, or
-    only the non-constexpr ones (the compiled launcher's), the constexprs then those of the first call."""
-
-    def __init__(self, kernel_obj, args, kwargs):
-        jit = kernel_obj
-        while isinstance(jit, (hooks.Autotuner, hooks.Heuristics)):
-            jit = jit.fn
-        self.fn = jit
-        params = list(inspect.signature(hooks.python_fn(jit)).parameters.values())
-        self.names = [p.name for p in params]
-        self.runtime = [p.name for p, jp in zip(params, getattr(jit, "params", params))
-                        if not getattr(jp, "is_constexpr", False)]
-        chosen = {}
-        for part in hooks.autotune_parts(kernel_obj):
-            cfg = getattr(part, "best_config", None)
-            if cfg is not None:
-                chosen.update(cfg.all_kwargs() if hasattr(cfg, "all_kwargs") else cfg.kwargs)
-        self.first = {**dict(zip(self.names, args)), **kwargs, **chosen}
-        self.metadata = None
-
-    def __getitem__(self, grid):
-        def launch(*args, stream=None, **kwargs):
-            names = self.names if len(args) == len(self.names) else self.runtime
-            bound = {**self.first, **dict(zip(names, args)), **kwargs}
-            return self.fn.run(grid=grid, warmup=False, **bound)
-        return launch
-
-    def __repr__(self) -> str:
-        return f"<triton_trace InterpretedKernel of {hooks.python_fn(self.fn).__name__}>"
 
 
 def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
