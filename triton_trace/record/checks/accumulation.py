@@ -33,6 +33,7 @@ from ..frames import where
 from ..gpu.lowp import floats, inner_method
 from ..patching import carried
 from .monitor import ProgramRows
+from .outermost import hook_outermost
 
 TAG = "_tt_lowp_sum"            # the _Sum a value carries
 BUCKETS = 32                    # histogram: [0] ulps <= 1, [b] ulps in (2^(b-1), 2^b], the last one open
@@ -183,10 +184,8 @@ def install(scope, builder, rec) -> None:
     for name, hook in hooks.items():
         if hasattr(builder, name):
             scope.set_attr(builder, name, hook(inner_method(builder, name), rec))
-    inside = [False]          # a plain store ends in the masked one: the outer hook judges it, once
-    for name, masked in (("create_store", False), ("create_masked_store", True)):
-        if hasattr(builder, name):
-            scope.set_attr(builder, name, _store(inner_method(builder, name), rec, masked, inside))
+    hook_outermost(scope, builder, ("create_store", "create_masked_store"),
+                   lambda name, args, kwargs: _store(rec, name, args))
 
 
 def _tag(out, exact, adds: int, pending=None) -> None:
@@ -250,19 +249,10 @@ def _cast(inner, rec):
     return cast
 
 
-def _store(inner, rec, masked: bool, inside):
-    def store(ptr, value, *args, **kwargs):
-        if inside[0]:
-            return inner(ptr, value, *args, **kwargs)
-        tag = carried(value, TAG)
-        if tag is not None and tag.adds > 1 and rec.recording:      # (one addition: one rounding)
-            _judge(rec, ptr, value, args[0] if masked and args else None, tag)
-        inside[0] = True
-        try:
-            return inner(ptr, value, *args, **kwargs)
-        finally:
-            inside[0] = False
-    return store
+def _store(rec, name: str, args) -> None:
+    tag = carried(args[1], TAG) if len(args) > 1 else None
+    if tag is not None and tag.adds > 1 and rec.recording:      # (one addition: one rounding)
+        _judge(rec, args[0], args[1], args[2] if name == "create_masked_store" and len(args) > 2 else None, tag)
 
 
 def _judge(rec, ptr, value, mask, tag: _Sum) -> None:

@@ -23,6 +23,7 @@ from ..frames import where
 from ..gpu.lowp import floats, inner_method
 from ..interp.access import ReduceOps, TensorHandle, combine_kind
 from ..patching import carried
+from .outermost import hook_outermost
 from .shadow import TAG, TYPES, Shadow, capped, ulp
 
 _FP8 = ("fp8e5", "fp8e4nv")
@@ -222,9 +223,8 @@ def install(scope, builder, rec) -> None:
     for name in _SHAPE_OPS + ("create_split",):
         hook(name, lambda inner, _name=name: shaped(inner, _name))
     scope.set_attr(ReduceOps, "apply", _reduce(ReduceOps.apply, rec))
-    inside = [False]          # a plain store ends in the masked one: the outer hook judges it, once
-    for name, masked in (("create_store", False), ("create_masked_store", True)):
-        hook(name, lambda inner, _m=masked: _store(inner, rec, _m, inside))
+    hook_outermost(scope, builder, ("create_store", "create_masked_store"),
+                   lambda name, args, kwargs: _store(rec, name, args))
 
 
 def _reduce(original, rec):
@@ -261,18 +261,9 @@ def _reduce(original, rec):
     return apply
 
 
-def _store(inner, rec, masked: bool, inside):
-    def store(ptr, value, *args, **kwargs):
-        if inside[0]:
-            return inner(ptr, value, *args, **kwargs)
-        if rec.recording and carried(value, TAG) is not None:
-            _judge(rec, ptr, value, args[0] if masked and args else None)
-        inside[0] = True
-        try:
-            return inner(ptr, value, *args, **kwargs)
-        finally:
-            inside[0] = False
-    return store
+def _store(rec, name: str, args) -> None:
+    if rec.recording and len(args) > 1 and carried(args[1], TAG) is not None:
+        _judge(rec, args[0], args[1], args[2] if name == "create_masked_store" and len(args) > 2 else None)
 
 
 def _judge(rec, ptr, value, mask) -> None:
