@@ -36,6 +36,7 @@ import os
 import platform
 import shlex
 import statistics
+import shutil
 import subprocess
 import sys
 import time
@@ -183,6 +184,9 @@ def versions() -> dict:
     out = {}
     for venv, (var, default) in VENVS.items():
         py = os.environ.get(var, default)
+        if not os.path.exists(py) and not shutil.which(py):
+            out[venv] = {"error": "not installed here", "python_path": py}
+            continue
         r = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=120, cwd="/")
         out[venv] = json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr.strip()[-200:]}
         out[venv]["python_path"] = py
