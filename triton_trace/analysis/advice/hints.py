@@ -6,6 +6,9 @@ analysis already has for each static op (metrics.static_ops). Not findings (noth
   program, the work) a block that fits would not run.
 - ``uncoalesced``: the op uses few of the bytes of the 32-byte sectors it fetches (strided or gathered
   lanes); the saving is the sectors a contiguous access of the same bytes would need.
+- ``narrow_vector`` (vectorize.py): the op's data is contiguous and aligned in every program while the
+  compiled kernel moves it in narrower vectors (an alignment the compiler could not prove); the saving is the
+  instructions the wider vector would not issue.
 
 - ``occupancy``, ``spills``, ``tail_wave`` (from the compiled kernel, ``resource_hints``): few programs
   fit on an SM (what limits them), registers spilled to local memory, a last wave of programs that
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 from ..context import LaunchContext
 from ..units import nbytes, percent, sig
+from . import vectorize
 
 MASKED_SHARE = 0.5           # hint when at least half of an op's lanes are masked off (rounding a block up to a power
                              # of two, as tl.arange needs, wastes less than that)
@@ -56,6 +60,7 @@ def hints(ctx: LaunchContext, ops: list) -> list:
                                    f"sectors it fetches; {why}",
                         "effect": f"contiguous lanes would fetch about {ideal:,} sectors instead of "
                                   f"{op['sectors']:,} ({sig(op['sectors'] / max(ideal, 1))}x fewer)"})
+    out += vectorize.hints(ctx, ops, MIN_LANES)
     out.sort(key=lambda h: -h["saving"])
     return out[:MAX_HINTS]
 

@@ -18,6 +18,10 @@ a blocked layout, replaces the coalescing model's guess (coalescing.py, points 1
 
 Ops the compiler lays out otherwise (TMA copies, MMA or linear layouts), or that cannot be matched to a
 compiled op, keep the model; the report says which layout each op used.
+
+``blocked`` builds the layout the coalescing pass would give a block for another sizePerThread, and ``count``
+counts one op's requests and sectors in any issue order: the ``narrow_vector`` hint sets the compiled layout
+beside a wider one (advice/vectorize.py), reading what ``match`` found through ``matched``.
 """
 from __future__ import annotations
 
@@ -26,8 +30,12 @@ from typing import Optional
 import numpy as np
 
 from ...model import KINDS
+from ..arrays import unique_rows
+from .coalescing import SECTOR_BYTES, _requests
 
 DIRECTION = {"load": "load", "store": "store"}
+CHUNK_LANES = 1 << 20        # lanes decoded at once when counting an op's irregular rows
+_MATCHED = "_compiled_ops"   # where match() leaves its answer on the launch's context (see ``matched``)
 
 
 def _coords(ids: np.ndarray, sizes: list, order: list) -> np.ndarray:
@@ -79,6 +87,61 @@ def request_order(layout: dict, shape: tuple, num_warps: int, vec: int, write: b
     return out
 
 
+def blocked(shape: tuple, per_thread: int, order: list, num_warps: int, warp: int = 32) -> dict:
+    """The blocked layout Triton's coalescing pass gives a block of ``shape`` whose threads hold ``per_thread``
+    consecutive elements along ``order[0]`` (BlockedEncodingAttr::get: from the fastest dim on, each dim takes
+    as many threads as it has rows of ``per_thread``, lanes before warps; the slowest dim takes the rest)."""
+    nd = len(shape)
+    spt = [1] * nd
+    spt[order[0]] = int(per_thread)
+    tpw, wpc = [1] * nd, [1] * nd
+    lanes, threads, warps = warp, num_warps * warp, num_warps
+    prev_lanes = prev_warps = 1
+    for i in order[:-1]:
+        per_cta = min(max(threads, 1), max(1, int(shape[i]) // spt[i]))
+        tpw[i] = min(max(per_cta, 1), lanes)
+        wpc[i] = min(max(per_cta // tpw[i], 1), warps)
+        warps, lanes, threads = warps // wpc[i], lanes // tpw[i], threads // per_cta
+        prev_lanes, prev_warps = prev_lanes * tpw[i], prev_warps * wpc[i]
+    tpw[order[-1]], wpc[order[-1]] = warp // prev_lanes, num_warps // prev_warps
+    return {"kind": "blocked", "sizePerThread": spt, "threadsPerWarp": tpw, "warpsPerCTA": wpc, "order": list(order)}
+
+
+def count(ctx, rows: np.ndarray, issue: np.ndarray, vec: int) -> tuple:
+    """(requests, sectors) of ``rows`` (executions of one static op) issued in ``issue`` order (``request_order``)
+    ``vec`` elements at a time, counted as the analysis counts a compiled layout (coalescing.py). Regular rows
+    (``ctx.regular``) of one pattern, active lanes and base within a sector count alike: one of each is counted."""
+    if not len(rows):
+        return 0, 0
+    flat = issue.reshape(-1)
+    idx, live = np.where(flat >= 0, flat, 0), flat >= 0
+    lanes, eb, warp = int(ctx.lane_count[rows[0]]), int(ctx.eb[rows[0]]), ctx.params.warp_size
+    out = {k: np.zeros(ctx.n_rows, dtype=np.int64) for k in ("requests", "sectors", "lines", "used_bytes")}
+    ok = ctx.regular(rows)
+    reg, irr, weight = rows[ok], rows[~ok], np.zeros(0, dtype=np.int64)
+    if len(reg):
+        phase = (ctx.row_base[reg] * eb) % SECTOR_BYTES
+        _, inverse = unique_rows(np.column_stack([ctx.row_sig[reg], ctx.active_lanes[reg], phase]))
+        first = np.unique(inverse, return_index=True)[1]
+        weight = np.bincount(inverse)
+        reg = reg[first]
+    per_chunk = max(1, CHUNK_LANES // max(lanes, 1))
+    for part in (reg, irr):
+        for i in range(0, len(part), per_chunk):
+            chunk = part[i:i + per_chunk]
+            o, m = ctx.block(chunk, lanes)
+            _requests(ctx, chunk, o[:, idx], m[:, idx] & live[None, :], eb, warp, vec, vec, out, [])
+    req = int((out["requests"][reg] * weight).sum()) + int(out["requests"][irr].sum())
+    sec = int((out["sectors"][reg] * weight).sum()) + int(out["sectors"][irr].sum())
+    return req, sec
+
+
+def matched(ctx) -> dict:
+    """Static op id -> compiled op, as ``match`` last found it for this launch ({} where it was not compiled):
+    advice that reads the compiled kernel's view (advice/vectorize.py) takes it from here."""
+    return ctx.__dict__.get(_MATCHED, {})
+
+
 def _key_of(o: dict) -> tuple:
     lay = o["layout"] or {}
     return (o["instruction"], o["vector_bytes"], tuple(sorted((k, str(v)) for k, v in lay.items() if k != "name")))
@@ -119,6 +182,7 @@ def match(ctx, compiled) -> dict:
             out.update({s: cands[0] for s in sids})
         elif len(cands) == len(sids):
             out.update(dict(zip(sids, cands)))
+    ctx.__dict__[_MATCHED] = out
     return out
 
 
