@@ -329,9 +329,8 @@ def test_masked_loops_record_what_one_program_at_a_time_records(run, compact_at,
     traces, _ = same_as_one_at_a_time(run)
     ex = traces[1].launches[0].meta["execution"]
     programs = traces[1].launches[0].recorded_programs
-    if run is _ints:          # one overflow tag holds one cause: different wraps per program run one by one
-        assert "integers wrapped differently" in ex["fallbacks"][0]["reason"], ex
-    elif run in (_ragged_runs, _counter) and compact_at is None:     # cannot be cut, neighbours agree: runs
+    # (_ints: each program's wrap keeps its own lanes, so differing wraps run masked too)
+    if run in (_ragged_runs, _counter) and compact_at is None:     # cannot be cut, neighbours agree: runs
         assert ex["diverged_chunks"] == 1 and ex["batched_programs"] == programs, ex
     elif run is not _read_after:
         assert ex["diverged_chunks"] == 0 and not ex["fallbacks"], ex     # masked, not split

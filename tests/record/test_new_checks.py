@@ -342,7 +342,7 @@ def test_an_int32_overflow_names_every_program_and_element_it_reaches(batch):
 
 
 @pytest.mark.parametrize("batch", [True, False])
-def test_an_int32_overflow_in_some_lanes_counts_every_program_and_says_its_elements_are_not_counted(batch):
+def test_an_int32_overflow_in_some_lanes_counts_every_program_and_names_its_elements(batch):
     rng = np.random.default_rng(4)
     grid, block = 16, 64
     n = grid * block - 7
@@ -358,7 +358,12 @@ def test_an_int32_overflow_in_some_lanes_counts_every_program_and_says_its_eleme
     assert x_["exact"] and f.count == len(wraps) == x_["elements"]["lanes"]
     assert x_["programs"]["count"] == len(progs) and x_["programs"]["ranges"] == program_runs(progs)[:8]
     assert x_["programs"]["first"] == [[int(p), 0, 0] for p in progs[:8]]
-    not_counted(f)
+    # the recorder names the wrapped lanes: their elements, the values a GPU's int32 stores there
+    assert x_["elements"]["count"] == len(wraps) and x_["elements"]["ranges"] == runs(wraps)[:8]
+    assert [e["offset"] for e in x_["elements"]["first"]] == wraps[:8].tolist()
+    wrapped = (k[wraps].astype(np.int64) * STRIDE).astype(np.int32)
+    assert [e["value"] for e in x_["elements"]["first"]] == wrapped[:8].tolist()
+    assert "not counted" not in f.message and f"{len(wraps)} element(s)" in f.message
     out = torch.empty(n, dtype=torch.int64)
     _, found = run(K.scaled_lanes_int64, (grid,), torch.from_numpy(k), out, n, STRIDE=STRIDE, BLOCK=block,
                    batch=batch)
@@ -377,14 +382,16 @@ def test_a_modulo_by_zero_in_every_lane_names_the_element_every_lane_reads(batch
 
 
 @pytest.mark.parametrize("batch", [True, False])
-def test_a_division_by_zero_in_some_lanes_says_its_elements_are_not_counted(batch):
+def test_a_division_by_zero_in_some_lanes_names_its_elements(batch):
     x = torch.arange(128, dtype=torch.int32)
     w = torch.ones(128, dtype=torch.int32)
-    w[[5, 6, 70, 127]] = 0
+    zeros = [5, 6, 70, 127]
+    w[zeros] = 0
     _, found = run(K.bucket, (4,), x, w, torch.empty(128, dtype=torch.int32), 128, BLOCK=32, batch=batch)
     f = only(found, "int_division")
-    assert f.count == 4 == f.extent["elements"]["lanes"]
-    not_counted(f)
+    el = f.extent["elements"]
+    assert f.count == 4 == el["lanes"] == el["count"] and el["ranges"] == runs(zeros)
+    assert [e["offset"] for e in el["first"]] == zeros and "not counted" not in f.message
 
 
 @pytest.mark.parametrize("batch", [True, False])
@@ -441,8 +448,9 @@ def test_a_load_and_a_store_of_one_line_are_not_taken_for_every_lane(half):
                    batch=False)
     (f,) = [f for f in found if f.kind == "overflow"]
     assert f.count == 2 * len(wraps) and f.extent["programs"]["count"] == grid      # a load and a store each
-    if half:
-        not_counted(f)
-    else:
-        j = (k.astype(np.int64) * mult).astype(np.int32).astype(np.int64) & (n - 1)
-        assert f.extent["elements"]["count"] == len(np.unique(j)) == 1 and f.extent["elements"]["lanes"] == f.count
+    j = (k.astype(np.int64) * mult).astype(np.int32).astype(np.int64) & (n - 1)    # a GPU's wrapped index
+    el = f.extent["elements"]
+    assert el["count"] == len(np.unique(j[wraps])) and el["lanes"] == f.count
+    assert el["ranges"] == runs(j[wraps])[:8]
+    if not half:
+        assert el["count"] == 1

@@ -6,10 +6,11 @@ where it happened. A NaN's reach is counted here again, exactly, from the values
 non-finite value the cause's store(s) put in memory, over every program, so a softmax that poisons 16
 rows says 16 programs, not the first. The reach of an integer overflow (and of the other causes the
 recorder follows as values, valuechecks.py) is the recorder's: every program the cause reached and its
-lanes in all (``reach``), exact unless the recorder's list of programs was capped. Which lanes it reached
-is not in the records (a wrapped index looks like any other), so its elements are named only where that
-settles it: when the bad value took every active lane of the op in every program it reached (``whole_rows``);
-otherwise the extent says its elements are not counted.
+lanes in all (``reach``), exact unless the recorder's list of programs was capped. Its elements are those
+of the lanes the recorder names per op row it reached (``hits``: record/checks/monitor.py), counted here
+from the rows' recorded offsets (``hit_elements``). A trace from before the recorder named them has the
+lane count only: its elements are named where that settles it (the bad value took every active lane of
+the op in every program it reached: ``whole_rows``), else the extent says they are not counted.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from ...model import KIND_CODE, MEMORY_KINDS, WRITE_KINDS
 from ...model.values import lane_values
+from ...record.checks.monitor import HIT_HEAD, MAX_HIT_INTS
 from . import extent as E
 from ..context import LaunchContext, sorted_unique
 from ..findings import Finding, short_list
@@ -107,6 +109,70 @@ def whole_rows(ctx: LaunchContext, r: dict, prog, lanes: int):
     if int(msk.sum()) != lanes:
         return None
     return named_elements(ctx, ti, idx[msk], lanes)
+
+
+def hit_lanes(ctx: LaunchContext, r: dict, codes):
+    """(lanes (indexes into ctx.offsets, ascending), their recorded mask, whether they are every lane the
+    cause reached) that the report's hits name in the rows of ``codes`` at its line; None without hits (an
+    older trace). A hit whose row is not in the trace, or whose lanes exceed the row's, is left out."""
+    h = r.get("hits")
+    if not h:
+        return None
+    h = np.asarray(h, np.int64)
+    heads, pos = [], 0
+    while pos + HIT_HEAD <= len(h):
+        heads.append(pos)
+        pos += HIT_HEAD + 2 * int(h[pos + 4])
+    heads = np.asarray(heads[:-1] if pos > len(h) else heads, np.int64)
+    d1, d2 = int(ctx.dims[1]), int(ctx.dims[2])
+    lin = (h[heads] * d1 + h[heads + 1]) * d2 + h[heads + 2]
+    at = np.clip(np.searchsorted(ctx.programs, lin), 0, max(len(ctx.programs) - 1, 0))
+    known = (ctx.programs[at] == lin) if len(ctx.programs) else np.zeros(len(lin), bool)
+    rows = rows_at(ctx, r.get("file"), r.get("line"), codes, sorted_unique(at[known]))
+    span = int(max(ctx.seq[rows].max(initial=0), h[heads + 3].max(initial=0))) + 1
+    key_rows = ctx.row_prog[rows] * span + ctx.seq[rows]
+    order = np.argsort(key_rows, kind="stable")
+    key = at * span + h[heads + 3]
+    i = np.clip(np.searchsorted(key_rows[order], key), 0, max(len(rows) - 1, 0))
+    found = known & (len(rows) > 0) & (key_rows[order][i] == key if len(rows) else False)
+    row = np.where(found, rows[order][i] if len(rows) else -1, -1)
+    k = h[heads + 4]
+    run_head, run_row = np.repeat(heads, k), np.repeat(row, k)
+    nth = np.arange(len(run_head)) - np.repeat(np.cumsum(k) - k, k)
+    first, end = h[run_head + HIT_HEAD + 2 * nth], h[run_head + HIT_HEAD + 2 * nth + 1]
+    reached = int((end - first).sum())
+    ok = (run_row >= 0) & (first >= 0) & (first < end) & (end <= ctx.lane_count[np.maximum(run_row, 0)])
+    first, end, run_row = first[ok], end[ok], run_row[ok]
+    n = end - first
+    lanes = np.repeat(ctx.lane_pos[run_row] + first - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+    lanes = sorted_unique(lanes)
+    idx, _, msk = ctx.decode(sorted_unique(run_row))
+    mask = msk[np.searchsorted(idx, lanes)] if len(lanes) else np.zeros(0, bool)
+    complete = bool(found.all() and ok.all() and len(lanes) == reached == int(r.get("reach_lanes") or 0))
+    return lanes, mask, complete
+
+
+def hit_elements(ctx: LaunchContext, r: dict, extent: dict, codes) -> bool:
+    """Set ``extent``'s elements to those the report's hits name, of the report's tensor: the lanes the op
+    accessed, or for a mask the bad value decided, every lane it decided (a GPU may access any of them);
+    False without hits (an older trace: the caller keeps what it had)."""
+    got = hit_lanes(ctx, r, codes)
+    if got is None or not len(got[0]):       # (none of its rows in the trace: as an older trace)
+        return False
+    lanes, mask, complete = got
+    mask = np.ones(len(lanes), bool) if r.get("how") == "mask" else mask
+    names = [t.name for t in ctx.launch.tensors]
+    rows = ctx.rows_of_lanes(lanes).astype(np.int64) if len(lanes) else np.zeros(0, np.int64)
+    ti = names.index(r["tensor"]) if r.get("tensor") in names else one_tensor(ctx, sorted_unique(rows))
+    if ti is None:
+        extent["elements"] = E.uncounted(int(mask.sum()), "the op's rows access several tensors")
+        return True
+    keep = mask & (ctx.tensor[rows] == ti)
+    extent["elements"] = named_elements(ctx, ti, lanes[keep], int(keep.sum()))
+    if not complete:
+        extent["exact"] = False
+        extent["note"] = f"the recorder names the lanes its first {MAX_HIT_INTS} numbers per launch hold"
+    return True
 
 
 def check_asserts(ctx: LaunchContext) -> list:
@@ -275,9 +341,10 @@ def check_overflow(ctx: LaunchContext) -> list:
         what = ("addressed memory" if r.get("how") == "address" else "was stored") + \
             (f" ('{r.get('tensor')}')" if r.get("tensor") else "")
         extent, count, prog = reach(ctx, r, pid)
-        el = whole_rows(ctx, r, prog, count)
-        if el is not None:
-            extent["elements"] = el
+        if not hit_elements(ctx, r, extent, MEMORY_CODES):
+            el = whole_rows(ctx, r, prog, count)
+            if el is not None:
+                extent["elements"] = el
         message = (f"{c.get('op')} at {c.get('file')}:{c.get('line')} does not fit: {ops} = {c.get('exact')}, "
                    f"became {c.get('result')}; the value {what} at {r.get('file')}:{r.get('line')}, first in "
                    f"program {pid}: {count} active lane(s) {E.describe(extent)}")

@@ -2,9 +2,10 @@
 reductions over padded lanes:
 
 - int_division: an integer ``//`` or ``%`` by zero, or ``INT_MIN // -1``, whose result reached memory (as
-  an address or a stored value) in an active lane (record/checks/intdiv.py). LLVM leaves the result
-  undefined and a GPU gives garbage or traps; the interpreter's numpy gives 0 or wraps, so the output
-  looked plausible. A division whose lanes the mask leaves out is not a finding.
+  an address or a stored value) in an active lane, or decided control flow: a load's or store's mask, a
+  ``tl.where`` condition whose result reached memory, a scalar ``if`` (record/checks/intdiv.py). LLVM
+  leaves the result undefined and a GPU gives garbage or traps; the interpreter's numpy gives 0 or wraps,
+  so the output looked plausible. A division whose lanes the mask leaves out is not a finding.
 - lane_conflict: one store (or atomic exchange / compare-and-swap) of one program wrote one address from
   two lanes with different values (record/checks/lanes.py). A GPU keeps one of them, which one is not
   defined; the interpreter's sequential order picked one.
@@ -35,12 +36,13 @@ from . import extent as E
 from ..context import LaunchContext
 from ..findings import Finding
 from .recorded import MEMORY_CODES, WRITE_CODES, _memory_row, check_asserts, check_nonfinite, check_overflow, \
-    named_elements, one_tensor, op_rows, reach, rows_at, whole_rows
+    SOME_LANES, hit_elements, named_elements, one_tensor, op_rows, reach, rows_at, whole_rows
 
 _NEUTRAL = {"sum": "0", "max": "-inf", "min": "+inf"}
 # the writes a lane conflict judges (record/checks/lanes.py): other atomics combine their lanes
 CONFLICT_CODES = [KIND_CODE["store"], KIND_CODE["atomic_xchg"], KIND_CODE["atomic_cas"]]
 PADDED = "the padded lanes are lanes a masked load left out, not memory elements"
+BRANCH = "the result decided a branch (control flow), not memory elements"
 
 
 def check_int_division(ctx: LaunchContext) -> list:
@@ -50,15 +52,21 @@ def check_int_division(ctx: LaunchContext) -> list:
         pid, c = tuple(r.get("program") or (0, 0, 0)), r.get("cause") or {}
         a, b = (list(c.get("operands") or []) + [None, None])[:2]
         symbol = "%" if "%" in str(c.get("op", "")) else "//"
-        reached = (f"addressed '{r.get('tensor')}'" if r.get("how") == "address" else
-                   f"was stored to '{r.get('tensor')}'")
+        how, tensor = r.get("how"), r.get("tensor")
+        reached = {"address": f"addressed '{tensor}'", "value": f"was stored to '{tensor}'",
+                   "mask": f"decided which lanes the {r.get('op')} of '{tensor}' masked",
+                   "branch": "decided control flow (an if's condition)"}.get(how, f"reached '{tensor}'")
+        if c.get("via"):
+            reached = (f"decided which value each lane took in the {c.get('via')} at {c.get('via_file')}:"
+                       f"{c.get('via_line')}, whose result {reached}")
         zero = "by zero" in str(c.get("op", ""))
         fix = ("guard the divisor (e.g. tl.where(d != 0, d, 1)) or leave those lanes out of the mask" if zero
                else "compute in a wider type or keep the dividend above the lowest value")
-        extent, count, prog = reach(ctx, r, pid)
-        el = whole_rows(ctx, r, prog, count)
-        if el is not None:
-            extent["elements"] = el
+        extent, count, prog = reach(ctx, r, pid, BRANCH if how == "branch" else SOME_LANES)
+        if how != "branch" and not hit_elements(ctx, r, extent, MEMORY_CODES):
+            el = whole_rows(ctx, r, prog, count)
+            if el is not None:
+                extent["elements"] = el
         message = (f"integer division with no defined result: {c.get('op')} at {c.get('file')}:{c.get('line')} "
                    f"({a} {symbol} {b}, first in program {pid}); a GPU gives garbage or traps there (the "
                    f"interpreter gave {c.get('result')}); the result {reached} at {r.get('file')}:{r.get('line')} "
@@ -84,7 +92,8 @@ def check_lane_conflicts(ctx: LaunchContext) -> list:
         at = f" (element offset {offsets[0]})" if offsets else ""
         pairs = " and ".join(f"block index {lane} writes {v}" for lane, v in zip(first, values))
         extent, count, prog = reach(ctx, r, pid)
-        extent["elements"] = _conflicting(ctx, r, prog, count)
+        if not hit_elements(ctx, r, extent, CONFLICT_CODES):
+            extent["elements"] = _conflicting(ctx, r, prog, count)
         message = (f"{r.get('op')} of '{r.get('tensor')}' at {r.get('file')}:{r.get('line')} in program {pid}: "
                    f"two lanes write one address with different values ({pairs}){at}; {count} lane(s) "
                    f"write addresses that disagree {E.describe(extent)}. A GPU keeps one of the values, which one "

@@ -3,10 +3,12 @@ quotient does not fit its type). LLVM leaves both undefined and a GPU returns ga
 ``INT_MIN // -1``, may trap); numpy quietly gives 0 or wraps, so the interpreted kernel looks fine.
 
 The hooks wrap the builder's signed and unsigned ``//`` and ``%``: a result with an undefined lane carries
-checks/overflow_ops.py's tag with ``kind: "intdiv"``, which follows it like a wrapped value's, and is
-reported (``Launch.meta["intdiv"]``) only when it reaches memory in an active lane, as an address or a
-stored value: a division by zero in a lane the mask leaves out (``other=0`` loaded as a divisor) is not a
-finding.
+checks/overflow_ops.py's tag with ``kind: "intdiv"``, which follows it like a wrapped value's (and into
+comparisons), and is reported (``Launch.meta["intdiv"]``) when it reaches memory in an active lane, as an
+address or a stored value, or decides control flow: a load's or store's mask, a ``tl.where`` condition
+whose result reaches memory, a scalar ``if``. A division by zero in a lane the mask leaves out (``other=0``
+loaded as a divisor) is not a finding, nor is one a guard discards (``m & (q > 0)`` where ``m`` is False,
+``tl.where(d != 0, a // d, 0)``).
 """
 from __future__ import annotations
 

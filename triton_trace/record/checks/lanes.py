@@ -10,8 +10,8 @@ two lanes at one address leaves a value that depends on their order the same way
 Most stores write distinct addresses, which is settled without looking at every pair: a batched block of
 described pointers (batch/described.py) by its strides, other blocks by their addresses increasing (or
 decreasing) along the block; only the rest are sorted. Results go to ``Launch.meta["lane_conflict"]``,
-one entry per store line and program (the first program of each line), with the first conflicting address'
-two lanes and values.
+one entry per store line (its first program), with the first conflicting address' two lanes and values,
+every program and, per store row, the lanes writing a conflicting address (monitor.py's hits).
 """
 from __future__ import annotations
 
@@ -36,27 +36,37 @@ class LaneConflicts(ProgramRows):
         return {"lane_conflict": self.finished(self.reports)}
 
     def conflict(self, kind: str, tensor: int, file, line, addrs: np.ndarray, values: np.ndarray,
-                 mask: np.ndarray, shape: tuple) -> None:
+                 mask: np.ndarray, shape: tuple, events=None) -> None:
         """``addrs``, ``values``, ``mask``: (rows, lanes) per program of the block (one row per program of
-        the chunk when batched); ``shape``: one program's block."""
+        the chunk when batched); ``shape``: one program's block; ``events``: the collector's event store
+        (to name the conflicting lanes of the store's rows)."""
         key = (file, int(line or 0))
         found = _first_conflicts(addrs, values, mask)
         if found is None:
             return
-        bad, pairs, counts = found
+        bad, pairs, hit = found
+        counts = hit.sum(axis=1)
+        rows = []
         for row, pid in self.programs(bad[:, None] if self.batched else bad[:1]):
             row = min(row, len(bad) - 1)          # (a block of one row stands for every program)
             if not bad[row]:
                 continue
+            rows.append((row, pid))
             self.reach(key, pid, int(counts[row]))
-            if key in self._seen or len(self.reports) >= MAX_REPORTS:
-                continue
-            i, j = pairs[row]
-            v = np.broadcast_to(values, bad.shape + values.shape[1:])[row]
-            self.report(self.reports, key, {
-                "kind": "lane_conflict", "op": kind, "program": list(pid), "file": file, "line": int(line or 0),
-                "tensor": self.tensor_name(tensor), "lanes": int(counts[row]),
-                "first": [_index(i, shape), _index(j, shape)], "values": [_plain(v[i]), _plain(v[j])]})
+        if not rows:
+            return
+        if events is not None:
+            at = np.array([r for r, _ in rows], np.int64)
+            self.hit(key, events, at, hit[at])
+        row, pid = rows[0]
+        if key in self._seen or len(self.reports) >= MAX_REPORTS:
+            return
+        i, j = pairs[row]
+        v = np.broadcast_to(values, bad.shape + values.shape[1:])[row]
+        self.report(self.reports, key, {
+            "kind": "lane_conflict", "op": kind, "program": list(pid), "file": file, "line": int(line or 0),
+            "tensor": self.tensor_name(tensor), "lanes": int(counts[row]),
+            "first": [_index(i, shape), _index(j, shape)], "values": [_plain(v[i]), _plain(v[j])]})
 
 
 def _index(lane: int, shape: tuple) -> list:
@@ -69,8 +79,9 @@ def _plain(v):
 
 
 def _first_conflicts(addrs: np.ndarray, values: np.ndarray, mask: np.ndarray):
-    """(rows with a conflict, per row the first two conflicting lanes, per row the lanes writing a conflicting
-    address), or None when no row has one. Lanes are compared by their values' bits (NaN equals NaN)."""
+    """(rows with a conflict, per row the first two conflicting lanes, (rows, lanes) the lanes writing an
+    address two lanes write with different values), or None when no row has one. Lanes are compared by
+    their values' bits (NaN equals NaN)."""
     rows = max(len(addrs), len(values), len(mask))
     a = np.broadcast_to(addrs, (rows, addrs.shape[1]))
     key = np.where(np.broadcast_to(mask, a.shape), a, _UNSET)
@@ -87,15 +98,16 @@ def _first_conflicts(addrs: np.ndarray, values: np.ndarray, mask: np.ndarray):
         return None
     first = np.argmax(differ, axis=1)
     pairs = {int(r): (int(order[r, first[r]]), int(order[r, first[r] + 1])) for r in np.flatnonzero(bad)}
-    # every lane of an address with two values: mark the conflicting addresses, count their lanes
+    # every lane of an address with two values: number the runs of one address (each row starts one), mark
+    # the runs holding a second value, and put the marks back in lane order
+    start = np.ones(k.shape, bool)
+    start[:, 1:] = ~same
+    group = np.cumsum(start.reshape(-1)).reshape(k.shape) - 1
+    marked = np.zeros(int(group[-1, -1]) + 1, bool)
+    marked[group[:, 1:][differ]] = True
     hit = np.zeros(k.shape, bool)
-    hit[:, 1:] |= differ
-    hit[:, :-1] |= differ
-    addr_bad = np.where(hit, k, _UNSET)
-    counts = np.zeros(rows, np.int64)
-    for r in np.flatnonzero(bad):
-        counts[r] = int(np.isin(k[r], np.unique(addr_bad[r][addr_bad[r] != _UNSET])).sum())
-    return bad, pairs, counts
+    np.put_along_axis(hit, order, marked[group], axis=1)
+    return bad, pairs, hit
 
 
 def _bits(values: np.ndarray) -> np.ndarray:
@@ -185,4 +197,5 @@ def _check(rec, name, args, ptr_at, value_at, mask_at) -> None:
     except ValueError:
         return
     file, line = where()
-    rec.lane_conflicts.conflict(kind, rec.origin if rec.origin is not None else -1, file, line, a, v, m, lane_shape)
+    rec.lane_conflicts.conflict(kind, rec.origin if rec.origin is not None else -1, file, line, a, v, m, lane_shape,
+                                rec.events)

@@ -1,10 +1,19 @@
 """The integer hooks behind record/checks/overflow.py: wrapped int32 arithmetic and out-of-range float-to-int
-conversions tag their result; the tag follows the value; memory operations report tagged addresses and
-stored values in active lanes."""
+conversions tag their result; the tag follows the value lane by lane; memory operations report tagged
+addresses and stored values in active lanes, each with the lanes it reached.
+
+An undefined division's tag (checks/intdiv.py) also follows comparisons into booleans, where ``&`` and
+``|`` keep only the lanes the bad operand decides (``m & (q > 0)`` is False wherever ``m`` is), and is
+reported where such a boolean is a load's or store's mask or a scalar ``if``'s condition; as a
+``tl.where`` condition it tags the where's result (of any type: ``via`` names the where), which is reported
+where it reaches memory."""
 from __future__ import annotations
 
 import numpy as np
 
+import triton.language as tl
+
+from ...errors import BatchFallback
 from ..frames import where
 from ..batch.described import core
 from ..gpu.lowp import floats, inner_method
@@ -16,7 +25,9 @@ _ARITH = {np.add: "+", np.subtract: "-", np.multiply: "*"}
 _I32_MIN, _I32_MAX = -(1 << 31), (1 << 31) - 1
 # operations whose integer or pointer result carries its operands' bad lanes
 _CARRY = ("create_addptr", "create_splat", "create_broadcast", "create_expand_dims", "create_reshape",
-          "create_trans", "create_cat", "create_join", "ternary_op", "create_bitcast")
+          "create_trans", "create_cat", "create_join", "create_bitcast")
+_AND, _OR = (np.bitwise_and, np.logical_and), (np.bitwise_or, np.logical_or)
+_DECIDED = "_tt_decided"    # a condition already reported as deciding a branch
 # memory operations: (position of the pointer operand, of the stored value, of the mask) in their arguments
 _MEMORY = {"create_load": (0, None, None), "create_masked_load": (0, None, 1), "create_store": (0, 1, None),
            "create_masked_store": (0, 1, 2), "create_atomic_rmw": (1, 2, 3), "create_atomic_cas": (0, 2, None)}
@@ -27,6 +38,12 @@ def install(scope, builder, rec) -> None:
         scope.set_attr(builder, "binary_op", _binary(inner_method(builder, "binary_op"), rec))
     if hasattr(builder, "cast_impl"):
         scope.set_attr(builder, "cast_impl", _cast(inner_method(builder, "cast_impl"), rec))
+    if hasattr(builder, "ternary_op"):
+        scope.set_attr(builder, "ternary_op", _ternary(inner_method(builder, "ternary_op"), rec))
+    # an if (or while) on one value per program: Python's truth of it. After the batched chunk's own
+    # __bool__ (record/interp/hooks.py): a chunk that splits undoes the report. (A batched chunk whose
+    # programs disagree in short runs runs both sides masked, divergence/branches.py, and never asks.)
+    scope.set_attr(tl.tensor, "__bool__", _branch(tl.tensor.__bool__, rec))
     for name in _CARRY:
         if hasattr(builder, name):
             scope.set_attr(builder, name, _carry(inner_method(builder, name)))
@@ -37,12 +54,14 @@ def install(scope, builder, rec) -> None:
             scope.set_attr(builder, name, _memory(inner_method(builder, name), rec, kind, *where_, inside))
 
 
-def _is_int_or_ptr(handle) -> bool:
-    """Integers (not booleans: a comparison of a bad value is not an address) and pointers."""
-    data = getattr(handle, "data", None)
+def _follows(out, cause: dict) -> bool:
+    """Whether ``out`` carries ``cause``'s tag: integers and pointers always; booleans an undefined
+    division's (it may decide a mask or a branch); any value one a ``tl.where`` condition passed on."""
+    data = getattr(out, "data", None)
     if data is None:
         return False
-    return np.asarray(data).dtype.kind in "iu"
+    k = np.asarray(data).dtype.kind
+    return k in "iu" or "via" in cause or (k == "b" and cause.get("kind") == "intdiv")
 
 
 def _tag(obj):
@@ -61,18 +80,58 @@ def _lanes_of(handle, shape):
 
 
 def _carried(out, args) -> None:
-    """Give ``out`` the union of its operands' bad lanes (the first operand's cause)."""
+    """Give ``out`` the union of its operands' bad lanes (the first operand's cause) whose cause it follows."""
     if all(_tag(a) is None for a in args):
         return                  # (and a lazy pointer block's lanes stay unread)
     shape = np.shape(out.data)
     cause, lanes = None, None
     for a in args:
         c, m = _lanes_of(a, shape)
-        if c is not None:
+        if c is not None and _follows(out, c):
             cause = cause or c
             lanes = m if lanes is None else (lanes | m)
     if cause is not None:
         setattr(out, TAG, (cause, lanes))
+
+
+def _keep_earlier(out, args, batched: bool) -> None:
+    """``out`` wrapped anew where an operand already held bad lanes: one tag holds one cause, so in a
+    program that held them the operand's (the earlier) keeps the lanes of both, as one program at a time
+    records it. A batched chunk where that is the cause of some programs and the new one of others
+    (``pid * BIG + lane``: the product wraps in later programs, the sum in the last lanes of an earlier one)
+    runs one program at a time."""
+    new = _tag(out)
+    shape = np.shape(out.data)
+    for a in args:
+        c, m = _lanes_of(a, shape)
+        if c is None or not _follows(out, c):
+            continue
+        if batched and m.ndim and m.shape[0] > 1:
+            held, wrapped = (x.reshape(x.shape[0], -1).any(axis=1) for x in (m, new[1]))
+            if held.any() and (wrapped & ~held).any():
+                raise BatchFallback("integers wrapped differently in programs of one op (one tag holds one cause)")
+        setattr(out, TAG, (c, m | new[1]))
+        return
+
+
+def _decided(out, lhs, rhs, op) -> None:
+    """A boolean ``&`` / ``|``: a lane is bad where a bad operand decides it (False & bad is False)."""
+    if _tag(lhs) is None and _tag(rhs) is None:
+        return
+    shape = np.shape(out.data)
+    (lc, lb), (rc, rb) = _lanes_of(lhs, shape), _lanes_of(rhs, shape)
+    keep_l, keep_r = lc is not None and _follows(out, lc), rc is not None and _follows(out, rc)
+    if not (keep_l or keep_r):
+        return
+    cause = lc if keep_l else rc
+    lb, rb = (lb if keep_l else np.zeros(shape, bool)), (rb if keep_r else np.zeros(shape, bool))
+    lv, rv = (np.broadcast_to(np.asarray(h.data, bool), shape) for h in (lhs, rhs))
+    if op in _AND:
+        bad = (lb | rb) & (lv | lb) & (rv | rb)
+    else:
+        bad = (lb | rb) & (~lv | lb) & (~rv | rb)
+    if bad.any():
+        setattr(out, TAG, (cause, bad))
 
 
 def _value(v):
@@ -114,11 +173,64 @@ def _binary(inner, rec):
                 file, line = where()
                 if _tag_new(out, bad, {"op": f"int32 {_ARITH[op]}", "file": file, "line": int(line or 0)},
                             [lhs.data, rhs.data], exact, rec.active_programs()):
+                    _keep_earlier(out, (lhs, rhs), rec.batched)
                     return out
-        if _is_int_or_ptr(out):
+        if data.dtype == np.bool_ and lhs.data.dtype == np.bool_ and (op in _AND or op in _OR):
+            _decided(out, lhs, rhs, op)
+        else:
             _carried(out, (lhs, rhs))
         return out
     return run
+
+
+def _ternary(inner, rec):
+    """``tl.where(c, x, y)``: x's bad lanes where c picks x, y's where it picks y, and every lane of a bad
+    condition (then the result follows the condition's cause, whatever its type)."""
+    def run(cond, lhs, rhs, op, *args, **kwargs):
+        out = inner(cond, lhs, rhs, op, *args, **kwargs)
+        if not rec.recording or not hasattr(out, "data") or all(_tag(a) is None for a in (cond, lhs, rhs)):
+            return out
+        if op is not np.where:
+            _carried(out, (cond, lhs, rhs))
+            return out
+        shape = np.shape(out.data)
+        pick = np.broadcast_to(np.asarray(cond.data, bool), shape)
+        cause, bad = None, np.zeros(shape, bool)
+        for h, lanes in ((lhs, pick), (rhs, ~pick)):
+            c, m = _lanes_of(h, shape)
+            if c is not None and _follows(out, c) and (m & lanes).any():
+                cause, bad = cause or c, bad | (m & lanes)
+        c, m = _lanes_of(cond, shape)
+        if c is not None and m.any():
+            file, line = where()
+            cause, bad = dict(c, via="tl.where", via_file=file, via_line=int(line or 0)), bad | m
+        if cause is not None:
+            setattr(out, TAG, (cause, bad))
+        return out
+    return run
+
+
+def _decides(rec, value) -> None:
+    """Report a scalar condition an undefined division decided, once per value (a while loop's or an if's
+    truth may be asked more than once)."""
+    handle = getattr(value, "handle", None)
+    tag = _tag(handle)
+    if tag is None or not rec.recording or tag[0].get("kind") != "intdiv" or carried(handle, _DECIDED):
+        return
+    setattr(handle, _DECIDED, True)
+    lanes = np.asarray(tag[1])
+    active = rec.active_programs()
+    if active is not None and lanes.ndim and lanes.shape[0] == len(active):
+        lanes = lanes & active.reshape((-1,) + (1,) * (lanes.ndim - 1))
+    file, line = where()
+    rec.overflow.reached(tag[0], lanes, "branch", "if", -1, file, line)
+
+
+def _branch(original, rec):
+    def __bool__(self):
+        _decides(rec, self)
+        return original(self)
+    return __bool__
 
 
 def _may_wrap(lhs, rhs, op) -> bool:
@@ -159,8 +271,7 @@ def _cast(inner, rec):
                 if _tag_new(out, bad, {"op": f"conversion to {name} out of range", "file": file,
                                        "line": int(line or 0)}, [sdata], sdata, rec.active_programs()):
                     return out
-        if _is_int_or_ptr(out):
-            _carried(out, (src,))
+        _carried(out, (src,))
         return out
     return run
 
@@ -172,7 +283,7 @@ def _is_int_type(dst_type) -> bool:
 def _carry(inner):
     def run(*args, **kwargs):
         out = inner(*args, **kwargs)
-        if any(_tag(a) is not None for a in args) and hasattr(out, "data") and _is_int_or_ptr(out):
+        if any(_tag(a) is not None for a in args) and hasattr(out, "data"):
             _carried(out, args)
         return out
     return run
@@ -193,21 +304,22 @@ def _memory(inner, rec, kind, ptr_at, value_at, mask_at, inside):
 
 
 def _reached(rec, args, kind, ptr_at, value_at, mask_at) -> None:
-    """Report a tagged address or stored value in the op's active lanes."""
+    """Report a tagged address or stored value in the op's active lanes, and a mask an undefined division
+    decided (in every lane it decided: whether the lane is accessed is what it decides)."""
     mask = args[mask_at] if mask_at is not None and len(args) > mask_at and hasattr(args[mask_at], "data") else None
-    for at, how in ((ptr_at, "address"), (value_at, "value")):
+    for at, how in ((ptr_at, "address"), (value_at, "value"), (mask_at, "mask")):
         handle = args[at] if at is not None and len(args) > at else None
         if _tag(handle) is None:
             continue
-        shape = np.shape(handle.data)
+        shape = np.shape(args[ptr_at].data)
         if mask is not None:
             try:
                 shape = np.broadcast_shapes(shape, np.shape(mask.data))
             except ValueError:
                 mask = None
         cause, lanes = _lanes_of(handle, shape)
-        if mask is not None:
+        if mask is not None and how != "mask":
             lanes = lanes & np.broadcast_to(np.asarray(mask.data, bool), shape)
         file, line = where()
         rec.overflow.reached(cause, np.asarray(lanes), how, kind, rec.origin if rec.origin is not None else -1,
-                             file, line)
+                             file, line, rec.events)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from ...store.header import MAX_INT, HeaderError
-from .monitor import MAX_PROGRAMS, MAX_REPORTS
+from .monitor import MAX_HIT_INTS, MAX_PROGRAMS, MAX_REPORTS
 
 MAX_LIST = 64          # entries of a short list inside an entry: a block index, the first offsets, operands
 
@@ -55,6 +55,8 @@ NAME = Field("text", null=True, need=False)           # a file or tensor name, a
 COUNT = Field("int")
 PROGRAM = Field("program")
 REACH = {"programs": Field("programs", size=MAX_PROGRAMS, need=False), "reach_lanes": Field("int", need=False)}
+# which lanes of which op rows a cause reached (monitor.encode_hits); absent from older traces
+HITS = {"hits": Field("ints", size=MAX_HIT_INTS, need=False)}
 
 
 def check(record: Record, value, where: str) -> None:

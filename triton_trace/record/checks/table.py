@@ -18,7 +18,7 @@ import importlib
 from typing import Callable, NamedTuple, Union
 
 from .monitor import MAX_PROGRAMS
-from .schema import COUNT, NAME, PROGRAM, REACH, TEXT, Field, Record, check
+from .schema import COUNT, HITS, NAME, PROGRAM, REACH, TEXT, Field, Record, check
 
 Ref = Union[str, Callable]           # "module:attr" (module under record/checks, or a full dotted path), or the object
 
@@ -35,11 +35,11 @@ NONFINITE = Record("nonfinite", {
     "offsets": Field("ints", lo=-(1 << 62)), "birth": Field("facts", null=True, need=False),
     "input": Field("facts", null=True, need=False)})
 _REACHED = {"kind": TEXT, "how": TEXT, "op": TEXT, "program": PROGRAM, "file": NAME, "line": COUNT, "tensor": NAME,
-            "lanes": COUNT, "cause": Field("facts"), **REACH}
+            "lanes": COUNT, "cause": Field("facts"), **REACH, **HITS}
 OVERFLOW, INTDIV = Record("overflow", _REACHED), Record("intdiv", _REACHED)
 LANE_CONFLICT = Record("lane_conflict", {
     "kind": TEXT, "op": TEXT, "program": PROGRAM, "file": NAME, "line": COUNT, "tensor": NAME, "lanes": COUNT,
-    "first": Field("indexes", size=2), "values": Field("scalars", size=2), **REACH})
+    "first": Field("indexes", size=2), "values": Field("scalars", size=2), **REACH, **HITS})
 MAX_LINES = 1 << 14        # entries of a record kept per source line (the largest kernels have a few hundred)
 INT32_ADDRESS = Record("int32_address", {
     "file": NAME, "line": COUNT, "op": TEXT, "tensor": NAME, "max": COUNT}, entries=MAX_LINES)
