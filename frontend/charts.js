@@ -9,6 +9,20 @@ export const plotlyText = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, 
 const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"] };
 const TITLE = { font: { size: 12 }, x: 0.01, xanchor: "left" };
 const note = (text) => ({ text, showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: "#6b7280" } });
+// Ticks of a log axis from lo to hi: each power of ten, labelled with an SI prefix from 1e-24 to 1e24. plotly's
+// own "SI" labels stop at T and write 10<sup>15</sup> past it, a <tspan> with a style attribute, which the
+// page's Content-Security-Policy (style-src 'self', app.py) blocks: an fp16 roofline reaches 1 PFLOP/s.
+const PREFIX = ["y", "z", "a", "f", "p", "n", "μ", "m", "", "k", "M", "G", "T", "P", "E", "Z", "Y"];
+export function logTicks(lo, hi) {
+  const tickvals = [], ticktext = [];
+  for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
+    const g = Math.floor(e / 3), prefix = PREFIX[g + 8];
+    tickvals.push(10 ** e);
+    ticktext.push(prefix === undefined ? `1e${e}` : `${10 ** (e - 3 * g)}${prefix}`);
+  }
+  return { tickmode: "array", tickvals, ticktext };
+}
+
 const BASE = { margin: { l: 58, r: 12, t: 34, b: 46 }, font: { size: 11, family: "system-ui, sans-serif" },
                paper_bgcolor: "#fff", plot_bgcolor: "#fafafa" };
 
@@ -58,6 +72,8 @@ export class Charts {
     }
     const ridge = peak / bw;
     const lo = Math.min(ai || ridge, ridge) / 100, hi = Math.max(ai || ridge, ridge) * 100;
+    Object.assign(layout.xaxis, logTicks(lo, hi));
+    Object.assign(layout.yaxis, logTicks(Math.min(peak, lo * bw), peak));
     const xs = [lo, ridge, hi];
     const traces = [{ x: xs, y: xs.map((x) => Math.min(peak, x * bw)), mode: "lines", line: { color: "#6b7280" }, hoverinfo: "skip" }];
     const annotations = [];

@@ -3,6 +3,7 @@
 // stride's tails, what a slice leaves out, nothing at all for a transposed view); and what the tensor view's
 // selection read and wrote there, out-of-bounds lanes in red past the storage's ends. It follows the tensor
 // view: the same tensor, the same op, program or all programs.
+import { cellValues, valueColour, valueKey, valueNote, valueText } from "./cellvalues.js";
 import { clear, fmtNum, h, pidText, rgb, setPanelOpen, sizeCanvas } from "./dom.js";
 import { OOB_RED, drawEvidence, haloMargin } from "./evidence.js";
 import { planePx } from "./layout.js";
@@ -38,6 +39,7 @@ export class StoragePanel {
     this.sel = null;        // the tensor view's selection: {t, mode, program, op}
     this.wraps = {};        // tensor -> row length the user chose
     this.zoom = true;
+    this.colour = "access";     // or "value": the recorded values as a heat map
     this.data = null;
     this.req = 0;
     this.canvas = $("storage-canvas");
@@ -50,6 +52,7 @@ export class StoragePanel {
       this.load();
     });
     $("storage-zoom").addEventListener("click", () => { this.zoom = !this.zoom; this.load(); });
+    $("storage-colour").addEventListener("change", (e) => { this.colour = e.target.value; if (this.data) this.draw(); });
     this.canvas.addEventListener("mousemove", (e) => this.hover(e));
     this.canvas.addEventListener("mouseleave", () => { this.$("storage-hover").textContent = ""; });
   }
@@ -103,6 +106,8 @@ export class StoragePanel {
     this.$("storage-body").hidden = false;
     this.$("storage-controls").hidden = false;
     this.$("storage-wrap").value = String(pl.wrap);
+    this.$("storage-colour").value = this.colour;
+    this.vals = cellValues(d.values, pl.cell_cols);
     const zoom = this.$("storage-zoom");
     zoom.hidden = sel.mode === "all" || !(pl.windowed || pl.cell[0] * pl.cell[1] > 1);
     zoom.setAttribute("aria-pressed", String(this.zoom));
@@ -141,9 +146,13 @@ export class StoragePanel {
     if (d.cover.known) for (const [start, count, fill] of d.cover.runs) for (let k = start; k < start + count; k++) put(k, mix(PADDING, UNTOUCHED, fill));
     this.kinds = new Uint8Array(n);       // per cell: 1 read, 2 written, 3 both (0: not touched)
     this.share = new Float32Array(n);     // per cell: the share of its elements touched
+    const vals = this.colour === "value" ? this.vals : null;
     for (const [first, count, kind, fill] of c) {
       const col = mix(UNTOUCHED, KIND_COLOR[kind] || KIND_COLOR[3], 0.3 + 0.7 * fill);
-      for (let k = first; k < first + count; k++) { this.kinds[k] = kind; this.share[k] = fill; put(k, col); }
+      for (let k = first; k < first + count; k++) {
+        this.kinds[k] = kind; this.share[k] = fill;
+        put(k, this.colour === "value" ? valueColour(vals ? vals.at(k) : null, vals ? vals.range : [0, 0]) : col);
+      }
     }
     const off = document.createElement("canvas");
     off.width = img.width; off.height = img.height;
@@ -160,7 +169,7 @@ export class StoragePanel {
     const drawn = drawEvidence(ctx, px, d.halo, []);
     const sel = d.selection;
     Object.assign(this.canvas.dataset, { px: String(px), cellRows: String(pl.cell_rows), cellCols: String(pl.cell_cols),
-      ox: String(m.left), oy: String(m.top), halo: String(drawn.halo), wrap: String(pl.wrap),
+      ox: String(m.left), oy: String(m.top), halo: String(drawn.halo), wrap: String(pl.wrap), colour: this.colour,
       key: [sel.mode, d.tensor, sel.program ? sel.program.join(",") : "", sel.op ?? ""].join("|") });
   }
 
@@ -173,8 +182,9 @@ export class StoragePanel {
   legend() {
     const d = this.data, L = d.layout, pl = d.plane, box = clear(this.$("storage-legend"));
     const sw = (col, text) => { const s = h("span", { class: "swatch edge" }); s.style.background = rgb(col); return h("span", {}, s, text); };
-    box.append(sw(KIND_COLOR[1], "loaded"), sw(KIND_COLOR[2], "stored"), sw(KIND_COLOR[3], "both"),
-      sw(UNTOUCHED, `an element of ${d.name}, not touched`), sw(PADDING, "padding: no element of the view"),
+    if (this.colour === "value") box.append(...valueKey(this.vals && this.vals.range));
+    else box.append(sw(KIND_COLOR[1], "loaded"), sw(KIND_COLOR[2], "stored"), sw(KIND_COLOR[3], "both"));
+    box.append(sw(UNTOUCHED, `an element of ${d.name}, not touched`), sw(PADDING, "padding: no element of the view"),
       sw(NO_STORAGE, "past the storage's end"));
     if (d.oob_lanes) box.append(sw(OOB_RED, "outside the storage (would-be position)"));
     const notes = [`Storage order, ${fmtNum(pl.wrap)} elements (${fmtBytes(pl.wrap * d.elem_bytes)}) a row` +
@@ -189,6 +199,8 @@ export class StoragePanel {
     if (pl.windowed) notes.push(`Zoomed: rows ${pl.origin[0]}–${pl.origin[0] + pl.rows - 1}, columns ${pl.origin[1]}–${pl.origin[1] + pl.cols - 1} of ${pl.full[0]}×${pl.full[1]} (storage offsets from ${fmtNum(pl.origin[0] * pl.wrap + pl.origin[1])}).`);
     if (pl.cell[0] * pl.cell[1] > 1) notes.push(`Downsampled: each cell is ${pl.cell[0]}×${pl.cell[1]} elements.`);
     if (d.oob_lanes) notes.push(`⚠ ${fmtNum(d.oob_lanes)} active lane(s) fall outside the storage (offsets ${d.oob_examples.join(", ")}…), drawn in red at their would-be offsets.`);
+    const values = this.colour === "value" || (this.vals && !this.vals.exact) ? valueNote(this.vals, "these accesses") : "";
+    if (values) notes.push(values);
     if (d.dropped.length) notes.push(`To stay small, this view left out: ${d.dropped.join(", ")}.`);
     this.$("storage-note").textContent = notes.join(" ");
   }
@@ -211,6 +223,8 @@ export class StoragePanel {
     if (this.kinds[k]) {
       parts.push(KIND_TEXT[this.kinds[k]]);
       if (pl.cell[0] * pl.cell[1] > 1) parts.push(`${fmtPct(this.share[k])} of the cell touched`);
+      const value = valueText(this.vals, k);
+      if (value) parts.push(value);
     } else parts.push("not touched");
     out.textContent = parts.join(" · ");
   }

@@ -1,9 +1,11 @@
 // The tensor view: the elements one op, one program or every program touched, on a 2-D plane.
-import { clear, h, programColor, rampColor, sizeCanvas } from "./dom.js";
-import { cellOf, drawEvidence, haloMargin, writersColor } from "./evidence.js";
+import { rampColor } from "./dom.js";
 import { finiteRange, pidOf, planePx } from "./layout.js";
 import { showFed, showFeeds } from "./feeds.js";
-import { DIFF, KIND_COLOR, SPECIAL, UNTOUCHED, hoverText, showTouches, tensorLegend } from "./tensorlegend.js";
+import { drawPanels, panelValues, showSingle, viewKey, wantsPanels } from "./multiples.js";
+import { paintPlane } from "./paint.js";
+import { planeControls, tensorChoices } from "./planecontrols.js";
+import { SPECIAL, hoverText, showTouches, tensorLegend } from "./tensorlegend.js";
 
 export class TensorView {
   // api(route, values) -> payload | null and url(route, values) -> its URL (routes.js, through view.js)
@@ -59,8 +61,7 @@ export class TensorView {
     this.grid = launch.grid;
     this.planes = {};
     this.data = null;
-    const sel = clear(this.$("tensor"));
-    launch.tensors.name.forEach((n, i) => sel.append(h("option", { value: i }, `${n} ${launch.tensors.shape[i].join("×") || "scalar"}`)));
+    tensorChoices(this, launch);
     this.t = 0;
     this.mode = "all";
     this.pid = null;
@@ -70,14 +71,6 @@ export class TensorView {
     this.fed = null;        // {t, indices, k}: the elements that fed the pinned one, outlined on their tensor
     this.showTouches(null);
     this.showFeeds(null);
-    const cs = clear(this.$("tensor-colour"));
-    cs.append(h("option", { value: "auto" }, "by access"), h("option", { value: "program" }, "by program"),
-      h("option", { value: "writers" }, "by writers (races)"), h("option", { value: "value" }, "by value"));
-    if (launch.programs_in_flight) cs.append(h("option", { value: "wave" }, `by wave (${launch.programs_in_flight} programs at once)`));
-    if (this.colour === "wave" && !launch.programs_in_flight) this.colour = "auto";
-    if (this.compare) cs.append(h("option", { value: "diff" }, "by difference (compared trace)"));
-    if (this.colour === "diff" && !this.compare) this.colour = "auto";
-    cs.value = this.colour;
     this.focus = null;
   }
 
@@ -112,18 +105,18 @@ export class TensorView {
     return this.refresh();
   }
 
-  // The tensor route's values of a view of tensor t (routes.py: "tensor").
+  // The route ("tensor", or "planes" for small multiples) and its values for a view of tensor t (routes.py).
   request(mode, t, pid, op) {
-    const pl = this.planes[t] || {};
-    return { i: this.index, t, mode, program: mode !== "all" ? pid : null, op: mode === "op" ? op.seq : null,
-             rows: pl.rows, cols: pl.cols, wrap: pl.wrap, index: pl.index, window: this.zoom && mode !== "all" ? "auto" : null };
+    const pl = this.planes[t] || {}, sel = { i: this.index, t, mode, program: mode !== "all" ? pid : null, op: mode === "op" ? op.seq : null };
+    if (wantsPanels(this, t)) return ["planes", { ...sel, rows: pl.rows, cols: pl.cols, dim: pl.dim, index: pl.index, first: pl.first }];
+    return ["tensor", { ...sel, rows: pl.rows, cols: pl.cols, wrap: pl.wrap, index: pl.index, window: this.zoom && mode !== "all" ? "auto" : null }];
   }
 
   // The URL select(pid, op) would fetch, for prefetching on hover; null when nothing would be fetched.
   urlFor(pid, op) {
     if (!this.launch || !this.launch.tensors.name.length) return null;
-    if (op) return this.link("tensor", this.request("op", op.tensor, pid, op));
-    return this.link("tensor", this.request(this.sticky === "all" ? "all" : "program", this.t, pid, null));
+    if (op) return this.link(...this.request("op", op.tensor, pid, op));
+    return this.link(...this.request(this.sticky === "all" ? "all" : "program", this.t, pid, null));
   }
 
   async refresh() {
@@ -133,7 +126,7 @@ export class TensorView {
     this.buttons();
     this.$("tensor").value = String(this.t);
     const mine = ++this.req;
-    const [data] = await Promise.all([this.api("tensor", this.request(this.mode, this.t, this.pid, this.op)), this.colour === "diff" ? this.loadDiff(this.t) : null]);
+    const [data] = await Promise.all([this.api(...this.request(this.mode, this.t, this.pid, this.op)), this.colour === "diff" ? this.loadDiff(this.t) : null]);
     if (mine !== this.req || data === null) return;
     this.data = data;
     this.controls();
@@ -149,116 +142,31 @@ export class TensorView {
     }
   }
 
-  controls() {
-    const d = this.data, pl = d.plane, rank = d.shape.length, box = clear(this.$("plane-controls"));
-    const change = (key, v) => { this.plane()[key] = v; this.refresh(); };
-    if (this.mode !== "all" && (pl.windowed || pl.cell[0] * pl.cell[1] > 1)) {
-      const z = h("button", { type: "button", class: "toggle", "aria-pressed": String(this.zoom), title: "draw only the selection's neighbourhood, element by element" }, "zoom to selection");
-      z.addEventListener("click", () => { this.zoom = !this.zoom; this.refresh(); });
-      box.append(z);
-    }
-    if (rank === 1) {
-      const w = h("input", { type: "number", min: 1, max: d.shape[0], value: pl.wrap, title: "elements per row" });
-      w.addEventListener("change", () => change("wrap", Math.max(1, Number(w.value) || 1)));
-      box.append(h("label", {}, "row length", w));
-    } else if (rank >= 2) {
-      const dimSelect = (key, cur) => {
-        const s = h("select", { "aria-label": key });
-        for (let k = 0; k < rank; k++) s.append(h("option", { value: k }, `dim ${k} (${d.shape[k]})`));
-        s.value = String(cur);
-        s.addEventListener("change", () => {
-          const other = key === "rows" ? pl.col_dim : pl.row_dim;
-          if (Number(s.value) === other) { this.plane()[key === "rows" ? "cols" : "rows"] = key === "rows" ? pl.row_dim : pl.col_dim; }
-          change(key, Number(s.value));
-        });
-        return s;
-      };
-      box.append(h("label", {}, "rows", dimSelect("rows", pl.row_dim)), h("label", {}, "cols", dimSelect("cols", pl.col_dim)));
-      for (let k = 0; k < rank; k++) {
-        if (k === pl.row_dim || k === pl.col_dim) continue;
-        const inp = h("input", { type: "number", min: 0, max: d.shape[k] - 1, value: pl.index[k], "aria-label": `index of dim ${k}` });
-        inp.addEventListener("change", () => {
-          const idx = pl.index.slice();
-          idx[k] = Math.min(d.shape[k] - 1, Math.max(0, Number(inp.value) || 0));
-          change("index", idx);
-        });
-        box.append(h("label", {}, `dim ${k} =`, inp));
-      }
-    }
+  controls() { planeControls(this); }
+
+  // The view indices outlined on tensor ``t``: the finding's elements, the pinned element, what fed it.
+  outlined(t) {
+    const focus = this.focus && this.focus.t === t ? this.focus.indices : [];
+    const fed = this.fed && this.fed.t === t ? this.fed.indices : [];
+    return focus.concat(this.pinned && this.pinned.t === t ? [this.pinned.index] : [], fed);
   }
 
   draw() {
-    const d = this.data, pl = d.plane, cells = d.cells;
+    const d = this.data;
+    if (d.panels) { drawPanels(this); return; }
+    showSingle(this);
+    const pl = d.plane;
     const px = planePx(pl.cell_cols, pl.cell_rows, this.$("tensor-wrap").clientWidth - 4);
-    this.px = px;
-    const W = pl.cell_cols * px, H = pl.cell_rows * px, m = haloMargin(pl, d.halo);
-    this.ox = m.left; this.oy = m.top;      // cells of halo before the plane (out-of-bounds lanes at negative offsets)
-    const ctx = sizeCanvas(this.canvas, Math.max(W + (m.left + m.right) * px, 1), Math.max(H + (m.top + m.bottom) * px, 1));
-    ctx.translate(m.left * px, m.top * px);
-    // one pixel per cell, scaled up without smoothing
-    const img = new ImageData(Math.max(1, pl.cell_cols), Math.max(1, pl.cell_rows)), buf = img.data;
-    for (let i = 0; i < buf.length; i += 4) { buf[i] = UNTOUCHED[0]; buf[i + 1] = UNTOUCHED[1]; buf[i + 2] = UNTOUCHED[2]; buf[i + 3] = 255; }
-    const [r0, c0] = pl.origin;
-    if (pl.wrap && d.shape[0] % pl.wrap && pl.full[0] - 1 < r0 + pl.rows) {   // the wrapped view's short last row
-      const tail = d.shape[0] % pl.wrap, row = Math.floor((pl.full[0] - 1 - r0) / pl.cell[0]);
-      for (let c = Math.max(0, Math.ceil((tail - c0) / pl.cell[1])); c < pl.cell_cols; c++) buf.fill(255, (row * pl.cell_cols + c) * 4, (row * pl.cell_cols + c) * 4 + 4);
-    }
-    this.lookup = new Map();
-    const byProgram = (this.colour === "program" || (this.colour === "auto" && d.selection.mode === "all")) && cells.program;
-    const byWriters = this.colour === "writers" && cells.writers;
-    // which wave of programs_in_flight programs (in launch order) touched the element first: GROUP_M's tiles
-    const byWave = this.colour === "wave" && cells.program && this.launch.programs_in_flight;
-    const byValue = this.colour === "value" ? this.valueRange() : null;
-    const byDiff = this.colour === "diff" ? this.diffCells() : null;
-    this.diffAt = byDiff;
-    for (let i = 0; i < cells.cell.length; i++) {
-      const c = cells.cell[i];
-      this.lookup.set(c, i);
-      let col = byDiff ? (byDiff.has(c) ? DIFF[this.diffKind(byDiff.get(c))] : DIFF.same)
-        : byValue ? this.valueColor(cells.value ? cells.value[i] : null, byValue)
-        : byWriters ? writersColor(cells.writers[i])
-        : byWave ? programColor(Math.floor(cells.program[i] / byWave))
-        : byProgram ? programColor(cells.program[i]) : KIND_COLOR[cells.kinds[i]] || KIND_COLOR[3];
-      if (cells.fill) {     // downsampled: shade by the share of the cell's elements touched
-        const a = 0.3 + 0.7 * cells.fill[i];
-        col = col.map((v, k) => Math.round(UNTOUCHED[k] + (v - UNTOUCHED[k]) * a));
-      }
-      buf[c * 4] = col[0]; buf[c * 4 + 1] = col[1]; buf[c * 4 + 2] = col[2];
-    }
-    if (byDiff) for (const [c, k] of byDiff) {
-      if (this.lookup.has(c)) continue;
-      const col = DIFF[this.diffKind(k)];
-      buf[c * 4] = col[0]; buf[c * 4 + 1] = col[1]; buf[c * 4 + 2] = col[2];
-    }
-    const off = document.createElement("canvas");
-    off.width = img.width; off.height = img.height;
-    off.getContext("2d").putImageData(img, 0, 0);
-    ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(off, 0, 0, W, H);
-    if (px >= 6) {        // white gaps between cells, as one path
-      ctx.strokeStyle = "#fff";
-      ctx.beginPath();
-      for (let x = px; x < W; x += px) { ctx.moveTo(x - 0.5, 0); ctx.lineTo(x - 0.5, H); }
-      for (let y = px; y < H; y += px) { ctx.moveTo(0, y - 0.5); ctx.lineTo(W, y - 0.5); }
-      ctx.stroke();
-    }
-    const focus = this.focus && this.focus.t === d.tensor ? this.focus : null;
-    const fed = this.fed && this.fed.t === d.tensor ? this.fed.indices : [];
-    const outlined = (focus ? focus.indices : []).concat(this.pinned && this.pinned.t === d.tensor ? [this.pinned.index] : [], fed);
-    this.marks = outlined.map((ix) => cellOf(pl, ix)).filter(Boolean);
-    const drawn = drawEvidence(ctx, px, d.halo, this.marks);
+    const at = paintPlane(this, this.canvas, d, px, this.outlined(d.tensor));
+    Object.assign(this, { px, ox: at.ox, oy: at.oy, lookup: at.lookup, diffAt: at.diffAt, marks: at.marks, at });
     const ds = this.canvas.dataset;
-    Object.assign(ds, { halo: String(drawn.halo), marks: String(drawn.marks), ox: String(m.left), oy: String(m.top),
-      fed: fed.length ? String(this.fed.k) : "" });
-    ds.key = [d.selection.mode, d.tensor, d.selection.program ? d.selection.program.join(",") : "", d.selection.op ?? ""].join("|");
-    ds.px = String(px); ds.cellRows = String(pl.cell_rows); ds.cellCols = String(pl.cell_cols);
-    ds.fr = String(pl.cell[0]); ds.fc = String(pl.cell[1]);
-    ds.colour = byDiff ? "diff" : byValue ? "value" : byWriters ? "writers" : byWave ? "wave" : byProgram ? "program" : "access";
+    ds.fed = this.fed && this.fed.t === d.tensor && this.fed.indices.length ? String(this.fed.k) : "";
+    ds.key = viewKey(d);
     tensorLegend(this);
     performance.mark("tt-tensor-painted");
   }
 
-  hover(e) { if (this.data) this.$("tensor-hover").textContent = hoverText(this, e); }
+  hover(e) { if (this.data && !this.data.panels) this.$("tensor-hover").textContent = hoverText(this, e, this.at); }
 
   async loadDiff(t) {
     if (!this.diffs.has(t)) {
@@ -269,8 +177,8 @@ export class TensorView {
   }
 
   // The compared trace's differences on this plane: cell -> element position in the DiffPayload.
-  diffCells() {
-    const diff = this.diffs.get(this.data.tensor), pl = this.data.plane, out = new Map();
+  diffCells(pl) {
+    const diff = this.diffs.get(this.data.tensor), out = new Map();
     if (!diff) return null;
     const E = diff.elements, [fr, fc] = pl.cell, [r0, c0] = pl.origin;
     E.index.forEach((idx, k) => {
@@ -296,7 +204,7 @@ export class TensorView {
 
   // [lo, hi] of the finite values drawn, or null when the view has none (downsampled, or no values)
   valueRange() {
-    const v = this.data && this.data.cells.value;
+    const d = this.data, v = d && (d.panels ? panelValues(d) : d.cells.value);
     if (!v) return null;
     return finiteRange(v) || (v.some((x) => typeof x === "string") ? [0, 0] : null);
   }
@@ -311,7 +219,7 @@ export class TensorView {
   // many elements).
   cellIndex(e) {
     const d = this.data;
-    if (!d) return null;
+    if (!d || d.panels) return null;
     const pl = d.plane, r = this.canvas.getBoundingClientRect();
     const cx = Math.floor((e.clientX - r.left) / this.px) - this.ox, cy = Math.floor((e.clientY - r.top) / this.px) - this.oy;
     if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows || pl.cell[0] * pl.cell[1] !== 1) return null;

@@ -11,8 +11,9 @@ export const SPECIAL = { nan: [236, 72, 153], inf: [220, 38, 38], "-inf": [30, 2
 // colour by difference from a compared trace: elements that agree are dimmed
 export const DIFF = { same: [203, 213, 225], differ: [220, 38, 38], only_a: [234, 88, 12], only_b: [124, 58, 237] };
 
-export function tensorLegend(v) {
-  const d = v.data, pl = d.plane, box = clear(v.$("tensor-legend"));
+// ``d``: what is drawn (the TensorPayload, or multiples.js's summary of a PlanesPayload's panels).
+export function tensorLegend(v, d = v.data) {
+  const pl = d.plane, box = clear(v.$("tensor-legend"));
   const sw = (c, text) => { const s = h("span", { class: "swatch" }); s.style.background = rgb(c); return h("span", {}, s, text); };
   const range = v.colour === "value" ? v.valueRange() : null;
   const diff = v.colour === "diff" ? v.diffs.get(d.tensor) : null;
@@ -89,14 +90,15 @@ export function showTouches(v, data) {
   box.hidden = false;
 }
 
-// What the tensor view's hover line says about the cell under the pointer (``v``: the TensorView).
-export function hoverText(v, e) {
+// What the tensor view's hover line says about the cell under the pointer (``v``: the TensorView; ``p``: the
+// plane drawn there, as paint.js's paintPlane returns it: the single plane or one small multiple).
+export function hoverText(v, e, p) {
   const d = v.data;
-  const pl = d.plane, r = v.canvas.getBoundingClientRect();
-  const cx = Math.floor((e.clientX - r.left) / v.px) - v.ox, cy = Math.floor((e.clientY - r.top) / v.px) - v.oy;
-  const halo = d.halo ? d.halo.row.findIndex((row, k) => row === cy && d.halo.col[k] === cx) : -1;
+  const pl = p.plane, r = p.canvas.getBoundingClientRect(), H = p.halo;
+  const cx = Math.floor((e.clientX - r.left) / p.px) - p.ox, cy = Math.floor((e.clientY - r.top) / p.px) - p.oy;
+  const halo = H ? H.row.findIndex((row, k) => row === cy && H.col[k] === cx) : -1;
   if (halo >= 0) {
-    return `storage offset ${d.halo.offset[halo]}: outside '${d.name}' (storage ` +
+    return `storage offset ${H.offset[halo]}: outside '${d.name}' (storage ` +
       `0..${d.storage_size - 1}); an out-of-bounds lane's would-be element`;
   }
   if (cx < 0 || cy < 0 || cx >= pl.cell_cols || cy >= pl.cell_rows) return "";
@@ -112,15 +114,15 @@ export function hoverText(v, e) {
   };
   if (fr * fc === 1) where = idx(r0 + cy, c0 + cx);
   else where = `${idx(r0 + cy * fr, c0 + cx * fc)} … ${idx(r0 + Math.min(pl.rows, (cy + 1) * fr) - 1, c0 + Math.min(pl.cols, (cx + 1) * fc) - 1)}`;
-  const cell = cy * pl.cell_cols + cx, i = v.lookup.get(cell);
+  const cell = cy * pl.cell_cols + cx, i = p.lookup.get(cell);
   let diffText = "";
-  if (v.diffAt && v.diffAt.has(cell)) {
-    const E = v.diffs.get(d.tensor).elements, k = v.diffAt.get(cell);
-    const side = (x, p, l) => p === null ? "not written" : `${fmtNum(x)} (program ${pidText(p)}, line ${l})`;
+  if (p.diffAt && p.diffAt.has(cell)) {
+    const E = v.diffs.get(d.tensor).elements, k = p.diffAt.get(cell);
+    const side = (x, q, l) => q === null ? "not written" : `${fmtNum(x)} (program ${pidText(q)}, line ${l})`;
     diffText = ` · here ${side(E.a[k], E.a_program[k], E.a_line[k])} · compared ${side(E.b[k], E.b_program[k], E.b_line[k])}`;
   }
   if (i === undefined) return `${where} · not touched${diffText}`;
-  const c = d.cells, parts = [where, KIND_TEXT[c.kinds[i]] || ""];
+  const c = p.cells, parts = [where, KIND_TEXT[c.kinds[i]] || ""];
   if (c.value && c.value[i] !== null && c.value[i] !== undefined) parts.push(`value ${fmtNum(c.value[i])}`);
   if (c.fill) parts.push(`${fmtPct(c.fill[i])} of the cell touched`);
   if (c.lanes) parts.push(`${c.lanes[i]} lane(s)`);

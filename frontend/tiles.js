@@ -2,6 +2,7 @@
 // C tile), each on its own plane, one step of the program's loop at a time (TilesPayload, tilesview.py). The
 // trace records ops, not loop trips: the server reads the trips back from lines that repeat, and steps
 // through the program's memory ops in op order when none does; the panel says which.
+import { cellValues, valueColour, valueKey, valueNote, valueText } from "./cellvalues.js";
 import { clear, fmtNum, h, pidText, rgb, setPanelOpen, sizeCanvas } from "./dom.js";
 import { cellOf, drawEvidence, haloMargin } from "./evidence.js";
 import { planePx } from "./layout.js";
@@ -32,6 +33,7 @@ export class TilesPanel {
     this.pid = null;
     this.step = null;       // null: every step at once
     this.fed = new Map();   // tensor -> view indices that fed the element picked in the tensor view (outlined)
+    this.colour = "access";     // or "value": each tile's recorded values as a heat map (its own range)
     this.data = null;
     this.req = 0;
     this.onMoved = () => {};  // the panel opened, closed, stepped or followed the program: the host's place follows it
@@ -40,6 +42,7 @@ export class TilesPanel {
     $("tiles-all").addEventListener("click", () => this.go(null));
     $("tiles-prev").addEventListener("click", () => this.stepBy(-1));
     $("tiles-next").addEventListener("click", () => this.stepBy(1));
+    $("tiles-colour").addEventListener("change", (e) => { this.colour = e.target.value; if (this.open && this.data) this.draw(); });
     this.$("tiles-body").addEventListener("mousemove", (e) => this.hover(e));
     // with the panel focused, the arrows step through the trips (the page's ↑ / ↓ stay the op keys)
     $("tiles-panel").addEventListener("keydown", (e) => {
@@ -139,6 +142,7 @@ export class TilesPanel {
     this.$("tiles-prev").disabled = d.steps === 0 || d.step === 0;
     this.$("tiles-next").disabled = d.steps === 0 || d.step === d.steps - 1;
     this.$("tiles-all").disabled = d.step === null;
+    this.$("tiles-colour").value = this.colour;
     const width = Math.max(160, Math.floor((body.clientWidth - 16 * (d.tensors.length - 1)) / Math.max(1, d.tensors.length)));
     this.tiles = d.tensors.map((tile, k) => this.drawTile(body, tile, k, width));
     const ops = d.ops.seq.map((s, k) => `${s} (line ${d.ops.line[k]})`);
@@ -146,6 +150,9 @@ export class TilesPanel {
       ? `${d.trips} trips of the loop, inferred from the lines that repeat (the trace records ops, not loop trips): the k-th run of a repeated load or store is trip k.`
       : "No line repeats, so no loop trips can be told apart: each step is one access (a load or store), in op order."];
     if (d.by === "trip" && d.outside) notes.push(`${d.outside} op(s) outside the loop are drawn as context.`);
+    const coarse = this.tiles.find((t) => t.vals && !t.vals.exact), bare = this.tiles.find((t) => !t.vals);
+    const values = this.colour === "value" && bare ? valueNote(null, `${bare.tile.name} in this step`) : coarse ? valueNote(coarse.vals) : "";
+    if (values) notes.push(values);
     if (d.dropped.length) notes.push(`To stay small, this view left out: ${d.dropped.join(", ")}.`);
     if (d.step !== null && ops.length) notes.push(`This step: op${ops.length > 1 ? "s" : ""} ${ops.slice(0, 12).join(", ")}${ops.length > 12 ? ", …" : ""}.`);
     this.$("tiles-note").hidden = false;
@@ -157,7 +164,8 @@ export class TilesPanel {
     const box = clear(this.$("tiles-legend"));
     const sw = (col, text) => { const s = h("span", { class: "swatch" }); s.style.background = rgb(col); return h("span", {}, s, text); };
     box.hidden = false;
-    box.append(sw(KIND_COLOR[1], "loaded"), sw(KIND_COLOR[2], "stored"), sw(KIND_COLOR[3], "both"));
+    if (this.colour === "value") box.append(...valueKey(null), h("span", {}, "(each tile over its own range)"));
+    else box.append(sw(KIND_COLOR[1], "loaded"), sw(KIND_COLOR[2], "stored"), sw(KIND_COLOR[3], "both"));
     if (d.step !== null) box.append(sw(CONTEXT, d.by === "trip" ? "touched in another trip or outside the loop" : "touched by another access"));
     box.append(sw(UNTOUCHED, "not touched by this program"));
     if (this.fed.size) box.append(h("span", { class: "mark-key" }, "▢ outlined: what fed the element picked in the Tensor view"));
@@ -166,14 +174,15 @@ export class TilesPanel {
   drawTile(body, tile, k, width) {
     const pl = tile.plane, m = haloMargin(pl, tile.halo);
     const px = planePx(pl.cell_cols + m.left + m.right, pl.cell_rows + m.top + m.bottom, width - 4, 360);
-    const canvas = h("canvas", { "data-tensor": tile.tensor });
+    const canvas = h("canvas", { "data-tensor": tile.tensor }), vals = cellValues(tile.values, pl.cell_cols);
     const fig = h("figure", { class: "tile", "data-tensor": tile.tensor },
       h("h3", {}, `${tile.name} ${tile.shape.join("×") || "scalar"}`), h("div", { class: "tile-box" }, canvas),
       h("div", { class: "muted box" }, boxText(tile)),
       h("div", { class: "muted" }, `${fmtNum(tile.elements)} element(s) by ${tile.ops} op(s)` +
         (tile.oob_lanes ? ` · ⚠ ${fmtNum(tile.oob_lanes)} lane(s) outside the tensor` : "") +
         (pl.windowed ? ` · rows ${pl.origin[0]}–${pl.origin[0] + pl.rows - 1}, cols ${pl.origin[1]}–${pl.origin[1] + pl.cols - 1} shown` : "") +
-        (pl.cell[0] * pl.cell[1] > 1 ? ` · each cell ${pl.cell[0]}×${pl.cell[1]} elements` : "")));
+        (pl.cell[0] * pl.cell[1] > 1 ? ` · each cell ${pl.cell[0]}×${pl.cell[1]} elements` : "") +
+        (this.colour === "value" && vals ? ` · values ${fmtNum(vals.range[0])} to ${fmtNum(vals.range[1])}` : "")));
     body.append(fig);
     const W = pl.cell_cols * px, H = pl.cell_rows * px;
     const ctx = sizeCanvas(canvas, Math.max(1, W + (m.left + m.right) * px), Math.max(1, H + (m.top + m.bottom) * px));
@@ -194,7 +203,11 @@ export class TilesPanel {
     for (const [first, count, kind, fill] of tile.cells) {
       const col = KIND_COLOR[kind] || KIND_COLOR[3];
       ctx.fillStyle = rgb(col.map((v, j) => Math.round(UNTOUCHED[j] + (v - UNTOUCHED[j]) * (0.3 + 0.7 * fill))));
-      fillRun(first, count);
+      if (this.colour !== "value") fillRun(first, count);
+      else for (let k = first; k < first + count; k++) {     // a cell at a time: each its own colour
+        ctx.fillStyle = rgb(valueColour(vals ? vals.at(k) : null, vals ? vals.range : [0, 0]));
+        ctx.fillRect((k % pl.cell_cols) * px, Math.floor(k / pl.cell_cols) * px, px, px);
+      }
       kinds.fill(kind, first, first + count);
       share.fill(fill, first, first + count);
     }
@@ -208,8 +221,8 @@ export class TilesPanel {
     const marks = (this.fed.get(tile.tensor) || []).map((ix) => cellOf(pl, ix)).filter(Boolean);
     const drawn = drawEvidence(ctx, px, tile.halo, [...new Map(marks.map((c) => [c.join(), c])).values()]);
     Object.assign(canvas.dataset, { px: String(px), cellRows: String(pl.cell_rows), cellCols: String(pl.cell_cols), marks: String(drawn.marks),
-      ox: String(m.left), oy: String(m.top) });
-    return { canvas, tile, kinds, share, px, m };
+      ox: String(m.left), oy: String(m.top), colour: this.colour });
+    return { canvas, tile, kinds, share, px, m, vals };
   }
 
   hover(e) {
@@ -230,8 +243,9 @@ export class TilesPanel {
       where = `${t.tile.name}[${ix.join(", ")}]`;
     }
     const many = pl.cell[0] * pl.cell[1] > 1;
+    const value = kind && kind !== 4 ? valueText(t.vals, cy * pl.cell_cols + cx) : "";
     const what = kind === 4 ? "touched in another step" : !kind ? "not touched by this program"
-      : KIND_TEXT[kind] + (many ? ` · ${fmtPct(t.share[cy * pl.cell_cols + cx])} of the cell` : "");
+      : KIND_TEXT[kind] + (many ? ` · ${fmtPct(t.share[cy * pl.cell_cols + cx])} of the cell` : "") + (value ? ` · ${value}` : "");
     this.$("tiles-hover").textContent = `${where}${many ? " …" : ""}: ${what}`;
   }
 }

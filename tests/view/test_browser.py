@@ -197,17 +197,24 @@ def test_a_3d_grid_is_shown_as_z_slices(page):
     pg.select_option("#z", "1")
     pg.wait_for_selector('#grid-canvas[data-z="1"]')                # the slice's grid has arrived and is drawn
     click_program(pg, 3)                                          # x = 1, y = 1 of the z = 1 slice
-    tensor_key(pg, "program|0|1,1,1|")
+    # x is (2, 8, 16): two planes, so it opens as small multiples
+    pg.wait_for_selector('#tensor-multiples[data-key="program|0|1,1,1|"]')
     assert pg.evaluate("location.hash") == "#/launch/2/program/1,1,1"
     assert pg.text_content("#program-title") == "Program (1, 1, 1)"
-    pg.select_option("#tensor", "2")                              # out: rank 3, drawn as a slice
+    pg.select_option("#tensor", "2")                              # out: rank 3
+    pg.wait_for_selector('#tensor-multiples[data-key="program|2|1,1,1|"]')
+    assert pg.locator("#tensor-multiples figcaption").all_inner_texts() == ["dim 0 = 0", "dim 0 = 1"]
+    stored = [int(np.all(canvas_cells(pg, f'#tensor-multiples canvas[data-index="{k}"]') == (234, 88, 12), axis=2).sum())
+              for k in range(2)]
+    assert stored == [0, 4 * 8]                                   # its 4 x 8 tile, stored in batch 1
+    pg.click('#tensor-multiples figure[data-index="1"]')          # batch 1 as the single plane
     tensor_key(pg, "program|2|1,1,1|")
     assert pg.locator("#plane-controls input").count() == 1       # the index of the third dimension
-    assert pg.input_value("#plane-controls input") == "1"         # opened at the program's batch
+    assert pg.input_value("#plane-controls input") == "1"         # opened at the panel's batch
     assert int(highlighted(pg, (234, 88, 12)).sum()) == 4 * 8     # its 4 x 8 tile, stored
     page.check("grid-3d")
     pg.goto(page.base + "/#/launch/2/program/0,1,1")              # a deep link to another z slice
-    tensor_key(pg, "program|2|0,1,1|")
+    tensor_key(pg, "program|2|0,1,1|")                            # the same tensor, still one plane
     assert pg.evaluate("document.getElementById('z').value") == "1"
 
 

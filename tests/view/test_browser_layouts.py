@@ -264,3 +264,82 @@ def test_the_storage_panel_reopens_from_its_url(page, browser, server):
     finally:
         other.close()
     page.check("layout-storage-url-first")
+
+
+VIRIDIS = [(68, 1, 84), (71, 44, 122), (59, 81, 139), (44, 113, 142), (33, 144, 141), (39, 173, 129), (92, 200, 99),
+           (170, 220, 50), (253, 231, 37)]     # frontend/dom.js's stops
+
+
+def viridis(t: float) -> tuple:
+    x = min(max(t, 0.0), 1.0) * (len(VIRIDIS) - 1)
+    i = min(len(VIRIDIS) - 2, int(x))
+    f = x - i
+    return tuple(int(np.floor(a + (b - a) * f + 0.5)) for a, b in zip(VIRIDIS[i], VIRIDIS[i + 1]))
+
+
+def js_number(v) -> str:
+    """The hover's number: the payload's 6 significant digits, then dom.js's fmtNum (toPrecision(5))."""
+    text = repr(float(f"{float(f'{float(v):.6g}'):.5g}"))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def test_tile_and_storage_cells_show_the_recorded_values(page):
+    g = torch.Generator().manual_seed(0)              # _trace()'s inputs, drawn again
+    a = torch.randn(SIZE, SIZE, generator=g).numpy()
+    pg = page.open("#/launch/0/program/1,0,0/tiles/1")
+    pg.wait_for_selector('#tiles-panel[data-key="1,0,0|1"]')
+    canvas = pg.locator('#tiles-body canvas[data-tensor="0"]')
+    px = int(canvas.get_attribute("data-px"))
+    for r, c in ((40, 37), (63, 32)):                 # trip 1 reads A[32:64, 32:64]
+        canvas.hover(position={"x": (c + 0.5) * px, "y": (r + 0.5) * px})
+        assert pg.inner_text("#tiles-hover") == f"a_ptr[{r}, {c}]: loaded · value {js_number(a[r, c])}"
+    # by value: the trip's A cells on viridis over their finite range
+    pg.select_option("#tiles-colour", "value")
+    pg.wait_for_selector('#tiles-body canvas[data-tensor="0"][data-colour="value"]')
+    seen = np.array([float(f"{v:.6g}") for v in a[32:64, 32:64].reshape(-1)])
+    lo, hi = seen.min(), seen.max()
+    for r, c in ((40, 37), (33, 60)):
+        want = viridis((float(f"{a[r, c]:.6g}") - lo) / (hi - lo))
+        assert cell_pixel(pg, r, c, selector='#tiles-body canvas[data-tensor="0"]') == want, (r, c)
+    assert cell_pixel(pg, 40, 3, selector='#tiles-body canvas[data-tensor="0"]') == CONTEXT    # trip 0: context
+    assert "value:" in pg.inner_text("#tiles-legend")
+    # the storage of A beside the program's view: each cell's value in its hover
+    pg.click("#tensor-storage")
+    pg.wait_for_selector('#storage-canvas[data-key="program|0|1,0,0|"]')
+    assert pg.locator("#storage-zoom").is_hidden()    # the whole storage fits: a drawn row is a row of A
+    spx = int(pg.get_attribute("#storage-canvas", "data-px"))
+    pg.locator("#storage-canvas").hover(position={"x": 37.5 * spx, "y": 40.5 * spx})
+    text = pg.inner_text("#storage-hover")
+    assert "a_ptr[40, 37] · loaded" in text and text.endswith(f"value {js_number(a[40, 37])}")
+    page.check("layout-values")
+
+
+def test_an_fp16_matmul_opens_every_panel_without_a_csp_violation(browser):
+    """An fp16 dot's roofline reaches 1 PFLOP/s, past plotly's own SI tick labels (its 10^15 would be a
+    <tspan> with a style attribute, which the page's Content-Security-Policy blocks): Page.check fails on any
+    CSP violation or console error, after every panel has drawn."""
+    triton_trace.reset()
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(SIZE, SIZE, generator=g).half(), torch.randn(SIZE, SIZE, generator=g).half()
+    L.matmul(triton_trace.trace(L.tiled_matmul), a, b, block=BLOCK, block_k=BLOCK)
+    tr = triton_trace.current_trace()
+    triton_trace.reset()
+    srv = triton_trace.launch(trace=tr, block=False, port=0)
+    p = Page(browser, srv.url)
+    try:
+        pg = p.open("#/launch/0/program/1,0,0/op/1/storage/1:op/tiles/all")
+        pg.wait_for_selector('#storage-canvas[data-key="op|1|1,0,0|1"]')
+        pg.wait_for_selector('#tiles-panel[data-key="1,0,0|all"]')
+        pg.wait_for_selector("#charts-panel[data-ready]")
+        ticks = pg.eval_on_selector_all("#chart-roofline .ytick text", "(els) => els.map((e) => e.textContent)")
+        assert "1P" in ticks, ticks                       # the fp16 peak's decade, labelled as the others are
+        for colour in ("program", "writers", "value"):
+            pg.select_option("#tensor-colour", colour)
+        pg.select_option("#storage-colour", "value")
+        pg.select_option("#tiles-colour", "value")
+        pg.click('#tensor-mode button[data-mode="all"]')
+        pg.wait_for_selector('#tensor-canvas[data-key="all|1||"]')
+        p.check("fp16-matmul-panels")
+    finally:
+        p.close()
+        srv.stop()

@@ -412,6 +412,44 @@ def test_feed_ranges(js):
                                (([],), ""), ((None,), "")])
 
 
+def test_small_multiples_and_cell_values(js):
+    from triton_trace.view.limits import MULTIPLES_DEFAULT
+    n = MULTIPLES_DEFAULT
+    view = lambda shape, **pl: ({"launch": {"tensors": {"shape": [shape]}}, "planes": {0: pl}}, 0)
+    js("multiples", "wantsPanels", [(view([n, 8, 16]), True), (view([n + 1, 8, 16]), False), (view([0, 8, 16]), False),
+                                    (view([8, 16]), False), (view([2, 3, 4, 5]), False), (view([2, 3, 4, 5], multi=True), True),
+                                    (view([2, 8, 16], multi=False), False), (view([40, 3, 2], rows=0, cols=2), True),
+                                    (view([40, 3, 2]), False)])
+    js("multiples", "viewKey", [(({"tensor": 2, "selection": {"mode": "op", "program": [1, 0, 0], "op": 3}},), "op|2|1,0,0|3"),
+                                (({"tensor": 0, "selection": {"mode": "all", "program": None, "op": None}},), "all|0||")])
+    panels = lambda *values: {"panels": [{"cells": {"value": v} if v is not None else {}} for v in values]}
+    js("multiples", "panelValues", [((panels([1, 2], ["nan"]),), [1, 2, "nan"]), ((panels([1], None),), None),
+                                    (({"panels": []},), None)])
+    # runs [[0, 2], [5, 1]] of a value grid 4 blocks a row, blocks of 2 x 2 plane cells (a plane 8 cells a row)
+    V = {"exact": False, "block": [2, 2], "cols": 4, "runs": [[0, 2], [5, 1]], "value": [1.5, "nan", -2]}
+    js("cellvalues", "cellValues", [((V, 8, [0, 1, 9, 2, 3, 18, 27, 4, 16]), [1.5, 1.5, 1.5, "nan", "nan", -2, -2, None, None])],
+       adapter="(m) => (V, cols, cells) => { const c = m.cellValues(V, cols); return cells.map((k) => c.at(k) ?? null); }")
+    js("cellvalues", "cellValues", [((None, 8), None)])
+    exact = {"exact": True, "block": [1, 1], "cols": 8, "runs": [[3, 1]], "value": [0.125]}
+    js("cellvalues", "valueText", [((exact, 8, 3), "value 0.125"), ((exact, 8, 4), ""), ((V, 8, 9), "mean 1.5 of a 2×2 block of cells"),
+                                   ((V, 8, 2), "mean nan of a 2×2 block of cells"), ((None, 8, 0), "")],
+       adapter="(m) => (V, cols, cell) => m.valueText(m.cellValues(V, cols), cell)")
+    js("cellvalues", "valueColour", [((None, [0, 1]), [156, 163, 175]), (("nan", [0, 1]), [236, 72, 153]),
+                                     (("inf", [0, 1]), [220, 38, 38]), (("-inf", [0, 1]), [30, 27, 75]),
+                                     ((0, [0, 1]), [68, 1, 84]), ((1, [0, 1]), [253, 231, 37]), ((3, [3, 3]), [33, 144, 141])])
+    js("cellvalues", "valueNote", [((None, "x"), "No values were recorded for x."), (({"block": [1, 1]},), ""),
+                                   (({"block": [2, 4]},), "Values are downsampled to stay small: each is the mean of a 2×4 "
+                                                          "block of cells (NaN or Inf if any element is).")])
+
+
+def test_log_axis_ticks(js):
+    prefixes = dict(zip(range(-8, 9), ["y", "z", "a", "f", "p", "n", "μ", "m", "", "k", "M", "G", "T", "P", "E", "Z", "Y"]))
+    label = lambda e: f"{10 ** (e % 3)}{prefixes[e // 3]}" if e // 3 in prefixes else f"1e{e}"
+    cases = [((0.5, 2e15), range(-1, 17)), ((1e-26, 1e-24), range(-26, -23)), ((3e20, 5e26), range(20, 28))]
+    js("charts", "logTicks", [(args, {"tickmode": "array", "tickvals": [10.0 ** e for e in es], "ticktext": [label(e) for e in es]})
+                              for args, es in cases])
+
+
 def test_routes_and_unpack(js):
     table = routes.frontend_table()
     js("routes", "apiUrl", [((table, n, v), routes.url(n, **v)) for n, v in URLS] +
@@ -426,7 +464,8 @@ def test_routes_and_unpack(js):
 # every exported function is covered above, or says why it is not pure
 # --------------------------------------------------------------------------------------------------------
 DOM_BOUND = {"scoped", "h", "clear", "sizeCanvas", "setPanelOpen", "scrollIntoBox", "embed", "drawEvidence", "installNavigation",
-             "tensorLegend", "showTouches", "mount", "showFeeds", "showFed", "hoverText"}      # they build elements or draw on a canvas: the browser tests'
+             "tensorLegend", "showTouches", "mount", "showFeeds", "showFed", "hoverText", "paintPlane", "tensorChoices",
+             "planeControls", "showSingle", "drawPanels", "valueKey"}      # they build elements or draw on a canvas: the browser tests'
 
 
 def test_every_exported_function_is_covered_or_dom_bound():

@@ -23,6 +23,7 @@ from .feeds import feeds_payload
 from .compiledview import compiled_payload
 from .lookup import TraceIndex
 from .payload import encode
+from .planesview import planes_payload
 from .storageview import storage_payload
 from .tensorview import tensor_payload
 from .tilesview import tiles_payload
@@ -171,6 +172,18 @@ def tensor(ti: TraceIndex, i: int, t: int, args: Mapping) -> str:
                    selection["op"], rows_dim, cols_dim, index, wrap, window)
     return ti.cached(request_key, lambda: tensor_payload(ti, i, t, rows, key, selection, rows_dim, cols_dim,
                                                          index, wrap, window))
+
+
+def planes(ti: TraceIndex, i: int, t: int, args: Mapping) -> str:
+    lc = _tensor_of(ti, i, t)
+    rows, key, selection = _selection(ti, i, t, args)
+    rank = len(lc.tensors[t].shape)
+    rows_dim, cols_dim, dim = _dim(args, "rows", rank), _dim(args, "cols", rank), _dim(args, "dim", rank)
+    index, first = args["index"], args["first"]
+    request_key = ("planes-json", i, t, selection["mode"], selection["program"] and tuple(selection["program"]),
+                   selection["op"], rows_dim, cols_dim, dim, index, first)
+    return ti.cached(request_key, lambda: planes_payload(ti, i, t, rows, key, selection, rows_dim, cols_dim, dim,
+                                                         index, first))
 
 
 def storage(ti: TraceIndex, i: int, t: int, args: Mapping) -> str:

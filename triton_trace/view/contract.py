@@ -40,6 +40,11 @@ another site, so no other page can make this server compile or read a trace.
     Sparse cells, at most ``tensormap.MAX_CELLS`` of them, each ``cell = [fr, fc]`` elements; the whole
     answer stays under ``tensorview.MAX_TENSOR_BYTES`` (about 1 MB), dropping the columns it names in
     ``dropped`` if it must.
+``GET /api/launch/<i>/planes/<t>?mode=&program=&op=&rows=&cols=&dim=&index=&first=`` -> ``PlanesPayload`` (planesview.py)
+    Small multiples of a tensor of rank 3 or more: the planes ``first``, ``first + 1``, ... of dim ``dim``
+    (default: the first dim drawn as neither rows nor columns), at most ``MAX_PANELS``, each the tensor
+    route's plane (rows, cols, the other dims fixed by ``index``) with its cells and halo, downsampled to a
+    share of ``MAX_PLANE_CELLS``; the selection as for the tensor route. Bounded as the tensor route is.
 ``GET /api/launch/<i>/storage/<t>?mode=&program=&op=&wrap=&window=`` -> ``StoragePayload`` (storageview.py)
     Tensor ``t``'s storage in storage order, ``wrap`` elements a row (default: the row pitch, the smallest
     stride above 1): its shape, strides, storage offset and element size, the view's ``layout`` (the span of
@@ -183,6 +188,27 @@ class TensorPayload(TypedDict):
     dropped: list
 
 
+class PlanesPayload(TypedDict):
+    launch: int
+    tensor: int
+    name: str
+    dtype: str
+    shape: list
+    strides: list
+    storage_offset: int
+    storage_size: int
+    selection: dict
+    dim: int              # the dim the panels step along
+    first: int            # the first panel's index along it
+    total: int            # planes along it (panels past the first MAX_PANELS are stepped to with first=)
+    panels: list          # per panel: index (along dim), plane, cells and halo, as TensorPayload's
+    elements: int
+    elements_hidden: int  # touched elements on no drawn panel (another slice, or a panel not drawn)
+    oob_lanes: int
+    oob_examples: list
+    dropped: list         # columns left out of every panel's cells, as TensorPayload's
+
+
 class StoragePayload(TypedDict):
     launch: int
     tensor: int
@@ -209,7 +235,9 @@ class StoragePayload(TypedDict):
     cover: dict           # {known, sampled, runs: [[first cell, cells, fill]]}: the cells logical elements cover
     cells: list           # runs [first cell, cells, kinds (1 read | 2 written), fill] of the cells the selection
                           # touched (fill: the share of a downsampled cell's elements; 1 element by element)
-    dropped: list         # "cover", then "cells", where a scattered layout would pass MAX_TENSOR_BYTES
+    values: Optional[dict]  # the recorded values on the cells (cellvalues.py): exact, block ([rows, cols] of cells a
+                          # value covers: [1, 1] up to MAX_VALUE_CELLS touched cells), cols, runs, value; None: none
+    dropped: list         # "cover", then "values", then "cells", where a scattered layout would pass MAX_TENSOR_BYTES
 
 
 class TilesPayload(TypedDict):
@@ -226,9 +254,10 @@ class TilesPayload(TypedDict):
                           # cells, kinds, fill] as StoragePayload's), context (runs [first cell, cells] the program
                           # touched in other steps), box ([r0, r1, c0, c1] of the step's elements on the plane,
                           # inclusive; None: none), first / last (a wrapped 1-D tensor's first and last element
-                          # index), elements, elements_hidden, ops, oob_lanes, halo
+                          # index), values (the step's recorded values, as StoragePayload's), elements,
+                          # elements_hidden, ops, oob_lanes, halo
     tensors_total: int
-    dropped: list         # "context", then tensor names, where many scattered tiles would pass MAX_TENSOR_BYTES
+    dropped: list         # "context", "values", then tensor names, where many scattered tiles would pass MAX_TENSOR_BYTES
 
 
 class TouchesPayload(TypedDict):

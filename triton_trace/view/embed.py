@@ -25,10 +25,13 @@ import numpy as np
 from ..analysis.units import nbytes
 from . import routes as R
 from .bundle import bundle, script_safe
-from .limits import EMBED_ALL_BYTES, EMBED_BYTES, EMBED_LAUNCHES, EMBED_STEPS
+from .limits import (EMBED_ALL_BYTES, EMBED_BYTES, EMBED_ELEMENT_SHARE, EMBED_ELEMENTS, EMBED_LAUNCHES, EMBED_STEPS,
+                     MULTIPLES_DEFAULT)
 from .lookup import TraceIndex
 from .payload import ApiError
-from .tensorview import encode_bounded
+from .planesview import bounded as planes_bounded
+from .tensormap import invertible, view_index
+from .tensorview import elements, encode_bounded
 
 
 def frontend_dir() -> Path:
@@ -84,10 +87,18 @@ def compiled_path(i: int) -> str:
     return R.url("compiled", i=i, target=COMPILED_TARGET)
 
 
-def tensor_path(i: int, t: int, mode: str, pid=None, op=None) -> str:
-    """The URL tensor.js asks for a tensor view of ``mode`` by (it zooms to the selection by default)."""
-    return R.url("tensor", i=i, t=t, mode=mode, program=pid if mode != "all" else None,
-                 op=op if mode == "op" else None, window="auto" if mode != "all" else None)
+def panels_first(shape) -> bool:
+    """Whether tensor.js opens a tensor of ``shape`` as small multiples (multiples.js's wantsPanels)."""
+    return len(shape) == 3 and 0 < int(shape[0]) <= MULTIPLES_DEFAULT
+
+
+def tensor_path(i: int, t: int, mode: str, pid=None, op=None, shape=()) -> str:
+    """The URL tensor.js asks for a tensor view of ``mode`` by (it zooms to the selection by default; a
+    tensor of ``shape`` it opens as small multiples is asked for by the planes route)."""
+    program, op = pid if mode != "all" else None, op if mode == "op" else None
+    if panels_first(shape):
+        return R.url("planes", i=i, t=t, mode=mode, program=program, op=op)
+    return R.url("tensor", i=i, t=t, mode=mode, program=program, op=op, window="auto" if mode != "all" else None)
 
 
 def storage_path(i: int, t: int, mode: str, pid=None, op=None) -> str:
@@ -105,8 +116,10 @@ def pack(body: str) -> str:
 def all_programs_view(ti: TraceIndex, i: int, t: int) -> tuple:
     """(URL, a builder) of the tensor view over all programs, lighter than the app's: it is drawn for
     every element the launch touched, so its values (then program ids) go first, as the view then says."""
-    path = tensor_path(i, t, "all")
-    return path, lambda: encode_bounded(json.loads(R.answer(ti, path)), EMBED_ALL_BYTES)
+    shape = ti.trace.launches[i].tensors[t].shape
+    path = tensor_path(i, t, "all", shape=shape)
+    light = planes_bounded if panels_first(shape) else encode_bounded
+    return path, lambda: light(json.loads(R.answer(ti, path)), EMBED_ALL_BYTES)
 
 
 class Snapshot:
@@ -172,14 +185,36 @@ class Snapshot:
 
     def views(self, i: int, pid: tuple, ops: bool, force: bool = False) -> bool:
         """The tensor views of a program whose ops are in: each tensor it touched, or (``ops``) each op's."""
-        memory = self.memory[(i, pid)]
+        memory, tensors = self.memory[(i, pid)], self.ti.trace.launches[i].tensors
         if not ops:
-            return all([self.ask(tensor_path(i, t, "program", pid), force) for t in sorted({t for _, t in memory})])
+            return all([self.ask(tensor_path(i, t, "program", pid, shape=tensors[t].shape), force)
+                        for t in sorted({t for _, t in memory})])
         ok = True
         for seq, t in memory:          # each op's tensor view and its block
-            ok = self.ask(tensor_path(i, t, "op", pid, seq), force) and ok
+            ok = self.ask(tensor_path(i, t, "op", pid, seq, tensors[t].shape), force) and ok
             ok = self.ask(R.url("block", i=i, pid=pid, seq=seq), force) and ok
         return ok
+
+    def elements(self, i: int, pid: tuple, budget: int) -> int:
+        """The accesses to each element the program wrote and the loads that fed it (an element's click
+        asks for both), until ``budget`` more bytes are spent or EMBED_ELEMENTS elements are in."""
+        ix, stop, n = self.ti.launch(i), self.used + budget, 0
+        writes = ix.program_rows(ix.linear(pid))
+        writes = writes[ix.memory[writes] & (ix.write[writes] > 0) & (ix.launch.ops["tensor"][writes] >= 0)]
+        for t in sorted({int(v) for v in ix.launch.ops["tensor"][writes]}):
+            info = ix.launch.tensors[t]
+            table = elements(ix, writes[ix.launch.ops["tensor"][writes] == t], t)
+            if not invertible(info):
+                continue
+            idx, ok = view_index(info, table.offsets[(table.kinds & 2) > 0][:EMBED_ELEMENTS])
+            for index in idx[ok].tolist():
+                if n >= EMBED_ELEMENTS or self.used >= stop or self.full:
+                    return n
+                paths = [R.url(name, i=i, t=t, index=index) for name in ("touches", "feeds")]
+                if not all([self.ask(path) for path in paths]):
+                    return n
+                n += 1
+        return n
 
 
 def _programs(ti: TraceIndex, i: int, first: Optional[tuple]) -> list:
@@ -222,6 +257,11 @@ def snapshot(ti: TraceIndex, start: dict, budget: int = EMBED_BYTES) -> tuple:
         snap.views(first, asked, ops=False, force=True)
         snap.views(first, asked, ops=True, force=True)
         snap.layouts(first, asked)
+    # what a click on an element shows (its accesses, what fed it): the elements the opened program wrote
+    fed = None
+    if n and (progs.get(first) or start.get("pid")):
+        writer = tuple(start["pid"]) if start.get("pid") else progs[first][0]
+        fed = (writer, snap.elements(first, writer, budget // EMBED_ELEMENT_SHARE))
     # then, in the order the views are used: every program's ops, the tensors of each, then each op's
     took, viewed = {}, {i: 0 for i in progs}
     for i, ps in progs.items():
@@ -257,6 +297,8 @@ def snapshot(ti: TraceIndex, start: dict, budget: int = EMBED_BYTES) -> tuple:
     if n:
         held += (f", the Compiled panel of launch {first} for {COMPILED_TARGET} only" if compiled_path(first) in snap.answers
                  else f", not the Compiled panel of launch {first}")
+    if fed and fed[1]:
+        held += f", what fed the first {fed[1]} element(s) program {fed[0]} wrote"
     note = held + \
         f", in {nbytes(snap.used)}; show(..., budget=) takes more, triton_trace.launch() serves everything"
     return snap.answers, note

@@ -129,7 +129,9 @@ def _placed(info, offs: np.ndarray) -> dict:
         return empty            # (an overlapping or broadcast view: its elements have no one index)
     idx, ok = view_index(info, offs)
     idx = idx[ok]
-    ranges, box = [], len(idx) > 0
+    if not len(idx):            # every fed offset is outside the view (a load past the tensor's end)
+        return empty
+    ranges, box = [], True
     size = 1
     for d in range(idx.shape[1]):
         vals = np.unique(idx[:, d])

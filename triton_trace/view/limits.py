@@ -19,11 +19,16 @@ MAX_HINTS = 50                  # hints of one launch in /api/launch/<i>
 MAX_TOUCHES = 1000              # accesses to one element listed by /api/launch/<i>/touches/<t>
 MAX_TILE_CELLS = 1 << 14        # cells of one tensor's plane in /api/launch/<i>/tiles (a window past it)
 MAX_TILE_TENSORS = 16           # tensors of one program drawn side by side by /api/launch/<i>/tiles
+MAX_PANELS = 32                 # planes of one /api/launch/<i>/planes answer (small multiples; the page steps on)
+MULTIPLES_DEFAULT = 16          # a 3-D tensor of at most this many planes opens as small multiples (tensor.js too)
+MAX_VALUE_CELLS = 4096          # cells of a storage or tile plane sent with their values (coarser blocks past it)
 HIST_BINS = 32                  # bins of the per-program metric histograms (web charts and notebook)
 
 # notebook outputs (embed.py, notebook.py): the same payloads, inlined
 EMBED_BYTES = 150_000           # JSON one output carries (the trace and the opened launch always fit in)
 EMBED_ALL_BYTES = 40_000        # JSON of one all-programs tensor view in an output (values, then program ids, dropped past it)
 EMBED_LAUNCHES = 16             # launches whose panels an output carries; the rest are only listed
+EMBED_ELEMENTS = 256            # elements of the opened program whose accesses and feeds an output carries
+EMBED_ELEMENT_SHARE = 3         # ... in at most this share (1/n) of the output's bytes
 EMBED_STEPS = 16                # loop steps of the opened program's tiles an output carries (after every step at once)
 REPORT_ROWS = 200               # rows of a report's findings table (a Report shown on its own)

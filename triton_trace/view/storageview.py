@@ -23,6 +23,7 @@ from typing import Optional
 import numpy as np
 
 from ..model import TensorInfo
+from .cellvalues import cell_values
 from .evidence import halo
 from .limits import MAX_TENSOR_BYTES
 from .lookup import LaunchIndex, TraceIndex
@@ -190,20 +191,23 @@ def storage_payload(ti: TraceIndex, i: int, t: int, rows: np.ndarray, cache_key,
         "elements": int(len(table.offsets)), "elements_hidden": int((~placed).sum()),
         "oob_lanes": table.oob_lanes, "oob_examples": list(table.oob_examples),
         "halo": halo(flat, plane, table.oob_offsets), "cover": cover(info, plane),
-        "cells": cell_runs(plane_cells(plane, table, pos, entry)), "dropped": [],
+        "cells": cell_runs(plane_cells(plane, table, pos, entry)), "values": cell_values(plane, table, pos, entry),
+        "dropped": [],
     }
     return bounded(payload)
 
 
 def bounded(payload: dict, limit: int = MAX_TENSOR_BYTES) -> str:
     """``encode``, kept under ``limit`` bytes: runs are few for any regular layout, but a scattered one past
-    it loses its cover runs, then its access runs (named in ``dropped``)."""
+    it loses its cover runs, then its values, then its access runs (named in ``dropped``)."""
     body = encode(payload)
-    for key in ("cover", "cells"):
+    for key in ("cover", "values", "cells"):
         if len(body) <= limit:
             break
         if key == "cover":
             payload["cover"]["runs"] = []
+        elif key == "values":
+            payload["values"] = None
         else:
             payload["cells"] = []
         payload["dropped"].append(key)

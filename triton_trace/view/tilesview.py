@@ -19,6 +19,7 @@ from typing import Optional
 
 import numpy as np
 
+from .cellvalues import cell_values
 from .evidence import halo
 from .limits import MAX_OPS, MAX_TENSOR_BYTES, MAX_TILE_CELLS, MAX_TILE_TENSORS
 from .lookup import LaunchIndex, TraceIndex
@@ -75,7 +76,8 @@ def _tile(ix: LaunchIndex, t: int, trows: np.ndarray, chosen: np.ndarray) -> dic
         first, last = int(flat.min()), int(flat.max())
     return {"tensor": t, "name": clip(info.name), "dtype": clip(info.dtype), "shape": list(info.shape),
             "strides": list(info.strides), "plane": plane.to_dict(),
-            "cells": cell_runs(drawn), "context": runs(context), "box": box, "first": first, "last": last,
+            "cells": cell_runs(drawn), "values": cell_values(plane, step, spos, sentry), "context": runs(context),
+            "box": box, "first": first, "last": last,
             "elements": int(len(step.offsets)), "elements_hidden": int((~splaced).sum()),
             "ops": int(chosen.sum()), "oob_lanes": step.oob_lanes, "halo": halo(info, plane, step.oob_offsets)}
 
@@ -108,12 +110,14 @@ def tiles_payload(ti: TraceIndex, i: int, pid: tuple, step: Optional[int]) -> st
 
 def bounded(payload: dict, limit: int = MAX_TENSOR_BYTES) -> str:
     """``encode``, kept under ``limit`` bytes: a tile is a few runs a row, but scattered accesses over many
-    tensors past it lose their context runs, then the last tensors (named in ``dropped``)."""
+    tensors past it lose their context runs, then their values, then the last tensors (named in ``dropped``)."""
     body = encode(payload)
-    if len(body) > limit:
+    for key, empty in (("context", []), ("values", None)):
+        if len(body) <= limit:
+            break
         for tile in payload["tensors"]:
-            tile["context"] = []
-        payload["dropped"].append("context")
+            tile[key] = empty
+        payload["dropped"].append(key)
         body = encode(payload)
     while len(body) > limit and payload["tensors"]:
         payload["dropped"].append(payload["tensors"].pop()["name"])
