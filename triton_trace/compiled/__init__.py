@@ -128,7 +128,8 @@ def compile_launch(launch, target="sm_90", cache: bool = True, allowed_imports=N
     args = stand_ins(launch)
     options = {**launch.module.options(), **(options or {})}
     spec = json.dumps([module.text, {k: repr(getattr(v, "dtype", v)) + str(getattr(v, "data_ptr", lambda: "")())
-                                     for k, v in args.items()}, options, arch, toolchain.triton_version()],
+                                     for k, v in args.items()}, options, arch, toolchain.triton_version(),
+                       list(launch.module.no_specialize), list(launch.module.no_specialize_alignment)],
                       sort_keys=True)
     key = hashlib.sha256(spec.encode()).hexdigest()[:32]
     notes = []
@@ -151,7 +152,8 @@ def _compile(launch, module, args, options, arch, notes) -> dict:
     path = None
     try:
         py, path = toolchain.import_module(module.text, folder)
-        raw = toolchain.compile_jit(getattr(py, module.kernel), args, options, arch)
+        raw = toolchain.compile_jit(getattr(py, module.kernel), args, options, arch, launch.module.no_specialize,
+                                    launch.module.no_specialize_alignment)
     except (TraceUsageError, CompileError):
         raise
     except Exception as e:          # the compiler's own errors have no common class

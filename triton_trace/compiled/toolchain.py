@@ -70,10 +70,17 @@ class DeviceTensor:
         return self._address
 
 
-def compile_jit(jit, args: dict, options: dict, arch: int) -> dict:
+def compile_jit(jit, args: dict, options: dict, arch: int, no_specialize=(), no_specialize_alignment=()) -> dict:
     """Compile ``jit`` for ``sm_<arch>`` with ``args`` (parameter name -> value or DeviceTensor) and the
-    launch ``options`` (num_warps, num_stages, ...). Returns the IR texts, the specialization, the compile
-    metadata and the cubin's resource usage."""
+    launch ``options`` (num_warps, num_stages, ...), leaving the parameters the original kernel's
+    ``do_not_specialize`` (``..._on_alignment``) named unspecialized, as its GPU launcher does (the module is
+    rebuilt under a plain ``@triton.jit``). Returns the IR texts, the specialization, the compile metadata and
+    the cubin's resource usage."""
+    for p in jit.params:
+        if p.name in no_specialize:
+            p.do_not_specialize = True
+        if p.name in no_specialize_alignment:
+            p.do_not_specialize_on_alignment = True
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, make_backend
     from triton.runtime.jit import create_function_from_signature

@@ -233,7 +233,8 @@ class KeptInputs:
 
 # -- the module ---------------------------------------------------------------------------------------------------
 _REQUIRED = ("helpers", "imports", "constants", "missing", "params")
-_OPTIONAL = ("launch_options", "triton", "inputs")       # files written before each existed lack them
+# files written before each existed lack them
+_OPTIONAL = ("launch_options", "triton", "inputs", "no_specialize", "no_specialize_alignment")
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,10 @@ class KernelModule:
     launch_options: dict = field(default_factory=dict)  # num_warps, num_stages, ...: int, bool, str or None
     triton: Optional[str] = None        # the Triton release that recorded it
     inputs: Optional[KeptInputs] = None  # None: traced without trace(inputs=...)
+    # parameters the kernel's @triton.jit(do_not_specialize=..., do_not_specialize_on_alignment=...) names:
+    # the GPU's launcher does not specialize them (value 1, divisibility by 16), so a compile must not either
+    no_specialize: tuple = ()
+    no_specialize_alignment: tuple = ()
 
     def __post_init__(self):
         _seq(self.helpers, "helpers", MAX_HELPERS)
@@ -271,6 +276,10 @@ class KernelModule:
                 _int(v, f"launch_options[{name!r}]")     # (an int, or refused as neither)
         if self.triton is not None:
             _str(self.triton, "triton", 64)
+        for key in ("no_specialize", "no_specialize_alignment"):
+            _seq(getattr(self, key), key)
+            for k, name in enumerate(getattr(self, key)):
+                _str(name, f"{key}[{k}]")
         if self.inputs is not None and not isinstance(self.inputs, KeptInputs):
             raise ValueError(f"inputs is {type(self.inputs).__name__}, not a KeptInputs")
 
@@ -288,6 +297,9 @@ class KernelModule:
             out["triton"] = self.triton
         if self.inputs is not None:
             out["inputs"] = self.inputs.to_dict()
+        for key in ("no_specialize", "no_specialize_alignment"):
+            if getattr(self, key):
+                out[key] = list(getattr(self, key))
         return out
 
     @staticmethod
@@ -307,5 +319,6 @@ class KernelModule:
                 inputs = _within("inputs", lambda: KeptInputs.from_dict(inputs))
             return KernelModule(helpers, _tuple(d["imports"], "imports"), _tuple(d["constants"], "constants"),
                                 missing, params, dict(_mapping(d.get("launch_options", {}), "launch_options")),
-                                d.get("triton"), inputs)
+                                d.get("triton"), inputs, _tuple(d.get("no_specialize", []), "no_specialize"),
+                                _tuple(d.get("no_specialize_alignment", []), "no_specialize_alignment"))
         return _within(where, build)

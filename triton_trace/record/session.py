@@ -149,9 +149,11 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
     meta = dict(kernel_name=name, source=source, source_file=file, source_line=def_line, grid=g, args=scalars,
                 config=config, outputs=opts.outputs)
     # (an option a trace file could not carry, a list, is not a GPU launch's to reproduce either)
+    no_spec, no_align = hooks.unspecialized(kernel_obj)
     module = dataclasses.replace(kernelmodule.capture(fn), params=kernelmodule.argument_expressions(bound, set(bound)),
                                  launch_options={k: v for k, v in (config or {}).items() if k in LAUNCH_OPTIONS
-                                                 and (v is None or isinstance(v, (bool, int, str)))})
+                                                 and (v is None or isinstance(v, (bool, int, str)))},
+                                 no_specialize=no_spec, no_specialize_alignment=no_align)
 
     def finished(completed: bool = True, **extra):
         kept, inputs = {}, None

@@ -32,7 +32,9 @@ from ..checks import table
 from ..memory import dataflow_ops, provenance
 from . import compute, semantics
 from .proxy import MemoryProxy, install_pointer_casts
-from .kernels import autotune_parts, innermost, is_kernel, pre_run_hooks, python_fn  # noqa: F401  (callers use hooks.*)
+# (callers use hooks.*)
+from .kernels import (autotune_parts, innermost, is_kernel, pre_run_hooks, python_fn,  # noqa: F401
+                      unspecialized)
 
 # --------------------------------------------------------------------------------------------------------
 # rewritten kernels: the interpreter runs a source-rewritten copy; ours is cached here, not in Triton's

@@ -27,6 +27,14 @@ def python_fn(obj) -> Callable:
     return innermost(obj).fn
 
 
+def unspecialized(obj) -> tuple:
+    """(the parameters ``@triton.jit(do_not_specialize=...)`` names, those of ``do_not_specialize_on_alignment``)
+    of the kernel: what the GPU's launcher leaves unspecialized, and so must a compile of the traced kernel."""
+    params = getattr(innermost(obj), "params", ())
+    return (tuple(p.name for p in params if getattr(p, "do_not_specialize", False)),
+            tuple(p.name for p in params if getattr(p, "do_not_specialize_on_alignment", False)))
+
+
 def pre_run_hooks(obj) -> list:
     """The hooks registered with ``kernel.add_pre_run_hook``: Triton calls them with the launch's
     arguments before every launch, compiled or interpreted."""
