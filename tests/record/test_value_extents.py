@@ -195,16 +195,13 @@ def test_a_division_by_zero_deciding_a_where_or_a_mask_is_a_finding(batch, as_ma
 
 
 # a few zeros: a batched chunk splits into the runs of programs that agree; every other program: both sides
-# of the if run masked (record/divergence/branches.py), its truth never asked, which the recorder does not
-# see yet (branches.branch would call the check: the lead's file)
-MASKED_IF = pytest.mark.xfail(strict=True, reason="a masked if's condition is not handed to the overflow check")
+# of the if run masked (record/divergence/branches.py), its truth never asked: the branch hands its condition
+# to the check (divergence/masked.decided)
 
 
 @pytest.mark.parametrize("zero", [[3, 17, 18, 30], list(range(0, 40, 2))])
 @pytest.mark.parametrize("batch", [True, pytest.param(False, id="one-by-one")])
-def test_a_division_by_zero_deciding_an_if_is_a_finding(request, batch, zero):
-    if batch and len(zero) == 20:
-        request.applymarker(MASKED_IF)
+def test_a_division_by_zero_deciding_an_if_is_a_finding(batch, zero):
     grid = 40
     a = torch.arange(1, grid + 1, dtype=torch.int32)
     d = torch.ones(grid, dtype=torch.int32)

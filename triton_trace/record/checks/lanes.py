@@ -21,8 +21,9 @@ import numpy as np
 
 from ..frames import where
 from ..batch import described
-from ..gpu.lowp import floats, inner_method
+from ..gpu.lowp import floats
 from .monitor import MAX_REPORTS, ROWS_MERGE, ProgramRows
+from .outermost import hook_outermost
 
 # memory operations: (position of the pointer, of the value, of the mask) in their arguments
 _STORES = {"create_store": (0, 1, None), "create_masked_store": (0, 1, 2), "create_atomic_rmw": (1, 2, 3),
@@ -140,24 +141,11 @@ def _increasing(a: np.ndarray) -> bool:
 
 
 def install(scope, builder, rec) -> None:
-    inside = [False]          # a plain store ends in the masked one: the outer hook judges it, once
-    for name, at in _STORES.items():
-        if hasattr(builder, name):
-            scope.set_attr(builder, name, _checked(inner_method(builder, name), rec, name, at, inside))
-
-
-def _checked(inner, rec, name, at, inside):
-    def run(*args, **kwargs):
-        if inside[0]:
-            return inner(*args, **kwargs)
+    def before(name, args, kwargs):
+        at = _STORES[name]
         if rec.recording and len(args) > at[1]:
             _check(rec, name, args, *at)
-        inside[0] = True
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            inside[0] = False
-    return run
+    hook_outermost(scope, builder, tuple(_STORES), before)
 
 
 def _kind(name: str, args) -> Optional[str]:

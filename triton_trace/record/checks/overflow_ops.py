@@ -19,6 +19,7 @@ from ..batch.described import core
 from ..gpu.lowp import floats, inner_method
 from ..patching import carried
 from . import OVERFLOW_TAG
+from .outermost import hook_outermost
 
 TAG = OVERFLOW_TAG          # (cause dict, bool lanes of the handle's data that hold a bad value)
 _ARITH = {np.add: "+", np.subtract: "-", np.multiply: "*"}
@@ -44,14 +45,17 @@ def install(scope, builder, rec) -> None:
     # __bool__ (record/interp/hooks.py): a chunk that splits undoes the report. (A batched chunk whose
     # programs disagree in short runs runs both sides masked, divergence/branches.py, and never asks.)
     scope.set_attr(tl.tensor, "__bool__", _branch(tl.tensor.__bool__, rec))
+    # an if whose running programs disagree in short runs runs both sides masked and never asks the truth:
+    # divergence/branches.py and exits.py hand its condition over through this (no import of the check there)
+    scope.set_attr(tl.tensor, DECIDES, lambda self: _decides(rec, self))
     for name in _CARRY:
         if hasattr(builder, name):
             scope.set_attr(builder, name, _carry(inner_method(builder, name)))
-    inside = [False]          # a plain load or store ends in the masked one: the outer hook reports it, once
-    for name, where_ in _MEMORY.items():
-        if hasattr(builder, name):
+    def before(name, args, kwargs):
+        if rec.recording:        # before the access, which a bad address may make fail
             kind = "load" if "load" in name else "store" if "store" in name else "atomic"
-            scope.set_attr(builder, name, _memory(inner_method(builder, name), rec, kind, *where_, inside))
+            _reached(rec, args, kind, *_MEMORY[name])
+    hook_outermost(scope, builder, tuple(_MEMORY), before)
 
 
 def _follows(out, cause: dict) -> bool:
@@ -210,6 +214,9 @@ def _ternary(inner, rec):
     return run
 
 
+DECIDES = "_tt_decides"        # tl.tensor's method a masked if or exit calls with its condition
+
+
 def _decides(rec, value) -> None:
     """Report a scalar condition an undefined division decided, once per value (a while loop's or an if's
     truth may be asked more than once)."""
@@ -286,20 +293,6 @@ def _carry(inner):
         if any(_tag(a) is not None for a in args) and hasattr(out, "data"):
             _carried(out, args)
         return out
-    return run
-
-
-def _memory(inner, rec, kind, ptr_at, value_at, mask_at, inside):
-    def run(*args, **kwargs):
-        if inside[0]:
-            return inner(*args, **kwargs)
-        if rec.recording:        # before the access, which a bad address may make fail
-            _reached(rec, args, kind, ptr_at, value_at, mask_at)
-        inside[0] = True
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            inside[0] = False
     return run
 
 

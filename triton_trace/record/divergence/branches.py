@@ -40,7 +40,7 @@ import triton.language as tl
 from ...errors import ChunkDiverged
 from ..batch import running as batch
 from ..interp.access import builder
-from .masked import MIN_MASKED_RUN, Masked, varies
+from .masked import MIN_MASKED_RUN, Masked, decided, varies
 
 _UNBOUND = object()
 
@@ -58,6 +58,7 @@ def branch(cond, assigned: tuple = (), live: tuple = (), has_else: bool = False)
     runs = 1 + int(np.count_nonzero(running[1:] != running[:-1]))
     if len(running) >= MIN_MASKED_RUN * runs:
         return _Taken(cond)            # bool(cond) splits the chunk into the runs that agree
+    decided(cond)
     return MaskedIf(chunk, taken, assigned, live, has_else)
 
 

@@ -34,7 +34,7 @@ import triton.language as tl
 
 from ..batch import compact, running as batch
 from ..interp.access import builder
-from .masked import COMPACT_AT, varies   # COMPACT_AT: this module's own, to tune
+from .masked import COMPACT_AT, decided, varies   # COMPACT_AT: this module's own, to tune
 # programs per run of those that leave or stay, on average, from which a chunk most of whose programs leave
 # splits into the runs rather than masking them: runs this long are cheap to start again, shorter ones are
 # many (a run of one program runs alone)
@@ -58,6 +58,7 @@ def leave(cond):
     runs = 1 + int(np.count_nonzero(running[1:] != running[:-1]))
     if len(running) >= SPLIT_RUN * runs and 2 * leaving > len(running):
         return cond                       # bool(cond) splits the chunk into the runs that agree
+    decided(cond)
     stay = ~taken if chunk.active is None else chunk.active & ~taken
     chunk.set_active(stay)
     if len(running) - leaving <= COMPACT_AT * chunk.size:

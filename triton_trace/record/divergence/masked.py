@@ -27,6 +27,15 @@ MIN_MASKED_RUN = 4     # programs that agree with their neighbours, on average: 
 COMPACT_AT = 0.99
 
 
+def decided(cond) -> None:
+    """Hand the condition of an ``if`` (or exit) that runs masked, its truth never asked, to the checks that
+    follow what decides control flow (an undefined integer division: record/checks/overflow_ops.py installs
+    the method while a launch runs)."""
+    hook = getattr(type(cond), overflow_ops.DECIDES, None)
+    if hook is not None:
+        hook(cond)
+
+
 def varies(x, chunk, kinds: str = "iu") -> bool:
     """Whether ``x`` is a scalar tensor (of numpy kind ``kinds``: integers) whose value differs between the
     chunk's running programs."""
