@@ -8,30 +8,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-import triton
-import triton.language as tl
 
 import triton_trace
 from helpers.source import line_of
+from kernels.layouts import tiled_matmul as matmul_kernel
 from helpers.web import docs_shot, served
 
 M = N = K = 128
 BM = BN = 64
 BK = 32
-
-
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
-        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-        acc += tl.dot(a, b)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc)
 
 
 @pytest.fixture(autouse=True)
@@ -47,7 +32,7 @@ def trace():
     for stages in (3, 1):
         c = torch.empty(M, N)
         triton_trace.trace(matmul_kernel)[(M // BM, N // BN)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
-                                                               BM=BM, BN=BN, BK=BK, num_stages=stages)
+                                                               BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, num_stages=stages)
     tr = triton_trace.current_trace()
     triton_trace.reset()
     return tr

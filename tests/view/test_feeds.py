@@ -15,23 +15,10 @@ import triton.language as tl
 
 import triton_trace
 from helpers.source import line_of
+from kernels.layouts import tiled_matmul as matmul_kernel
 from helpers.web import Page, docs_shot
 
 MARK_INK = (17, 24, 39)          # frontend/evidence.js
-
-
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
-        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
-        acc += tl.dot(a, b)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc)
 
 
 @triton.jit
@@ -89,7 +76,8 @@ def _record(batch: bool) -> triton_trace.Trace:
     tt = lambda fn: triton_trace.trace(batch=batch)(fn)
     a, b = torch.randn(M, K), torch.randn(N, K).t()           # B a transposed view: strides (1, K)
     c = torch.empty(M, N)
-    tt(matmul_kernel)[(M // BM, N // BN)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(), BM=BM, BN=BN, BK=BK)
+    tt(matmul_kernel)[(M // BM, N // BN)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
+                                          BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK)
     x = torch.randn(10, 20)
     tt(row_sums_kernel)[(3,)](x, torch.empty(10), 10, 20, x.stride(0), ROWS=4, BLOCK=32)
     tt(softmax_kernel)[(6,)](torch.randn(6, 20), torch.empty(6, 20), 20, 20, 20, BLOCK=32)
