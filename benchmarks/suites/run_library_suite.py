@@ -147,9 +147,11 @@ NOTES = {
         "interpreted ops a step. Profiled (cProfile, gla B2-T1024-H4-D60), the reference kernels are 58 of the "
         "test's 81 s, the chunked kernels 7 s; the time is per interpreted op: Triton's language and "
         "interpreter modules about a quarter, numpy a tenth, the rest the tracer's per-op hooks, the largest of "
-        "them the dataflow monitor (record/memory/dataflow_ops.py: a recurrent state carries a tag per load of "
-        "every trip so far, so each op on it costs O(T); retention's T=1000 test takes 41 s CPU without it, "
-        "60 s with it). The last run of all 27 is tests/library_suites/RESULTS_fla.txt at commit b7b1193.",
+        "them, at commit 5322971, the dataflow monitor (a recurrent state carried a tag per load of every trip "
+        "so far, each op on it O(T): retention's T=1000 test took 41 s CPU without it, 60 s with it; since "
+        "record/memory/feedtags.py a state holds one tag per load line, 1.06-1.12x the monitor-off time, "
+        "benchmarks/speed/RESULTS_dataflow.txt). The last run of all 27 is tests/library_suites/RESULTS_fla.txt "
+        "at commit b7b1193.",
     ],
 }
 

@@ -9,8 +9,9 @@ a superset, never a loss. A store (or an atomic) then records, per load line it 
 line's executions fed it and the lane map; the view narrows a stored element to the loaded elements from it
 (view/feeds.py).
 
-A tag is a frozenset of (event, lane map), one entry per load op the value derives from (a K loop's
-accumulator: two a trip), so an op costs a dict lookup per operand and a union where tags meet. The monitor is
+A tag (record/memory/feedtags.py) is a frozenset of (load line, lane map, run of its executions): a loop's
+state, fed by a load every trip, carries one entry per load line however many trips ran (a K loop's
+accumulator: two), so an op costs a dict lookup per operand and a union where tags meet. The monitor is
 a row of checks/table.py (not a check: it follows their protocol, so the collector drives it, a worker process
 merges it and the trace file checks its record). Loops
 whose trip counts differ between the programs of a batched chunk merge values row by row
@@ -20,15 +21,19 @@ conservatively, every load line its chunk ran before it, every lane ("how": "unt
 The facts go to ``Launch.meta["dataflow"]``, one entry per (write line, load line, executions, lane map,
 role), with the programs it holds for when not every program that ran the write line. Executions are
 counted per program among its executions of the load line before the write: ``first`` from the start (0) or,
-negative, back from the write; ``last`` back from the write (-1: the most recent one).
+negative, back from the write; ``last`` back from the write (-1: the most recent one). A write line's facts
+hold for each of its executions: a run that starts at the line's first execution counts from the start only
+when more than one ran (at a loop's first trip the most recent one is the first too, and "the most recent"
+is what a later trip's query, fed by its own trip's load alone, needs).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..checks.monitor import MAX_PROGRAMS, Monitor
+from .feedtags import ALL, EXPAND, count, merge_runs, runs_of
 
-ALL = -1                  # a lane map's "every index along this dim"
+__all__ = ["ALL", "Dataflow", "kind_codes"]
 
 
 def kind_codes() -> tuple:
@@ -51,16 +56,21 @@ class Dataflow(Monitor):
         self.parts: dict = {}           # fact key -> the program arrays it holds for (None: past MAX_PROGRAMS)
         self._kept = np.zeros((0, 3), np.int32)     # the running chunk's recorded programs
         self.diverged = False
-        self._sites: dict = {}          # load site -> (its block's rank, its event indexes in the chunk, in order)
-        self._pos: dict = {}            # event index -> (its load site, its place among the site's)
+        self._sites: dict = {}          # load site -> [its id, its block's rank, its executions so far in the chunk]
+        self._names: dict = {}          # a load site's id -> the site (ids are new each chunk: a stale tag names none)
+        self._pos: dict = {}            # event index -> (its load site's id, its place among the site's)
         self._scanned = None            # the next event to file under its site
+        self._next = 0
         self._kinds, self._reads, _ = kind_codes()
 
     def begin(self, pids, keep, batched) -> None:
         self._fold()
         self._kept = pids if keep is None else pids[keep]
         self.diverged = False
-        self._sites, self._pos, self._scanned = {}, {}, None
+        self._forget()
+
+    def _forget(self) -> None:
+        self._sites, self._names, self._pos, self._scanned = {}, {}, {}, None
 
     def set_active(self, active, rows=None) -> None:
         if active is not None or rows is not None:
@@ -71,7 +81,7 @@ class Dataflow(Monitor):
 
     def rollback(self, mark) -> None:
         self.pending.clear()
-        self._sites, self._pos, self._scanned = {}, {}, None
+        self._forget()
 
     def _fold(self) -> None:
         for key, pids in self.pending:
@@ -114,47 +124,64 @@ class Dataflow(Monitor):
                 mine[0] += sum(len(p) for p in new)
                 mine.extend(new)
 
-    # -- a write ---------------------------------------------------------------------------------------------
+    # -- a read and a write ----------------------------------------------------------------------------------
+    def read(self, events, r: int) -> tuple:
+        """(the id of read event ``r``'s load site in the running chunk, its place among the site's executions)."""
+        if r not in self._pos:
+            self._file_sites(events.events, r + 1, r)
+        return self._pos[r]
+
     def wrote(self, events, files, w: int, fed: dict) -> None:
-        """Event ``w`` (a store or an atomic) wrote values depending on ``fed``: role -> (event, dims) pairs."""
+        """Event ``w`` (a store or an atomic) wrote values depending on ``fed``: role -> tag (feedtags.py)."""
         ev = events.events[w]
         site = self._site(ev, files)
         kept = self._kept if ev.rows is None else self._kept[ev.rows]
         self.pending.append((("write",) + site, kept))
-        self._file_sites(events.events, w, files)
+        self._file_sites(events.events, w, w)
         if self.diverged:
-            for lsite, (ndim, _) in self._sites.items():
-                self.pending.append((site + lsite + (0, -1, 1, (ALL,) * ndim, "value", "untraced"), kept))
+            for lsite, (_, ndim, _) in self._sites.items():
+                self.pending.append((site + self._named(lsite, files) + (0, -1, 1, (ALL,) * ndim, "value", "untraced"),
+                                     kept))
             return
-        for role, pairs in fed.items():
+        for role, found in fed.items():
             groups: dict = {}
-            for e, dims in pairs:
-                if e in self._pos:
-                    groups.setdefault((self._pos[e][0], dims), []).append(self._pos[e][1])
-            for (lsite, dims), places in groups.items():
-                n = len(self._sites[lsite][1])
-                for first, last, step in _runs(sorted(set(places))):
-                    key = site + lsite + (first if first == 0 else first - n, last - n, step, dims, role, "traced")
+            for sid, dims, first, last, step in found:
+                lsite = self._names.get(sid)
+                if lsite is not None:
+                    groups.setdefault((lsite, dims), []).append((first, last, step))
+            for (lsite, dims), runs in groups.items():
+                n = self._sites[lsite][2]
+                named = site + self._named(lsite, files)
+                for first, last, step in _cut(runs):
+                    key = named + (first if first == 0 and n > 1 else first - n, last - n, step, dims, role, "traced")
                     self.pending.append((key, kept))
 
     def _site(self, ev, files) -> tuple:
         return (files[ev.file] if 0 <= ev.file < len(files) else None, int(ev.line), self._kinds[ev.kind],
                 self.tensor_name(ev.tensor))
 
-    def _file_sites(self, events: list, upto: int, files) -> None:
-        """File the running chunk's read events before ``upto`` under their load sites."""
-        if self._scanned is None:           # the chunk's first write: find where the chunk began
-            chunk, at = events[upto].chunk, upto
+    def _named(self, lsite: tuple, files) -> tuple:
+        f, line, kind, tensor = lsite
+        return (files[f] if 0 <= f < len(files) else None, line, self._kinds[kind], self.tensor_name(tensor))
+
+    def _file_sites(self, events: list, upto: int, at: int) -> None:
+        """File the running chunk's read events before ``upto`` under their load sites (``at``: one of its events)."""
+        if self._scanned is None:           # the chunk's first read or write: find where the chunk began
+            chunk = events[at].chunk
             while at > 0 and events[at - 1].chunk == chunk:
                 at -= 1
             self._scanned = at
         for i in range(self._scanned, upto):
             ev = events[i]
             if ev.kind in self._reads:
-                key = self._site(ev, files)
-                entry = self._sites.setdefault(key, (len(ev.shape), []))
-                self._pos[i] = (key, len(entry[1]))
-                entry[1].append(i)
+                key = (ev.file, int(ev.line), ev.kind, ev.tensor)
+                entry = self._sites.get(key)
+                if entry is None:
+                    entry = self._sites[key] = [self._next, len(ev.shape), 0]
+                    self._names[self._next] = key
+                    self._next += 1
+                self._pos[i] = (entry[0], entry[2])
+                entry[2] += 1
         self._scanned = max(self._scanned, upto)
 
     # -- the finished launch ---------------------------------------------------------------------------------
@@ -181,15 +208,11 @@ def _order(key) -> tuple:
                  for v in key)
 
 
-def _runs(places: list):
-    """Sorted distinct places as (first, last, step) runs of one stride each."""
-    i = 0
-    while i < len(places):
-        if i + 1 == len(places):
-            yield places[i], places[i], 1
-            return
-        step, j = places[i + 1] - places[i], i + 1
-        while j + 1 < len(places) and places[j + 1] - places[j] == step:
-            j += 1
-        yield places[i], places[j], step
-        i = j + 1
+def _cut(runs: list) -> list:
+    """A load line's runs as a write records them: few places are re-cut from the places themselves (the same
+    runs whatever order the tags were joined in), many are the tags' runs, joined."""
+    if len(runs) == 1:
+        return runs
+    if sum(count(r) for r in runs) <= EXPAND:
+        return list(runs_of(sorted({p for a, b, k in runs for p in range(a, b + 1, k)})))
+    return merge_runs(runs)

@@ -16,9 +16,10 @@ from ..batch.running import running
 from ..gpu.lowp import inner_method
 from ..interp.access import ReduceOps, ScanOps, TensorHandle
 from ..patching import carried
-from .dataflow import ALL, kind_codes
+from .dataflow import kind_codes
+from .feedtags import ALL, EMPTY, every, join, join_all, remap, single
 
-TAG = "_tt_feeds"     # frozenset of (event index, dims): dims[d] is the value's dim load dim d follows, or ALL
+TAG = "_tt_feeds"     # a tag (feedtags.py): frozenset of (load site, dims, run of its executions)
 # lanes map one to one (the loads too: their pointers' and masks' tags follow their lanes)
 _ELEMENTWISE = {"binary_op", "unary_op", "ternary_op", "cast_impl", "create_fp_to_fp", "create_bitcast",
                 "create_int_to_ptr", "create_ptr_to_int", "create_idiv", "create_ashr", "create_umulhi",
@@ -36,17 +37,8 @@ _STORED = {"create_store": (1,), "create_masked_store": (1,), "create_tensor_poi
 
 
 def tags(value) -> frozenset:
-    """The (event, dims) pairs a handle (or a tl.tensor's handle) carries."""
-    return carried(getattr(value, "handle", value), TAG, None) or frozenset()
-
-
-def remap(found, where) -> frozenset:
-    """``found`` with each value dim ``d`` sent to ``where(d)`` (ALL: every index along it)."""
-    return frozenset((e, tuple(ALL if d == ALL else where(d) for d in dims)) for e, dims in found)
-
-
-def _every(found) -> frozenset:
-    return remap(found, lambda d: ALL)
+    """The tag a handle (or a tl.tensor's handle) carries."""
+    return carried(getattr(value, "handle", value), TAG, None) or EMPTY
 
 
 def _put(out, found) -> None:
@@ -54,13 +46,13 @@ def _put(out, found) -> None:
         return
     if type(out) is TensorHandle:
         old = out.__dict__.get(TAG)
-        out.__dict__[TAG] = found | old if old else found
+        out.__dict__[TAG] = join(found, old) if old else found
     elif isinstance(out, (tuple, list)):
         for o in out:
             _put(o, found)
     elif isinstance(out, TensorHandle):
         old = carried(out, TAG, None)
-        setattr(out, TAG, found | old if old else found)
+        setattr(out, TAG, join(found, old) if old else found)
 
 
 def _shape(h, chunk) -> tuple:
@@ -77,7 +69,7 @@ def _arg_tags(args) -> list:
         if isinstance(a, TensorHandle):
             found = a.__dict__.get(TAG)
         elif type(a) in (list, tuple) and a and isinstance(a[0], TensorHandle):
-            found = frozenset().union(*(x.__dict__.get(TAG) or () for x in a if isinstance(x, TensorHandle)))
+            found = join_all(x.__dict__.get(TAG) for x in a if isinstance(x, TensorHandle))
         else:
             continue
         if found:
@@ -147,28 +139,29 @@ def _accessed(rec, events, before: int, stored, found: list, out, kind: str, cod
     reads, writes = codes
     for w in range(before, len(events.events)):
         ev = events.events[w]
+        if ev.kind in writes:             # (an atomic's own read is no execution before its write)
+            value, address = EMPTY, EMPTY
+            for k, t in found:
+                if stored is None:
+                    value = join(value, every(t))     # an op that writes in its own way: whole tiles
+                elif k in stored:
+                    value = join(value, t)
+                else:
+                    address = join(address, t)
+            rec.dataflow.wrote(events, list(events.files), w, {"value": value, "address": address})
         if ev.kind in reads:
             n = len(ev.shape)
             dims = (_IDENTITY[n] if n < len(_IDENTITY) else tuple(range(n))) if kind == "elementwise" else (ALL,) * n
-            _put(out, frozenset(((w, dims),)))
-        if ev.kind in writes:
-            value, address = frozenset(), frozenset()
-            for k, t in found:
-                if stored is None:
-                    value |= _every(t)            # an op that writes in its own way: whole tiles
-                elif k in stored:
-                    value |= t
-                else:
-                    address |= t
-            rec.dataflow.wrote(events, list(events.files), w, {"value": value, "address": address})
+            site, place = rec.dataflow.read(events, w)
+            _put(out, single(site, dims, place))
 
 
 def _carried(kind: str, found: list, args, builder) -> frozenset:
     """What the op's result carries: each operand's tags through the op's lane map."""
     if kind == "elementwise":
-        return frozenset().union(*(t for _, t in found))
+        return found[0][1] if len(found) == 1 else join_all(t for _, t in found)
     chunk = running(builder)
-    out = frozenset()
+    out = EMPTY
     for k, t in found:
         if kind == "create_broadcast":
             shape, new = _shape(args[0], chunk), tuple(args[1])
@@ -195,8 +188,8 @@ def _carried(kind: str, found: list, args, builder) -> frozenset:
             gone = n - 1 if k == 0 else n - 2           # A's columns and B's rows are contracted
             t = remap(t, lambda d: ALL if d == gone else d)
         elif kind not in ("create_gather", "create_dot"):
-            t = _every(t)                               # splat, unsplat, histogram and anything unknown
-        out |= t
+            t = every(t)                                # splat, unsplat, histogram and anything unknown
+        out = join(out, t)
     return out
 
 
@@ -205,7 +198,7 @@ def _reshaped(found, old: tuple, new: tuple) -> frozenset:
     big_old = [d for d, s in enumerate(old) if s != 1]
     big_new = [d for d, s in enumerate(new) if s != 1]
     if [old[d] for d in big_old] != [new[d] for d in big_new]:
-        return _every(found)
+        return every(found)
     where = dict(zip(big_old, big_new))
     return remap(found, lambda d: where.get(d, ALL))
 
@@ -216,13 +209,13 @@ def _reduction(orig, scan: bool):
     def apply(self, input):
         ret = orig(self, input)
         ins = input if isinstance(input, tuple) else (input,)
-        found = frozenset().union(*(tags(x) for x in ins))
+        found = join_all(tags(x) for x in ins)
         if not found:
             return ret
         n = len(getattr(ins[0], "shape", ()) or ())
         axis = self.axis
         if axis is None:
-            moved = _every(found)
+            moved = every(found)
         else:
             axis %= max(n, 1)
             keep = scan or getattr(self, "keep_dims", False)
