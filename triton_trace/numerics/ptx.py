@@ -5,8 +5,9 @@ Real kernels put a few PTX lines in ``tl.inline_asm_elementwise``: bit manipulat
 ``cvt``), integer and float arithmetic with explicit rounding, loads and stores through pointers. This
 module parses such a block (``parse``) and runs it over every instance at once (``Machine``): each register
 holds one numpy array of raw bits (uint64), one entry per instance of the asm. The instructions' meaning is
-in ``ptx_int`` (integer and bit operations) and ``ptx_float`` (floats and conversions), written from the
-PTX ISA and checked against the GPU (benchmarks/fidelity/inline_asm.py).
+in ``ptx_int`` (integer and bit operations) and ``ptx_float`` (floats and conversions, on the formats'
+bits in ``ptx_formats``), written from the PTX ISA and checked against the GPU
+(benchmarks/fidelity/inline_asm.py), whose bits win where the ISA leaves a result open (NaNs, by zero).
 
 What is not here raises ``PtxUnsupported`` naming the statement: branches and labels, special registers
 that depend on where a lane sits on the GPU (``%laneid``, ``%tid``, ``%smid``; the timers ``%globaltimer``

@@ -1,81 +1,27 @@
 """PTX floating-point instructions and conversions on numpy (see ptx.py), bit for bit where the PTX ISA
-defines the result: every rounding mode (``.rn .rz .rm .rp``, ``.rna``), ``.ftz``, ``.sat``, ``.relu``,
-``.satfinite``, the packed ``f16x2``/``bf16x2`` forms, fp8 pairs, and the GPU's canonical NaN for
-arithmetic results. Exact results are computed as a float64 pair (rounding.two_sum/two_prod/fma64) and
-rounded once. ``OPS`` is the full instruction table (integer instructions from ptx_int)."""
+defines the result and as the GPU (sm_90) was measured to behave where it is silent: every rounding mode
+(``.rn .rz .rm .rp``, ``.rna``), ``.ftz``, ``.sat``, ``.relu``, ``.satfinite``, the packed ``f16x2``/``bf16x2``
+forms, fp8 pairs, the sign of exact zeros, and the GPU's NaNs. Exact results are computed as a float64 pair
+(rounding.two_sum/two_prod/fma64) and rounded once (the formats' bits are in ptx_formats). ``OPS`` is the
+full instruction table (integer instructions from ptx_int)."""
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 
 from . import ptx_int
 from .ptx import WIDTH, Instr, Machine, PtxUnsupported, mask
-from .rounding import _FP8_TABLES, fma64, round_to, two_prod, two_sum
+from .ptx_formats import (FP4, INT_NAN, NAN, cvt_nan, decode, encode, fp4_encode, fp8_encode, nan_fix,
+                          round_rational_f64, to_int, to_int_float)
+from .rounding import _FP8_TABLES, fma64, two_prod, two_sum
 
 _U64 = np.uint64
 _FLOATS = ("f16", "bf16", "f32", "f64", "f16x2", "bf16x2", "tf32")
-_NAN = {"f16": 0x7FFF, "bf16": 0x7FFF, "f32": 0x7FFFFFFF, "f64": 0x7FFFFFFFFFFFFFFF}
+# the types whose abs/neg write the canonical NaN for a NaN input, not the input with its sign changed
+# (sm_90 measured for f32, signalling and negative NaNs included; the other types were not measured)
+_CANON_SIGN_OPS = ("f32",)
 _MODE = {"rn": "rn", "rz": "rz", "rm": "rd", "rp": "ru", "rni": "rn", "rzi": "rz", "rmi": "rd", "rpi": "ru"}
-_FRAC = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}
-
-
-def decode(bits: np.ndarray, t: str) -> np.ndarray:
-    """float64 values of ``t`` bit patterns (exact)."""
-    bits = np.asarray(bits, dtype=_U64)
-    with np.errstate(invalid="ignore"):          # (a signalling NaN widened)
-        return _decode(bits, t)
-
-
-def _decode(bits, t):
-    if t == "f64":
-        return bits.view(np.float64).copy()
-    if t == "f32":
-        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
-    if t == "f16":
-        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
-    if t == "bf16":
-        return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32).astype(np.float64)
-    raise PtxUnsupported(f"float type .{t}")
-
-
-def _step(bits: np.ndarray, t: str, away: np.ndarray) -> np.ndarray:
-    """The neighbour of a finite-or-inf pattern one ulp away from (``away``) or toward zero."""
-    w = WIDTH[t]
-    sign = _U64(1 << (w - 1))
-    mag = bits & (sign - _U64(1))
-    with np.errstate(over="ignore"):
-        mag = np.where(away, mag + _U64(1), np.where(mag == 0, mag, mag - _U64(1)))
-    return (bits & sign) | mag
-
-
-def encode(s, e, t: str, mode: str = "rn") -> np.ndarray:
-    """Bits of the exact value ``s + e`` (float64 pair) rounded once to ``t`` in ``mode`` (rn rz rd ru)."""
-    s = np.asarray(s, dtype=np.float64)
-    e = np.broadcast_to(np.asarray(e, dtype=np.float64), s.shape)
-    with np.errstate(all="ignore"):
-        if t in ("f32", "f64"):
-            np_t = np.float32 if t == "f32" else np.float64
-            r = round_to(s, e, np_t, mode).astype(np_t)
-            return r.view(np.uint32 if t == "f32" else np.uint64).astype(_U64)
-        # narrow: to nearest first (via round-to-odd fp32, single-rounded), then step for a directed mode
-        from .rounding import f32_to_bf16, to_odd_f32
-        odd = to_odd_f32(s, e)
-        bits = (f32_to_bf16(odd) if t == "bf16" else odd.astype(np.float16).view(np.uint16)).astype(_U64)
-        if mode == "rn":
-            return bits
-        r = decode(bits, t)
-        above = (r > s) | ((r == s) & (e < 0))       # rounded value above the exact one
-        below = (r < s) | ((r == s) & (e > 0))
-        neg = np.signbit(r)
-        if mode == "rz":
-            fix = np.where(neg, below, above)
-            return np.where(fix & ~np.isnan(s), _step(bits, t, np.zeros_like(fix)), bits)
-        fix = above if mode == "rd" else below
-        away = (mode == "rd") == neg                 # rd: more negative is away from zero when negative
-        return np.where(fix & ~np.isnan(s), _step(bits, t, np.broadcast_to(away, fix.shape)), bits)
-
-
-def _nan_fix(bits, v, t):
-    return np.where(np.isnan(v), _U64(_NAN[t]), bits)
 
 
 def _ftz_in(x: np.ndarray, t: str, on: bool) -> np.ndarray:
@@ -95,9 +41,17 @@ def _finish(m: Machine, ins: Instr, s, e, t: str, mode="rn", lane=None):
     if ins.has("sat"):
         bits = np.where(np.isnan(r) | (r <= 0), _U64(0), np.where(r >= 1.0, encode(1.0, 0.0, t), bits))
         return bits
-    if ins.has("relu"):
-        bits = np.where(~np.isnan(r) & (r < 0), _U64(0), bits)
-    return _nan_fix(bits, s, t)
+    if ins.has("relu"):                          # cvt's relu makes -0 +0 too (measured; fma.relu was not)
+        bits = np.where(~np.isnan(r) & ((r <= 0) if ins.op == "cvt" else (r < 0)), _U64(0), bits)
+    return nan_fix(bits, s, t)
+
+
+def _zero_sign(s, e, x, y, mode):
+    """IEEE 754's sign of an exact zero sum ``x + y`` (for fma, ``x`` is the product): the addends' common
+    sign, else -0 only when rounding down. float64 gives +0 to x + (-x) in any mode and fma64 loses the
+    sign of a zero product; the GPU follows the standard (add.rm x + -x is -0, fma(0, -y, -0) is -0)."""
+    neg = np.where(np.signbit(x) == np.signbit(y), np.signbit(y), mode == "rd")
+    return np.where((s == 0) & (e == 0), np.where(neg, -0.0, 0.0), s)
 
 
 def _lanes(t: str):
@@ -124,11 +78,14 @@ def _one(m, ins, t, mode, v, raw):
     op = ins.op
     with np.errstate(all="ignore"):
         if op in ("add", "sub"):
-            s, e = two_sum(v[0], v[1] if op == "add" else -v[1])
+            y = v[1] if op == "add" else -v[1]
+            s, e = two_sum(v[0], y)
+            s = _zero_sign(s, e, v[0], y, mode)
         elif op == "mul":
             s, e = two_prod(v[0], v[1])
         elif op in ("fma", "mad"):
             s, e = fma64(v[0], v[1], v[2])
+            s = _zero_sign(s, e, v[0] * v[1], v[2], mode)
         elif op in ("div", "rcp"):
             num, den = (v[0], v[1]) if op == "div" else (np.ones_like(v[0]), v[0])
             if ins.has("approx") or ins.has("full"):
@@ -150,13 +107,32 @@ def _one(m, ins, t, mode, v, raw):
         elif op in ("abs", "neg"):
             sign = _U64(1 << (WIDTH[t] - 1))
             r = raw[0] & (sign - _U64(1)) if op == "abs" else raw[0] ^ sign
-            return r
+            return np.where(np.isnan(v[0]), _U64(NAN[t]), r) if t in _CANON_SIGN_OPS else r
         elif op == "copysign":
             sign = _U64(1 << (WIDTH[t] - 1))
             return (raw[1] & (sign - _U64(1))) | (raw[0] & sign)
         else:
             raise PtxUnsupported(f"instruction {ins.text!r}")
-    return _finish(m, ins, s, e, t, mode)
+    bits = _finish(m, ins, s, e, t, mode)
+    return _exact_f64(op, v, s, mode, bits) if t == "f64" and op in ("add", "sub", "mul", "fma", "mad") else bits
+
+
+def _exact_f64(op, v, s, mode, bits):
+    """The f64 lanes a float64 pair cannot hold, redone with exact rationals: a product with a factor past
+    2^+-480 (Dekker's split overflows, or the product or its error underflows) and an overflow in a directed
+    mode (float64 says inf where .rz gives the largest finite). Real kernels seldom have any."""
+    redo = np.isinf(s) & (mode != "rn")
+    if op != "add" and op != "sub":
+        extreme = [(x != 0) & ((np.abs(x) > 2.0 ** 480) | (np.abs(x) < 2.0 ** -480)) for x in v[:2]]
+        redo |= (v[0] != 0) & (v[1] != 0) & (extreme[0] | extreme[1])
+    redo &= np.logical_and.reduce([np.isfinite(x) for x in v])
+    bits = bits.copy()
+    for i in np.flatnonzero(redo):
+        a, b = Fraction(float(v[0][i])), Fraction(float(v[1][i]))
+        exact = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b}.get(
+            op, lambda: a * b + Fraction(float(v[2][i])))()
+        bits[i] = round_rational_f64(exact, mode)
+    return bits
 
 
 def _minmax(ins, t, v, raw):
@@ -169,7 +145,7 @@ def _minmax(ins, t, v, raw):
     both = np.isnan(a) & np.isnan(b)
     if ins.has("NaN"):
         both = np.isnan(a) | np.isnan(b)
-    return np.where(both, _U64(_NAN[t]), r)
+    return np.where(both, _U64(NAN[t]), r)
 
 
 def setp(m: Machine, ins: Instr):
@@ -216,62 +192,6 @@ def _from_int(bits, t: str):
     return two_sum(hi, lo)
 
 
-def _to_int(x: np.ndarray, t: str, mode: str) -> np.ndarray:
-    """float64 to integer type ``t``: rounded in ``mode``, saturating, NaN to 0 (PTX cvt)."""
-    r = _to_int_float(x, mode)
-    w = WIDTH[t]
-    sgn = t[0] == "s"
-    lo, past = (-(2.0 ** (w - 1)), 2.0 ** (w - 1)) if sgn else (0.0, 2.0 ** w)
-    over, under, nan = r >= past, r < lo, np.isnan(r)
-    safe = np.where(over | under | nan, 0.0, r)
-    with np.errstate(invalid="ignore"):
-        big = safe >= 2.0 ** 63
-        out = np.where(big, (np.where(big, safe, 0.0) - 2.0 ** 63).astype(np.int64).view(_U64) + _U64(1 << 63),
-                       np.where(big, 0.0, safe).astype(np.int64).view(_U64))
-    top = _U64((1 << (w - 1)) - 1 if sgn else (1 << w) - 1)
-    bottom = _U64((1 << (w - 1)) if sgn else 0)
-    out = np.where(over, top, np.where(under, bottom, out))
-    return np.where(nan, _U64(0), out) & mask(w)
-
-
-def _fp8_encode(x: np.ndarray, fmt: str, satfinite: bool) -> np.ndarray:
-    """Nearest fp8 code (ties to even) of float64 values; satfinite clamps to the largest finite."""
-    table = _FP8_TABLES["fp8e4nv" if fmt == "e4m3" else "fp8e5"].astype(np.float64)
-    pos = table[:0x80]
-    finite = np.isfinite(pos)
-    codes = np.arange(0x80)[finite]
-    vals = pos[finite]
-    order = np.argsort(vals, kind="stable")
-    codes, vals = codes[order], vals[order]
-    a = np.abs(x)
-    i = np.clip(np.searchsorted(vals, a), 1, len(vals) - 1)
-    lo, hi = vals[i - 1], vals[i]
-    take_hi = (a - lo > hi - a) | ((a - lo == hi - a) & (codes[i] % 2 == 0))
-    code = np.where(take_hi, codes[i], codes[i - 1])
-    top = vals[-1]
-    if satfinite:
-        code = np.where(a > top, codes[-1], code)
-    else:                          # past the largest finite by half an ulp or more: Inf (e5m2), NaN (e4m3)
-        code = np.where(a >= top + (top - vals[-2]) / 2, 0x7C if fmt == "e5m2" else 0x7F, code)
-    code = np.where(np.signbit(x), code | 0x80, code)
-    return np.where(np.isnan(x), 0x7F, code).astype(_U64)
-
-
-_FP4 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])      # e2m1 codes 0-7; bit 3 is the sign
-
-
-def _fp4_encode(x: np.ndarray) -> np.ndarray:
-    """Nearest e2m1 code (ties to the even code), saturating at 6 (``.satfinite``, which PTX requires).
-    A NaN input, which PTX does not define for this format, gives +6 (code 7)."""
-    a = np.abs(x)
-    i = np.clip(np.searchsorted(_FP4, a), 1, 7)
-    lo, hi = _FP4[i - 1], _FP4[i]
-    take_hi = (a - lo > hi - a) | ((a - lo == hi - a) & (i % 2 == 0))
-    code = np.where(a >= 6.0, 7, np.where(take_hi, i, i - 1))
-    code = np.where(np.signbit(x) & ~np.isnan(x), code | 8, code)
-    return np.where(np.isnan(x), 7, code).astype(_U64)
-
-
 def cvt(m: Machine, ins: Instr):
     types = ins.types()
     if len(types) != 2:
@@ -279,7 +199,7 @@ def cvt(m: Machine, ins: Instr):
     dst_t, src_t = types
     mode = next((_MODE[x] for x in ins.mods if x in _MODE), None)
     if dst_t == "e2m1x2":                              # a -> upper nibble, b -> lower
-        hi, lo = (_fp4_encode(decode(m.read(ins.operands[i], src_t), src_t)) for i in (1, 2))
+        hi, lo = (fp4_encode(decode(m.read(ins.operands[i], src_t), src_t)) for i in (1, 2))
         if ins.has("relu"):
             hi, lo = (np.where(v & _U64(8), _U64(0), v) for v in (hi, lo))
         m.write(ins.operands[0], (hi << _U64(4)) | lo, "b8")
@@ -290,7 +210,7 @@ def cvt(m: Machine, ins: Instr):
         et = "f16" if dst_t == "f16x2" else "bf16"
         for k in (0, 1):
             code = ((src >> _U64(4 * k)) & _U64(0xF)).astype(np.int64)
-            v = np.where(code & 8, -1.0, 1.0) * _FP4[code & 7]
+            v = np.where(code & 8, -1.0, 1.0) * FP4[code & 7]
             if ins.has("relu"):
                 v = np.maximum(v, 0.0)
             out |= encode(v, 0.0, et) << _U64(16 * k)
@@ -303,7 +223,7 @@ def cvt(m: Machine, ins: Instr):
             halves = [decode((packed >> _U64(16 * k)) & _U64(0xFFFF), "f16") for k in (1, 0)]
         else:
             halves = [decode(m.read(ins.operands[i], src_t), src_t) for i in (1, 2)]
-        hi, lo = (_fp8_encode(h, fmt, ins.has("satfinite")) for h in halves)
+        hi, lo = (fp8_encode(h, fmt, ins.has("satfinite")) for h in halves)
         m.write(ins.operands[0], (hi << _U64(8)) | lo, "b16")
         return
     if src_t in ("e4m3x2", "e5m2x2"):
@@ -313,7 +233,7 @@ def cvt(m: Machine, ins: Instr):
         for k in (0, 1):
             v = table[((src >> _U64(8 * k)) & _U64(0xFF)).astype(np.int64)].astype(np.float64)
             et = "f16" if dst_t == "f16x2" else "bf16"
-            out |= _nan_fix(encode(v, 0.0, et), v, et) << _U64(16 * k)
+            out |= nan_fix(encode(v, 0.0, et), v, et) << _U64(16 * k)
         m.write(ins.operands[0], out, dst_t)
         return
     if dst_t in ("f16x2", "bf16x2"):                   # a -> upper half, b -> lower half
@@ -332,20 +252,21 @@ def cvt(m: Machine, ins: Instr):
             r = (b + _U64(0xFFF) + ((b >> _U64(13)) & _U64(1))) & _U64(0xFFFFE000)
         else:
             r = b & _U64(0xFFFFE000)
-        m.write(ins.operands[0], np.where(np.isfinite(x), r, np.where(np.isnan(x), _U64(0x7FFFFFFF), b)), "b32")
+        nan = b & _U64(0xFFFFE000)                # (sm_90: a NaN's payload is cut, not quietened)
+        m.write(ins.operands[0], np.where(np.isfinite(x), r, np.where(np.isnan(x), nan, b)), "b32")
         return
     if dst_t in ("f16", "bf16", "f32", "f64"):
         if src_t in ("f16", "bf16", "f32", "f64"):
             x = _ftz_in(decode(src, src_t), src_t, ins.has("ftz"))
             if any(x_ in ins.mods for x_ in ("rni", "rzi", "rmi", "rpi")):
-                x = _to_int_float(x, mode)                  # round to an integer in the same type
+                x = to_int_float(x, mode)                  # round to an integer in the same type
                 mode = "rn"
             if ins.has("satfinite") and dst_t != "f64":
                 top = decode(encode(np.inf, 0.0, dst_t, "rz"), dst_t)
                 x = np.where(np.isnan(x), x, np.clip(x, -top, top))
             bits = _finish(m, ins, x, 0.0, dst_t, mode or "rn")
-            if WIDTH[dst_t] >= WIDTH[src_t] and src_t != dst_t:   # widening keeps a NaN's payload, quietened
-                bits = np.where(np.isnan(x), _widen_nan(src, src_t, dst_t), bits)
+            if src_t != dst_t:
+                bits = np.where(np.isnan(x), cvt_nan(src, src_t, dst_t), bits)
         else:
             s, e = _from_int(src, src_t)
             bits = _finish(m, ins, s, e, dst_t, mode or "rn")
@@ -354,7 +275,7 @@ def cvt(m: Machine, ins: Instr):
     # integer destination
     if src_t in ("f16", "bf16", "f32", "f64"):
         x = _ftz_in(decode(src, src_t), src_t, ins.has("ftz"))
-        m.write(ins.operands[0], _to_int(x, dst_t, mode or "rz"), dst_t)
+        m.write(ins.operands[0], to_int(x, dst_t, mode or "rz", INT_NAN.get((src_t, dst_t), 0)), dst_t)
         return
     v = ptx_int.signed(src, WIDTH[src_t]) if src_t[0] == "s" else src
     if ins.has("sat"):
@@ -364,19 +285,6 @@ def cvt(m: Machine, ins: Instr):
     bits = np.asarray(v).astype(np.int64).view(_U64) if np.asarray(v).dtype.kind == "i" else v
     m.write(ins.operands[0], bits, dst_t, signed=dst_t[0] == "s")
 
-
-def _to_int_float(x, mode):
-    return {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}[mode](x)
-
-
-def _widen_nan(src, src_t, dst_t):
-    sw, dw = WIDTH[src_t], WIDTH[dst_t]
-    sign = (src >> _U64(sw - 1)) & _U64(1)
-    payload = src & _U64((1 << _FRAC[src_t]) - 1)
-    exp_bits = dw - 1 - _FRAC[dst_t]
-    quiet = _U64(1 << (_FRAC[dst_t] - 1))
-    return (sign << _U64(dw - 1)) | (mask(exp_bits) << _U64(_FRAC[dst_t])) | quiet | \
-        (payload << _U64(_FRAC[dst_t] - _FRAC[src_t]))
 
 
 def _float_or_int(int_fn):

@@ -98,6 +98,9 @@ def mul(m, ins):
     m.write(ins.operands[0], r.astype(_U64), out_t)
 
 
+_REM_BY_ZERO_ONES = ("s32",)
+
+
 def divrem(m, ins):
     t = itype(ins)
     a, b = value(m, ins, 1, t), value(m, ins, 2, t)
@@ -109,9 +112,11 @@ def divrem(m, ins):
             r = a - q * safe
     else:
         q, r = a // safe, a % safe
-    # division by zero: what the hardware's integer division routine returns (all ones; the dividend)
-    if ins.op == "div":
-        out = np.where(b == 0, np.int64(-1) if t[0] == "s" else mask(WIDTH[t]), q)
+    # by zero, what the GPU's division routine returns (sm_90 measured): all ones, for div and for rem.s32
+    # alike; rem of the other types keeps the dividend
+    ones = np.int64(-1) if t[0] == "s" else mask(WIDTH[t])
+    if ins.op == "div" or t in _REM_BY_ZERO_ONES:
+        out = np.where(b == 0, ones, q if ins.op == "div" else r)
     else:
         out = np.where(b == 0, a, r)
     put(m, ins, out, t)
