@@ -104,15 +104,23 @@ export class ProgramDetail {
   }
 }
 
-// An op's values over its active lanes: the finite range, and NaN / Inf counts flagged.
+// An op's values over its active lanes: the finite range, and NaN / Inf counts flagged. A math row's are its
+// float ops' results in this program (every lane): the first non-finite one in the title, and "born here"
+// where a NaN/Inf that reached memory was born on its line.
 function valuesCell(o, i) {
+  const results = o.results ? o.results[i] : 0;
+  if (results === 2) return h("td", { class: "vals muted", title: "this program's values on the line were left out: the recorder keeps 65536 (program, line) entries per launch" }, "not kept");
   if (!o.vmin || o.nan[i] === -1 || o.nan[i] === undefined) return h("td", { class: "vals muted" }, "");
   const parts = [];
   if (o.vmin[i] !== null) parts.push(o.vmin[i] === o.vmax[i] ? fmtNum(o.vmin[i]) : `${fmtNum(o.vmin[i])} … ${fmtNum(o.vmax[i])}`);
-  const title = o.vmean[i] !== null ? `min ${fmtNum(o.vmin[i])} · max ${fmtNum(o.vmax[i])} · mean ${fmtNum(o.vmean[i])}` : "no finite value";
-  const td = h("td", { class: "vals", title: `${title} · NaN ${o.nan[i]} · Inf ${o.inf[i]}` }, parts.join(""));
+  let title = o.vmean[i] !== null ? `min ${fmtNum(o.vmin[i])} · max ${fmtNum(o.vmax[i])} · mean ${fmtNum(o.vmean[i])}` : "no finite value";
+  if (results === 1) title = `values from the ops' results · ${o.vmin[i] !== null ? `min ${fmtNum(o.vmin[i])} · max ${fmtNum(o.vmax[i])}` : "no finite value"}`;
+  const first = results === 1 && o.first ? o.first[i] : null;
+  if (first) title += ` · first non-finite: ${first.value} in ${first.op || "an op"} at lane (${first.lane.join(", ")})`;
+  const td = h("td", { class: "vals" + (results === 1 ? " results" : ""), title: `${title} · NaN ${o.nan[i]} · Inf ${o.inf[i]}` }, parts.join(""));
   if (o.nan[i]) td.append(h("span", { class: "flag bad" }, `${o.nan[i]} NaN`));
   if (o.inf[i]) td.append(h("span", { class: "flag bad" }, `${o.inf[i]} Inf`));
+  if (o.born && o.born[i]) td.append(h("span", { class: "flag bad born" }, "born here"));
   return td;
 }
 

@@ -13,6 +13,7 @@ import { ProgramGrid, telling } from "./grid.js";
 import { linearOf } from "./layout.js";
 import { installNavigation } from "./navigate.js";
 import { PanelPlaces, parsePlace, placeKey } from "./places.js";
+import { PrecisionColumn } from "./precision.js";
 import { apiUrl } from "./routes.js";
 import { StoragePanel } from "./storage.js";
 import { TensorView } from "./tensor.js";
@@ -62,7 +63,7 @@ export function mount(root, host) {
     if (view) prefetch(view);
   }
   const grid = new ProgramGrid($, (pid, t0) => { prefetchProgram(pid); go(S.li, pid, null, { what: "grid-click", t0 }); }, prefetchProgram);
-  const source = new SourceView($);
+  const source = new SourceView($), precisionColumn = new PrecisionColumn($("source"));
   const block = new BlockView($, api);
   const charts = new Charts($, api, host.plotly);
   const comparison = new CompareCard($, api);
@@ -248,6 +249,8 @@ export function mount(root, host) {
 
   async function openLaunch(li) {
     status("loading…");
+    // the precision column is the source view's extra, not a reason to fail the launch: its errors stay in it
+    const precision = host.request(url("precision", { i: li }));
     const [launch, gridData, found] = await Promise.all([api("launch", { i: li }), api("grid", { i: li, z: 0 }), api("findings", { i: li })]);
     if (!launch || !gridData || !found) return false;
     Object.assign(S, { li, launch, findings: found, z: 0, pid: null, op: null, program: null, finding: null });
@@ -268,6 +271,8 @@ export function mount(root, host) {
     detail.setLaunch(launch);
     source.set(launch, found);
     source.mark([], null);
+    const drawn = source.lines;
+    precision.then((res) => { if (source.lines === drawn) precisionColumn.show(drawn, res); });
     findings.set(found, S.trace.analysis.available ? null : "No analysis ran, so there are no findings.", launch.hints);
     card.set(found, launch);
     tensor.compare = S.trace.compare && S.trace.compare.available && li < S.trace.compare.launches;

@@ -24,6 +24,7 @@ from .compiledview import compiled_payload
 from .lookup import TraceIndex
 from .payload import encode
 from .planesview import planes_payload
+from .precisionview import precision_payload
 from .storageview import storage_payload
 from .tensorview import tensor_payload
 from .tilesview import tiles_payload
@@ -115,6 +116,11 @@ def findings(ti: TraceIndex, i: int) -> str:
 def charts(ti: TraceIndex, i: int) -> str:
     check_launch(ti, i)
     return _once(ti, ("charts", i), lambda: P.charts_payload(ti, i))
+
+
+def precision(ti: TraceIndex, i: int) -> str:
+    check_launch(ti, i)
+    return _once(ti, ("precision", i), lambda: precision_payload(ti, i))
 
 
 def block(ti: TraceIndex, i: int, pid: tuple, seq: int) -> str:

@@ -86,6 +86,11 @@ another site, so no other page can make this server compile or read a trace.
 ``GET /api/launch/<i>/charts`` -> ``ChartsPayload``
     ``HIST_BINS``-bin histograms of every grid metric over the programs, the launch's roofline point on
     the analysis' GPU, and bytes per tensor.
+``GET /api/launch/<i>/precision`` -> ``PrecisionPayload`` (precisionview.py)
+    Where a launch followed by a float64 shadow (``trace(shadow="float64")``, or served with ``--shadow
+    float64``) loses precision, per line of the kernel's own file: the analysis' "precision" entry, one row a
+    line (at most ``MAX_SOURCE_LINES``), its stores (at most ``precisionview.MAX_STORES``), the lines where
+    precision is lost; without the shadow, ``note`` says how to get it.
 
 Static routes: ``/`` the page, ``/static/<file>`` the frontend's files, ``/favicon.svg``,
 ``/vendor/plotly.min.js`` from the installed plotly package, and ``/vendor/plotly-guards.json`` ({"ids": [...]}: the element ids plotly.js
@@ -157,7 +162,11 @@ class ProgramPayload(TypedDict):
     ops: dict             # seq, kind, tensor, file, line, shape, active, lanes, bytes, sectors,
                           # sector_efficiency, oob, values (1: values recorded), aux (dot: M, N, K),
                           # vmin, vmax, vmean (finite values of the active lanes; None without), nan, inf
-                          # (counts; -1 where no values were recorded)
+                          # (counts; -1 where no values were recorded); a math row's from its float ops'
+                          # results in this program (mathrows.py: every lane, no mean), and for every row
+                          # results (1: those values; 2: left out by the recorder's cap; 0), born (1: a
+                          # NaN/Inf that reached memory was born on the line), first ({op, lane, value}: the
+                          # program's first non-finite result on the line, or None)
     total_ops: int
     offset: int           # this page: ops offset .. offset + limit - 1
     limit: int
@@ -344,4 +353,23 @@ class DiffPayload(TypedDict):
     values_recorded: bool
     elements: dict        # index (view index or None), offset, a, b (values; None: not written there),
                           # a_program, b_program ([x, y, z] or None), a_line, b_line
+    truncated: bool
+
+
+class PrecisionPayload(TypedDict):
+    available: bool       # the launch has shadow data (the analysis' "precision" entry)
+    note: Optional[str]   # without it: why, and how to get it
+    mode: Optional[str]   # "float64"
+    source: Optional[str]  # "recorded" (traced with the shadow) or "rerun" (run again by the served analysis)
+    reproduced: Optional[bool]  # a rerun wrote exactly the bytes the trace kept (None: nothing to compare)
+    file: Optional[str]   # the kernel's file, whose lines these are
+    lines: dict           # parallel lists, by line: line, ops, type, error_max, error_mean, local_max (the type
+                          # furthest from float64), gained_max, amplified_max, amplified_mean (the largest over
+                          # the line's types), explains (share of all stored error), shares ([{tensor,
+                          # store_line, share}], the largest MAX_SHARES)
+    stores: dict          # parallel lists: line, tensor, type, error_max, error_mean, normwise, lost_at (a line
+                          # of this file or None)
+    lost: list            # {line, tensor, store_line, amplified_mean, gained_max}: a precision_loss hint's
+                          # line where precision is lost, one per hinted store
+    other_files: int      # lines with shadow data in other files (helpers), not in this column
     truncated: bool

@@ -155,7 +155,8 @@ class Snapshot:
                   self.ask(R.url("findings", i=i), force)])
         if ok and self.ti.trace.launches[i].tensors:
             self.add(*all_programs_view(self.ti, i, 0), force)
-        return ok and self.ask(R.url("charts", i=i), force)
+        ok = ok and self.ask(R.url("charts", i=i), force)
+        return ok and self.ask(R.url("precision", i=i), force)       # the Source panel's precision column
 
     def program(self, i: int, pid: tuple, force: bool = False) -> bool:
         """The program's ops (and the grid of its z-slice); remembers the memory ops it ran."""

@@ -13,6 +13,7 @@ from .contract import (ChartsPayload, DiffPayload, FindingsPayload, GridPayload,
                        TouchesPayload, TracePayload)
 from .lookup import LaunchIndex, TraceIndex
 from .places import cell_name, cell_text
+from .mathrows import math_columns, math_index
 from .evidence import MARK_RUNS, MARK_RUNS_MIN, MARK_RUNS_TOTAL, finding_evidence, grid_marks, release_stores
 from .report_view import METRICS, finding_lin, launch_findings, program_metrics, report_launch, report_rows
 from .limits import (HIST_BINS, MAX_FINDINGS, MAX_GRID_CELLS, MAX_ITEMS, MAX_LAUNCHES, MAX_LINE_CHARS, MAX_OPS,  # noqa: F401
@@ -237,6 +238,7 @@ def program_payload(ti: TraceIndex, i: int, pid: tuple, offset: int = 0, limit: 
     pid_list = list(pid)
     an = report_rows(ti, i)
     stats = ix.launch.value_stats(rows)
+    maths = math_columns(ti.memo(("math", i), lambda: math_index(ix.launch)), ix.launch, rows, pid, stats)
     sectors = an["sectors"][rows].tolist() if an is not None else [None] * len(rows)
     efficiency = [None] * len(rows)
     if an is not None:
@@ -251,7 +253,7 @@ def program_payload(ti: TraceIndex, i: int, pid: tuple, offset: int = 0, limit: 
                 "sectors": sectors, "sector_efficiency": efficiency, "oob": ix.oob[rows].tolist(),
                 "values": (o["value_dtype"][rows] >= 0).astype(int).tolist(), "aux": o["aux"][rows].tolist(),
                 "vmin": _sig(stats["min"]), "vmax": _sig(stats["max"]), "vmean": _sig(stats["mean"]),
-                "nan": stats["nan"].tolist(), "inf": stats["inf"].tolist()},
+                "nan": stats["nan"].tolist(), "inf": stats["inf"].tolist(), **maths},
         "total_ops": int(len(rows_all)), "offset": int(offset), "limit": int(min(limit, MAX_OPS)),
         "findings": [k for k, p in enumerate(found) if p == pid_list],
     }

@@ -160,6 +160,7 @@ ROUTES = (
           (LAUNCH, TENSOR, Param("index", "ints", lo=-BIG, count=(1, MAX_INDEX), default=()))),
     Route("findings", "/api/launch/<int:i>/findings", "findings", "FindingsPayload", (LAUNCH,)),
     Route("charts", "/api/launch/<int:i>/charts", "charts", "ChartsPayload", (LAUNCH,)),
+    Route("precision", "/api/launch/<int:i>/precision", "precision", "PrecisionPayload", (LAUNCH,)),
 )
 BY_NAME = {r.name: r for r in ROUTES}
 

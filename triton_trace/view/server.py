@@ -151,7 +151,9 @@ def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool
     ``compare``: a second trace of the same kernels (a Trace or path): the tensor view can then show where
     their outputs differ (``triton-trace view a.ttrace --compare b.ttrace``). ``analysis``: keyword
     arguments of ``triton_trace.analyze`` for what the page shows (``l2_bytes``, ``programs_in_flight``,
-    ``gpu``, ...): pass the ones a script printed its report with, so the page shows the same numbers.
+    ``gpu``, ...): pass the ones a script printed its report with, so the page shows the same numbers;
+    ``{"shadow": "float64"}`` fills the Source panel's precision column, running a launch recorded without
+    the shadow again from the inputs ``trace(inputs=True)`` kept (refused here when it cannot).
     A trace given as a path is followed: the page reloads when the file is written again; ``watch`` (a
     path) and ``loader(path)`` do the same for a trace loaded by the caller.
     """
@@ -162,6 +164,11 @@ def launch(share: bool = False, port: Optional[int] = None, block: Optional[bool
     token = secrets.token_urlsafe(32) if share else None
     app = create_app(trace, token, allowed_hosts, compare, analysis, watch, loader)
     ti = app.extensions["triton_trace"]
+    if (analysis or {}).get("shadow") is not None:      # before the analysis runs it, say why it cannot
+        from .precisionview import shadow_refusal
+        why = shadow_refusal(ti.trace, analysis["shadow"])
+        if why:
+            raise TraceUsageError(why)
     if ti.compare is not None:
         from ..analysis.diff import unrelated
         why = unrelated(ti.trace, ti.compare, ("this trace", "the compared one"))

@@ -24,6 +24,7 @@ KINDS = {
     "real": "a number",
     "scalar": "a number, a string or a boolean",          # a recorded value (Inf and NaN as their repr)
     "ints": "a list of integers",
+    "reals": "a list of numbers",
     "program": "a program id (three integers from 0)",
     "programs": "a list of program ids",
     "scalars": "a list of numbers, strings or booleans",
@@ -123,13 +124,14 @@ def _nested(f: Field, v, where: str) -> bool:
     return True
 
 
-_LISTS = ("ints", "programs", "scalars", "indexes")
+_LISTS = ("ints", "reals", "programs", "scalars", "indexes")
 _CHECKS = {
     "text": lambda f, v, w: isinstance(v, str),
     "int": lambda f, v, w: _int(v, f.lo),
     "real": lambda f, v, w: isinstance(v, (int, float)) and not isinstance(v, bool) and _scalar(v),
     "scalar": lambda f, v, w: _scalar(v),
     "ints": lambda f, v, w: _list(v, f, lambda x: _int(x, f.lo)),
+    "reals": lambda f, v, w: _list(v, f, lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and _scalar(x)),
     "program": lambda f, v, w: isinstance(v, list) and len(v) == 3 and all(_int(x, 0) for x in v),
     "programs": lambda f, v, w: _list(v, f, lambda p: isinstance(p, list) and len(p) == 3 and
                                       all(_int(x, 0) for x in p)),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Callable, NamedTuple, Union
 
+from .mathvalues import MAX_ENTRIES
 from .monitor import MAX_PROGRAMS
 from .schema import COUNT, HITS, NAME, PROGRAM, REACH, TEXT, Field, Record, check
 
@@ -75,6 +76,17 @@ DATAFLOW = Record("dataflow", {
     "load_op": TEXT, "load_tensor": NAME, "first": Field("int", lo=-(1 << 62)), "last": Field("int", lo=-(1 << 62)),
     "step": Field("int", lo=1), "dims": Field("ints", lo=-1), "role": TEXT, "how": TEXT,
     "programs": Field("programs", size=MAX_PROGRAMS, need=False)}, entries=MAX_LINES)
+# not a check: the values each line's float math produced, per program (checks/mathvalues.py), for the view;
+# the p_ lists are parallel, one entry per program kept (MAX_ENTRIES over the launch)
+_PER = MAX_ENTRIES
+MATH_VALUES = Record("math_values", {
+    "file": NAME, "line": COUNT, "count": COUNT, "nan": COUNT, "pinf": COUNT, "ninf": COUNT,
+    "min": Field("real", null=True), "max": Field("real", null=True), "programs": COUNT, "left_out": COUNT,
+    "first": Field("facts", null=True), "ops": Field("scalars"), "shapes": Field("indexes"),
+    "p_program": Field("programs", size=_PER), **{f"p_{k}": Field("ints", size=_PER) for k in
+                                                    ("count", "nan", "pinf", "ninf", "kind")},
+    "p_first": Field("ints", lo=-1, size=_PER), "p_lane": Field("ints", lo=-1, size=_PER),
+    "p_min": Field("reals", size=_PER), "p_max": Field("reals", size=_PER)}, entries=MAX_LINES)
 
 # in install order: the overflow tags come before the hooks that read rec.origin, which provenance (installed
 # after every row) sets for each memory op
@@ -90,6 +102,7 @@ MONITORS = (
     Row("shadow", "shadow:Shadows", ("shadow_ops",), (SHADOW_RUN, SHADOW_LINE, SHADOW_STORE)),
     Row("dataflow", "triton_trace.record.memory.dataflow:Dataflow", ("triton_trace.record.memory.dataflow_ops",),
         (DATAFLOW,)),
+    Row("math_values", "mathvalues:MathValues", ("mathvalues_ops",), (MATH_VALUES,)),
 )
 
 
