@@ -4,6 +4,7 @@ independently (exact rationals, bit masks), and the contraction pattern is the o
 for sm_90 from the same kernel, compiled on this machine."""
 from __future__ import annotations
 
+import os
 import re
 from fractions import Fraction
 
@@ -102,6 +103,59 @@ def test_the_ptx_fuses_what_the_trace_fuses():
     mul_pairs = {frozenset(regs(ln)[1:3]) for ln in muls}
     fma_pairs = {frozenset(regs(ln)[1:3]) for ln in fmas}
     assert mul_pairs < fma_pairs
+
+
+@triton.jit
+def approximations(x_ptr, y_ptr, out_ptr, N: tl.constexpr):
+    r = tl.arange(0, N)
+    x, y = tl.load(x_ptr + r), tl.load(y_ptr + r)
+    tl.store(out_ptr + r, x / y)
+    tl.store(out_ptr + N + r, tl.sqrt(x))
+    tl.store(out_ptr + 2 * N + r, tl.rsqrt(x))
+    tl.store(out_ptr + 3 * N + r, y / 2.081946849822998)      # 0x40053e9e, a constant divisor
+
+
+def _sass(ptx: str, tmp_path) -> str:
+    """The sm_90 machine code of a PTX text, from the ptxas Triton compiles sm_90 with and the cuobjdump it
+    ships."""
+    import subprocess
+
+    import triton.backends.nvidia as nv
+    from triton.backends.nvidia.compiler import get_ptxas
+    tools = os.path.join(os.path.dirname(nv.__file__), "bin")
+    src, cubin = tmp_path / "k.ptx", tmp_path / "k.cubin"
+    src.write_text(ptx)
+    try:
+        subprocess.run([get_ptxas(90).path, "-arch=sm_90a", "-O3", str(src), "-o", str(cubin)],
+                       check=True, capture_output=True, timeout=120)
+        return subprocess.run([os.path.join(tools, "cuobjdump"), "-sass", str(cubin)], check=True,
+                              capture_output=True, text=True, timeout=120).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        pytest.skip(f"Triton's ptxas/cuobjdump do not run here: {e}")
+
+
+def test_the_compiled_kernel_runs_the_mufu_instructions_the_trace_emulates(tmp_path):
+    """fp32 x / y is div.full.f32, tl.sqrt / tl.rsqrt the .ftz approximations (numerics/mufu.py emulates
+    them), and a constant divisor's reciprocal is folded by ptxas to the correctly rounded one, which is
+    not the MUFU's: an FMUL by rn(1/C), no MUFU.RCP for it."""
+    from triton_trace.compiled.toolchain import DeviceTensor, compile_jit
+    from triton_trace.numerics import mufu
+    args = {n: DeviceTensor(torch.float32, 1 << 20) for n in ("x_ptr", "y_ptr", "out_ptr")}
+    ptx = compile_jit(approximations, {**args, "N": N}, {"num_warps": 4}, 90)["ptx"]
+    body = "\n".join(ln.split("//")[0] for ln in ptx.splitlines())
+    per_thread = N // 128
+    assert len(re.findall(r"\bsqrt\.approx\.ftz\.f32\b", body)) == per_thread
+    assert len(re.findall(r"\brsqrt\.approx\.ftz\.f32\b", body)) == per_thread
+    assert len(re.findall(r"\bdiv\.full\.f32\b", body)) >= per_thread        # 3.6: the constant's too
+    assert not re.search(r"\bsqrt\.rn\b|\bdiv\.rn\b", body)
+    sass = _sass(ptx, tmp_path)
+    c = np.float32(2.081946849822998)
+    rn, hw = np.float32(1 / np.float64(c)), mufu.rcp_approx(c)
+    assert rn != hw
+    assert len(re.findall(r"MUFU\.RCP\b", sass)) == per_thread                  # x / y only
+    imm = [np.float32(float(v)) for v in re.findall(r"FMUL\S* R\d+, R\d+, ([-0-9.e+]+)", sass)]
+    assert rn in imm and hw not in imm, imm
+    assert len(re.findall(r"MUFU\.SQRT\b", sass)) == per_thread and len(re.findall(r"MUFU\.RSQ\b", sass)) == per_thread
 
 
 @triton.jit

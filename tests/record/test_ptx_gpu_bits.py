@@ -90,6 +90,20 @@ def test_gpu_examples_bit_for_bit(case):
     assert [hex(int(g)) for g in got] == [hex(w) for w in want]
 
 
+@pytest.mark.parametrize("case", ["rcp.approx.f32", "div.full.f32"])
+def test_mufu_instructions_in_inline_asm_have_the_gpus_bits(case):
+    """rcp.approx and div.full in inline PTX run numerics/mufu.py: the GPU's recorded examples (held out from
+    the tables the emulation is built on) bit for bit."""
+    with open(os.path.join(FID, "gpu_2026-12-07b", "inline_asm", "inline_asm.json")) as f:
+        row = {r["case"]: r for r in json.load(f)["rows"]}[case]
+    asm, cons, kinds, out_kind, pack = HARNESS.CASES[case]
+    assert row["asm"] == asm and row["status"] == "approximate" and len(row["examples"]) >= 6
+    inputs = [np.array([int(e["inputs"][k], 16) for e in row["examples"]], dtype=np.uint64).astype(HARNESS._NP[kind])
+              for k, kind in enumerate(kinds)]
+    got = run(asm, cons, inputs, HARNESS._NP[out_kind])
+    assert [hex(int(g)) for g in got] == [e["gpu"] for e in row["examples"]]
+
+
 # --- the same instructions away from those corners --------------------------------------------------------------
 def _f32(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float32).view(np.uint32)

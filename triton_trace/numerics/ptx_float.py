@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import ptx_int
+from . import mufu, ptx_int
 from .ptx import WIDTH, Instr, Machine, PtxUnsupported, mask
 from .ptx_formats import (FP4, INT_NAN, NAN, cvt_nan, decode, encode, fp4_encode, fp8_encode, nan_fix,
                           round_rational_f64, to_int, to_int_float)
@@ -74,8 +74,33 @@ def _arith(m: Machine, ins: Instr):
     m.write(ins.operands[0], out, t)
 
 
+def _mufu(ins, t, raw):
+    """The special-function unit's f32 approximations with the GPU's bits (numerics/mufu.py, from tables measured
+    on an H100), or None for an instruction it does not cover. The raw bits, not the ``.ftz``-flushed values:
+    the non-ftz forms keep subnormal inputs. An immediate divisor is folded by ptxas to its correctly rounded
+    reciprocal, as in the compiled kernel."""
+    op, ftz = ins.op, ins.has("ftz")
+    if t != "f32" or not (ins.has("approx") or (op == "div" and ins.has("full"))):
+        return None
+    a = raw[0].astype(np.uint32).view(np.float32)
+    if op == "rcp":
+        r = mufu.rcp_approx(a, ftz=ftz)
+    elif op in ("sqrt", "rsqrt"):
+        r = (mufu.sqrt_approx if op == "sqrt" else mufu.rsqrt_approx)(a, ftz=ftz)
+    elif op == "div":
+        b = raw[1].astype(np.uint32).view(np.float32)
+        const = ins.operands[2].kind == "imm"
+        r = (mufu.div_full if ins.has("full") else mufu.div_approx)(a, b, ftz=ftz, constant_divisor=const)
+    else:
+        return None
+    return np.asarray(r, np.float32).view(np.uint32).astype(_U64)
+
+
 def _one(m, ins, t, mode, v, raw):
     op = ins.op
+    gpu = _mufu(ins, t, raw) if op in ("rcp", "sqrt", "rsqrt", "div") else None
+    if gpu is not None:
+        return gpu
     with np.errstate(all="ignore"):
         if op in ("add", "sub"):
             y = v[1] if op == "add" else -v[1]

@@ -19,8 +19,17 @@ from the interpreter's correctly rounded numpy, installed on the builder for one
 - **Split dots.** ``input_precision="tf32x3"``, ``"bf16x3"``, ``"bf16x6"``: the operands split into parts and
   the partial dots summed in the compiler's order (numerics/splitdot.py).
 
-Approximate division and ``ex2.approx`` stay correctly rounded: their bits are the hardware's and no
-emulation here matches the recorded ones yet (docs/fidelity.md).
+- **MUFU approximations** (numerics/mufu.py, from tables measured on an H100). fp32 ``x / y`` and ``tl.fdiv``
+  compile to ``div.full.f32`` (fp16/bf16 operands: converted to fp32 and the quotient rounded back),
+  ``tl.sqrt`` to ``sqrt.approx.ftz.f32``, ``tl.rsqrt`` to ``rsqrt.approx.ftz.f32`` and Triton 3.9's
+  ``tl.fdiv(..., approx=True)`` to ``div.approx.f32``; each computes the GPU's bits here. A divisor that is a
+  compile-time constant (a literal or constexpr, splat or converted) is different: ``ptxas`` folds its
+  reciprocal, correctly rounded, so ``x / 3.0`` is ``x * rn(1/3)`` (read from the SASS of both releases'
+  ptxas). Constants are followed from the builder's ``get_*`` through splats, broadcasts and casts; a
+  divisor LLVM folds from arithmetic on constants is taken for a run-time one.
+
+``ex2.approx`` (``tl.exp``, ``tl.exp2``) stays correctly rounded: the tables do not cover its inputs
+(docs/fidelity.md).
 """
 from __future__ import annotations
 
@@ -28,8 +37,9 @@ import weakref
 
 import numpy as np
 
-from ...numerics import compiled, splitdot
+from ...numerics import compiled, mufu, splitdot
 from ..interp.access import TensorHandle as _TH
+from ..patching import carried
 from .lowp import inner_method
 
 _FUSED = (np.dtype(np.float32), np.dtype(np.float64))
@@ -46,6 +56,8 @@ class _Product:
 
 def install(scope, builder) -> None:
     _contraction(scope, builder)
+    _constants(scope, builder)
+    _approximate(scope, builder)
     if hasattr(builder, "create_dot"):
         inner = inner_method(builder, "create_dot")
 
@@ -143,5 +155,74 @@ def _tf32_inputs(a, b, precision):
 def describe() -> str:
     """What ``numerics="compiled"`` changes, for a launch's meta and the report."""
     return ("fp32/fp64 a*b+c contracted to fma.rn; fp32 tl.dot inputs truncated to TF32; tf32x3/bf16x3/bf16x6 "
-            "dots split as compiled")
+            "dots split as compiled; fp32 division, tl.sqrt and tl.rsqrt as the GPU's MUFU approximations")
 
+
+_CONST = "_tt_const"
+_CONSTANT_GETTERS = ("get_fp16", "get_bf16", "get_fp32", "get_fp64", "get_int8", "get_uint8", "get_int16",
+                     "get_uint16", "get_int32", "get_uint32", "get_int64", "get_uint64")
+_CONSTANT_KEEPING = ("create_splat", "create_broadcast", "create_expand_dims", "cast_impl", "create_fp_to_fp")
+
+
+def _constants(scope, builder) -> None:
+    """Tag the handles that hold compile-time constants: what the builder's ``get_*`` make (literals and
+    constexprs; a kernel's scalar arguments arrive otherwise), and splats, broadcasts and casts of them."""
+    def tagging(inner, keeps):
+        def run(*args, **kwargs):
+            out = inner(*args, **kwargs)
+            handles = [a for a in args if isinstance(a, _TH)]
+            if isinstance(out, _TH) and (not keeps or (handles and all(carried(h, _CONST) for h in handles))):
+                try:
+                    setattr(out, _CONST, True)
+                except AttributeError:
+                    pass
+            return out
+        return run
+    for names, keeps in ((_CONSTANT_GETTERS, False), (_CONSTANT_KEEPING, True)):
+        for name in names:
+            if hasattr(builder, name):
+                scope.set_attr(builder, name, tagging(inner_method(builder, name), keeps))
+
+
+def _divide_by(fn, constant: bool):
+    """The numpy function ``binary_op`` applies for ``x / y``: ``fn`` on fp32 (fp16 widened to fp32 and the
+    quotient rounded back, as the compiled kernel converts; bf16 arrives widened by lowp), numpy's division
+    on anything else (fp64: ``div.rn.f64``; the float64 shadow)."""
+    def divide(a, b):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.dtype == np.float32 and b.dtype == np.float32:
+            return fn(a, b, constant_divisor=constant)
+        if a.dtype == np.float16 and b.dtype == np.float16:
+            return fn(a.astype(np.float32), b.astype(np.float32), constant_divisor=constant).astype(np.float16)
+        return np.divide(a, b)
+    divide.__name__ = "divide"          # how the runtime checks know a division (nonfinite.DIVISIONS)
+    return divide
+
+
+def _sqrt(a):
+    a = np.asarray(a)
+    return mufu.sqrt_approx(a, ftz=True) if a.dtype == np.float32 else np.sqrt(a)
+
+
+_sqrt.__name__ = "sqrt"                 # as np.sqrt, which the interpreter's create_sqrt passes
+
+
+def _approximate(scope, builder) -> None:
+    rsqrt = inner_method(builder, "create_rsqrt")
+
+    def division(fn):
+        def create(lhs, rhs):
+            # builder.binary_op at call time: the flop counter and the runtime checks see a division
+            return builder.binary_op(lhs, rhs, _divide_by(fn, bool(carried(rhs, _CONST))))
+        return create
+
+    def create_rsqrt(arg):
+        if np.asarray(arg.data).dtype != np.float32:
+            return rsqrt(arg)
+        return _TH(mufu.rsqrt_approx(arg.data, ftz=True), arg.dtype.scalar)
+
+    scope.set_attr(builder, "create_fdiv", division(mufu.div_full))
+    if hasattr(builder, "create_approx_divf"):
+        scope.set_attr(builder, "create_approx_divf", division(mufu.div_approx))
+    scope.set_attr(builder, "create_sqrt", lambda arg: builder.unary_op(arg, _sqrt))
+    scope.set_attr(builder, "create_rsqrt", create_rsqrt)
