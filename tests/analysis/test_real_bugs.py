@@ -210,7 +210,11 @@ def _softcap_references(z, labels):
 def test_softcap_turns_inf_padding_into_counted_lanes(batch):
     from helpers.source import marked_line
     z, labels = _softcap_rows()
+    z_before = z.clone()
     loss, lse = K.softcap_cross_entropy(_traced(K.softcap_lse_padded, batch=batch), z, labels, CAP)
+    # the launch only reads z (a reference once came out different after it: name the elements if it wrote)
+    changed = torch.nonzero(z != z_before).tolist()
+    assert not changed, f"the traced launch changed its input z at {changed[:8]}: {z[z != z_before][:8].tolist()}"
     found = _findings()
     assert [f.kind for f in found] == ["padded_reduction"], [f.message for f in found]   # the sum, not the max
     f = found[0]
