@@ -184,6 +184,23 @@ MAIN = [
          _matmul_tiles(1024, (128, 128, 32), w, dtype),
          f"1024^3 {name} inputs, 128x128x32 tiles, {w} warps, GROUP_M 8 (large tiles: cp.async copies)", 40, w)
     for name, dtype in (("fp32", torch.float32), ("fp16", torch.float16)) for w in (4, 8)
+] + [
+    # held-out style, one more axis each: bf16, 1/2 warps (mma.sync instead of a warpgroup's wgmma), tiles of
+    # 16 and 256, and masked edges (1000 is no multiple of any tile)
+    Case(f"matmul_{n}_{bm}x{bn}x{bk}_{name}_w{w}", "matmul_kernel", K.make_matmul,
+         _matmul_tiles(n, (bm, bn, bk), w, dtype),
+         f"{n}^3 {name} inputs, {bm}x{bn}x{bk} tiles, {w} warps, GROUP_M 8" + (" (masked edges)" if n % 16 else ""),
+         cost, w)
+    for n, (bm, bn, bk), name, dtype, w, cost in (
+        (1024, (128, 128, 32), "bf16", torch.bfloat16, 4, 40),
+        (1024, (64, 256, 32), "bf16", torch.bfloat16, 4, 40),
+        (1024, (256, 128, 64), "fp16", torch.float16, 8, 40),
+        (512, (16, 16, 16), "fp16", torch.float16, 1, 60),
+        (1024, (64, 64, 32), "fp16", torch.float16, 2, 40),
+        (1024, (128, 64, 64), "bf16", torch.bfloat16, 2, 40),
+        (1000, (128, 128, 32), "fp16", torch.float16, 4, 40),
+        (1000, (64, 64, 32), "fp32", torch.float32, 4, 40),
+        (1000, (32, 64, 16), "bf16", torch.bfloat16, 2, 40))
 ]
 
 SWEEP = [Case(f"fill_{n}M", "fill_kernel", _jit(fill_kernel), _fill(n * Mi), f"pure store, {n} Mi fp32")
