@@ -306,3 +306,25 @@ def test_a_module_level_alias_of_a_builtin_runs(batch):
     torch.testing.assert_close(y, torch.where(x > 0, (x.double() * 3).float(), -x), rtol=0, atol=0)
     assert not triton_trace.analyze(triton_trace.current_trace()).findings
     assert _alias_cast is tl.cast and _alias_where is tl.where      # restored after the launch
+
+
+# --------------------------------------------------------------------------------------------------------
+# 3. the standard library's tensor methods (x.sum(), x.max()) bind their tensor, as compiled code does
+# --------------------------------------------------------------------------------------------------------
+@triton.jit
+def member_methods(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    tl.store(out_ptr + 0, x.sum())
+    tl.store(out_ptr + 1, x.max())
+    tl.store(out_ptr + 2, x.abs().sum(axis=0))
+    tl.store(out_ptr + 3, tl.sum(x) - x.sum())
+
+
+def test_tensor_member_methods_bind_their_tensor():
+    # Triton's test_tensor_member: imported without TRITON_INTERPRET (the suite mode), ``x.sum`` is the
+    # JITFunction on the tensor class and nothing bound ``x``: "sum() missing 1 required positional argument"
+    x = torch.tensor([3, -7, 5, 2, -1, 9, -4, 0], dtype=torch.int32)
+    out = torch.zeros(4, dtype=torch.int32)
+    triton_trace.trace(member_methods)[(1,)](x, out, BLOCK=8)
+    xs = x.numpy().astype(np.int64)
+    assert out.tolist() == [xs.sum(), xs.max(), np.abs(xs).sum(), 0]

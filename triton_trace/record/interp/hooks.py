@@ -11,6 +11,7 @@ them.
 from __future__ import annotations
 
 import builtins
+import functools
 import os
 from contextlib import contextmanager
 from typing import Callable, Optional
@@ -267,6 +268,19 @@ def _dtype_as_constexpr(scope) -> None:
         scope.set_attr(tl.dtype, "value", property(lambda self: self))
 
 
+def _member_methods(scope: Scope) -> None:
+    # Triton's standard library registers its @jit functions as tensor methods (``x.sum()``, ``x.max()``):
+    # the class attribute is the JITFunction itself, which the code generator binds. Imported without
+    # TRITON_INTERPRET (the suite mode, trace_all) nothing binds it in Python, so ``x.sum()`` would call sum()
+    # without its tensor: bind a JITFunction reached through a tensor for the launch
+    if hasattr(JITFunction, "__get__"):
+        return
+
+    def bind(self, obj, objtype=None):
+        return self if not isinstance(obj, tl.tensor) else functools.partial(self, obj)
+    scope.set_attr(JITFunction, "__get__", bind)
+
+
 @contextmanager
 def _installed(fn, rec, debug: bool, numerics: str):
     snapshot = Snapshot(_language_objects())
@@ -279,6 +293,7 @@ def _installed(fn, rec, debug: bool, numerics: str):
         scope.set_attr(_ti, "_interpreter", proxy)
         scope.set_attr(JITFunction, "__call__", _call_nested)
         scope.set_attr(_ti.InterpretedFunction, "__call__", _call_nested)
+        _member_methods(scope)
         _set_interpret_knob(scope)
         _cached_np_dtype(scope)
         _builtin_minmax(scope)
