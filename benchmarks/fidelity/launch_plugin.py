@@ -8,6 +8,13 @@ pipeline run on a machine without a GPU), its arguments are copied again, then t
 with triton_trace on the first copies and every tensor argument is compared (``bitcompare``). The test
 itself sees only its own launch's results. One JSON line per launch, and one per test cut by the
 deadline, go to ``--lf-log`` (``.<xdist worker>`` appended).
+
+For a library's own tests (``library_launches.py``): ``--lf-relaunch`` hands a library that keeps what
+``kernel.run`` returned and launches it again later (FlagGems' LibEntry: ``compiled[grid](*args)``, which
+would bypass the route) an object whose launches come back through it; ``--lf-cuda-on-cpu=GPU`` runs a
+suite written for CUDA on a machine without one, under triton_trace's CUDA redirect (untraced: each launch
+runs in the interpreter, the reference, and is traced only by ``compare_launch``). An autotuned kernel is
+traced with the config the reference run chose.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ import textwrap
 import threading
 import time
 import traceback
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -41,9 +49,30 @@ def pytest_addoption(parser):
                 help="a time.time() after which the remaining tests are skipped (0: none)")
     g.addoption("--lf-shuffle", type=int, default=None,
                 help="run the tests in an order shuffled with this seed, so a deadline cuts every family alike")
+    g.addoption("--lf-relaunch", action="store_true", default=False,
+                help="return a relaunchable kernel from each launch (a library that caches it launches it again)")
+    g.addoption("--lf-cuda-on-cpu", default=None, metavar="GPU",
+                help="run CUDA tests on the CPU under triton_trace's redirect, answering as GPU (interpreter reference)")
+
+
+def pytest_load_initial_conftests(early_config, parser, args):
+    gpu = getattr(early_config.known_args_namespace, "lf_cuda_on_cpu", None)
+    if gpu:     # before the library's conftest imports the library, which looks for a GPU at import
+        _redirect(early_config, gpu)
+
+
+def _redirect(config, gpu: str) -> None:
+    from contextlib import ExitStack
+    from triton_trace.suite import cuda_on_cpu
+    if getattr(config, "_lf_redirect", None) is None:
+        stack = ExitStack()
+        config._lf_redirect = stack.enter_context(cuda_on_cpu(gpu, trace=False))
+        config.add_cleanup(stack.close)
 
 
 def pytest_configure(config):
+    if config.getoption("--lf-cuda-on-cpu"):        # an xdist worker: its early hook saw no options
+        _redirect(config, config.getoption("--lf-cuda-on-cpu"))
     # helpers the release-3.6 tests import that later Triton releases dropped (as tt_suite_plugin does)
     import triton._internal_testing as testing
     for name, answer in {"is_hip_gfx11": False, "is_hip_gfx12": False, "is_hip_mi200": False,
@@ -83,6 +112,27 @@ def pytest_runtest_call(item):
         yield
 
 
+class Relaunch:
+    """What a routed launch returns with ``--lf-relaunch``: the reference's own result (a CompiledKernel on the
+    GPU, nothing in the interpreter) answers attribute reads, while ``relaunch[grid](*args)`` launches the jit
+    function again through ``run``, so the route compares it too. ``args`` are all the jit function's
+    parameters (FlagGems on Triton 3.3-3.6) or only its non-constexpr ones, the constexprs then those of the
+    first launch, with the config its autotuner chose (``InterpretedKernel`` binds them)."""
+
+    def __init__(self, kernel, args, kwargs, result):
+        from triton_trace.record.interpreted import InterpretedKernel
+        self._bind = InterpretedKernel(kernel, args, kwargs)
+        self._result = result
+
+    def __getitem__(self, grid):
+        return self._bind[grid]
+
+    def __getattr__(self, name):
+        if name.startswith("_"):        # (copy and pickle probe for these before __init__ has run)
+            raise AttributeError(name)
+        return getattr(self._result, name)
+
+
 def _family(nodeid: str) -> str:
     return nodeid.split("::")[-1].split("[")[0]
 
@@ -93,7 +143,7 @@ def compare_launch(item, reference, kernel, original_run, args, grid, kwargs):
     from triton_trace import gpucheck, reset
     from triton_trace.record.interp import hooks
 
-    bound = gpucheck._bound(kernel, args, kwargs)
+    bound = {name: as_tensor(v) for name, v in gpucheck._bound(kernel, args, kwargs).items()}
     before = bc.snapshot(bound)
     result = original_run(kernel, *args, grid=grid, warmup=False, **kwargs)
     if reference == "gpu":
@@ -105,8 +155,9 @@ def compare_launch(item, reference, kernel, original_run, args, grid, kwargs):
     t0 = time.perf_counter()
     try:
         reset()
-        gpucheck._launch(as_written(kernel), grid, before, traced=True, values=False,
-                         numerics=item.config.getoption("--lf-numerics"))
+        with configs_chosen(kernel):
+            gpucheck._launch(as_written(kernel), grid, before, traced=True, values=False,
+                             numerics=item.config.getoption("--lf-numerics"))
         reset()
     except Exception as e:          # an op the tracer cannot run: counted, with its message, not hidden
         rec.update(status="trace_error", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
@@ -117,7 +168,61 @@ def compare_launch(item, reference, kernel, original_run, args, grid, kwargs):
         rec["status"] = bc.worst(o["status"] for o in rec["outputs"])
     rec["trace_s"] = round(time.perf_counter() - t0, 4)
     _write(item.config, rec)
+    if item.config.getoption("--lf-relaunch"):
+        return Relaunch(kernel, args, kwargs, result)
     return result
+
+
+@contextmanager
+def configs_chosen(kernel):
+    """Each autotuner above ``kernel`` offers only the config the reference run chose (``best_config``), so the
+    trace, which never benchmarks, runs that one: a library's tuner keys its own cache its own way, and a
+    first-config guess would tile a reduction differently from the GPU."""
+    from triton_trace.record.interp import hooks
+    saved = []
+    try:
+        for part in hooks.autotune_parts(kernel):
+            best = getattr(part, "best_config", None)
+            if hasattr(part, "configs") and best is not None:
+                saved.append((part, part.configs, part.__dict__.get("cache", _NONE)))
+                part.configs, part.cache = [best], {}
+        yield
+    finally:
+        for part, configs, cache in saved:
+            part.configs = configs
+            if cache is _NONE:
+                del part.cache
+            else:
+                part.cache = cache
+
+
+_NONE = object()
+
+
+def as_tensor(v):
+    """A library's own tensor-like argument (an object with ``data_ptr()``, a torch ``dtype`` and
+    ``untyped_storage()``, as compiled Triton accepts: FlagGems' StridedBuffer) as a torch view of the same
+    memory, so that it is copied for the trace and compared like a tensor; the kernel sees the same pointer
+    and dtype. A layout torch cannot view (negative strides) becomes the rest of the storage from the
+    pointer, in one dimension. Tensors, wrappers bitcompare knows and other values are returned as they are."""
+    import torch
+    if isinstance(v, (tuple, list)) and not hasattr(v, "_fields"):
+        return type(v)(as_tensor(x) for x in v)
+    dtype = getattr(v, "dtype", None)
+    if bc.tensor_of(v) is not None or not isinstance(dtype, torch.dtype) or not callable(getattr(v, "data_ptr", None)) \
+            or not callable(getattr(v, "untyped_storage", None)):
+        return v
+    storage = v.untyped_storage()
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    first, rest = divmod(int(v.data_ptr()) - storage.data_ptr(), itemsize)
+    if rest or not 0 <= first * itemsize <= storage.nbytes():
+        return v
+    view = torch.empty(0, dtype=dtype, device=storage.device)
+    try:
+        shape = tuple(int(n) for n in v.shape)
+        return view.set_(storage, first, shape, tuple(int(d) for d in v.stride()))
+    except (AttributeError, TypeError, RuntimeError):
+        return view.set_(storage, first, (storage.nbytes() // itemsize - first,), (1,))
 
 
 def as_written(kernel):
@@ -193,7 +298,7 @@ def _compare_outputs(traced: dict, reference: dict, bound: dict, changed: set) -
 def _dtype(arg, t) -> str:
     """The dtype the kernel reads the argument as; a reinterpreted tensor's float formats by torch's names
     (Triton's fp8e5 is torch's float8_e5m2), so the comparison knows their NaNs and ulps."""
-    name = bc.dtype_name(arg)
+    name = bc.dtype_name(arg if hasattr(arg, "dtype") else t)     # a host tensor descriptor has none of its own
     return {"fp8e5": "float8_e5m2", "fp8e4nv": "float8_e4m3fn", "fp16": "float16", "bf16": "bfloat16",
             "fp32": "float32", "fp64": "float64"}.get(name, name)
 

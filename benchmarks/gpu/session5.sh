@@ -15,9 +15,9 @@ NEW=$(PYTHONPATH=benchmarks/fidelity:tests python3 -c "
 import metric_cases as m; print(','.join(c.name for c in m.MAIN if c.name.startswith('matmul_') and not c.name.startswith(('matmul_2k', 'matmul_big'))))")
 timeout 240 python3 benchmarks/fidelity/fidelity.py --out "$R/counters" --cases "$NEW" --no-outputs --budget 200 \
   > "$R/counters.log" 2>&1; step counters $?
-timeout 100 python3 benchmarks/fidelity/inline_asm.py --out "$R/inline_asm" > "$R/inline_asm.log" 2>&1; step inline_asm $?
-mkdir -p "$R/probe" && python3 benchmarks/fidelity/ptx_probe/mkcases.py > /dev/null
+[ -n "${NO_ASM:-}" ] || timeout 100 python3 benchmarks/fidelity/inline_asm.py --out "$R/inline_asm" > "$R/inline_asm.log" 2>&1; step inline_asm $?
+[ -n "${NO_ASM:-}" ] || { mkdir -p "$R/probe" && python3 benchmarks/fidelity/ptx_probe/mkcases.py > /dev/null
 ( for p in 0 1 2; do OUT="$R/probe" timeout 90 python3 benchmarks/fidelity/ptx_probe/probe.py probe $p 3 & done
   for p in 0 1; do OUT="$R/probe" timeout 90 python3 benchmarks/fidelity/ptx_probe/probe.py bench $p 2 & done; wait ) \
-  > "$R/probe.log" 2>&1; step probe $?
+  > "$R/probe.log" 2>&1; step probe $?; }
 tar -czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
