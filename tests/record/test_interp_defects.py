@@ -6,6 +6,8 @@ and a float stored into a bfloat16 tensor was checked as a conversion to uint16,
 real bfloat16 overflow to Inf went unreported. Expected values come from numpy and torch, not the tracer."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -328,3 +330,91 @@ def test_tensor_member_methods_bind_their_tensor():
     triton_trace.trace(member_methods)[(1,)](x, out, BLOCK=8)
     xs = x.numpy().astype(np.int64)
     assert out.tolist() == [xs.sum(), xs.max(), np.abs(xs).sum(), 0]
+
+
+# --------------------------------------------------------------------------------------------------------
+# 4. closures, tl.map_elementwise and tl.extra.cuda's builtins, as Triton's own test_core uses them
+# --------------------------------------------------------------------------------------------------------
+def _local_kernels(offset):
+    # helpers defined in a function: the kernel reads them (and ``offset``) from its closure; the local
+    # ``divmod`` must not become Python's builtin
+    @triton.jit
+    def divmod(a, b):
+        return a // b, a % b
+
+    @triton.jit
+    def sign_of_difference(x, y):
+        if x < y:
+            return -1
+        elif x == y:
+            return 0
+        else:
+            return 1
+
+    @triton.jit
+    def kernel(X, Y, Q, R, S, P, BLOCK: tl.constexpr):
+        x = tl.load(X + tl.arange(0, BLOCK))
+        y = tl.load(Y + tl.arange(0, BLOCK))
+        q, r = tl.map_elementwise(divmod, x, y)
+        tl.store(Q + tl.arange(0, BLOCK), q + offset)
+        tl.store(R + tl.arange(0, BLOCK), r)
+        tl.store(S + tl.arange(0, BLOCK), tl.map_elementwise(sign_of_difference, x, y))
+        a, c = tl.map_elementwise(_divmod_packed, x, y, pack=2)      # pack values of each result
+        tl.store(P + tl.arange(0, BLOCK), a * 1000 + c)
+    return kernel
+
+
+@triton.jit
+def _divmod_packed(a0, a1, b0, b1):
+    return a0 // b0, a1 // b1, a0 % b0, a1 % b1
+
+
+@pytest.mark.skipif(not hasattr(tl, "map_elementwise"), reason="tl.map_elementwise is Triton >= 3.5")
+@pytest.mark.parametrize("programs", [1, 3])
+def test_closures_and_map_elementwise_follow_the_compiler(programs):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randint(1, 60, (32,), generator=g, dtype=torch.int32)
+    y = torch.randint(1, 60, (32,), generator=g, dtype=torch.int32)
+    q, r, s, p = (torch.zeros_like(x) for _ in range(4))
+    triton_trace.trace(_local_kernels(7))[(programs,)](x, y, q, r, s, p, BLOCK=32)
+    xs, ys = x.numpy(), y.numpy()
+    assert q.numpy().tolist() == (xs // ys + 7).tolist()
+    assert r.numpy().tolist() == (xs % ys).tolist()
+    assert s.numpy().tolist() == np.sign(xs - ys).tolist()
+    assert p.numpy().tolist() == ((xs // ys) * 1000 + xs % ys).tolist()
+
+
+@triton.jit
+def cuda_extras(out_ptr, timer_ptr, SMID: tl.constexpr):
+    pid = tl.program_id(0)
+    n: tl.constexpr = tl.extra.cuda.num_threads()
+    tl.store(out_ptr + pid * 3, n)
+    tl.store(out_ptr + pid * 3 + 1, tl.extra.cuda.num_warps())
+    tl.store(out_ptr + pid * 3 + 2, SMID())
+    tl.store(timer_ptr + pid, tl.extra.cuda.globaltimer())
+
+
+@pytest.mark.parametrize("warps", [2, 8])
+def test_cuda_extras_read_the_launch(warps):
+    out = torch.zeros(5 * 3, dtype=torch.int32)
+    timer = torch.zeros(5, dtype=torch.int64)
+    before = time.monotonic_ns()
+    triton_trace.trace(cuda_extras)[(5,)](out, timer, tl.extra.cuda.smid, num_warps=warps)
+    rows = out.reshape(5, 3).numpy()
+    assert (rows[:, 0] == 32 * warps).all() and (rows[:, 1] == warps).all()
+    assert rows[:, 2].tolist() == [0, 1, 2, 3, 4]          # every program resident at once, one SM each
+    assert (timer.numpy() >= before).all() and (timer.numpy() <= time.monotonic_ns()).all()
+
+
+@triton.jit
+def _smid_kernel(out_ptr):
+    tl.store(out_ptr + tl.program_id(0), tl.extra.cuda.smid())
+
+
+def test_a_routed_launch_answers_asm_with_the_compilers_ptx():
+    # Triton's test_smid asserts ``h.asm["ptx"].count("%smid") == 1`` on what the launch returned
+    out = torch.full((4,), -1, dtype=torch.int32)
+    with triton_trace.trace_all():
+        h = _smid_kernel[(4,)](out)
+    assert out.tolist() == [0, 1, 2, 3]
+    assert h.asm["ptx"].count("%smid") == 1 and "tt.store" in h.asm["ttir"]

@@ -82,7 +82,7 @@ _COMPILED_CHOICE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _first_that_compiles(tuner, configs: list, nargs: dict, kwargs: dict, key: tuple):
-    target, max_shared = _gpu_target()
+    target, max_shared = gpu_target()
     memo_key = (key, target.arch, max_shared)
     try:
         memo = _COMPILED_CHOICE.setdefault(tuner, {})
@@ -109,7 +109,7 @@ def _first_that_compiles(tuner, configs: list, nargs: dict, kwargs: dict, key: t
     return cfg, how
 
 
-def _gpu_target():
+def gpu_target():
     """(GPUTarget, bytes of shared memory a program may use) of the GPU Triton's driver answers for: the CUDA
     redirect's chosen GPU, or a real one. Where no driver answers (a CPU-only machine outside the redirect),
     sm_90 and no shared-memory limit (only compile-time assertions are checked then)."""

@@ -97,7 +97,7 @@ class Grid:
 
 def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callable] = None,
              chunk: int = DEFAULT_CHUNK, debug: bool = False, grow: bool = False,
-             numerics: str = "interpreter", workers: Optional[int] = 1) -> None:
+             numerics: str = "interpreter", workers: Optional[int] = 1, num_warps: int = 4) -> None:
     """Run every program of ``grid`` through the interpreter, recording into ``rec``.
 
     ``chunk`` > 1 runs that many programs at once where the result is provably the same as running
@@ -113,8 +113,9 @@ def run_grid(fn, bound: dict, grid: tuple, memory, rec, on_done: Optional[Callab
     kernel = hooks.rewritten(fn, kernel=True)
     order = program_order(grid)
     total = len(order)
-    with hooks.interpreter_scope(fn, rec, debug, numerics) as proxy:
-        call_args = {name: (v if name in constexprs else semantics.kernel_arg(v)) for name, v in host.items()}
+    with hooks.interpreter_scope(fn, rec, debug, numerics, num_warps) as proxy:
+        call_args = {name: (hooks.constexpr_arg(v) if name in constexprs else semantics.kernel_arg(v))
+                     for name, v in host.items()}
         for name, v in host.items():
             if name not in constexprs:
                 _tag_pointers(v, call_args[name], memory)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 
+from . import autotune
 from .interp import hooks
 
 
@@ -13,7 +14,9 @@ class InterpretedKernel:
     function again, through whatever route is active then: ``args`` are all its parameters in order, or
     only the non-constexpr ones (the compiled launcher's), the constexprs then those of the first call."""
 
-    def __init__(self, kernel_obj, args, kwargs):
+    def __init__(self, kernel_obj, args, kwargs, launch=None):
+        self.launch = launch            # the traced launch, for ``asm``
+        self._asm = None
         jit = kernel_obj
         while isinstance(jit, (hooks.Autotuner, hooks.Heuristics)):
             jit = jit.fn
@@ -29,6 +32,17 @@ class InterpretedKernel:
                 chosen.update(cfg.all_kwargs() if hasattr(cfg, "all_kwargs") else cfg.kwargs)
         self.first = {**dict(zip(self.names, args)), **kwargs, **chosen}
         self.metadata = None
+
+    @property
+    def asm(self) -> dict:
+        """The launch's IR as the GPU Triton's driver answers for would compile it (``ttir``, ``ttgir``,
+        ``llir``, ``ptx``), compiled on this machine on first use: tests that read ``kernel[grid](...).asm``
+        (``"%smid" in h.asm["ptx"]``) read the compiler's."""
+        if self._asm is None:
+            if self.launch is None:
+                raise AttributeError("asm: this launch was not recorded (trace_all's programs=/kernels= filter)")
+            self._asm = dict(self.launch.compiled(target=autotune.gpu_target()[0].arch).ir)
+        return self._asm
 
     def __getitem__(self, grid):
         def launch(*args, stream=None, **kwargs):

@@ -25,6 +25,7 @@ from . import executor as _grid  # noqa: E402
 from .interp import activedriver, hooks  # noqa: E402
 from .collector import Collector  # noqa: E402
 from .checks.shadow import shadowing  # noqa: E402
+from .gpu import asbuilt  # noqa: E402
 from .memory.space import HostMemory  # noqa: E402
 from .options import TraceOptions, untraced_options  # noqa: E402
 from .interpreted import InterpretedKernel  # noqa: E402
@@ -168,10 +169,14 @@ def run_traced(kernel_obj, args: tuple, kwargs: dict, grid, opts: TraceOptions, 
         hook(*args, **{k: v for k, v in kwargs.items() if k in bound})
     # large temporaries reuse pages the launch already touched (native/arena.py); the values are the same;
     # the tracer's own buffers are never poisoned (record/memory/poison.py)
-    with arena.active(), poison.suspended():
+    # numerics="compiled" asks the compiled kernel for its reduction layouts and dot instructions: compiled
+    # now, before the interpreter's hooks patch the language (record/gpu/asbuilt.py)
+    as_built = asbuilt.launching(kernel_obj, bound, config or {}) if opts.numerics == "compiled" else nullcontext()
+    with arena.active(), poison.suspended(), as_built:
         try:
             _grid.run_grid(fn, bound, g, memory, rec, on_done=on_end, chunk=opts.chunk, debug=debug, grow=opts.grow,
-                           numerics=opts.numerics, workers=opts.workers)
+                           numerics=opts.numerics, workers=opts.workers,
+                           num_warps=int((config or {}).get("num_warps") or 4))
         except BaseException as e:
             # Keep what was recorded, and give the caller what the completed programs stored, as a GPU would.
             error = None
@@ -362,8 +367,10 @@ def trace_all(programs=None, values: Union[bool, int] = True, kernels: Union[Non
             return None if warmup else run_chain(kernel_obj, args, kwargs, grid, untraced)
         if warmup:
             return None
+        before = len(_SESSION.launches)
         run_chain(kernel_obj, args, kwargs, grid, opts)
-        return InterpretedKernel(kernel_obj, args, kwargs)
+        launches = _SESSION.launches
+        return InterpretedKernel(kernel_obj, args, kwargs, launches[-1] if len(launches) > before else None)
 
     saved = _SESSION.inputs
     _SESSION.inputs = max(saved, opts.inputs)

@@ -144,8 +144,10 @@ def _check_meta(meta, where: str) -> None:
     _typed(meta, dict, where)
     # (poisoned: arguments from a poisoned torch.empty, record/memory/poison.py; the sanitizer reads them;
     # numerics: "compiled" when the launch computed as the GPU does, record/gpu/ascompiled.py;
-    # inline_asm_approx: approximate PTX instructions its inline asm ran, record/gpu/inlineasm.py)
-    unknown = (set(meta) - {"execution", "assert_failed", "module", "poisoned", "numerics", "inline_asm_approx"}
+    # inline_asm_approx: approximate PTX instructions its inline asm ran, record/gpu/inlineasm.py;
+    # reduction_order: source line -> why a reduction kept numpy's order, record/gpu/reduceorder.py)
+    unknown = (set(meta) - {"execution", "assert_failed", "module", "poisoned", "numerics", "inline_asm_approx",
+                            "reduction_order"}
                - _check_records(meta, where))
     if unknown:
         raise HeaderError(f"{where} has unknown keys {sorted(unknown)[:5]}")
@@ -155,6 +157,12 @@ def _check_meta(meta, where: str) -> None:
         _list_of(meta["inline_asm_approx"], str, f"{where}.inline_asm_approx")
         if len(meta["inline_asm_approx"]) > 64 or any(len(x) > 64 for x in meta["inline_asm_approx"]):
             raise HeaderError(f"{where}.inline_asm_approx is longer than 64 names of 64 characters")
+    if "reduction_order" in meta:
+        notes = meta["reduction_order"]
+        _typed(notes, dict, f"{where}.reduction_order")
+        if len(notes) > 64 or any(not isinstance(k, str) or not isinstance(v, str) or len(k) > 200 or len(v) > 400
+                                  for k, v in notes.items()):
+            raise HeaderError(f"{where}.reduction_order must map at most 64 source places to notes (strings)")
     if "numerics" in meta and meta["numerics"] not in ("interpreter", "compiled"):
         raise HeaderError(f"{where}.numerics is {str(meta['numerics'])[:40]!r}, not 'interpreter' or 'compiled'")
     ex = meta.get("execution")

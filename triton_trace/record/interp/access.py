@@ -65,3 +65,42 @@ def mlir_context(backend):
     ir.load_dialects(context)
     backend.load_dialects(context)
     return context
+
+
+def compile_ttgir(jit, args: dict, options: dict, arch: int) -> tuple:
+    """(TTGIR text, num_warps) of ``jit`` compiled for ``sm_<arch>`` as its GPU launch would be: the launcher's
+    binder specialises ``args`` (tensors: objects with ``dtype`` and ``data_ptr()``) under the launch
+    ``options`` Triton knows; then the front end and the TTIR and TTGIR passes, no LLVM or ptxas
+    (record/gpu/asbuilt.py; record/autotune.py compiles configs alike). Raises what the compiler raises."""
+    import warnings
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+    target = GPUTarget("cuda", arch, 32)
+    names = {p.name for p in jit.params}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # Triton 3.9's FP-fusion default notice, once per compile
+        backend = make_backend(target)
+        known = set(backend.parse_options({}).__dict__)
+        binder = create_function_from_signature(jit.signature, jit.params, backend)
+        bound, spec, opts = binder(**{k: v for k, v in args.items() if k in names},
+                                   **{k: v for k, v in options.items() if k in known and k not in names})
+        opts, signature, constexprs, attrs = jit._pack_args(backend, opts, bound, spec, opts)
+        src = ASTSource(jit, signature, constexprs, attrs)
+        context = mlir_context(backend)
+        module = src.make_ir(target, opts, backend.get_codegen_implementation(opts), backend.get_module_map(),
+                             context)
+        try:
+            stages, metadata = {}, {"hash": "0", "target": target, **opts.__dict__}
+            backend.add_stages(stages, opts, src.language)
+            for stage in ("ttir", "ttgir"):
+                module = stages[stage](module, metadata)
+            return str(module), int(getattr(opts, "num_warps", 0) or 0)
+        finally:
+            del module, context     # free the MLIR objects now (else nanobind reports them leaked at exit)
+
+
+def jit_function(fn):
+    """A @triton.jit function for ``fn`` (the Python function under an InterpretedFunction), to compile."""
+    from triton.runtime.jit import JITFunction
+    return JITFunction(fn)

@@ -11,7 +11,6 @@ them.
 from __future__ import annotations
 
 import builtins
-import functools
 import os
 from contextlib import contextmanager
 from typing import Callable, Optional
@@ -27,11 +26,11 @@ from triton.runtime.jit import JITFunction
 from .. import frames
 from ..patching import Scope, Snapshot
 from ..batch import tensor as batchtensor, pointers
-from ..gpu import debugops, pylogic
+from ..gpu import cudaextra, debugops, pylogic
 from ..divergence import rewrite as looprewrite
 from ..checks import table
 from ..memory import dataflow_ops, provenance
-from . import compute, semantics
+from . import binding, compute, semantics
 from .proxy import MemoryProxy, install_pointer_casts
 # (callers use hooks.*)
 from .kernels import (autotune_parts, innermost, is_kernel, pre_run_hooks, python_fn,  # noqa: F401
@@ -65,6 +64,8 @@ def _rewriter_class():
             def _compile_and_exec(self, transformed_ast):
                 pylogic.provide(self.fn.__globals__)
                 looprewrite.provide(self.fn.__globals__)
+                if self.fn.__code__.co_freevars:
+                    return binding.with_closure(self.fn, transformed_ast, self.filename, vars(_ti))
                 return super()._compile_and_exec(transformed_ast)
         _REWRITER.append(Rewriter)
     return _REWRITER[0]
@@ -129,6 +130,7 @@ class _LangPatches:
     """The language patches of one launch: one per set of globals a kernel or helper sees."""
 
     def __init__(self):
+        self.swapped = {}             # tl.extra.cuda builtins -> the launch's versions (gpu/cudaextra.py)
         self.scopes = []
         self.seen = set()
         self.builtins = None          # id of each language builtin as found -> (module, name)
@@ -147,6 +149,7 @@ class _LangPatches:
             _fix_index(fix)
             _batch_tensor_patches(fix)
             dataflow_ops.carry_transpose(fix)
+            binding.map_elementwise(fix, _ti.interpreter_builder)
             _aliased_builtins(fn.__globals__, self.builtins, fix)
             self.scopes.append(fix)
 
@@ -179,6 +182,12 @@ def _aliased_builtins(globals_: dict, builtins_: dict, scope: Scope) -> None:
 
 
 _ACTIVE: list = []    # the _LangPatches of the launch being run (a stack, for re-entrant launches)
+
+
+def constexpr_arg(value):
+    """A constexpr argument as the launch passes it to the kernel: a ``tl.extra.cuda`` builtin (a function
+    passed as a constexpr) becomes the launch's version."""
+    return cudaextra.constexpr_arg(value, _ACTIVE[-1].swapped) if _ACTIVE else value
 
 
 def _call_nested(self, *args, **kwargs):
@@ -254,9 +263,9 @@ def _cached_np_dtype(scope) -> None:
 
 
 @contextmanager
-def interpreter_scope(fn, rec, debug: bool = False, numerics: str = "interpreter"):
+def interpreter_scope(fn, rec, debug: bool = False, numerics: str = "interpreter", num_warps: int = 4):
     """Install every hook for one launch of ``fn`` and restore Triton afterwards, whatever happens."""
-    with _installed(fn, rec, debug, numerics) as proxy:
+    with _installed(fn, rec, debug, numerics, num_warps) as proxy:
         yield proxy
 
 
@@ -268,21 +277,8 @@ def _dtype_as_constexpr(scope) -> None:
         scope.set_attr(tl.dtype, "value", property(lambda self: self))
 
 
-def _member_methods(scope: Scope) -> None:
-    # Triton's standard library registers its @jit functions as tensor methods (``x.sum()``, ``x.max()``):
-    # the class attribute is the JITFunction itself, which the code generator binds. Imported without
-    # TRITON_INTERPRET (the suite mode, trace_all) nothing binds it in Python, so ``x.sum()`` would call sum()
-    # without its tensor: bind a JITFunction reached through a tensor for the launch
-    if hasattr(JITFunction, "__get__"):
-        return
-
-    def bind(self, obj, objtype=None):
-        return self if not isinstance(obj, tl.tensor) else functools.partial(self, obj)
-    scope.set_attr(JITFunction, "__get__", bind)
-
-
 @contextmanager
-def _installed(fn, rec, debug: bool, numerics: str):
+def _installed(fn, rec, debug: bool, numerics: str, num_warps: int = 4):
     snapshot = Snapshot(_language_objects())
     scope = Scope()
     lang_scope = _LangPatches()
@@ -293,7 +289,8 @@ def _installed(fn, rec, debug: bool, numerics: str):
         scope.set_attr(_ti, "_interpreter", proxy)
         scope.set_attr(JITFunction, "__call__", _call_nested)
         scope.set_attr(_ti.InterpretedFunction, "__call__", _call_nested)
-        _member_methods(scope)
+        binding.member_methods(scope)
+        lang_scope.swapped = cudaextra.install(scope, num_warps)
         _set_interpret_knob(scope)
         _cached_np_dtype(scope)
         _builtin_minmax(scope)

@@ -29,7 +29,7 @@ import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _ti
 
-from ..gpu import ascompiled, compiledops, inlineasm, libdevice, lowp
+from ..gpu import ascompiled, compiledops, inlineasm, libdevice, lowp, reduceorder
 from ..gpu.lowp import inner_method
 
 _TH = _ti.TensorHandle
@@ -65,6 +65,8 @@ def install(scope, builder, numerics: str = "interpreter", rec=None) -> None:
     _quiet_numpy(scope)
     _wrapping_constants(scope, builder)
     _bf16_constants(scope, builder)
+    if numerics == "compiled":      # before lowp: its bf16 widening wraps the reordering
+        reduceorder.install(scope, rec)
     lowp.install(scope, builder)
     compiledops.install(scope, builder)
     libdevice.install(scope, builder)
