@@ -139,7 +139,25 @@ def _one(m, ins, t, mode, v, raw):
         else:
             raise PtxUnsupported(f"instruction {ins.text!r}")
     bits = _finish(m, ins, s, e, t, mode)
-    return _exact_f64(op, v, s, mode, bits) if t == "f64" and op in ("add", "sub", "mul", "fma", "mad") else bits
+    if t != "f64":
+        return bits
+    return _f64_nans(_exact_f64(op, v, s, mode, bits) if op in ("add", "sub", "mul", "fma", "mad") else bits, raw)
+
+
+_F64_EXP, _F64_FRAC, _F64_QUIET = _U64(0x7FF0000000000000), _U64((1 << 52) - 1), _U64(1 << 51)
+
+
+def _f64_nans(bits, raw):
+    """sm_90's f64 NaNs (measured, benchmarks/fidelity/gpu_2026-12-07c): a NaN operand comes out quietened with
+    its sign and payload, the first NaN in operand order; an invalid operation on numbers (inf - inf, 0 * inf,
+    0 / 0) writes 0xFFF8000000000000, the negative default NaN, not the f32 ops' canonical 0x7FFFFFFF."""
+    def nan(b):
+        return ((b & _F64_EXP) == _F64_EXP) & ((b & _F64_FRAC) != 0)
+    wrote_nan = nan(bits)
+    out = np.where(wrote_nan, _U64(0xFFF8000000000000), bits)
+    for r in reversed(raw):
+        out = np.where(wrote_nan & nan(r), r | _F64_QUIET, out)
+    return out
 
 
 def _exact_f64(op, v, s, mode, bits):

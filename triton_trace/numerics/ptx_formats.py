@@ -153,10 +153,12 @@ def widen_nan(src, src_t, dst_t):
 
 def cvt_nan(src, src_t: str, dst_t: str) -> np.ndarray:
     """The bits ``cvt`` between two float types writes for a NaN ``src``, as measured on sm_90: f32 to f64
-    keeps the payload (quietened), f16 to f32 gives the canonical 0x7FFFFFFF, f64 to f32 0x7FC00000, and
+    keeps the payload (quietened), f16 to f32 gives the canonical 0x7FFFFFFF, f64 to f32 keeps the payload's top
+    bits (quietened: 0x7FF8... is 0x7FC00000), and
     a narrowing to f16/bf16 the canonical 0x7FFF."""
-    if (src_t, dst_t) == ("f64", "f32"):
-        return np.full(np.shape(src), _U64(0x7FC00000))
+    if (src_t, dst_t) == ("f64", "f32"):         # the payload's top 22 bits, quietened
+        src = np.asarray(src, dtype=_U64)
+        return ((src >> _U64(32)) & _U64(0x80000000)) | _U64(0x7FC00000) | ((src >> _U64(29)) & _U64(0x3FFFFF))
     if WIDTH[dst_t] > WIDTH[src_t] and (src_t, dst_t) != ("f16", "f32"):
         return widen_nan(src, src_t, dst_t)
     return np.full(np.shape(src), _U64(NAN[dst_t]))
