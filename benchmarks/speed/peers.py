@@ -24,6 +24,15 @@ child killed at ``--timeout`` seconds shows ``> T s`` (or, if it finished some r
 child that fails shows ``error`` and the failure's last line below the table. A second table gives each cell's
 first run alone (a fresh process's first launch: what one use of the tool costs).
 
+The ``traced`` cell also runs the case three more times, untimed: once counting the interpreter builder's ops
+(every ``create_*`` call, through triton_trace/record/opcount.py: a batched chunk's op counts once however
+many programs it runs), once under ``perf record`` sampling the main thread (where ``perf`` works: the share
+of its CPU samples in the Python interpreter, ``libpython`` and the ``python`` binary, against numpy, BLAS,
+libm, libc, the package's C and the kernel) and once under cProfile (the tottime of numpy's and ctypes'
+builtins against the rest; cProfile cannot see ufunc calls and operators, ``np.exp(x)``, ``a + b``, which it
+books to their Python caller, and its own per-call cost lands on Python: an upper bound on Python's share).
+The first table's last columns show ops per launch and Python's share; the notes break them down.
+
 Ratios compare cells of one run of this script (each row's cells one after the other), never with other
 runs: on a shared machine absolute times move by tens of percent between sittings. Not part of the test
 run: nothing here asserts a time.
@@ -37,8 +46,10 @@ import platform
 import shlex
 import statistics
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 if __name__ == "__main__" and "--child" in sys.argv and sys.argv[sys.argv.index("--child") + 1] in ("plain", "plain_tl"):
@@ -91,6 +102,77 @@ def _median_s(fn, runs: int, budget_s: float = 10.0) -> float:
         if len(times) >= 3 and time.perf_counter() - spent > budget_s:
             break
     return statistics.median(times)
+
+
+def _op_count(run, reset) -> dict:
+    """The interpreter builder's ops (create_* calls) of one traced run, and its launches."""
+    import triton_trace
+    from triton_trace.record.opcount import counting
+    reset()
+    with counting() as counts:
+        run()
+    launches = len(triton_trace.current_trace().launches)
+    reset()
+    return {"ops": sum(counts.values()), "launches": launches, "top": counts.most_common(5)}
+
+
+def _perf_share(run, reset) -> dict:
+    """Where the main thread's CPU time goes during one run, by shared object, from ``perf record`` samples."""
+    perf = shutil.which("perf")
+    if perf is None:
+        return {"error": "perf is not on PATH"}
+    reset()
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "perf.data")
+        rec = subprocess.Popen([perf, "record", "-q", "-F", "1999", "-t", str(os.getpid()), "-o", data],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20            # perf writes its file's header once it is attached
+        while rec.poll() is None and time.monotonic() < deadline and not (
+                os.path.exists(data) and os.path.getsize(data) > 0):
+            time.sleep(0.01)
+        if rec.poll() is not None:
+            return {"error": "perf record: " + rec.stderr.read().decode().strip()[-200:]}
+        time.sleep(0.2)
+        t0 = time.perf_counter()
+        run()
+        took = time.perf_counter() - t0
+        rec.send_signal(signal.SIGINT)
+        rec.wait(timeout=120)
+        rep = subprocess.run([perf, "report", "-i", data, "--sort", "dso", "--stdio", "-q"], capture_output=True,
+                             text=True, timeout=300)
+    reset()
+    dsos = {}
+    for line in rep.stdout.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[0].endswith("%"):
+            dsos[parts[1].strip()] = float(parts[0][:-1]) / 100
+    if not dsos:
+        return {"error": "perf report: " + (rep.stderr.strip()[-200:] or "no samples")}
+    share = {"python": 0.0, "native": 0.0, "kernel": 0.0}
+    for dso, frac in dsos.items():
+        kind = "python" if dso.startswith(("libpython", "python")) else "kernel" if dso.startswith("[kernel") \
+            else "native"
+        share[kind] += frac
+    return {**share, "wall": took, "top": sorted(dsos.items(), key=lambda kv: -kv[1])[:5]}
+
+
+def _cprofile_share(run, reset) -> dict:
+    """cProfile's split of one run: the tottime of numpy's and ctypes' builtins against the rest."""
+    import cProfile
+    import pstats
+    reset()
+    prof = cProfile.Profile()
+    prof.enable()
+    run()
+    prof.disable()
+    reset()
+    native = total = 0.0
+    for (filename, _, name), (_, _, tottime, _, _) in pstats.Stats(prof).stats.items():
+        total += tottime
+        if filename == "~" and ("numpy" in name or "ctypes" in name or "torch" in name):
+            native += tottime
+    return {"python": 1 - native / total if total else 0.0, "native": native / total if total else 0.0,
+            "profiled": total}
 
 
 def child(tool: str, case_name: str, size: str, seed: int, repeat: int, long_s: float, values_bytes: int) -> None:
@@ -165,6 +247,11 @@ def child(tool: str, case_name: str, size: str, seed: int, repeat: int, long_s: 
         _emit(out)
         if took > long_s:
             break
+    if tool == "traced":
+        _emit(out)                      # (the timings stand even if a measurement below fails)
+        out["opcount"] = _op_count(run, reset)
+        out["perf"] = _perf_share(run, reset)
+        out["cprofile"] = _cprofile_share(run, reset)
     if ctx is not None:
         out["races_unchecked"] = state.races_unchecked
         out["launches"] = state.launches
@@ -253,11 +340,15 @@ def table(results: dict, tools, timeout: float) -> str:
     def first(r):
         return f"{r['times'][0]:.3g}" if r["times"] else cell_text(r, timeout)
     head = f"{'case':13s}" + "".join(f"{t:>14s}" for t in tools)
-    out = ["seconds (median of the runs; n = runs; for torch and floor one median of up to 21 runs)", head,
-           "-" * len(head)]
+    counted = any("opcount" in row.get("traced", {}) for row in results.values())
+    extra = f"{'ops/launch':>12s}{'python':>9s}" if counted else ""
+    out = ["seconds (median of the runs; n = runs; for torch and floor one median of up to 21 runs)"
+           + ("; then the traced launch's interpreter builder ops per launch and the share of its time in the "
+              "Python interpreter (perf samples of the main thread, else cProfile's upper bound)" if counted else ""),
+           head + extra, "-" * len(head + extra)]
     for case, row in results.items():
         out.append(f"{case:13s}" + "".join(f"{cell_text(row[t], timeout):>14s}" if t in row else f"{'-':>14s}"
-                                          for t in tools))
+                                          for t in tools) + (_ops_cells(row.get("traced", {})) if counted else ""))
         out.append(f"{'  n':13s}" + "".join(f"{len(row[t]['times']):>14d}" if t in row else f"{'':>14s}"
                                            for t in tools))
     out += ["", "seconds, first run only (the first launch in a fresh process: what a single use costs; the "
@@ -292,6 +383,42 @@ def table(results: dict, tools, timeout: float) -> str:
     return "\n".join(out)
 
 
+def _python_share(r: dict):
+    """(share of the traced run's time in the Python interpreter, how it was measured), or (None, why not)."""
+    perf, cprof = r.get("perf") or {}, r.get("cprofile") or {}
+    if "python" in perf:
+        return perf["python"], "perf"
+    if "python" in cprof:
+        return cprof["python"], "cProfile"
+    return None, perf.get("error") or "not measured"
+
+
+def _ops_cells(r: dict) -> str:
+    oc = r.get("opcount") or {}
+    ops = f"{oc['ops'] / max(oc['launches'], 1):,.0f}" if "ops" in oc else "-"
+    share, how = _python_share(r)
+    return f"{ops:>12s}" + (f"{share:>8.0%}" + ("" if how == "perf" else "c") if share is not None else f"{'-':>9s}")
+
+
+def _ops_note(r: dict) -> str:
+    oc, perf, cprof = r.get("opcount") or {}, r.get("perf") or {}, r.get("cprofile") or {}
+    bits = []
+    if "ops" in oc:
+        bits.append(f"{oc['ops']:,} builder ops in {oc['launches']} launch(es) (most: "
+                    + ", ".join(f"{n[len('create_'):]} {c:,}" for n, c in oc["top"]) + ")")
+    if "python" in perf:
+        bits.append(f"perf: python {perf['python']:.0%}, native {perf['native']:.0%}, kernel {perf['kernel']:.0%} of "
+                    f"the main thread's samples over a {perf['wall']:.3g} s run ("
+                    + ", ".join(f"{d} {f:.0%}" for d, f in perf["top"]) + ")")
+        if "ops" in oc and oc["ops"]:
+            bits.append(f"{perf['python'] * perf['wall'] / oc['ops'] * 1e6:.0f} us of Python per builder op")
+    elif perf.get("error"):
+        bits.append(f"perf: {perf['error']}")
+    if "python" in cprof:
+        bits.append(f"cProfile: python {cprof['python']:.0%} (upper bound) of {cprof['profiled']:.3g} s profiled")
+    return "; ".join(bits)
+
+
 def notes(results: dict) -> str:
     out = []
     for case, row in results.items():
@@ -306,6 +433,8 @@ def notes(results: dict) -> str:
             if t == "traced" and "values_bytes" in r:
                 bits.append(f"recorded values {r['values_bytes'] / 2 ** 20:.1f} MiB"
                             f"{' (value cap hit)' if r.get('values_truncated') else ''}, lanes {r.get('lanes', 0):,}")
+            if t == "traced" and "opcount" in r:
+                bits.append(_ops_note(r))
             if t == "floor" and "numpy_s" in r:
                 bits.append(f"numpy {r['numpy_s']:.4f} s + copy of {r['values_bytes'] / 2 ** 20:.1f} MiB "
                             f"{r['copy_s']:.4f} s")

@@ -32,6 +32,7 @@ def test_wheel_holds_every_module_and_the_frontend(wheel):
     assert front and front - names == set()
     assert "triton_trace/native/loops.c" in names       # the cache simulation's loops, built where installed
     assert "triton_trace/native/arena.c" in names       # the traced launch's allocator, likewise
+    assert "triton_trace/native/rowstats.c" in names    # the math values' per-program statistics, likewise
 
 
 def test_the_wheel_alone_traces_analyses_and_serves(wheel, tmp_path):
@@ -57,8 +58,10 @@ from triton_trace.native import cacheloops as native  # the loops were built fro
 assert native.library() is not None, native.failure()
 from triton_trace.native import arena        # so was the allocator, at the first traced launch
 assert arena._state is not None, arena.failure()       # (loaded by the launch above)
+from triton_trace.native import rowstats     # and the math values' statistics, by the same launch
+assert rowstats.library() is not None, rowstats.failure()
 assert sorted(n.split("-")[0] for n in os.listdir(os.path.join(os.environ["TRITON_TRACE_CACHE_DIR"], "native"))) == \
-    ["arena", "loops"]
+    ["arena", "loops", "rowstats"]
 print("ok")
 """
     script = tmp_path / "use_wheel.py"        # Triton reads a kernel's source from its file

@@ -2,10 +2,11 @@
 row as it shows a load's values (the ``tl.exp`` line of a softmax that went NaN reads "inf").
 
 The hooks (checks/mathvalues_ops.py) reduce every float result to one row per program of the chunk (count,
-NaN, +Inf and -Inf counts, the finite minimum and maximum, the first non-finite lane) with numpy, and hand the
-rows here, where they add into the running chunk's arrays (one row per program of the chunk, per line). When
-the next chunk begins (or a mark is taken, or the launch ends) those arrays become the chunk's entries, so a
-chunk that is undone and run again (``rollback``) drops what it added.
+NaN, +Inf and -Inf counts, the finite minimum and maximum, the first non-finite lane) in one C pass
+(native/rowstats.c; numpy's reductions where none can be built), and hand the rows here, where they add into
+the running chunk's arrays (one row per program of the chunk, per line). When the next chunk begins (or a mark
+is taken, or the launch ends) those arrays become the chunk's entries, so a chunk that is undone and run again
+(``rollback``) drops what it added.
 
 Bounded, and saying so: the programs' entries are kept for the first ``MAX_VALUE_LINES`` lines to compute
 floats and up to ``MAX_ENTRIES`` entries in all, in execution order; past either, a line keeps its totals
@@ -76,29 +77,45 @@ class MathValues(ProgramRows):
             sel = self._active
             if self._keep is not None:
                 sel = self._keep if sel is None else sel & self._keep
-        if len(ints) == 1 and n > 1:
-            ints, lo, hi = (np.broadcast_to(a, (n,) + a.shape[1:]) for a in (ints, lo, hi))
-        elif len(ints) != n:
+        shared = len(ints) == 1 and n > 1          # one row that every program shares (numpy broadcasts it)
+        if len(ints) != n and not shared:
             return                    # rows that are not the chunk's programs: nothing to attribute them to
+        whole = isinstance(idx, slice) and n == len(pids)                   # every program of the chunk
         if sel is not None and not sel.all():
             idx = np.arange(len(pids))[idx][sel]
-            ints, lo, hi = ints[sel], lo[sel], hi[sel]
+            if not shared:
+                ints, lo, hi = ints[sel], lo[sel], hi[sel]
+            whole = False
             if not len(idx):
                 return
         key = (file, int(line or 0))
         p = self._pending.get(key)
+        if p is None and whole and not shared:
+            # the line's first result in the chunk: row_stats' fresh rows become the chunk's as they stand
+            self._pending[key] = [ints, np.stack([lo, hi], axis=1), np.ones(len(pids), bool)]
+            new = np.flatnonzero(ints[:, LANE] >= 0)
+            if len(new):
+                ints[new, FIRST] = self._first_id(key, op, shape)
+            return
         if p is None:
             p = self._pending[key] = [np.tile(_EMPTY, (len(pids), 1)),
                                       np.tile(np.array([np.inf, -np.inf]), (len(pids), 1)), np.zeros(len(pids), bool)]
         mine, fl, touched = p
         mine[idx, :_SUMS] += ints[:, :_SUMS]
-        fl[idx, 0] = np.minimum(fl[idx, 0], lo)
-        fl[idx, 1] = np.maximum(fl[idx, 1], hi)
+        if isinstance(idx, slice):            # (views: updated in place)
+            np.minimum(fl[idx, 0], lo, out=fl[idx, 0])
+            np.maximum(fl[idx, 1], hi, out=fl[idx, 1])
+        else:
+            fl[idx, 0] = np.minimum(fl[idx, 0], lo)
+            fl[idx, 1] = np.maximum(fl[idx, 1], hi)
         touched[idx] = True
+        if ints[:, LANE].max() < 0:           # no non-finite result: no first one to keep
+            return
         new = (mine[idx, LANE] < 0) & (ints[:, LANE] >= 0)
         if new.any():
             at = np.arange(len(pids))[idx][new]
-            mine[at, LANE], mine[at, KIND] = ints[new, LANE], ints[new, KIND]
+            src = ints[np.zeros(len(at), np.intp)] if shared else ints[new]
+            mine[at, LANE], mine[at, KIND] = src[:, LANE], src[:, KIND]
             mine[at, FIRST] = self._first_id(key, op, shape)
 
     def _first_id(self, key, op: str, shape: tuple) -> int:
@@ -121,6 +138,9 @@ class MathValues(ProgramRows):
         """The running chunk's rows become its entries and add into each line's totals."""
         pids = self._chunk[0]
         for key, (ints, fl, touched) in sorted(self._pending.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            if touched.all():
+                self._add(self._line(key), pids.astype(np.int64), ints, fl)
+                continue
             at = np.flatnonzero(touched)
             self._add(self._line(key), pids[at].astype(np.int64), ints[at], fl[at])
         if self._pending:

@@ -6,7 +6,9 @@ of each row (NaN and infinities pass into them), over the result's unbroadcast c
 costs its distinct values, its counts scaled). Only rows whose minimum or maximum is not finite are looked at
 lane by lane: their NaN and infinity counts, their finite range and their first non-finite lane. Two numpy
 reductions are about what the op itself costs when the op is cheap (a subtraction), so a launch of little
-but elementwise math pays up to about 1.25x; ``TRITON_TRACE_MATH_VALUES=0`` turns the hooks off.
+but elementwise math paid up to about 1.25x. Where the machine's C compiler builds native/rowstats.c, one C
+pass per result does all of it instead (the same numbers; bfloat16 read as its bits, float16 without a cast),
+and numpy's passes are the fallback. ``TRITON_TRACE_MATH_VALUES=0`` turns the hooks off.
 """
 from __future__ import annotations
 
@@ -15,14 +17,16 @@ import os
 import numpy as np
 
 from ..frames import where
-from ..gpu.lowp import floats, inner_method
+from ..gpu.lowp import floats, inner_method, is_bf16
+from ...native import rowstats
 from ...model.lanes.encoding import core
 from .mathvalues import COUNT, FIRST, KIND, LANE, NAN, NINF, PINF
 from .nonfinite_ops import OPS, _op_name
 
 
-# "0" turns the hooks off for the launches that start while it is set: the two passes over every float result
-# cost a launch of cheap elementwise math about a fifth more (a 4096x4096 softmax; a matmul: nothing seen)
+# "0" turns the hooks off for the launches that start while it is set: reading every float result once more
+# costs a launch of cheap elementwise math 10-16% (a traced 4096x4096 softmax; numpy's two passes: 12-19%),
+# a 1024^3 fp16 matmul 3-5% (benchmarks/speed/bench_math_values.py)
 ENV = "TRITON_TRACE_MATH_VALUES"
 
 
@@ -46,11 +50,13 @@ def _watched(inner, name: str, rec, inside: list):
             inside[0] = False
         if not rec.recording or getattr(out, "data", None) is None:
             return out
-        data = floats(out)          # (bfloat16 decoded; None for integers and booleans)
+        fn = rowstats.library()
+        fmt = None if fn is None else (rowstats.BF16 if is_bf16(out) else rowstats.FORMATS.get(out.data.dtype))
+        data = floats(out) if fmt is None else np.asarray(out.data)   # (numpy's: bfloat16 decoded; None for ints)
         if data is None or not data.size:
             return out
         batched = rec.batched and data.ndim > 0
-        stats = row_stats(data, batched)
+        stats = row_stats(data, batched) if fmt is None else native_stats(fn, data, batched, fmt)
         file, line = where()
         rec.math_values.note(file, line, _op_name(name, args), data.shape[1:] if batched else data.shape, stats)
         return out
@@ -77,7 +83,7 @@ def row_stats(data: np.ndarray, batched: bool) -> tuple:
     lo, hi = flat.min(axis=1).astype(np.float64), flat.max(axis=1).astype(np.float64)
     bad = np.flatnonzero(~(np.isfinite(lo) & np.isfinite(hi)))
     if not len(bad):
-        return ints, lo, hi
+        return ints, _unsigned_zero(lo), _unsigned_zero(hi)
     sub = flat[bad]
     nan, pinf, ninf = np.isnan(sub), sub == np.inf, sub == -np.inf
     finite = ~(nan | pinf | ninf)
@@ -92,4 +98,25 @@ def row_stats(data: np.ndarray, batched: bool) -> tuple:
     ints[bad, LANE] = np.ravel_multi_index(np.unravel_index(at, shape), block) if shape else 0
     first = sub[np.arange(len(bad)), at]
     ints[bad, KIND] = np.where(np.isnan(first), 1, np.where(first > 0, 2, 3))
+    return ints, _unsigned_zero(lo), _unsigned_zero(hi)
+
+
+def _unsigned_zero(x: np.ndarray) -> np.ndarray:
+    # a range of 0.0 and -0.0 is one zero: numpy's minimum keeps whichever its reduction order met last
+    x += 0.0
+    return x
+
+
+def native_stats(fn, data: np.ndarray, batched: bool, fmt: int) -> tuple:
+    """``row_stats`` in one C pass (native/rowstats.c): ``data`` float16/32/64, or bfloat16's bits (``fmt``
+    rowstats.BF16); the same numbers."""
+    d = data if batched else data.reshape((1,) + data.shape)
+    ints, lo, hi, bad = rowstats.row_stats(fn, d, fmt)
+    if bad:
+        block = d.shape[1:]
+        shape = tuple(1 if st == 0 else n for n, st in zip(block, d.strides[1:]))
+        rows = np.flatnonzero(ints[:, LANE] >= 0)
+        if shape != block and len(rows):        # the first lane among distinct values -> among the block's lanes
+            at = ints[rows, LANE]
+            ints[rows, LANE] = np.ravel_multi_index(np.unravel_index(at, shape), block)
     return ints, lo, hi
