@@ -295,3 +295,41 @@ def test_batched_chunk_matches(batch):
     pad_bits = _bits(padded).view(np.uint16).reshape(progs, pad)
     np.testing.assert_array_equal(pad_bits[:, n:], np.full((progs, pad - n), 0x7FC0))
     np.testing.assert_array_equal(pad_bits[:, :n], _bits(c).view(np.uint16).reshape(progs, n))
+
+
+# ---------------------------------------------------------------- numerics="compiled": arithmetic's NaN
+
+
+@triton.jit
+def _nan_arith(a_ptr, b_ptr, c_ptr, out_ptr, B: tl.constexpr):
+    o = tl.arange(0, B)
+    a, b, c = tl.load(a_ptr + o), tl.load(b_ptr + o), tl.load(c_ptr + o)
+    tl.store(out_ptr + 0 * B + o, a + b)
+    tl.store(out_ptr + 1 * B + o, a - b)
+    tl.store(out_ptr + 2 * B + o, a * b)
+    tl.store(out_ptr + 3 * B + o, a * b + c)
+    tl.store(out_ptr + 4 * B + o, -a)
+    tl.store(out_ptr + 5 * B + o, tl.fma(a, b, c))
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_arithmetic_nans_are_canonical_under_compiled_numerics(batch):
+    """add.f32/sub/mul/fma/neg write 0x7fffffff for every NaN result (an H100 did for FlagGems' softmax
+    backward); numpy keeps an operand's payload and sign or makes x86's 0xffc00000 (inf - inf)."""
+    # a quiet, a negative and a signalling NaN; -0.0, whose negation is +0 both as fneg and as 3.6's 0 - x
+    payload = np.array([0x7FC00123, 0xFFC00456, 0x7F800001], np.uint32).view(np.float32)
+    a = np.array([payload[0], 1.0, np.inf, -0.0, payload[1], 2.0, payload[2], 3.0], np.float32)
+    b = np.array([1.0, payload[1], np.inf, np.inf, 1.0, 2.0, 1.0, 4.0], np.float32)
+    c = np.array([0.0, 0.0, -np.inf, 1.0, 0.0, payload[0], 0.0, 5.0], np.float32)
+    with np.errstate(invalid="ignore"):
+        want = np.stack([a + b, a - b, a * b, a * b + c, -a, a * b + c]).astype(np.float32)
+    want_bits = np.where(np.isnan(want), np.uint32(0x7FFFFFFF), want.view(np.uint32))
+    out = torch.empty(6 * 8)
+    triton_trace.trace(_nan_arith, numerics="compiled", batch=batch)[(1,)](
+        torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c), out, B=8)
+    assert np.isnan(want).sum() >= 20           # the inputs do make NaNs, of several kinds
+    assert np.array_equal(out.numpy().view(np.uint32), want_bits.ravel())
+    plain = torch.empty(6 * 8)                  # the default keeps the interpreter's numpy bits
+    triton_trace.trace(_nan_arith, batch=batch)[(1,)](torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c),
+                                                      plain, B=8)
+    assert not np.array_equal(plain.numpy().view(np.uint32), want_bits.ravel())

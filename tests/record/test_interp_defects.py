@@ -418,3 +418,26 @@ def test_a_routed_launch_answers_asm_with_the_compilers_ptx():
         h = _smid_kernel[(4,)](out)
     assert out.tolist() == [0, 1, 2, 3]
     assert h.asm["ptx"].count("%smid") == 1 and "tt.store" in h.asm["ttir"]
+
+
+# --------------------------------------------------------------------------------------------------------
+# a scalar comparison combined with a block one: the interpreter tagged comparisons with their operands'
+# type, so the scalar's True was splat as 1.0 and numpy refused the xor (FlagGems' floor division by a scalar)
+# --------------------------------------------------------------------------------------------------------
+@triton.jit
+def _signs_differ(x_ptr, y, y_ptr, out_ptr, out2_ptr, n, B: tl.constexpr):
+    o = tl.arange(0, B)
+    m = o < n
+    x = tl.load(x_ptr + o, mask=m).to(tl.float32)
+    tl.store(out_ptr + o, ((x < 0) ^ (y.to(tl.float32) < 0)).to(tl.int32), mask=m)
+    tl.store(out2_ptr + o, ((x > 1) | (tl.load(y_ptr) >= 0)).to(tl.int32), mask=m)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+@pytest.mark.parametrize("y", [-0.5, 2.0])
+def test_a_scalar_comparison_broadcasts_as_a_boolean(batch, y):
+    x = torch.tensor([-1.0, 2.0, -3.0, 4.0, 0.5])
+    out, out2 = torch.empty(5, dtype=torch.int32), torch.empty(5, dtype=torch.int32)
+    triton_trace.trace(_signs_differ, batch=batch)[(2,)](x, y, torch.tensor([y]), out, out2, 5, B=8)
+    assert out.tolist() == ((x < 0) ^ (y < 0)).int().tolist()
+    assert out2.tolist() == ((x > 1) | (y >= 0)).int().tolist()

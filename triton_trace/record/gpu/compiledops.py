@@ -17,6 +17,9 @@ on an H100, docs/fidelity.md), each as the PTX the compiler emits defines it:
 - ``tl.dot(..., input_precision="bf16x3" | "bf16x6")``: the NVIDIA backend accepts them, the interpreter's
   options do not (an AssertionError at the dot); they are allowed here and, like "tf32", computed in
   float32 unless ``numerics="compiled"`` splits them as the compiler does (numerics/splitdot.py).
+- ``numerics="compiled"`` only: a float add, subtract, multiply, divide, negation or fma whose result is NaN
+  writes the canonical NaN, as ``add.f32``/``fma.rn.f32`` do (FlagGems' softmax backward on an H100 wrote
+  0x7fffffff where numpy made 0xffc00000, x86's default NaN, or kept the operand's payload).
 """
 from __future__ import annotations
 
@@ -49,6 +52,7 @@ def install(scope, builder) -> None:
     _nan_padding(scope, builder)
     _histogram(scope, builder)
     _integer_sums(scope)
+    _comparisons(scope, builder)
     dotscaled.install(scope, builder)
 
 
@@ -60,6 +64,35 @@ def _dot_precisions(scope, builder) -> None:
     more = tuple(p for p in _GPU_DOT_PRECISIONS if p not in allowed)
     if more:
         scope.set_attr(builder, "options", dataclasses.replace(options, allowed_dot_input_precisions=allowed + more))
+
+
+def _comparisons(scope, builder) -> None:
+    """A comparison's handle is an i1, as compiled: the interpreter tags it with its operands' type, so a
+    scalar comparison broadcast against a block one (``(x < 0) ^ (y < 0)``, ``y`` a scalar) is splat as
+    1.0/0.0 floats and the xor fails in numpy (FlagGems' floor division)."""
+    for name in dir(type(builder)):
+        if name.startswith(("create_icmp", "create_fcmp")):
+            scope.set_attr(builder, name, _bool_typed(inner_method(builder, name)))
+
+
+def _bool_typed(inner):
+    def compare(lhs, rhs):
+        out = inner(lhs, rhs)
+        if isinstance(out, _TH) and out.dtype != tl.int1:
+            out.dtype = tl.int1         # in place: the checks' tags (a division by zero it decides) stay on it
+        return out
+    return compare
+
+
+_ARITHMETIC = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_fneg", "create_fma")
+
+
+def canonical_arithmetic(scope, builder) -> None:
+    """numerics="compiled": installed after ascompiled, so a contracted fma and a MUFU division are covered."""
+    for name in _ARITHMETIC:
+        if hasattr(type(builder), name):
+            inner = inner_method(builder, name)
+            scope.set_attr(builder, name, lambda *args, _inner=inner, **kw: canonical_nan(_inner(*args, **kw)))
 
 
 # --------------------------------------------------------------------------------------------------------

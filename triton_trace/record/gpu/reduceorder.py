@@ -10,9 +10,11 @@ recording around the op (its compute row, the checks) sees the same op.
 
 Left in numpy's order, and said so in the launch's ``meta["reduction_order"]`` (one note per source line):
 a kernel that does not compile here, an op the TTGIR does not show at that line, a layout this does not
-model (an MMA or dot-operand layout, elements spread over CTAs), a reverse scan, ``axis=None`` on a block of
+model (an MMA or dot-operand layout, elements spread over CTAs), ``axis=None`` on a block of
 rank 2 or more (the compiler flattens it in an order of its choosing), a combine other than one add or
-multiply. Max, min and integer reductions are exact in any order and are not touched.
+multiply. Max, min and integer reductions are exact in any order and are not touched. A reverse scan is the
+forward scan of the reversed axis: the lowering reverses each thread's registers and exchanges lane ``l`` with
+``31 - l`` (``shfl.sync.bfly`` 31), reflects the warp index, scans forward and reverses back.
 """
 from __future__ import annotations
 
@@ -106,13 +108,16 @@ def _reordered(launch: _Launch, op, kind: str, x, res):
             launch.note(file, line, kind, f"numpy's order: {cop.element} in-thread order of Triton {launch.facts().triton}")
             return None
         values = tree.reduce(data, axis + batched, split, combine, rounding, order)
+    elif op.reverse:
+        ax = axis + batched
+        values = np.flip(tree.scan(np.flip(data, ax), ax, split, combine, rounding), ax)
     else:
         values = tree.scan(data, axis + batched, split, combine, rounding)
     out = np.asarray(res.handle.data)
     if values.size != out.size:
         launch.note(file, line, kind, f"numpy's order: {values.size} results where the interpreter has {out.size}")
         return None
-    launch.note(file, line, kind, f"sm_90 order: {cop.layout.get('kind')} layout, {split.per_thread} per thread, "
+    launch.note(file, line, kind, f"sm_90 order: {'reversed, ' if kind == 'scan' and op.reverse else ''}{cop.layout.get('kind')} layout, {split.per_thread} per thread, "
                                   f"{split.lanes} lanes, {split.warps} warps, {split.blocks} blocks")
     return tl.core.tensor(TensorHandle(values.reshape(out.shape).astype(out.dtype, copy=False), res.handle.dtype),
                           res.type)
@@ -133,8 +138,6 @@ def _compiled_op(facts: asbuilt.Facts, kind: str, file, line: int, op, shape: tu
     """(why not, None) or (None, (the TTGIR op, its axis, its AxisSplit)) for the running op."""
     if facts.error:
         return facts.error, None
-    if kind == "scan" and op.reverse:
-        return "a reverse scan", None
     axis = op.axis
     if axis is None:
         if len(shape) != 1:

@@ -72,6 +72,7 @@ def install(scope, builder, numerics: str = "interpreter", rec=None) -> None:
     libdevice.install(scope, builder)
     if numerics == "compiled":
         ascompiled.install(scope, builder)
+        compiledops.canonical_arithmetic(scope, builder)
     inlineasm.install(scope, builder, rec)
 
 
