@@ -3,15 +3,14 @@ from __future__ import annotations
 
 # quantity, predicted key(s), measured metric(s), kind of target, target
 ROWS = [
-    # cp.async copies (LDGSTS) are global loads too: ncu counts them apart, by whether they bypass L1
-    ("load sectors", ("load_sectors",), ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-                                         "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_bypass.sum",
-                                         "l1tex__t_sectors_pipe_lsu_mem_global_op_ldgsts_cache_access.sum"), "rel", 0.05),
+    # l1tex__t_*_op_ld counts cp.async (LDGSTS) copies too, on an H100 and an H200 alike (ncu 2025.3: in every
+    # cp.async case the SASS moved no LDG bytes and op_ld held the whole tile); the _op_ldgsts_cache_access /
+    # _cache_bypass metrics split the same copies by L1 use, so adding them counted 4-byte cp.async.ca copies
+    # twice (matmul_1000_64x64x32_fp32_w4: 8,000,000 "measured" sectors of 4,000,000). counters_recheck.py
+    # checks the split on its own rows.
+    ("load sectors", ("load_sectors",), ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",), "rel", 0.05),
     ("store sectors", ("store_sectors",), ("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",), "rel", 0.05),
-    ("load requests", ("load_requests",), ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
-                                           "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts_cache_bypass.sum",
-                                           "l1tex__t_requests_pipe_lsu_mem_global_op_ldgsts_cache_access.sum"),
-     "rel", 0.05),
+    ("load requests", ("load_requests",), ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",), "rel", 0.05),
     ("store requests", ("store_requests",), ("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",), "rel", 0.05),
     ("requested bytes", ("load_bytes", "store_bytes"),
      ("sm__sass_data_bytes_mem_global_op_ld.sum", "sm__sass_data_bytes_mem_global_op_st.sum",
