@@ -5,6 +5,9 @@ rounds), on the layout read from the TTGIR that compiled/ (a separate parser) gi
 default numerics must still give numpy's own sums."""
 from __future__ import annotations
 
+import json
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +15,8 @@ import triton
 import triton.language as tl
 
 import triton_trace
+from benchmarks.fidelity import order_probe
+from helpers import paths
 from triton_trace.compiled import ir, toolchain
 from triton_trace.numerics import reduction_tree as rt
 from triton_trace.record.gpu import asbuilt, reduceorder
@@ -224,3 +229,37 @@ def test_trees_cover_every_element_once():
         for order in rt.THREAD_ORDERS:
             assert np.array_equal(rt.reduce(x, 1, split, thread_order=order)[:, 0], x.sum(1))
         assert np.array_equal(rt.scan(x, 1, split), np.cumsum(x, 1))
+
+
+# ---------------------------------------------------------------- traced against an H100's bits
+
+_GPU = os.path.join(paths.FIXTURES, "gpu_orders")
+
+
+@pytest.mark.skipif(reduceorder.thread_order(triton.__version__) != "sequential",
+                    reason="the bits were recorded with Triton 3.6, whose threads fold their own elements in "
+                           "register order; this release takes a pairwise tree there")
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(_GPU) if f.startswith("reduce_")))
+def test_traced_reductions_match_an_h100s_bits(name):
+    """order_probe.py's reduce/sum1d kernels on inputs drawn again from the case's seed, traced with
+    numerics="compiled", against the output bits an H100 gave (Triton 3.6; every one of the 91 reduction
+    cases of that run matched, these 13 are kept: sums over either axis with 1, 4 and 8 warps, cumsum and
+    cumprod over either axis). numpy's order differs from the GPU's on every one of them."""
+    stored = np.load(os.path.join(_GPU, name))
+    entry = json.loads(str(stored["case"]))
+    keys = ("kind", "N", "warps", "samples") if entry["kind"] == "sum1d" else \
+        ("kind", "op", "R", "C", "axis", "warps", "samples")
+    x = order_probe.inputs({k: entry[k] for k in keys})["x"]
+    outs = {}
+    for numerics in ("compiled", "interpreter"):
+        out = torch.zeros(stored["out"].shape, dtype=torch.float32)
+        k = triton_trace.trace(order_probe.sum1d_kernel if entry["kind"] == "sum1d" else order_probe.reduce_kernel,
+                               numerics=numerics)
+        if entry["kind"] == "sum1d":
+            k[(entry["samples"],)](x, out, N=entry["N"], num_warps=entry["warps"])
+        else:
+            k[(entry["samples"],)](x, out, R=entry["R"], C=entry["C"], AXIS=entry["axis"], OP=entry["op"],
+                                   num_warps=entry["warps"])
+        outs[numerics] = out.numpy().view(np.int32)
+    assert np.array_equal(outs["compiled"], stored["out"]), (outs["compiled"] != stored["out"]).mean()
+    assert (outs["interpreter"] != stored["out"]).any()

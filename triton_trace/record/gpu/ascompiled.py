@@ -15,7 +15,19 @@ from the interpreter's correctly rounded numpy, installed on the builder for one
   cores' TF32 path with the fp32 registers as they are: no ``cvt`` in the PTX, and "wgmma.mma_async
   operation involving type .tf32 will truncate lower 13 bits of the 32-bit input data" (PTX ISA; sm_80's
   ``mma.sync`` is taken to do the same). Here both inputs are truncated so, then multiplied: each product
-  of two 11-bit significands is exact in fp32, only the accumulation order remains the GPU's own.
+  of two 11-bit significands is exact in fp32.
+- **Tensor-core accumulation.** ``tl.dot`` of fp16, bf16, fp8 (e4m3, e5m2) and TF32 blocks sums its
+  products as the H100's tensor cores do (numerics/tensorcore.py: blocks of 16, 8 or 32 products aligned to
+  their largest exponent with the accumulator, truncated, and each step's sum truncated into the fp32
+  accumulator), in the instruction the compiler picks: ``wgmma`` for 2-D tiles of M a multiple of 64 and N
+  of 16 with whole warpgroups, else ``mma.sync`` (fp8 widened to fp16). The instruction matters for fp8
+  only (the other formats' arithmetic is the same on both); the launch's ``num_warps`` decides
+  it (wgmma wants whole warpgroups). fp8's ``max_num_imprecise_acc``: unset, sm_90's
+  default (2^30: never promoted; set on the builder's options here, where the interpreter's 0 would read as
+  an explicit 0); below 32, ``mma.sync``; else the compiler's groups of wgmma, each added into the
+  accumulator with an fp32 add (read from the PTX; tests/record/test_tensorcore_order.py compiles it).
+  fp32 blocks at ``input_precision="ieee"`` run no tensor core: one ``fma.rn`` per product along K.
+  An H100's bits agree with both for every case of benchmarks/fidelity/fit_tensorcore.py.
 - **Split dots.** ``input_precision="tf32x3"``, ``"bf16x3"``, ``"bf16x6"``: the operands split into parts and
   the partial dots summed in the compiler's order (numerics/splitdot.py).
 
@@ -33,11 +45,15 @@ from the interpreter's correctly rounded numpy, installed on the builder for one
 """
 from __future__ import annotations
 
+import dataclasses
+import re
 import weakref
 
 import numpy as np
+import triton
 
-from ...numerics import compiled, mufu, splitdot
+from ...numerics import compiled, mufu, rounding, splitdot, tensorcore
+from ..batch import running as batch
 from ..interp.access import TensorHandle as _TH
 from ..patching import carried
 from .lowp import inner_method
@@ -54,17 +70,77 @@ class _Product:
         self.a, self.b, self.uses = a, b, uses
 
 
-def install(scope, builder) -> None:
+def install(scope, builder, num_warps: int = 4) -> None:
     _contraction(scope, builder)
     _constants(scope, builder)
     _approximate(scope, builder)
+    _imprecise_default(scope, builder)
     if hasattr(builder, "create_dot"):
         inner = inner_method(builder, "create_dot")
 
         def create_dot(a, b, d, precision, *rest, **kw):
             split = _split(a, b, d, precision)
-            return split if split is not None else inner(*_tf32_inputs(a, b, precision), d, precision, *rest, **kw)
+            if split is not None:
+                return split
+            a, b = _tf32_inputs(a, b, precision)
+            # the interpreter's product still runs: the hooks under this one record the dot and its shape
+            out = inner(a, b, d, precision, *rest, **kw)
+            bits = _compiled_dot(builder, a, b, d, precision, rest, num_warps)
+            return out if bits is None else _TH(bits.reshape(out.data.shape), out.dtype)
         scope.set_attr(builder, "create_dot", create_dot)
+
+
+# the N a wgmma tile must be a multiple of: 16 in Triton 3.6's PTX, 8 in 3.9's (3.7 and 3.8 taken as 3.6)
+_WGMMA_N = 8 if tuple(int(x) for x in re.findall(r"\d+", triton.__version__)[:2]) >= (3, 9) else 16
+_INPUTS = {"fp16": "fp16", "bf16": "bf16", "fp8e4nv": "e4m3", "fp8e5": "e5m2"}
+_FP8 = {"fp8e4nv", "fp8e5"}
+_SM90_IMPRECISE = 1 << 30      # sm_90's max_num_imprecise_acc_default (the NVIDIA backend's options)
+_FP8_K = 32                    # the K of one fp8 wgmma: a smaller max_num_imprecise_acc gets mma.sync
+
+
+def _imprecise_default(scope, builder) -> None:
+    """An fp8 dot that leaves ``max_num_imprecise_acc`` unset gets sm_90's default, not the interpreter's 0,
+    which compiles as an explicit 0 does (mma.sync): the two differ here as they do on the GPU."""
+    opts = getattr(builder, "options", None)
+    if dataclasses.is_dataclass(opts) and hasattr(opts, "max_num_imprecise_acc_default"):
+        scope.set_attr(builder, "options", dataclasses.replace(opts, max_num_imprecise_acc_default=_SM90_IMPRECISE))
+
+
+def _name(dtype) -> str:
+    return getattr(getattr(dtype, "scalar", dtype), "name", "")
+
+
+def _values(h, name: str) -> np.ndarray:
+    if name == "bf16":
+        return rounding.bf16_to_f32(h.data)
+    if name in _FP8:
+        return rounding.fp8_to_f32(h.data, name)
+    return np.asarray(h.data)
+
+
+def _compiled_dot(builder, a, b, d, precision, rest, num_warps: int):
+    """The dot's result as the compiled kernel computes it on an H100, or None where it is the
+    interpreter's already or the model does not cover it (fp64, integers, mixed input formats)."""
+    na, nb, nd = (_name(h.dtype) for h in (a, b, d))
+    if na != nb or nd not in ("fp32", "fp16"):
+        return None
+    if na == "fp32" and _precision(precision) == "ieee":
+        return tensorcore.fma_dot(a.data, b.data, d.data)
+    inputs = "tf32" if na == "fp32" and _precision(precision) == "tf32" else _INPUTS.get(na)
+    if inputs is None:
+        return None
+    chunk = batch.running(builder)
+    shape_a, shape_b = batch.program_shape(a.data, chunk), batch.program_shape(b.data, chunk)
+    imprecise = rest[0] if na in _FP8 and nd == "fp32" and rest and isinstance(rest[0], (int, np.integer)) else None
+    if imprecise is not None and imprecise < _FP8_K:
+        instr = "mma"
+    else:
+        instr = tensorcore.instruction(len(shape_a), shape_a[-2], shape_b[-1], num_warps, _WGMMA_N)
+    if instr != "wgmma" or (imprecise is not None and imprecise >= _SM90_IMPRECISE):
+        imprecise = None           # mma.sync never promotes; wgmma only below the default
+    unit = tensorcore.unit(inputs, nd, instr)
+    return tensorcore.dot(_values(a, na), _values(b, nb), np.asarray(d.data), unit,
+                          None if imprecise is None else int(imprecise))
 
 
 def _product(h):
@@ -154,8 +230,9 @@ def _tf32_inputs(a, b, precision):
 
 def describe() -> str:
     """What ``numerics="compiled"`` changes, for a launch's meta and the report."""
-    return ("fp32/fp64 a*b+c contracted to fma.rn; fp32 tl.dot inputs truncated to TF32; tf32x3/bf16x3/bf16x6 "
-            "dots split as compiled; fp32 division, tl.sqrt and tl.rsqrt as the GPU's MUFU approximations")
+    return ("fp32/fp64 a*b+c contracted to fma.rn; fp32 tl.dot inputs truncated to TF32; tl.dot summed as the "
+            "H100's tensor cores sum (fp32 at ieee: an fma chain along K); tf32x3/bf16x3/bf16x6 dots split as "
+            "compiled; fp32 division, tl.sqrt and tl.rsqrt as the GPU's MUFU approximations")
 
 
 _CONST = "_tt_const"

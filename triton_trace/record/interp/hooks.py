@@ -296,7 +296,7 @@ def _installed(fn, rec, debug: bool, numerics: str, num_warps: int = 4):
         _builtin_minmax(scope)
         _dtype_as_constexpr(scope)
         compute.install(scope, rec)
-        semantics.install(scope, _ti.interpreter_builder, numerics, rec)
+        semantics.install(scope, _ti.interpreter_builder, numerics, rec, num_warps)
         for row in table.MONITORS:          # the runtime checks, before provenance: they read rec.origin
             for install in table.installers(row):
                 install(scope, _ti.interpreter_builder, rec)

@@ -61,7 +61,7 @@ def _scalar(data, dtype):
     return tl.tensor(_TH(data, dtype), dtype)
 
 
-def install(scope, builder, numerics: str = "interpreter", rec=None) -> None:
+def install(scope, builder, numerics: str = "interpreter", rec=None, num_warps: int = 4) -> None:
     _quiet_numpy(scope)
     _wrapping_constants(scope, builder)
     _bf16_constants(scope, builder)
@@ -71,7 +71,7 @@ def install(scope, builder, numerics: str = "interpreter", rec=None) -> None:
     compiledops.install(scope, builder)
     libdevice.install(scope, builder)
     if numerics == "compiled":
-        ascompiled.install(scope, builder)
+        ascompiled.install(scope, builder, num_warps)      # the dot's instruction (wgmma or mma.sync) needs it
         compiledops.canonical_arithmetic(scope, builder)
     inlineasm.install(scope, builder, rec)
 
