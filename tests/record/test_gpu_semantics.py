@@ -333,3 +333,44 @@ def test_arithmetic_nans_are_canonical_under_compiled_numerics(batch):
     triton_trace.trace(_nan_arith, batch=batch)[(1,)](torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c),
                                                       plain, B=8)
     assert not np.array_equal(plain.numpy().view(np.uint32), want_bits.ravel())
+
+
+@triton.jit
+def _remainder(x_ptr, y_ptr, out_ptr, B: tl.constexpr):
+    o = tl.arange(0, B)
+    tl.store(out_ptr + o, tl.load(x_ptr + o) % tl.load(y_ptr + o))
+
+
+def _frem_as_compiled(x: float, y: float, t: torch.dtype) -> float:
+    """sm_90's frem: q = div.rn(x, y) in fp32 (fp64 for fp64), r = fma.rn(-trunc(q), y, x), x where y is
+    infinite; worked here with exact fractions (the fma's one rounding) and torch's rounding to the type."""
+    from fractions import Fraction
+    work = torch.float64 if t == torch.float64 else torch.float32
+    if np.isinf(y):
+        return x
+    q = (torch.tensor(x, dtype=work) / torch.tensor(y, dtype=work)).item()
+    exact = Fraction(x) - Fraction(int(q)) * Fraction(y)          # |q| < 2^53 here: int() is trunc
+    r = torch.tensor(float(exact), dtype=torch.float64).to(work)   # exact fits float64 for these inputs
+    if exact == 0:
+        r = torch.tensor(0.0, dtype=work)                          # an exact zero sum is +0 (round to nearest)
+    return r.to(t).item()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_float_remainder_is_the_compiled_frem_expansion(dtype):
+    """-4 % 2 is +0 on the GPU (C's fmod: -0); a quotient past 2^24 is rounded before it is truncated, so
+    1e10 % 3 is not fmod's exact 1; x % inf is x."""
+    xs = [-4.0, 5.5, 65504.0 if dtype == torch.float16 else 1e10, 7.0, -7.5, 3.0, 100.25, -0.0]
+    ys = [2.0, -2.0, 3.0, float("inf"), 2.5, 7.0, -0.75, 5.0]
+    x, y = torch.tensor(xs, dtype=dtype), torch.tensor(ys, dtype=dtype)
+    out = torch.empty_like(x)
+    triton_trace.trace(_remainder, numerics="compiled")[(1,)](x, y, out, B=8)
+    want = torch.tensor([_frem_as_compiled(a, b, dtype) for a, b in zip(x.double().tolist(), y.double().tolist())],
+                        dtype=dtype)
+    assert torch.equal(_bits_t(out), _bits_t(want)), (out, want)
+    assert torch.signbit(out[0]) == torch.tensor(False)                 # +0, where fmod gives -0
+    assert torch.fmod(x[0], y[0]).signbit()
+
+
+def _bits_t(t: torch.Tensor) -> torch.Tensor:
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])

@@ -19,7 +19,10 @@ on an H100, docs/fidelity.md), each as the PTX the compiler emits defines it:
   float32 unless ``numerics="compiled"`` splits them as the compiler does (numerics/splitdot.py).
 - ``numerics="compiled"`` only: a float add, subtract, multiply, divide, negation or fma whose result is NaN
   writes the canonical NaN, as ``add.f32``/``fma.rn.f32`` do (FlagGems' softmax backward on an H100 wrote
-  0x7fffffff where numpy made 0xffc00000, x86's default NaN, or kept the operand's payload).
+  0x7fffffff where numpy made 0xffc00000, x86's default NaN, or kept the operand's payload). A float ``%``
+  is LLVM's expansion of ``frem`` for sm_90, read from the PTX of 3.6 and 3.9: ``div.rn``, ``cvt.rzi``,
+  ``fma.rn(-q, y, x)``, ``x`` where ``y`` is infinite, in fp32 for fp16/bf16 (so ``-4 % 2`` is +0 where C's
+  fmod is -0, and a quotient past 2^24 is not exact).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ import dataclasses
 import numpy as np
 import triton.language as tl
 
+from ...numerics import compiled, rounding
 from ..interp.access import ReduceOps, ScanOps, TensorHandle as _TH, combine_kind, np_dtype
 from . import dotscaled
 from .lowp import inner_method
@@ -87,12 +91,31 @@ def _bool_typed(inner):
 _ARITHMETIC = ("create_fadd", "create_fsub", "create_fmul", "create_fdiv", "create_fneg", "create_fma")
 
 
-def canonical_arithmetic(scope, builder) -> None:
+def install_compiled(scope, builder) -> None:
     """numerics="compiled": installed after ascompiled, so a contracted fma and a MUFU division are covered."""
     for name in _ARITHMETIC:
         if hasattr(type(builder), name):
             inner = inner_method(builder, name)
             scope.set_attr(builder, name, lambda *args, _inner=inner, **kw: canonical_nan(_inner(*args, **kw)))
+    scope.set_attr(builder, "create_frem", _remainder(inner_method(builder, "create_frem")))
+
+
+def _remainder(inner):
+    def create_frem(lhs, rhs):
+        out = inner(lhs, rhs)       # the interpreter's, through every hook: its shape, dtype and recording
+        name = _name(out.dtype)
+        if name not in ("fp16", "bf16", "fp32", "fp64"):
+            return out
+        x, y = (rounding.bf16_to_f32(h.data) if name == "bf16" else
+                np.asarray(h.data, np.float64 if name == "fp64" else np.float32) for h in (lhs, rhs))
+        with np.errstate(all="ignore"):
+            r = np.where(np.isinf(y), x, compiled.fma(-np.trunc(x / y), y, x))
+        if name == "bf16":
+            r = rounding.f32_to_bf16(r)
+        elif name == "fp16":
+            r = r.astype(np.float16)
+        return canonical_nan(_TH(np.asarray(r).reshape(np.shape(out.data)), out.dtype))
+    return create_frem
 
 
 # --------------------------------------------------------------------------------------------------------

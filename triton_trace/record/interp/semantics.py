@@ -72,7 +72,7 @@ def install(scope, builder, numerics: str = "interpreter", rec=None, num_warps: 
     libdevice.install(scope, builder)
     if numerics == "compiled":
         ascompiled.install(scope, builder, num_warps)      # the dot's instruction (wgmma or mma.sync) needs it
-        compiledops.canonical_arithmetic(scope, builder)
+        compiledops.install_compiled(scope, builder)
     inlineasm.install(scope, builder, rec)
 
 
