@@ -105,6 +105,29 @@ def test_the_ptx_fuses_what_the_trace_fuses():
     assert mul_pairs < fma_pairs
 
 
+@pytest.mark.parametrize("how", ["launch", "environment"])
+def test_without_fp_fusion_nothing_is_contracted(how, monkeypatch):
+    """enable_fp_fusion=False (or TRITON_DEFAULT_FP_FUSION=0, Triton 3.10's coming default): the PTX has
+    mul.f32 and add.f32, no fma.rn.f32, and the trace rounds the product and the sum each once."""
+    from triton_trace.compiled.toolchain import DeviceTensor, compile_jit
+    opts = {"num_warps": 4}
+    if how == "launch":
+        opts["enable_fp_fusion"] = False
+    else:
+        monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    args = {n: DeviceTensor(torch.float32, 1 << 20) for n in ("a_ptr", "b_ptr", "c_ptr", "d_ptr", "out_ptr")}
+    ptx = compile_jit(contracted, {**args, "N": N}, opts, 90)["ptx"]
+    assert not re.search(r"\bfma\.rn\.f32\b", ptx) and re.search(r"\bmul\.(rn\.)?f32\b", ptx)
+    a, b, c, d = (t.numpy() for t in _inputs())
+    out = torch.empty(4 * N)
+    launch = {"enable_fp_fusion": False} if how == "launch" else {}
+    triton_trace.trace(contracted, numerics="compiled")[(1,)](*_inputs(), out, N, **launch)
+    got = out.numpy().reshape(4, N)
+    np.testing.assert_array_equal(got[0], (a * b).astype(np.float32) + c)
+    np.testing.assert_array_equal(got[1], (a * b).astype(np.float32) - d)
+    assert (got[0] != _fma(a, b, c)).any()          # the fused result differs: the test can tell them apart
+
+
 @triton.jit
 def approximations(x_ptr, y_ptr, out_ptr, N: tl.constexpr):
     r = tl.arange(0, N)

@@ -57,6 +57,7 @@ class Facts:
     error: Optional[str] = None
     num_warps: int = 0
     triton: str = ""
+    fp_fusion: bool = True          # the launch's enable_fp_fusion (TRITON_DEFAULT_FP_FUSION when it gave none)
 
     def at(self, kind: str, file: Optional[str], line: int) -> list:
         """The ops of ``kind`` ("reduce", "scan", "dot") whose source places include ``file:line``."""
@@ -100,7 +101,9 @@ def facts(kernel, args: Optional[dict] = None, options: Optional[dict] = None) -
     stand_ins = _stand_ins(args or {})
     options = {k: v for k, v in (options or {}).items() if isinstance(v, (int, bool, str)) or v is None}
     try:
-        key = json.dumps([{k: _key(v) for k, v in stand_ins.items()}, options], sort_keys=True)
+        # the compiler reads the FP-fusion default from the environment when the launch gives none
+        env = [os.environ.get(n) for n in ("TRITON_DEFAULT_FP_FUSION", "TRITON_FORCE_DISABLE_FP_FUSION")]
+        key = json.dumps([{k: _key(v) for k, v in stand_ins.items()}, options, env], sort_keys=True)
     except TypeError:
         key = None
     per = _CACHE.setdefault(jit, {}) if _weakable(jit) else {}
@@ -157,12 +160,12 @@ def _key(v):
 def _compile(jit, args: dict, options: dict) -> Facts:
     import triton
     try:
-        text, warps = access.compile_ttgir(jit, args, options, TARGET_ARCH)
+        text, warps, fusion = access.compile_ttgir(jit, args, options, TARGET_ARCH)
     except Exception as e:          # noqa: BLE001 the binder, front end and passes raise many kinds
         first = " / ".join(str(e).strip().splitlines()[:3])[:300]
         return Facts(error=f"did not compile for sm_{TARGET_ARCH}: {type(e).__name__}: {first}",
                      triton=triton.__version__)
-    return Facts(ttgir=text, ops=tuple(parse_ops(text)), num_warps=warps, triton=triton.__version__)
+    return Facts(ttgir=text, ops=tuple(parse_ops(text)), num_warps=warps, triton=triton.__version__, fp_fusion=fusion)
 
 
 # ------------------------------------------------------------------------------------------------------------

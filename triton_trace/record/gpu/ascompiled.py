@@ -1,7 +1,8 @@
 """``numerics="compiled"``: the arithmetic the compiled kernel performs where it is deterministic and differs
 from the interpreter's correctly rounded numpy, installed on the builder for one launch.
 
-- **Contraction** (``fma.rn``). Triton compiles with ``enable_fp_fusion`` on and LLVM's NVPTX backend turns
+- **Contraction** (``fma.rn``), where the launch's ``enable_fp_fusion`` is on (Triton's default through 3.9;
+  ``TRITON_DEFAULT_FP_FUSION``, as the compiler reads it, when the launch does not say). LLVM's NVPTX backend turns
   an fp32/fp64 ``fadd``/``fsub`` whose operand is an ``fmul`` into one ``fma.rn``, rounded once, even when
   the product has other uses (``p = a * b; p + c; p - d`` is two FMAs; read from the PTX of Triton 3.6 and
   3.9 for sm_80 and sm_90, which tests/record/test_ascompiled.py compiles on the CPU). Here each product
@@ -56,6 +57,7 @@ from ...numerics import compiled, mufu, rounding, splitdot, tensorcore
 from ..batch import running as batch
 from ..interp.access import TensorHandle as _TH
 from ..patching import carried
+from . import asbuilt
 from .lowp import inner_method
 
 _FUSED = (np.dtype(np.float32), np.dtype(np.float64))
@@ -71,7 +73,8 @@ class _Product:
 
 
 def install(scope, builder, num_warps: int = 4) -> None:
-    _contraction(scope, builder)
+    if asbuilt.current().fp_fusion:     # enable_fp_fusion=False (or TRITON_DEFAULT_FP_FUSION=0): no fma.rn
+        _contraction(scope, builder)
     _constants(scope, builder)
     _approximate(scope, builder)
     _imprecise_default(scope, builder)

@@ -68,7 +68,7 @@ def mlir_context(backend):
 
 
 def compile_ttgir(jit, args: dict, options: dict, arch: int) -> tuple:
-    """(TTGIR text, num_warps) of ``jit`` compiled for ``sm_<arch>`` as its GPU launch would be: the launcher's
+    """(TTGIR text, num_warps, enable_fp_fusion as the backend resolved it) of ``jit`` compiled for ``sm_<arch>`` as its GPU launch would be: the launcher's
     binder specialises ``args`` (tensors: objects with ``dtype`` and ``data_ptr()``) under the launch
     ``options`` Triton knows; then the front end and the TTIR and TTGIR passes, no LLVM or ptxas
     (record/gpu/asbuilt.py; record/autotune.py compiles configs alike). Raises what the compiler raises."""
@@ -95,7 +95,8 @@ def compile_ttgir(jit, args: dict, options: dict, arch: int) -> tuple:
             backend.add_stages(stages, opts, src.language)
             for stage in ("ttir", "ttgir"):
                 module = stages[stage](module, metadata)
-            return str(module), int(getattr(opts, "num_warps", 0) or 0)
+            return (str(module), int(getattr(opts, "num_warps", 0) or 0),
+                    bool(getattr(opts, "enable_fp_fusion", True)))
         finally:
             del module, context     # free the MLIR objects now (else nanobind reports them leaked at exit)
 
