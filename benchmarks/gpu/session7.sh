@@ -5,6 +5,8 @@
 #           inline-PTX rerun;        run(command="cd .gpusnap && bash benchmarks/gpu/session7.sh 1", carry=[".gpusnap"])
 #   part 2: FlagGems' and fla's test launches with numerics="compiled" (each library its own budget)
 #                                    run(command="cd .gpusnap && bash benchmarks/gpu/session7.sh 2", carry=[".gpusnap"])
+#   all:    the comparison and both libraries in one call of 560 s, on smaller budgets (when device time is short)
+#                                    run(command="cd .gpusnap && bash benchmarks/gpu/session7.sh all", carry=[".gpusnap"])
 # where .gpusnap is `git archive HEAD` plus .lib and .whl-lib (benchmarks/fidelity/fetch_libraries.sh).
 set -u
 OUT=${OUT:?run on the GPU machine, where OUT is set}
@@ -13,7 +15,19 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 start=$(date +%s)
 step() { echo "$1 rc $2 at $(( $(date +%s) - start )) s" >> "$R/steps.txt"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$R/machine.txt" 2>&1
-if [ "${1:-1}" = 1 ]; then
+left() { echo $(( ${TOTAL:-545} - ($(date +%s) - start) )); }
+if [ "${1:-1}" = all ]; then
+  timeout 250 python3 benchmarks/fidelity/launches.py --out "$R/launches_compiled" --workers 16 --budget 195 \
+    --timeout 60 --numerics compiled > "$R/launches_compiled.log" 2>&1; step launches_compiled $?
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/libsite .whl-lib/*.whl \
+    > "$R/pip.log" 2>&1; step pip $?
+  export PYTHONPATH=$PWD:/tmp/libsite GEMS_VENDOR=nvidia
+  timeout 100 python3 benchmarks/fidelity/library_launches.py --out "$R/flaggems" --lib-root .lib --libraries flaggems \
+    --workers 16 --budget 55 --timeout 40 --numerics compiled > "$R/flaggems.log" 2>&1; step flaggems $?
+  b=$(left); [ "$b" -gt 90 ] && timeout $((b - 5)) python3 benchmarks/fidelity/library_launches.py --out "$R/fla" \
+    --lib-root .lib --libraries fla --workers 16 --budget $((b - 70)) --timeout 60 --numerics compiled \
+    > "$R/fla.log" 2>&1; step fla $?
+elif [ "${1:-1}" = 1 ]; then
   timeout 330 python3 benchmarks/fidelity/launches.py --out "$R/launches_compiled" --workers 15 --budget 270 \
     --timeout 120 --numerics compiled > "$R/launches_compiled.log" 2>&1; step launches_compiled $?
   rm -f "$R"/launches_compiled/launches.jsonl.gz
