@@ -20,7 +20,10 @@ def read_logs(paths) -> tuple:
     launches, cut = [], []
     for path in paths:
         for line in Path(path).read_text().splitlines():
-            rec = json.loads(line)
+            try:
+                rec = json.loads(line)
+            except ValueError:      # the line a worker was writing when the run was stopped at its limit
+                continue
             (cut.append(rec["nodeid"]) if rec.get("cut") else launches.append(rec))
     launches.sort(key=lambda r: (r["nodeid"], r.get("kernel", "")))
     return launches, sorted(cut)

@@ -21,6 +21,7 @@ import importlib.util
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -90,7 +91,21 @@ def machine() -> dict:
     return info
 
 
-def run_suite(cmd: list, cwd, env: dict, out: Path, title: str, command: str) -> tuple:
+def _pytest(cmd: list, cwd, env: dict, limit: float) -> subprocess.CompletedProcess:
+    """pytest in its own process group; past ``limit`` seconds (0: none) the group is killed, workers too, and
+    what it printed so far is kept (the launches it logged stay in the log files)."""
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        stdout, stderr = p.communicate(timeout=limit or None)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        stdout, stderr = p.communicate()
+        stderr += f"\n[launches.py: pytest stopped at the {limit:.0f} s limit; the launches compared until then are kept]\n"
+    return subprocess.CompletedProcess(cmd, p.returncode, stdout, stderr)
+
+
+def run_suite(cmd: list, cwd, env: dict, out: Path, title: str, command: str, limit: float = 0.0) -> tuple:
     """Run one pytest command with the plugin and write OUT's files (table.md, summary.json,
     launches.jsonl.gz, pytest.log); (summary, table text, pytest's output)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -98,7 +113,7 @@ def run_suite(cmd: list, cwd, env: dict, out: Path, title: str, command: str) ->
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "launches")
         cmd = [a.replace("{LOG}", log) for a in cmd]
-        proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+        proc = _pytest(cmd, cwd, env, limit)
         wall = time.time() - start
         launches, cut = launch_table.read_logs(sorted(Path(tmp).glob("launches.*")))
     (out / "pytest.log").write_text(proc.stdout[-400_000:] + "\n" + proc.stderr[-100_000:])
@@ -143,7 +158,8 @@ def main(argv=None) -> int:
     start = time.time()
     cmd = pytest_command(args, "{LOG}", start + args.budget if args.budget else 0.0)
     summary, text, output = run_suite(cmd, UNIT, environment(args), Path(args.out),
-                                      f"Launch by launch: {args.reference} vs trace", command_line(__file__, argv))
+                                      f"Launch by launch: {args.reference} vs trace", command_line(__file__, argv),
+                                      args.limit)
     print(text)
     print(output[-1500:] if not summary["launches"] else output.strip().splitlines()[-1])
     # pytest's own exit status (failing tests of the suite) is not the comparison's: 0 means launches were
@@ -159,6 +175,8 @@ def add_common_options(ap) -> None:
     ap.add_argument("--budget", type=float, default=0.0, help="seconds after which no new test starts (0: none)")
     ap.add_argument("--seed", type=int, default=0, help="the shuffle of the test order")
     ap.add_argument("--timeout", type=int, default=0, help="per-test limit in seconds (where pytest-timeout is installed)")
+    ap.add_argument("--limit", type=float, default=0.0,
+                    help="seconds after which pytest is stopped, the launches compared so far kept (0: none)")
     ap.add_argument("-k", default=None, help="pytest -k expression")
 
 

@@ -106,13 +106,13 @@ def kernel_table(rows: list) -> str:
     return "\n".join(lines)
 
 
-def run_library(args, lib: Library, root: Path, deadline: float, command: str) -> tuple:
+def run_library(args, lib: Library, root: Path, deadline: float, command: str, limit: float = 0.0) -> tuple:
     out = Path(args.out) / lib.name
     env = launches.environment(args, [root / p for p in lib.paths], interpret=False)
     env.setdefault("GEMS_VENDOR", "nvidia")     # FlagGems: no probing of every vendor's tools for its device
     cmd = library_command(args, lib, root, deadline)
     summary, text, output = launches.run_suite(cmd, root, env, out, f"{lib.name}: {args.reference} vs trace",
-                                               command)
+                                               command, limit)
     rows = by_kernel(out)
     summary["by_kernel"] = rows
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
@@ -151,7 +151,9 @@ def main(argv=None) -> int:
     texts, totals = [], collections.Counter()
     for i, (lib, root) in enumerate(plan):
         deadline = start + args.budget * sum(shares[:i + 1]) / sum(shares) if args.budget else 0.0
-        summary, text, tail = run_library(args, lib, root, deadline, command)
+        # the hard limit is shared alike; a library stopped at its limit keeps the launches it compared
+        limit = max(start + args.limit * sum(shares[:i + 1]) / sum(shares) - time.time(), 10.0) if args.limit else 0.0
+        summary, text, tail = run_library(args, lib, root, deadline, command, limit)
         texts.append(text)
         totals.update(summary["by_status"])
         totals["launches"] += summary["launches"]

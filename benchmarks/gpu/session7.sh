@@ -5,6 +5,7 @@
 #           inline-PTX rerun;        run(command="cd .gpusnap && bash benchmarks/gpu/session7.sh 1", carry=[".gpusnap"])
 #   part 2: FlagGems' and fla's test launches with numerics="compiled" (each library its own budget)
 #                                    run(command="cd .gpusnap && bash benchmarks/gpu/session7.sh 2", carry=[".gpusnap"])
+#   libs:   the two libraries only, each stopped at a hard limit keeping what it compared (230 s)
 #   all:    the comparison and both libraries in one call of 560 s, on smaller budgets (when device time is short)
 #                                    run(command="cd .gpusnap && bash benchmarks/gpu/session7.sh all", carry=[".gpusnap"])
 # where .gpusnap is `git archive HEAD` plus .lib and .whl-lib (benchmarks/fidelity/fetch_libraries.sh).
@@ -16,7 +17,16 @@ start=$(date +%s)
 step() { echo "$1 rc $2 at $(( $(date +%s) - start )) s" >> "$R/steps.txt"; }
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$R/machine.txt" 2>&1
 left() { echo $(( ${TOTAL:-545} - ($(date +%s) - start) )); }
-if [ "${1:-1}" = all ]; then
+if [ "${1:-1}" = libs ]; then      # the last minutes of device time: each library stopped at a hard limit
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/libsite .whl-lib/*.whl \
+    > "$R/pip.log" 2>&1; step pip $?
+  export PYTHONPATH=$PWD:/tmp/libsite GEMS_VENDOR=nvidia
+  for lib in flaggems:45:90 fla:75:125; do IFS=: read -r name budget limit <<< "$lib"
+    timeout $((limit + 20)) python3 benchmarks/fidelity/library_launches.py --out "$R/$name" --lib-root .lib \
+      --libraries "$name" --workers 16 --budget "$budget" --limit "$limit" --timeout 40 --numerics compiled \
+      > "$R/$name.log" 2>&1; step "$name" $?
+  done
+elif [ "${1:-1}" = all ]; then
   timeout 250 python3 benchmarks/fidelity/launches.py --out "$R/launches_compiled" --workers 16 --budget 195 \
     --timeout 60 --numerics compiled > "$R/launches_compiled.log" 2>&1; step launches_compiled $?
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/libsite .whl-lib/*.whl \

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -57,6 +58,20 @@ def test_the_budget_stops_new_tests(tmp_path):
     assert s is not None, r.stdout + r.stderr
     assert s["launches"] == 0 and s["tests_cut_by_deadline"] == 10
     assert r.returncode == 1                # nothing compared is a failure of the run
+
+
+def test_a_run_stopped_at_its_limit_keeps_what_it_compared(tmp_path):
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop("TRITON_INTERPRET", None)
+    start = time.time()         # seed 0 runs test_a_launch first
+    r = subprocess.run([sys.executable, os.path.join(FIDELITY, "library_launches.py"), "--out", str(tmp_path),
+                        "--reference", "interpreter", "--workers", "1", "--seed", "0", "--limit", "40",
+                        "--custom", LIBRARY, "check_slow.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert time.time() - start < 200                      # the hanging test did not hold the run for 600 s
+    s = json.loads((tmp_path / "library_like" / "summary.json").read_text())
+    assert s["launches"] == 1 and s["by_status"]["exact"] == 1, r.stdout + r.stderr
+    assert "stopped at the 40 s limit" in (tmp_path / "library_like" / "pytest.log").read_text()
 
 
 @triton.autotune([triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])
