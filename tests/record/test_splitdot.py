@@ -93,13 +93,18 @@ def _parts_torch(x, precision):
 
 def _one_product_reference(a, b, c, precision):
     """With a single nonzero column of ``a`` each partial dot is one product per element: the GPU's
-    result is then the order of the partial dots alone, computed here elementwise in float32."""
+    result is then the order of the partial dots alone, each a tensor-core step (the product aligned with
+    the accumulator and the sum truncated: numerics/tensorcore.py, checked against an H100's bits in
+    test_tensorcore_order.py) on parts computed here in torch; the dot's own accumulator added last."""
+    from triton_trace.numerics import tensorcore as tc
     pa, pb = _parts_torch(a[:, :1], precision), _parts_torch(b[:1, :], precision)
-    acc = torch.zeros(N, N)
+    unit = tc.unit("tf32" if precision == "tf32x3" else "bf16", "fp32", tc.instruction(2, N, N, 4))
+    acc = np.zeros((N, N), np.float32)
     for i, j in splitdot._ORDER[precision][1]:
-        acc = acc + pa[i] * pb[j]
-    acc = torch.where(torch.isnan(acc), torch.zeros(()), acc)
-    return (acc + pa[0] * pb[0]) + c
+        acc = tc.dot(pa[i].numpy(), pb[j].numpy(), acc, unit)
+    acc = np.where(np.isnan(acc), np.float32(0), acc)
+    acc = tc.dot(pa[0].numpy(), pb[0].numpy(), acc, unit)
+    return torch.from_numpy(acc) + c
 
 
 @pytest.mark.parametrize("precision", splitdot.SPLIT)

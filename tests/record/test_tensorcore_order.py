@@ -310,3 +310,60 @@ def test_traced_dots_match_an_h100s_bits(name):
     assert stored["out"].shape == outs["compiled"].shape
     assert np.array_equal(outs["compiled"], stored["out"]), (outs["compiled"] != stored["out"]).mean()
     assert (outs["interpreter"] != stored["out"]).any()
+
+
+# ---------------------------------------------------------------- an add folded into the dot's accumulator
+
+
+@triton.jit
+def _dot_plus(A, B, BIAS, OUT, N: tl.constexpr, K: tl.constexpr, PREC: tl.constexpr, LOOP: tl.constexpr):
+    om, on, ok = tl.arange(0, N), tl.arange(0, N), tl.arange(0, K)
+    if LOOP:        # acc += tl.dot(a, b): Triton's combine pass makes it tl.dot(a, b, acc)
+        acc = tl.load(BIAS + om[:, None] * N + on[None, :])
+        for k in range(0, 2):
+            a = tl.load(A + om[:, None] * (2 * K) + k * K + ok[None, :])
+            b = tl.load(B + (k * K + ok[:, None]) * N + on[None, :])
+            acc += tl.dot(a, b, input_precision=PREC)
+    else:           # tl.dot(a, b) + bias, a bias broadcast over the rows
+        a = tl.load(A + om[:, None] * K + ok[None, :])
+        b = tl.load(B + ok[:, None] * N + on[None, :])
+        acc = tl.dot(a, b, input_precision=PREC) + tl.load(BIAS + on)[None, :]
+    tl.store(OUT + om[:, None] * N + on[None, :], acc)
+
+
+def _combine_in_ttir(prec: str, loop: bool) -> bool:
+    """Whether the installed compiler's TTIR has the add folded (no arith.addf on the dot's result)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    sig = {"A": "*fp32", "B": "*fp32", "BIAS": "*fp32", "OUT": "*fp32", "N": "constexpr", "K": "constexpr",
+           "PREC": "constexpr", "LOOP": "constexpr"}
+    src = ASTSource(fn=_dot_plus, signature=sig, constexprs={"N": 16, "K": 16, "PREC": prec, "LOOP": loop})
+    ttir = triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ttir"]
+    return "arith.addf" not in ttir and "tt.dot" in ttir
+
+
+@pytest.mark.parametrize("prec, loop", [("ieee", False), ("tf32", False), ("ieee", True), ("tf32", True)])
+def test_an_add_of_a_dot_is_its_accumulator(prec, loop):
+    assert _combine_in_ttir(prec, loop)
+    rs = np.random.RandomState(7)
+    K = 16
+    a = torch.from_numpy(rs.standard_normal((16, 2 * K if loop else K)).astype(np.float32))
+    b = torch.from_numpy(rs.standard_normal((2 * K if loop else K, 16)).astype(np.float32))
+    bias = torch.from_numpy((rs.standard_normal((16, 16) if loop else (16,)) * 8).astype(np.float32))
+    out = torch.empty(16, 16)
+    triton_trace.trace(_dot_plus, numerics="compiled")[(1,)](a, b, bias, out, N=16, K=K, PREC=prec, LOOP=loop)
+    an, bn = a.numpy(), b.numpy()
+    if prec == "tf32":
+        from triton_trace.numerics.compiled import tf32_truncated
+        an, bn = tf32_truncated(an), tf32_truncated(bn)
+    step = (lambda x, y, c: tc.fma_dot(x, y, c)) if prec == "ieee" else \
+        (lambda x, y, c: tc.dot(x, y, c, tc.unit("tf32", "fp32", tc.instruction(2, 16, 16, 4))))
+    acc = np.broadcast_to(bias.numpy(), (16, 16)).astype(np.float32)
+    for k in range(2 if loop else 1):
+        acc = step(an[:, k * K:(k + 1) * K], bn[k * K:(k + 1) * K], acc)
+    assert np.array_equal(out.numpy().view(np.uint32), acc.view(np.uint32))
+    # the dot then the add, each rounded: what the trace computed before, and different
+    apart = np.broadcast_to(bias.numpy(), (16, 16)).astype(np.float32)
+    for k in range(2 if loop else 1):
+        apart = apart + step(an[:, k * K:(k + 1) * K], bn[k * K:(k + 1) * K], np.zeros((16, 16), np.float32))
+    assert not np.array_equal(apart.view(np.uint32), acc.view(np.uint32))

@@ -13,8 +13,9 @@ compiles it on the CPU and checks this order):
   ``hi*hi`` accumulates into it, and the dot's own accumulator is added last (``arith.addf``).
 
 Products of bf16 parts are exact in fp32; tf32 parts go through the TF32 path, which drops each input's
-low 13 bits (``compiled.tf32_truncated``). Each partial dot here is a float32 matmul: the order in which
-the tensor cores sum a dot's K products stays their own (the same for every dot, docs/fidelity.md).
+low 13 bits (``compiled.tf32_truncated``). Each partial dot is ``matmul(a part, b part, acc)``: a float32
+matmul unless the caller passes the tensor cores' own sum (numerics/tensorcore.py, as record/gpu/ascompiled.py
+does under ``numerics="compiled"``).
 """
 from __future__ import annotations
 
@@ -66,15 +67,17 @@ def _matmul(a, b, acc) -> np.ndarray:
         return (np.matmul(a, b, dtype=np.float32) + acc).astype(np.float32)
 
 
-def split_dot(a, b, c, precision: str) -> np.ndarray:
+def split_dot(a, b, c, precision: str, matmul=None) -> np.ndarray:
     """``tl.dot(a, b, c, input_precision=precision)`` for fp32 ``a`` [.., M, K], ``b`` [.., K, N] and
-    accumulator ``c`` [.., M, N] (a leading program axis broadcasts), as the compiled kernel computes it."""
+    accumulator ``c`` [.., M, N] (a leading program axis broadcasts), as the compiled kernel computes it;
+    ``matmul(x, y, acc)`` computes one partial dot of the parts (default: in float32)."""
+    matmul = matmul or _matmul
     pa, pb = parts(a, precision), parts(b, precision)
     shape = np.broadcast_shapes(np.shape(a)[:-1] + np.shape(b)[-1:], np.shape(c))
     acc = np.zeros(shape, dtype=np.float32)
     for i, j in _ORDER[precision][1]:
-        acc = _matmul(pa[i], pb[j], acc)
+        acc = matmul(pa[i], pb[j], acc)
     acc = np.where(np.isnan(acc), np.float32(0), acc)
-    acc = _matmul(pa[0], pb[0], acc)
+    acc = matmul(pa[0], pb[0], acc)
     with np.errstate(all="ignore"):
         return (acc + np.asarray(c, dtype=np.float32)).astype(np.float32)

@@ -82,15 +82,52 @@ def install(scope, builder, num_warps: int = 4) -> None:
         inner = inner_method(builder, "create_dot")
 
         def create_dot(a, b, d, precision, *rest, **kw):
-            split = _split(a, b, d, precision)
+            split = _split(builder, a, b, d, precision, num_warps)
             if split is not None:
                 return split
             a, b = _tf32_inputs(a, b, precision)
             # the interpreter's product still runs: the hooks under this one record the dot and its shape
             out = inner(a, b, d, precision, *rest, **kw)
             bits = _compiled_dot(builder, a, b, d, precision, rest, num_warps)
-            return out if bits is None else _TH(bits.reshape(out.data.shape), out.dtype)
+            if bits is None:
+                return out
+            out = _TH(bits.reshape(out.data.shape), out.dtype)
+            if carried(d, _CONST) and not np.any(np.asarray(d.data)) and (not rest or not rest[0]):
+                try:
+                    out._tt_dot = _PendingDot(a, b, precision, rest)
+                except AttributeError:
+                    pass
+            return out
         scope.set_attr(builder, "create_dot", create_dot)
+        _dot_add(scope, builder, num_warps)
+
+
+class _PendingDot:
+    """A dot into a constant zero accumulator, which an add may still take as its accumulator."""
+
+    def __init__(self, a, b, precision, rest):
+        self.a, self.b, self.precision, self.rest, self.used = a, b, precision, rest, False
+
+
+def _dot_add(scope, builder, num_warps: int) -> None:
+    """``tl.dot(a, b) + d`` is ``tl.dot(a, b, d)``: Triton's combine pass folds an add into a dot whose
+    accumulator is a constant zero (CombineDotAddFPattern, max_num_imprecise_acc 0: not fp8's default), the
+    dot's one use; so ``acc += tl.dot(a, b)`` accumulates in the tensor cores. The add still runs beneath
+    (its recording); the dot's first add takes it, the right operand first as the pattern looks."""
+    inner = inner_method(builder, "create_fadd")
+
+    def create_fadd(lhs, rhs):
+        out = inner(lhs, rhs)
+        for dot, acc in ((rhs, lhs), (lhs, rhs)):
+            pending = getattr(dot, "_tt_dot", None) if isinstance(dot, _TH) else None
+            if pending is None or pending.used or np.shape(acc.data) != np.shape(dot.data):
+                continue
+            pending.used = True
+            bits = _compiled_dot(builder, pending.a, pending.b, acc, pending.precision, pending.rest, num_warps)
+            if bits is not None:
+                return _TH(bits.reshape(np.shape(out.data)), out.dtype)
+        return out
+    scope.set_attr(builder, "create_fadd", create_fadd)
 
 
 # the N a wgmma tile must be a multiple of: 16 in Triton 3.6's PTX, 8 in 3.9's (3.7 and 3.8 taken as 3.6)
@@ -211,15 +248,20 @@ def _precision(precision) -> str:
     return str(precision).split(".")[-1].lower()
 
 
-def _split(a, b, d, precision):
-    """A tf32x3 / bf16x3 / bf16x6 dot of fp32 blocks as the compiler splits it, else None."""
+def _split(builder, a, b, d, precision, num_warps: int):
+    """A tf32x3 / bf16x3 / bf16x6 dot of fp32 blocks as the compiler splits it, each partial dot summed as
+    the tensor cores sum it, else None."""
     p = _precision(precision)
     if p not in splitdot.SPLIT:
         return None
     ad, bd, dd = (np.asarray(h.data) for h in (a, b, d))
     if ad.dtype != np.float32 or bd.dtype != np.float32 or dd.dtype != np.float32:
         return None
-    return _TH(splitdot.split_dot(ad, bd, dd, p), d.dtype.scalar)
+    chunk = batch.running(builder)
+    shape_a, shape_b = batch.program_shape(ad, chunk), batch.program_shape(bd, chunk)
+    unit = tensorcore.unit("tf32" if p == "tf32x3" else "bf16", "fp32",
+                           tensorcore.instruction(len(shape_a), shape_a[-2], shape_b[-1], num_warps, _WGMMA_N))
+    return _TH(splitdot.split_dot(ad, bd, dd, p, lambda x, y, acc: tensorcore.dot(x, y, acc, unit)), d.dtype.scalar)
 
 
 def _tf32_inputs(a, b, precision):
