@@ -374,3 +374,32 @@ def test_float_remainder_is_the_compiled_frem_expansion(dtype):
 
 def _bits_t(t: torch.Tensor) -> torch.Tensor:
     return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+@triton.jit
+def _to_fp8(x_ptr, out_ptr, B: tl.constexpr, DT: tl.constexpr):
+    o = tl.arange(0, B)
+    tl.store(out_ptr + o, tl.load(x_ptr + o).to(DT))
+
+
+@pytest.mark.parametrize("batch", [True, False])
+@pytest.mark.parametrize("src", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dst, tl_dst, top", [(torch.float8_e4m3fn, tl.float8e4nv, 448.0),
+                                              (torch.float8_e5m2, tl.float8e5, 57344.0)])
+def test_conversion_to_fp8_rounds_to_nearest_and_saturates(batch, src, dst, tl_dst, top):
+    """cvt.rn.satfinite.e4m3x2/e5m2x2 (the PTX Triton 3.6 emits for sm_90): nearest-even, magnitudes past the
+    largest finite (infinities too) clamped to it. The interpreter gave 256 for 1000 into e4m3. Expected:
+    torch's nearest-even cast of the clamped value."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.cat([torch.randn(244, generator=g) * 4.0 ** torch.randint(-6, 9, (244,), generator=g),
+                   torch.tensor([1000.0, -1000.0, 500.0, 464.0, 60000.0, -70000.0, 0.0, -0.0,
+                                 float("inf"), float("-inf"), 1e-9, top])]).to(src)
+    out = torch.empty(x.numel(), dtype=dst)
+    triton_trace.trace(_to_fp8, batch=batch)[(1,)](x, out, B=x.numel(), DT=tl_dst)
+    want = x.double().clamp(-top, top).to(dst)
+    assert torch.equal(out.view(torch.uint8), want.view(torch.uint8))
+    if top == 448.0:
+        assert out.float()[244:247].tolist() == [448.0, -448.0, 448.0]      # 1000, -1000, 500
+    nan = torch.empty(1, dtype=dst)
+    triton_trace.trace(_to_fp8, batch=batch)[(1,)](torch.tensor([float("nan")], dtype=src), nan, B=1, DT=tl_dst)
+    assert torch.isnan(nan.float()).all()
