@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The GPU calls of 2026-12-07 (fifth session), two calls back to back on one warm machine:
+#   libs:  FlagGems' and fla's own test launches with numerics="compiled", each stopped at a hard limit keeping
+#          what it compared (`--limit`), then the inline-PTX rerun (100 snippets x 65,536 inputs)
+#                                    run(command="cd .gpusnap && bash benchmarks/gpu/session8.sh libs", carry=[".gpusnap"])
+#   whole: the whole language-test comparison with numerics="compiled" after the add-fold, split-dot and fp8
+#          fixes, on a budget that starts every test
+#                                    run(command="cd .gpusnap && bash benchmarks/gpu/session8.sh whole", carry=[".gpusnap"])
+# where .gpusnap is `git archive HEAD` plus .lib and .whl-lib (benchmarks/fidelity/fetch_libraries.sh).
+set -u
+OUT=${OUT:?run on the GPU machine, where OUT is set}
+R=$OUT/r; mkdir -p "$R"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+start=$(date +%s)
+step() { echo "$1 rc $2 at $(( $(date +%s) - start )) s" >> "$R/steps.txt"; }
+left() { echo $(( ${TOTAL:-560} - ($(date +%s) - start) )); }
+nvidia-smi --query-gpu=name,driver_version --format=csv > "$R/machine.txt" 2>&1
+if [ "${1:-libs}" = libs ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/libsite .whl-lib/*.whl \
+    > "$R/pip.log" 2>&1; step pip $?
+  export PYTHONPATH=$PWD:/tmp/libsite GEMS_VENDOR=nvidia
+  timeout 140 python3 benchmarks/fidelity/library_launches.py --out "$R/flaggems" --lib-root .lib \
+    --libraries flaggems --workers 16 --budget 90 --limit 120 --timeout 40 --numerics compiled \
+    > "$R/flaggems.log" 2>&1; step flaggems $?
+  lim=$(( $(left) - 125 ))     # what is left, less the inline-PTX run and the packing
+  timeout $((lim + 15)) python3 benchmarks/fidelity/library_launches.py --out "$R/fla" --lib-root .lib \
+    --libraries fla --workers 16 --budget $((lim - 40)) --limit "$lim" --timeout 60 --numerics compiled \
+    > "$R/fla.log" 2>&1; step "fla(limit $lim)" $?
+  timeout 90 python3 benchmarks/fidelity/inline_asm.py --out "$R/inline_asm" > "$R/inline_asm.log" 2>&1
+  step inline_asm $?
+else
+  timeout 420 python3 benchmarks/fidelity/launches.py --out "$R/launches_compiled" --workers 16 --budget 330 --limit 385 \
+    --timeout 90 --numerics compiled > "$R/launches_compiled.log" 2>&1; step launches_compiled $?
+fi
+rm -f "$R"/*/launches.jsonl.gz "$R"/*/*/launches.jsonl.gz
+tar -czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
