@@ -15,6 +15,8 @@ start=$(date +%s)
 step() { echo "$1 rc $2 at $(( $(date +%s) - start )) s" >> "$R/steps.txt"; }
 left() { echo $(( ${TOTAL:-560} - ($(date +%s) - start) )); }
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$R/machine.txt" 2>&1
+# the L2 request coalescer's counters (the L2 hit-rate rows: fewer L2 read lookups than L1 sectors sent)
+(ncu --query-metrics 2>&1 | grep -i -E "^lrc|coalesc" > "$R/lrc_metrics.txt") 2>/dev/null
 if [ "${1:-libs}" = libs ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/libsite .whl-lib/*.whl \
     > "$R/pip.log" 2>&1; step pip $?
