@@ -64,6 +64,10 @@ EXTRA_METRICS = [
     "launch__waves_per_multiprocessor",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
 ]
+# Hopper's L2 request coalescer (the lrc unit) merges read requests of several SMs for one sector before the
+# L2 looks them up: every counter of it that ncu knows here is collected (names differ between ncu releases)
+PREFIXES = ("lrc__t_sectors", "lrc__t_requests")
+MAX_PREFIXED = 16
 
 
 class _Compile:
@@ -112,6 +116,7 @@ def available(metrics: list) -> tuple:
         return metrics, []
     # launch__* are launch statistics, not counters: the query does not list them
     keep = [m for m in metrics if m.split(".")[0] in known or m.startswith("launch__")]
+    keep += [b + ".sum" for b in sorted(known) if b.startswith(PREFIXES)][:MAX_PREFIXED]
     return keep, [m for m in metrics if m not in keep]
 
 

@@ -4,7 +4,8 @@
 #          what it compared (`--limit`), then the inline-PTX rerun (100 snippets x 65,536 inputs)
 #                                    run(command="cd .gpusnap && bash benchmarks/gpu/session8.sh libs", carry=[".gpusnap"])
 #   whole: the whole language-test comparison with numerics="compiled" after the add-fold, split-dot and fp8
-#          fixes, on a budget that starts every test
+#          fixes, on a budget that starts every test; then the 13 matmul counter cases with the L2 request
+#          coalescer's counters
 #                                    run(command="cd .gpusnap && bash benchmarks/gpu/session8.sh whole", carry=[".gpusnap"])
 # where .gpusnap is `git archive HEAD` plus .lib and .whl-lib (benchmarks/fidelity/fetch_libraries.sh).
 set -u
@@ -31,8 +32,13 @@ if [ "${1:-libs}" = libs ]; then
   timeout 90 python3 benchmarks/fidelity/inline_asm.py --out "$R/inline_asm" > "$R/inline_asm.log" 2>&1
   step inline_asm $?
 else
-  timeout 420 python3 benchmarks/fidelity/launches.py --out "$R/launches_compiled" --workers 16 --budget 330 --limit 385 \
+  timeout 380 python3 benchmarks/fidelity/launches.py --out "$R/launches_compiled" --workers 16 --budget 300 --limit 350 \
     --timeout 90 --numerics compiled > "$R/launches_compiled.log" 2>&1; step launches_compiled $?
+  # the 13 matmul counter cases again, now with the L2 request coalescer's counters (metric_measure.PREFIXES)
+  NEW=$(PYTHONPATH=benchmarks/fidelity:tests python3 -c "
+import metric_cases as m; print(','.join(c.name for c in m.MAIN if c.name.startswith('matmul_') and not c.name.startswith(('matmul_2k', 'matmul_big'))))")
+  b=$(left); [ "$b" -gt 60 ] && timeout $((b - 10)) python3 benchmarks/fidelity/fidelity.py --out "$R/counters" \
+    --cases "$NEW" --no-outputs --budget $((b - 30)) > "$R/counters.log" 2>&1; step counters $?
 fi
 rm -f "$R"/*/launches.jsonl.gz "$R"/*/*/launches.jsonl.gz
 tar -czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"
