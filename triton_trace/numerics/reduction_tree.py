@@ -1,6 +1,9 @@
-"""The order in which a kernel compiled for sm_90 combines the elements of ``tl.sum`` (``tl.reduce`` with an add
-combine) and of ``tl.cumsum``/``tl.cumprod``, as numpy over the same values, so that a float result has the
-GPU's bits. Floating-point adds are commutative but not associative: the order is the whole difference.
+"""The order in which a kernel compiled for sm_90 combines the elements of a reduction or scan (``tl.sum``,
+``tl.cumsum``, ``tl.cumprod``, or ``tl.reduce``/``tl.associative_scan`` with any combine function, tuple
+combines included: ``reduce_with``/``scan_with``), as numpy over the same values, so that a float result has
+the GPU's bits. Floating-point adds are commutative but not associative: the order is the whole difference;
+a combine that does not commute (a linear recurrence) also needs each call's operands in the lowering's
+places, earlier elements on the left.
 
 Where each element sits comes from the operand's distributed layout, as a linear layout (``layout_bases``):
 the tensor coordinate each register, lane and warp bit moves to. Along the reduced axis a blocked layout (and
@@ -13,8 +16,8 @@ releases emit for sm_90):
 - **reduce**: each thread combines its own elements in register order (``c`` then ``e``): Triton 3.6 folds
   them, ``((x0 + x1) + x2) + ...``; Triton 3.9 (its linear-layout lowering) takes a balanced pairwise tree,
   ``(x0 + x1) + (x2 + x3)`` (``thread_order="tree"``). The lanes then combine through ``shfl.sync.bfly`` with
-  xor offsets largest first (lanes/2, ..., 1), lane j adding lane j ^ N; the warps' partials, through shared
-  memory, in the same butterfly.
+  xor offsets largest first (lanes/2, ..., 1), lane j taking combine(own, lane j ^ N); the warps' partials,
+  through shared memory, in the same butterfly; the result is lane 0's.
 - **scan**: a thread scans its ``per_thread`` elements sequentially; the chunk totals are scanned over the
   lanes by ``shfl.sync.up`` at distances 1, 2, 4, ... (Kogge-Stone, ``prev + own``); a lane's last element is
   that inclusive value, each other element ``prefix + own`` with the prefix the previous lane's last element.
@@ -157,6 +160,13 @@ def axis_split(bases: dict, shape, axis: int) -> Optional[AxisSplit]:
 # ------------------------------------------------------------------------------------------------------------
 # the combine trees
 # ------------------------------------------------------------------------------------------------------------
+# The trees run on tuples of arrays of one shape: a combine's operands, one for tl.sum, several for a tuple
+# combine (tl.reduce((mean, m2, weight), 0, welford)). ``op(left, right)`` takes two such tuples and returns
+# one; ``left`` always holds the earlier elements of the axis, as the lowering's combine calls do (the
+# order matters for a combine that does not commute, such as a linear recurrence).
+Combine = Callable[[tuple, tuple], tuple]
+
+
 def bf16_rounded(x) -> np.ndarray:
     """float32 values rounded to bfloat16 (nearest-even) and widened back: a bf16 combine's result."""
     return bf16_to_f32(f32_to_bf16(np.asarray(x, dtype=np.float32)))
@@ -169,40 +179,60 @@ def _combiner(kind: str, rounding: Optional[Callable]):
     return lambda a, b: rounding(op(a, b))
 
 
-def _split_axis(x, axis: int, split: AxisSplit) -> np.ndarray:
-    """``x`` with ``axis`` moved last and cut into (blocks, warps, lanes, per_thread)."""
-    y = np.moveaxis(np.asarray(x), axis, -1)
-    if y.shape[-1] != split.size:
-        raise ValueError(f"axis of {y.shape[-1]} elements, layout of {split.size}")
-    return y.reshape(y.shape[:-1] + (split.blocks, split.warps, split.lanes, split.per_thread))
+def _lifted(kind: str, rounding: Optional[Callable]) -> Combine:
+    f = _combiner(kind, rounding)
+    return lambda a, b: (f(a[0], b[0]),)
 
 
-def _fold(seq: np.ndarray, kind: str, rounding) -> np.ndarray:
-    """Left fold along the last axis, strictly in order (ufunc.accumulate is sequential; reduce is not)."""
-    if rounding is None:
-        return COMBINES[kind].accumulate(seq, axis=-1)[..., -1]
-    op = _combiner(kind, rounding)
-    acc = seq[..., 0]
-    for i in range(1, seq.shape[-1]):
-        acc = op(acc, seq[..., i])
+def _at(v: tuple, index) -> tuple:
+    return tuple(a[index] for a in v)
+
+
+def _where(cond, a: tuple, b: tuple) -> tuple:
+    return tuple(np.where(cond, x, y) for x, y in zip(a, b))
+
+
+def _spread(v: tuple, shape: tuple) -> tuple:
+    return tuple(np.broadcast_to(a, shape).copy() for a in v)
+
+
+def _split_axis(xs: tuple, axis: int, split: AxisSplit) -> tuple:
+    """Each of ``xs`` with ``axis`` moved last and cut into (blocks, warps, lanes, per_thread)."""
+    out = []
+    for x in xs:
+        y = np.moveaxis(np.asarray(x), axis, -1)
+        if y.shape[-1] != split.size:
+            raise ValueError(f"axis of {y.shape[-1]} elements, layout of {split.size}")
+        out.append(y.reshape(y.shape[:-1] + (split.blocks, split.warps, split.lanes, split.per_thread)))
+    return tuple(out)
+
+
+def _fold(seq: tuple, op: Combine, fast) -> tuple:
+    """Left fold along the last axis, strictly in order (``fast.accumulate`` is sequential; reduce is not)."""
+    if fast is not None:
+        return (fast.accumulate(seq[0], axis=-1)[..., -1],)
+    acc = _at(seq, (..., 0))
+    for i in range(1, seq[0].shape[-1]):
+        acc = op(acc, _at(seq, (..., i)))
     return acc
 
 
-def _butterfly(acc: np.ndarray, op) -> np.ndarray:
-    """``shfl.sync.bfly`` rounds over the last axis, xor offset largest first: lane j takes op(own, lane j^N);
-    afterwards lanes j and j^N agree (add and multiply commute bit for bit), so the first half is kept."""
-    n = acc.shape[-1]
+def _butterfly(acc: tuple, op: Combine) -> tuple:
+    """``shfl.sync.bfly`` rounds over the last axis, xor offset largest first: lane j takes op(own, lane j^N).
+    Lane 0, whose value the result is (it stores the warp's partial and the scalar result), only ever
+    combines lanes of the lower half with the upper: those are kept."""
+    n = acc[0].shape[-1]
     while n > 1:
         n //= 2
-        acc = op(acc[..., :n], acc[..., n:2 * n])
-    return acc[..., 0]
+        acc = op(_at(acc, (..., slice(0, n))), _at(acc, (..., slice(n, 2 * n))))
+    return _at(acc, (..., 0))
 
 
-def _pairwise(seq: np.ndarray, op) -> np.ndarray:
+def _pairwise(seq: tuple, op: Combine) -> tuple:
     """A balanced binary tree over the last axis (a power of two): neighbours first, (0+1), (2+3), ..."""
-    while seq.shape[-1] > 1:
-        seq = op(seq[..., 0::2], seq[..., 1::2])
-    return seq[..., 0]
+    while seq[0].shape[-1] > 1:
+        seq = op(_at(seq, (..., slice(0, None, 2))), _at(seq, (..., slice(1, None, 2))))
+    return _at(seq, (..., 0))
 
 
 THREAD_ORDERS = ("sequential", "tree")
@@ -213,107 +243,130 @@ def reduce(x, axis: int, split: AxisSplit, kind: str = "sum", rounding: Optional
     """``x`` reduced over ``axis`` (kept, of size 1) in the compiled kernel's order. ``rounding`` rounds each
     combine's result to the reduction's type where the values are held wider (bf16 in float32);
     ``thread_order`` is how a thread combines its own elements (see the module)."""
-    y = _split_axis(x, axis, split)
-    op = _combiner(kind, rounding)
-    # registers in order: block c, then element e  ->  (..., warps, lanes, blocks * per_thread)
-    seq = np.moveaxis(y, -4, -2).reshape(y.shape[:-4] + (split.warps, split.lanes, split.blocks * split.per_thread))
+    fast = COMBINES[kind] if rounding is None else None
+    return _reduce((np.asarray(x),), axis, split, _lifted(kind, rounding), thread_order, fast)[0]
+
+
+def reduce_with(xs: tuple, axis: int, split: AxisSplit, op: Combine, thread_order: str = "sequential") -> tuple:
+    """The operands ``xs`` (arrays of one shape) reduced together over ``axis`` (kept, of size 1) by ``op``
+    in the compiled kernel's order."""
+    return _reduce(tuple(np.asarray(x) for x in xs), axis, split, op, thread_order, None)
+
+
+def _reduce(xs: tuple, axis: int, split: AxisSplit, op: Combine, thread_order: str, fast) -> tuple:
     if thread_order not in THREAD_ORDERS:
         raise ValueError(f"thread_order {thread_order!r}: one of {THREAD_ORDERS}")
-    acc = _fold(seq, kind, rounding) if thread_order == "sequential" else _pairwise(seq, op)   # (..., warps, lanes)
+    # registers in order: block c, then element e  ->  (..., warps, lanes, blocks * per_thread)
+    per_thread = split.blocks * split.per_thread
+    seq = tuple(np.moveaxis(y, -4, -2).reshape(y.shape[:-4] + (split.warps, split.lanes, per_thread))
+                for y in _split_axis(xs, axis, split))
+    acc = _fold(seq, op, fast) if thread_order == "sequential" else _pairwise(seq, op)   # (..., warps, lanes)
     acc = _butterfly(acc, op)                               # lanes: (..., warps)
     acc = _butterfly(acc, op)                               # warps, through shared memory
-    return np.expand_dims(acc.astype(np.asarray(x).dtype, copy=False), axis)
+    return tuple(np.expand_dims(a.astype(x.dtype, copy=False), axis) for a, x in zip(acc, xs))
 
 
-def _inclusive(y: np.ndarray, kind: str, rounding) -> np.ndarray:
+def _inclusive(y: tuple, op: Combine, fast) -> tuple:
     """Sequential inclusive scan along the last axis."""
-    if rounding is None:
-        return COMBINES[kind].accumulate(y, axis=-1)
-    op = _combiner(kind, rounding)
-    out = y.copy()
-    for i in range(1, y.shape[-1]):
-        out[..., i] = op(out[..., i - 1], y[..., i])
+    if fast is not None:
+        return (fast.accumulate(y[0], axis=-1),)
+    out = tuple(a.copy() for a in y)
+    for i in range(1, y[0].shape[-1]):
+        for o, v in zip(out, op(_at(out, (..., i - 1)), _at(y, (..., i)))):
+            o[..., i] = v
     return out
 
 
-def _kogge_stone(t: np.ndarray, op) -> np.ndarray:
+def _kogge_stone(t: tuple, op: Combine) -> tuple:
     """``shfl.sync.up`` rounds at distances 1, 2, 4, ... over the last axis: lane l >= d takes op(lane l-d, own)."""
-    n = t.shape[-1]
+    n = t[0].shape[-1]
     d = 1
     while d < n:
-        nxt = t.copy()
-        nxt[..., d:] = op(t[..., :-d], t[..., d:])
+        nxt = tuple(a.copy() for a in t)
+        for o, v in zip(nxt, op(_at(t, (..., slice(None, -d))), _at(t, (..., slice(d, None))))):
+            o[..., d:] = v
         t, d = nxt, d * 2
     return t
 
 
 def scan(x, axis: int, split: AxisSplit, kind: str = "sum", rounding: Optional[Callable] = None) -> np.ndarray:
     """The inclusive scan of ``x`` along ``axis`` (forward) in the compiled kernel's order."""
-    x = np.asarray(x)
-    y = _split_axis(x, axis, split)
-    op = _combiner(kind, rounding)
-    s = _inclusive(y, kind, rounding)                       # (..., blocks, warps, lanes, per_thread)
-    k = _kogge_stone(s[..., -1], op)                        # (..., blocks, warps, lanes)
+    fast = COMBINES[kind] if rounding is None else None
+    return _scan((np.asarray(x),), axis, split, _lifted(kind, rounding), fast)[0]
+
+
+def scan_with(xs: tuple, axis: int, split: AxisSplit, op: Combine) -> tuple:
+    """The inclusive scan of the operands ``xs`` (arrays of one shape) along ``axis`` (forward) by ``op`` in
+    the compiled kernel's order."""
+    return _scan(tuple(np.asarray(x) for x in xs), axis, split, op, None)
+
+
+def _scan(xs: tuple, axis: int, split: AxisSplit, op: Combine, fast) -> tuple:
+    s = _inclusive(_split_axis(xs, axis, split), op, fast)  # (..., blocks, warps, lanes, per_thread)
+    k = _kogge_stone(_at(s, (..., -1)), op)                 # (..., blocks, warps, lanes)
     out = (_one_warp if split.warps == 1 else _across_warps)(s, k, op, split)
-    out = out.reshape(out.shape[:-4] + (split.size,))
-    return np.moveaxis(out, -1, axis).astype(x.dtype, copy=False)
+    return tuple(np.moveaxis(o.reshape(o.shape[:-4] + (split.size,)), -1, axis).astype(x.dtype, copy=False)
+                 for o, x in zip(out, xs))
 
 
-def _finish_chunk(out, s, c: int, last, prev, op, first_lane_keeps) -> None:
+def _finish_chunk(out: tuple, s: tuple, c: int, last: tuple, prev: tuple, op: Combine, first_lane_keeps) -> None:
     """Block ``c``: each lane's last element is ``last``; its others ``prev + own``, or ``own`` where
     ``first_lane_keeps`` (..., warps, lanes) says the thread is the first of the scan."""
-    out[..., c, :, :, -1] = last
-    if s.shape[-1] > 1:
-        summed = op(prev[..., None], s[..., c, :, :, :-1])
+    for o, v in zip(out, last):
+        o[..., c, :, :, -1] = v
+    if s[0].shape[-1] > 1:
+        own = _at(s, (..., c, slice(None), slice(None), slice(None, -1)))
+        summed = op(_at(prev, (..., None)), own)
         keep = first_lane_keeps[..., None]
-        out[..., c, :, :, :-1] = np.where(keep, s[..., c, :, :, :-1], summed)
+        for o, a, b in zip(out, own, summed):
+            o[..., c, :, :, :-1] = np.where(keep, a, b)
 
 
-def _one_warp(s, k, op, split: AxisSplit) -> np.ndarray:
+def _one_warp(s: tuple, k: tuple, op: Combine, split: AxisSplit) -> tuple:
     """AddPartialReduceOneWarp: the axis inside one warp; a block's carry is the previous block's last lane."""
-    out = np.empty_like(s)
+    out = tuple(np.empty_like(a) for a in s)
     lanes = split.lanes
     first = np.zeros((1, lanes), dtype=bool)
     first[0, 0] = True
     acc = None
     for c in range(split.blocks):
-        kc = k[..., c, :, :]                                # (..., 1, lanes)
+        kc = _at(k, (..., c, slice(None), slice(None)))     # (..., 1, lanes)
         last = kc if c == 0 else op(acc, kc)
         if lanes > 1:
-            carry_in = kc[..., :1] if c == 0 else acc       # what lane 0 adds (lane 0 of block 0 adds nothing)
-            prev = np.concatenate([np.broadcast_to(carry_in, last[..., :1].shape), last[..., :-1]], axis=-1)
-            acc = last[..., -1:]
+            carry_in = _at(kc, (..., slice(0, 1))) if c == 0 else acc   # what lane 0 adds (none in block 0)
+            head = _spread(carry_in, last[0][..., :1].shape)
+            prev = tuple(np.concatenate([h, a[..., :-1]], axis=-1) for h, a in zip(head, last))
+            acc = _at(last, (..., slice(-1, None)))
         else:
             prev = acc = last
         _finish_chunk(out, s, c, last, prev, op, first if c == 0 else np.zeros_like(first))
     return out
 
 
-def _across_warps(s, k, op, split: AxisSplit) -> np.ndarray:
+def _across_warps(s: tuple, k: tuple, op: Combine, split: AxisSplit) -> tuple:
     """AddPartialReduce: each warp's chunk total through shared memory, folded left to right; warp w adds the
     fold of the warps before it (and of every earlier block)."""
-    out = np.empty_like(s)
-    warps, lanes = split.warps, split.lanes
-    lead = s.shape[:-4]
-    first = np.zeros((warps, lanes), dtype=bool)
+    out = tuple(np.empty_like(a) for a in s)
+    warps = split.warps
+    lead = s[0].shape[:-4]
+    first = np.zeros((warps, split.lanes), dtype=bool)
     first[0, 0] = True
-    total = None
-    masked = None
+    total = masked = None
     w_idx = np.arange(warps)
     for c in range(split.blocks):
-        part = k[..., c, :, -1]                             # (..., warps): each warp's chunk total
+        part = _at(k, (..., c, slice(None), -1))            # (..., warps): each warp's chunk total
         for i in range(warps):
             if total is None:
-                total = part[..., 0]
-                masked = np.broadcast_to(total[..., None], lead + (warps,)).copy()
+                total = _at(part, (..., 0))
+                masked = _spread(_at(total, (..., None)), lead + (warps,))
                 continue
-            total = op(total, part[..., i])
-            masked = np.where(w_idx >= i + 1, total[..., None], masked)
-        kc = k[..., c, :, :]                                # (..., warps, lanes)
-        last = op(masked[..., None], kc)
+            total = op(total, _at(part, (..., i)))
+            masked = _where(w_idx >= i + 1, _at(total, (..., None)), masked)
+        kc = _at(k, (..., c, slice(None), slice(None)))     # (..., warps, lanes)
+        last = op(_at(masked, (..., None)), kc)
         if c == 0:
-            last = np.where((w_idx == 0)[:, None], kc, last)
-        prev = np.concatenate([masked[..., None], last[..., :-1]], axis=-1)
+            last = _where((w_idx == 0)[:, None], kc, last)
+        prev = tuple(np.concatenate([m[..., None], a[..., :-1]], axis=-1) for m, a in zip(masked, last))
         _finish_chunk(out, s, c, last, prev, op, first if c == 0 else np.zeros_like(first))
-        masked = np.broadcast_to(total[..., None], lead + (warps,)).copy()
+        masked = _spread(_at(total, (..., None)), lead + (warps,))
     return out

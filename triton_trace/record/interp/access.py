@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter as _ti
 
@@ -55,6 +56,28 @@ def combine_kind(fn) -> Optional[str]:
     """"sum", "prod", "max", "min", "argmin" or "argmax" for a standard combine function, None for any
     other (a kernel's own)."""
     return COMBINE_KINDS.get(id(fn))
+
+
+def block_combine(op, dtypes: list):
+    """The kernel's own combine function of a reduction or scan ``op`` (a ReduceOps/ScanOps) over whole
+    blocks: ``(left, right) -> out``, tuples of numpy arrays, one per operand of Triton type ``dtypes``. Each
+    call is one call of the function on block tensors, made as the interpreter makes it on one pair of
+    elements (the values through its ``to_tensor``, the results cast to the operands' types), so each
+    element pair gets the builder's arithmetic as the interpreter's own loop gives it."""
+    np_types = [np_dtype(dt) for dt in dtypes]
+
+    def run(left: tuple, right: tuple) -> tuple:
+        arrays = np.broadcast_arrays(*left, *right)
+        shape, size = arrays[0].shape, arrays[0].size
+        # one flat block of a power-of-two size (a block type's rule), padded with the first pair
+        width = 1 << max(size - 1, 0).bit_length()
+        flat = [np.concatenate([a.reshape(-1), np.repeat(a.reshape(-1)[:1], width - size)]) for a in arrays]
+        ret = op.combine_fn.fn(*(op.to_tensor(a, dt) for a, dt in zip(flat, dtypes + dtypes)))
+        ret = ret if isinstance(ret, tuple) else (ret,)
+        values = (r.handle.data if isinstance(r, tl.core.tensor) else getattr(r, "value", r) for r in ret)
+        return tuple(np.broadcast_to(np.asarray(v), (width,))[:size].reshape(shape).astype(t)
+                     for v, t in zip(values, np_types))
+    return run
 
 
 def mlir_context(backend):
