@@ -66,7 +66,8 @@ EXTRA_METRICS = [
 ]
 # Hopper's L2 request coalescer (the lrc unit) merges read requests of several SMs for one sector before the
 # L2 looks them up: every counter of it that ncu knows here is collected (names differ between ncu releases)
-PREFIXES = ("lrc__t_sectors", "lrc__t_requests")
+PREFIXES = ("lrc__request_sectors_op_read", "lrc__lts2lrc_sectors_op_read", "lrc__lrc2xbar_sectors_op_read",
+            "lrc__xbar2gpc_sectors_op_read", "lrc__xbar2lrc_requests_op_read")
 MAX_PREFIXED = 16
 
 
@@ -116,7 +117,7 @@ def available(metrics: list) -> tuple:
         return metrics, []
     # launch__* are launch statistics, not counters: the query does not list them
     keep = [m for m in metrics if m.split(".")[0] in known or m.startswith("launch__")]
-    keep += [b + ".sum" for b in sorted(known) if b.startswith(PREFIXES)][:MAX_PREFIXED]
+    keep += [b + ".sum" for b in sorted(known) if b.startswith(PREFIXES) and "programmatic" not in b][:MAX_PREFIXED]
     return keep, [m for m in metrics if m not in keep]
 
 

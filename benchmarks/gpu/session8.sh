@@ -3,6 +3,8 @@
 #   libs:  FlagGems' and fla's own test launches with numerics="compiled", each stopped at a hard limit keeping
 #          what it compared (`--limit`), then the inline-PTX rerun (100 snippets x 65,536 inputs)
 #                                    run(command="cd .gpusnap && bash benchmarks/gpu/session8.sh libs", carry=[".gpusnap"])
+#   counters: the 13 matmul counter cases alone, with the L2 request coalescer's counters
+#                                    run(command="cd .gpusnap && TOTAL=200 bash benchmarks/gpu/session8.sh counters", carry=[".gpusnap"])
 #   whole: the whole language-test comparison with numerics="compiled" after the add-fold, split-dot and fp8
 #          fixes, on a budget that starts every test; then the 13 matmul counter cases with the L2 request
 #          coalescer's counters
@@ -31,6 +33,11 @@ if [ "${1:-libs}" = libs ]; then
     > "$R/fla.log" 2>&1; step "fla(limit $lim)" $?
   timeout 90 python3 benchmarks/fidelity/inline_asm.py --out "$R/inline_asm" > "$R/inline_asm.log" 2>&1
   step inline_asm $?
+elif [ "${1:-libs}" = counters ]; then     # the matmul counter cases alone (the L2 coalescer's counters)
+  NEW=$(PYTHONPATH=benchmarks/fidelity:tests python3 -c "
+import metric_cases as m; print(','.join(c.name for c in m.MAIN if c.name.startswith('matmul_') and not c.name.startswith(('matmul_2k', 'matmul_big'))))")
+  timeout $(( $(left) - 10 )) python3 benchmarks/fidelity/fidelity.py --out "$R/counters" --cases "$NEW" --no-outputs \
+    --budget $(( $(left) - 40 )) > "$R/counters.log" 2>&1; step counters $?
 else
   timeout 380 python3 benchmarks/fidelity/launches.py --out "$R/launches_compiled" --workers 16 --budget 300 --limit 350 \
     --timeout 90 --numerics compiled > "$R/launches_compiled.log" 2>&1; step launches_compiled $?
