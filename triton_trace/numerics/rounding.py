@@ -35,7 +35,21 @@ def two_prod(a, b):
 
 def fma64(a, b, c):
     """(r, e): r the float64 fma(a, b, c) rounded once to nearest, e the sign-carrying rest. Boldo and
-    Melquiond's emulation: exact product and sum, the low parts added with rounding to odd, one last rounding."""
+    Melquiond's emulation: exact product and sum, the low parts added with rounding to odd, one last rounding.
+    A finite product past float64's range is not an infinity to fma: with an infinite ``c`` the result is
+    ``c`` (an H100's fma.rn.f64: 2.5 * DBL_MAX + inf is inf, not NaN), and with a finite one the sum is
+    taken a quarter the size, where the product fits (past 2^1026 no finite c brings it back in range)."""
+    r, e = _fma64(a, b, c)
+    with np.errstate(all="ignore"):
+        bad = ~np.isfinite(r) & np.isfinite(a) & np.isfinite(b)
+        if np.any(bad):
+            big = bad & np.isfinite(c) & ~np.isfinite(a * b)
+            scaled = np.where(big, _fma64(a * 0.25, b, c * 0.25)[0] * 4.0, r)
+            r = np.where(bad & np.isinf(c), c, np.where(big, scaled, r))
+    return r, e
+
+
+def _fma64(a, b, c):
     with np.errstate(all="ignore"):
         uh, ul = two_prod(a, b)
         th, tl = two_sum(c, uh)
