@@ -253,17 +253,45 @@ def reduce_with(xs: tuple, axis: int, split: AxisSplit, op: Combine, thread_orde
     return _reduce(tuple(np.asarray(x) for x in xs), axis, split, op, thread_order, None)
 
 
+def _registers(xs: tuple, axis: int, split: AxisSplit) -> tuple:
+    """Each of ``xs`` as (..., warps, lanes, blocks * per_thread): a thread's registers, block c then e."""
+    per_thread = split.blocks * split.per_thread
+    return tuple(np.moveaxis(y, -4, -2).reshape(y.shape[:-4] + (split.warps, split.lanes, per_thread))
+                 for y in _split_axis(xs, axis, split))
+
+
 def _reduce(xs: tuple, axis: int, split: AxisSplit, op: Combine, thread_order: str, fast) -> tuple:
     if thread_order not in THREAD_ORDERS:
         raise ValueError(f"thread_order {thread_order!r}: one of {THREAD_ORDERS}")
-    # registers in order: block c, then element e  ->  (..., warps, lanes, blocks * per_thread)
-    per_thread = split.blocks * split.per_thread
-    seq = tuple(np.moveaxis(y, -4, -2).reshape(y.shape[:-4] + (split.warps, split.lanes, per_thread))
-                for y in _split_axis(xs, axis, split))
+    seq = _registers(xs, axis, split)
     acc = _fold(seq, op, fast) if thread_order == "sequential" else _pairwise(seq, op)   # (..., warps, lanes)
     acc = _butterfly(acc, op)                               # lanes: (..., warps)
     acc = _butterfly(acc, op)                               # warps, through shared memory
     return tuple(np.expand_dims(a.astype(x.dtype, copy=False), axis) for a, x in zip(acc, xs))
+
+
+def reduce_contracted(p, a, b, axis: int, split: AxisSplit, thread_order: str, fma: Callable) -> np.ndarray:
+    """The sum over ``axis`` (kept, of size 1) of products ``p`` (``a * b`` rounded, fp32 or fp64) where LLVM
+    contracts each add that takes a product into ``fma.rn`` (of two products, the left one). In a thread,
+    Triton 3.6 folds ``fma(a2, b2, fma(a0, b0, p1))``, ...; 3.9's tree has leaves ``fma(a_2k, b_2k, p_2k+1)``.
+    One element a thread: the first butterfly step is lane 0's ``fma(a_own, b_own, p_partner)``. Every later
+    step adds sums: plain adds (read from the PTX of both releases for sm_90). ``fma``: the single-rounded
+    fma of the operands' type (numerics/compiled.py's, passed in to keep this module below it)."""
+    if thread_order not in THREAD_ORDERS:
+        raise ValueError(f"thread_order {thread_order!r}: one of {THREAD_ORDERS}")
+    p, a, b = _registers((p, a, b), axis, split)            # (..., warps, lanes, registers)
+    add, n, half = _lifted("sum", None), p.shape[-1], split.lanes // 2
+    if n == 1:
+        acc = (fma(a[..., :half, 0], b[..., :half, 0], p[..., half:, 0]) if half else p[..., 0],)
+    elif thread_order == "sequential":
+        acc = fma(a[..., 0], b[..., 0], p[..., 1])
+        for i in range(2, n):
+            acc = fma(a[..., i], b[..., i], acc)
+        acc = (acc,)
+    else:
+        acc = _pairwise((fma(a[..., 0::2], b[..., 0::2], p[..., 1::2]),), add)
+    acc = _butterfly(_butterfly(acc, add), add)             # the lanes left, then the warps
+    return np.expand_dims(acc[0].astype(p.dtype, copy=False), axis)
 
 
 def _inclusive(y: tuple, op: Combine, fast) -> tuple:

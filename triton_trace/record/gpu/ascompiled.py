@@ -59,18 +59,7 @@ from ..interp.access import TensorHandle as _TH
 from ..patching import carried
 from . import asbuilt
 from .lowp import inner_method
-
-_FUSED = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-class _Product:
-    """What an ``fmul`` result remembers: its operands, and the fused uses of its value so far (shared
-    with every product of the same two operand handles)."""
-    __slots__ = ("a", "b", "uses")
-
-    def __init__(self, a, b, uses):
-        self.a, self.b, self.uses = a, b, uses
-
+from .products import FUSED as _FUSED, Product as _Product, product as _product
 
 def install(scope, builder, num_warps: int = 4) -> None:
     if asbuilt.current().fp_fusion:     # enable_fp_fusion=False (or TRITON_DEFAULT_FP_FUSION=0): no fma.rn
@@ -181,11 +170,6 @@ def _compiled_dot(builder, a, b, d, precision, rest, num_warps: int):
     unit = tensorcore.unit(inputs, nd, instr)
     return tensorcore.dot(_values(a, na), _values(b, nb), np.asarray(d.data), unit,
                           None if imprecise is None else int(imprecise))
-
-
-def _product(h):
-    p = getattr(h, "_tt_product", None) if isinstance(h, _TH) else None
-    return p if p is not None and np.asarray(h.data).dtype in _FUSED else None
 
 
 def _shared_uses(a, b) -> list:

@@ -14,6 +14,15 @@ of rank 2 or more is reduced in the flat order the compiled reshape gives (gpu/f
 reductions the compiler merged (CSE) leave no op at the second one's line; it takes the kernel's one layout
 for such ops where there is one.
 
+A sum of fp32/fp64 products (``tl.sum(x * x, 1)``), where the launch contracts (gpu/ascompiled.py marks
+its products), is summed as the PTX sums it: LLVM fuses each add that takes a product into ``fma.rn``, in the
+thread's registers or, one element a thread, in the first butterfly step (``reduce_contracted``; verified on
+the PTX of Triton 3.6 and 3.9, tests/record/test_reduce_contraction.py). With one element a thread in one
+warp, the lanes' results differ (each half fuses its own products); the trace keeps lane 0's, which a store
+writes, and says so in the note. Not followed: a product the trace does not see reach the reduction as it is
+(through ``tl.trans`` or ``tl.reshape`` it is still fused on the GPU, not here), fp16 products (``fma.rn.f16``
+on the GPU), a product from before a loop or branch (not fused on the GPU, fused here).
+
 Left in the interpreter's order, and said so in the launch's ``meta["reduction_order"]`` (one note per source
 line): a kernel that does not compile here, an op the TTGIR does not show, a layout this does not model (an
 MMA or dot-operand layout, elements spread over CTAs), a flattening not read from the TTGIR, what
@@ -30,10 +39,10 @@ from typing import Optional
 import numpy as np
 import triton.language as tl
 
-from ...numerics import reduction_tree as tree
+from ...numerics import compiled, reduction_tree as tree
 from ..frames import where
 from ..interp.access import ReduceOps, ScanOps, TensorHandle, block_combine, combine_kind
-from . import asbuilt, flatorder
+from . import asbuilt, flatorder, products
 
 META_KEY = "reduction_order"
 MAX_NOTES = 64
@@ -105,6 +114,7 @@ def _reordered(launch: _Launch, op, kind: str, xs: tuple, outs: tuple) -> Option
         return None
     cop, axis, split, flat, how = found
     batched = datas[0].ndim == len(shape) + 1
+    raw_shape = datas[0].shape
     if flat is not None:        # axis=None over a block of rank >= 2: the compiler's flat order
         datas = [d.reshape(d.shape[:batched] + (-1,))[..., flat] for d in datas]
     merged = how.startswith(MERGED)
@@ -116,7 +126,13 @@ def _reordered(launch: _Launch, op, kind: str, xs: tuple, outs: tuple) -> Option
     elif combine is None or (standard is not None and standard != combine):
         why, values = f"the compiled combine is {cop.combine or 'not one add'}", None
     else:
-        why, values = _arithmetic(launch, op, kind, datas[0], axis + batched, split, cop, combine)
+        # one element a thread and one lane: the products go to shared memory as they are; no add takes one
+        fuses = split.blocks * split.per_thread > 1 or split.lanes > 1
+        factors = _factors(xs[0], raw_shape, flat, batched) if fuses and kind == "reduce" and combine == "sum" \
+            and len(xs) == 1 and cop.element in _FUSED else None
+        if factors is not None:
+            how += "products fused (fma.rn), " + (_UPPER_LANES if _lanes_differ(split) else "")
+        why, values = _arithmetic(launch, op, kind, datas[0], axis + batched, split, cop, combine, factors)
     if values is None:
         launch.note(file, line, kind, f"numpy's order: {why}")
         return None
@@ -134,13 +150,17 @@ def _reordered(launch: _Launch, op, kind: str, xs: tuple, outs: tuple) -> Option
     return tuple(results)
 
 
-def _arithmetic(launch: _Launch, op, kind: str, data, axis: int, split, cop, combine: str) -> tuple:
-    """(why not, None) or (None, (values,)): a sum or product (one add or multiply) in the compiled order."""
+def _arithmetic(launch: _Launch, op, kind: str, data, axis: int, split, cop, combine: str,
+                factors: Optional[tuple] = None) -> tuple:
+    """(why not, None) or (None, (values,)): a sum or product (one add or multiply) in the compiled order;
+    ``factors``, the operands of the products a sum adds, where its adds contract them."""
     held, rounding = _ELEMENTS.get(cop.element, (None, None))
     if held is None or data.dtype != held:
         return f"{cop.element} held as {data.dtype}", None
     if kind == "reduce":
         order = thread_order(launch.facts().triton)
+        if factors is not None:
+            return None, (tree.reduce_contracted(data, *factors, axis, split, order, compiled.fma),)
         if order == "tree" and cop.element in ("f16", "bf16"):
             # 3.9 packs 16-bit elements in pairs (f16x2) before its tree: an order not modelled here
             return f"{cop.element} in-thread order of Triton {launch.facts().triton}", None
@@ -148,6 +168,35 @@ def _arithmetic(launch: _Launch, op, kind: str, data, axis: int, split, cop, com
     if op.reverse:
         return None, (np.flip(tree.scan(np.flip(data, axis), axis, split, combine, rounding), axis),)
     return None, (tree.scan(data, axis, split, combine, rounding),)
+
+
+_FUSED = ("f32", "f64")
+_UPPER_LANES = "lane 0's value (upper-half lanes fuse their own product: other bits there), "
+
+
+def _lanes_differ(split: tree.AxisSplit) -> bool:
+    """Whether the lanes end a contracted sum with different values that the kernel goes on using: one
+    element per thread, the first butterfly step fused differently in each half of the lanes, and no
+    shared-memory stage (several warps) to hand every lane the one value lane 0 stored."""
+    return split.blocks * split.per_thread == 1 and split.lanes > 1 and split.warps == 1
+
+
+def _factors(h, shape: tuple, flat, batched: bool) -> Optional[tuple]:
+    """The operands (as the reduced operand is laid out) of the product ``h`` a sum reduces, where LLVM
+    contracts the sum's adds with it (gpu/ascompiled.py marks the products of a launch it contracts), or
+    None. Taken to reach the reduction in registers in one basic block, as in every TTGIR examined the
+    ``arith.mulf`` feeds the ``tt.reduce`` (a product from before a loop or a branch is fused here, not on
+    the GPU)."""
+    operands = products.reduced_product(h.handle)
+    if operands is None:
+        return None
+    try:
+        a, b = (np.broadcast_to(v, shape) for v in operands)
+    except ValueError:
+        return None
+    if flat is not None:
+        a, b = (v.reshape(v.shape[:batched] + (-1,))[..., flat] for v in (a, b))
+    return a, b
 
 
 # ------------------------------------------------------------------------------------------------------------
