@@ -3,6 +3,7 @@
 #   libs:  FlagGems' and fla's own test launches with numerics="compiled", each stopped at a hard limit keeping
 #          what it compared (`--limit`), then the inline-PTX rerun (100 snippets x 65,536 inputs)
 #                                    run(command="cd .gpusnap && bash benchmarks/gpu/session8.sh libs", carry=[".gpusnap"])
+#   flaggems: FlagGems alone      run(command="cd .gpusnap && bash benchmarks/gpu/session8.sh flaggems", carry=[".gpusnap"])
 #   counters: the 13 matmul counter cases alone, with the L2 request coalescer's counters
 #                                    run(command="cd .gpusnap && TOTAL=200 bash benchmarks/gpu/session8.sh counters", carry=[".gpusnap"])
 #   whole: the whole language-test comparison with numerics="compiled" after the add-fold, split-dot and fp8
@@ -33,6 +34,13 @@ if [ "${1:-libs}" = libs ]; then
     > "$R/fla.log" 2>&1; step "fla(limit $lim)" $?
   timeout 90 python3 benchmarks/fidelity/inline_asm.py --out "$R/inline_asm" > "$R/inline_asm.log" 2>&1
   step inline_asm $?
+elif [ "${1:-libs}" = flaggems ]; then    # FlagGems alone (the contraction of products into sums, rechecked)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/libsite .whl-lib/*.whl \
+    > "$R/pip.log" 2>&1; step pip $?
+  export PYTHONPATH=$PWD:/tmp/libsite GEMS_VENDOR=nvidia
+  timeout 140 python3 benchmarks/fidelity/library_launches.py --out "$R/flaggems" --lib-root .lib \
+    --libraries flaggems --workers 16 --budget 90 --limit 120 --timeout 40 --numerics compiled \
+    > "$R/flaggems.log" 2>&1; step flaggems $?
 elif [ "${1:-libs}" = counters ]; then     # the matmul counter cases alone (the L2 coalescer's counters)
   NEW=$(PYTHONPATH=benchmarks/fidelity:tests python3 -c "
 import metric_cases as m; print(','.join(c.name for c in m.MAIN if c.name.startswith('matmul_') and not c.name.startswith(('matmul_2k', 'matmul_big'))))")
