@@ -64,7 +64,8 @@ def offsets(name: str, index: np.ndarray) -> np.ndarray:
 
 def pack(tables_npz: str, out: str = _TABLE_FILE) -> None:
     """Write ``mufu_tables.npz`` from ``record_intrinsics.py --tables``'s ``tables.npz``."""
-    keys = {"rcp": "rcp.approx.ftz.f32", "sqrt": "sqrt.approx.ftz.f32", "rsqrt": "rsqrt.approx.ftz.f32"}
+    keys = {"rcp": "rcp.approx.ftz.f32", "sqrt": "sqrt.approx.ftz.f32", "rsqrt": "rsqrt.approx.ftz.f32",
+            "ex2": "ex2.approx.ftz.f32_[1,_2)"}                  # (numerics/ex2.py)
     with np.load(tables_npz) as f:
         tables = {name: f[key] for name, key in keys.items()}
     packed = {}

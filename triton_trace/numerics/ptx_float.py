@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import mufu, ptx_int
+from . import ex2, mufu, ptx_int
 from .ptx import WIDTH, Instr, Machine, PtxUnsupported, mask
 from .ptx_formats import (FP4, INT_NAN, NAN, cvt_nan, decode, encode, fp4_encode, fp8_encode, nan_fix,
                           round_rational_f64, to_int, to_int_float)
@@ -87,6 +87,8 @@ def _mufu(ins, t, raw):
         r = mufu.rcp_approx(a, ftz=ftz)
     elif op in ("sqrt", "rsqrt"):
         r = (mufu.sqrt_approx if op == "sqrt" else mufu.rsqrt_approx)(a, ftz=ftz)
+    elif op == "ex2":
+        r = ex2.ex2_approx(a, ftz=ftz)
     elif op == "div":
         b = raw[1].astype(np.uint32).view(np.float32)
         const = ins.operands[2].kind == "imm"
@@ -98,7 +100,7 @@ def _mufu(ins, t, raw):
 
 def _one(m, ins, t, mode, v, raw):
     op = ins.op
-    gpu = _mufu(ins, t, raw) if op in ("rcp", "sqrt", "rsqrt", "div") else None
+    gpu = _mufu(ins, t, raw) if op in ("rcp", "sqrt", "rsqrt", "div", "ex2") else None
     if gpu is not None:
         return gpu
     with np.errstate(all="ignore"):

@@ -53,7 +53,7 @@ import weakref
 import numpy as np
 import triton
 
-from ...numerics import compiled, mufu, rounding, splitdot, tensorcore
+from ...numerics import compiled, ex2, mufu, rounding, splitdot, tensorcore
 from ..batch import running as batch
 from ..interp.access import TensorHandle as _TH
 from ..patching import carried
@@ -313,6 +313,19 @@ def _sqrt(a):
 _sqrt.__name__ = "sqrt"                 # as np.sqrt, which the interpreter's create_sqrt passes
 
 
+def _exp(a):
+    a = np.asarray(a)
+    return ex2.exp_approx(a) if a.dtype == np.float32 else np.exp(a)
+
+
+def _exp2(a):
+    a = np.asarray(a)
+    return ex2.ex2_approx(a, ftz=True) if a.dtype == np.float32 else np.exp2(a)
+
+
+_exp.__name__, _exp2.__name__ = "exp", "exp2"
+
+
 def _approximate(scope, builder) -> None:
     rsqrt = inner_method(builder, "create_rsqrt")
 
@@ -331,4 +344,7 @@ def _approximate(scope, builder) -> None:
     if hasattr(builder, "create_approx_divf"):
         scope.set_attr(builder, "create_approx_divf", division(mufu.div_approx))
     scope.set_attr(builder, "create_sqrt", lambda arg: builder.unary_op(arg, _sqrt))
+    # tl.exp: mul.f32 by log2(e), ex2.approx.f32; tl.exp2: ex2.approx.ftz.f32 (numerics/ex2.py)
+    scope.set_attr(builder, "create_exp", lambda arg: builder.unary_op(arg, _exp))
+    scope.set_attr(builder, "create_exp2", lambda arg: builder.unary_op(arg, _exp2))
     scope.set_attr(builder, "create_rsqrt", create_rsqrt)
