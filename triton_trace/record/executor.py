@@ -18,6 +18,7 @@ GROW_LANES = 1 << 20         # batch=True: after the first chunk, chunks of up t
 MAX_CHUNK = 1024             # (kernels of small blocks: fewer, larger numpy passes) and at most this many programs
 MIN_CHUNK = 8                # a chunk that falls back halves the next one, down to this size
 GIVE_UP_AFTER = 2            # consecutive fallbacks at MIN_CHUNK: run the rest of the launch one by one
+PEEL_LIMIT = 4               # a chunk that diverged this often in a row at its first program alone: the rest one by one
 RETRY = "retry"              # _run_chunk's answer when the chunk should run batched again (see ChunkRetry)
 
 
@@ -171,24 +172,27 @@ def _run_batched(kernel, batched_args, call_args, pids, first: int, builder, rec
     exactly the chunking that would have been chosen had the boundaries been known, so results and traces
     stay those of one program at a time. Returns None when every program ran, else why the chunk must run
     one program at a time (nothing of it kept). Runs within runs are stepped here, not recursed into: a spin
-    lock splits a chunk into one program and the rest, again and again, as deep as the chunk is long."""
+    lock splits a chunk into one program and the rest, again and again: after PEEL_LIMIT such splits in a
+    row the rest runs one by one (each split re-runs the whole rest up to where it diverges, so a chunk of n
+    would cost n batched attempts, O(n^2) program-steps, for programs that run one at a time anyway)."""
     stack = [_batched(kernel, batched_args, call_args, pids, first, builder, rec, proxy, on_done)]
     result = None
     while stack:
         try:
-            sub, at = stack[-1].send(result)
+            sub, at, peeled = stack[-1].send(result)
         except StopIteration as done:
             stack.pop()
             result = done.value
             continue
-        stack.append(_batched(kernel, batched_args, call_args, sub, at, builder, rec, proxy, on_done))
+        stack.append(_batched(kernel, batched_args, call_args, sub, at, builder, rec, proxy, on_done, peeled))
         result = None
     return result
 
 
-def _batched(kernel, batched_args, call_args, pids, first: int, builder, rec, proxy, on_done):
+def _batched(kernel, batched_args, call_args, pids, first: int, builder, rec, proxy, on_done, peeled: int = 0):
     """``_run_batched`` of one chunk, as a generator: it yields each run of agreeing programs that is to run
-    batched as (programs, launch position) and is sent back what running it returned."""
+    batched as (programs, launch position, splits in a row at the first program alone) and is sent back what
+    running it returned. ``peeled``: how many such splits in a row made this chunk."""
     why = _run_chunk(kernel, batched_args, pids, builder, rec, proxy)
     for _ in range(2):                   # the same chunk again, keeping the lanes it lacked, or checking
         if why is RETRY:                 # every float operation (record/checks/nonfinite.py): each asks once
@@ -203,9 +207,17 @@ def _batched(kernel, batched_args, call_args, pids, first: int, builder, rec, pr
         return why
     rec.execution.diverged_chunks += 1
     alone = 0
-    for run in np.split(np.arange(len(pids)), np.flatnonzero(np.diff(why.labels)) + 1):
+    runs = np.split(np.arange(len(pids)), np.flatnonzero(np.diff(why.labels)) + 1)
+    # the first program alone and the rest agreeing (a spin lock: the first takes it, the rest wait)
+    peel = peeled + 1 if len(runs) == 2 and len(runs[0]) == 1 else 0
+    for run in runs:
         sub, at = pids[run], first + int(run[0])
-        inner = "one program" if len(sub) == 1 else (yield sub, at)
+        if len(sub) == 1:
+            inner = "one program"
+        elif peel >= PEEL_LIMIT:
+            inner = f"the chunk split at its first program alone {peel} times in a row (a spin lock)"
+        else:
+            inner = yield sub, at, peel
         if inner is None:
             continue
         if len(sub) == 1:

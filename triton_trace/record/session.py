@@ -18,7 +18,7 @@ _seams.require_seams()
 from ..errors import TraceUsageError, TritonTraceError, program_error  # noqa: E402
 from ..model import KeptInputs, Launch, Trace  # noqa: E402
 from ..native import arena  # noqa: E402
-from . import autotune, frames, kernelmodule  # noqa: E402
+from . import autotune, frames, gcwindow, kernelmodule  # noqa: E402
 from .kernelmodule import json_arg  # noqa: E402
 from .memory import poison  # noqa: E402
 from . import executor as _grid  # noqa: E402
@@ -251,7 +251,8 @@ def run_chain(kernel_obj, args, kwargs, grid, opts: TraceOptions):
     launch_opts = {k: kwargs.pop(k) for k in LAUNCH_OPTIONS if k in kwargs and k not in params}
     if launch_opts:
         config = {**(config or {}), **{k: json_arg(v) for k, v in launch_opts.items()}}
-    return run_traced(kernel_obj, tuple(args), kwargs, grid, opts, config, debug)
+    with gcwindow.deferred():     # the launch's own objects die with it instead of filling the old generation
+        return run_traced(kernel_obj, tuple(args), kwargs, grid, opts, config, debug)
 
 
 # --------------------------------------------------------------------------------------------------------

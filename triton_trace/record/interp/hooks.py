@@ -26,64 +26,17 @@ from triton.runtime.jit import JITFunction
 from .. import frames
 from ..patching import Scope, Snapshot
 from ..batch import tensor as batchtensor, pointers
-from ..gpu import cudaextra, debugops, pylogic
-from ..divergence import rewrite as looprewrite
+from ..gpu import cudaextra, debugops
 from ..checks import table
 from ..memory import dataflow_ops, provenance
-from . import binding, compute, semantics
+from . import binding, compute, rewrites, semantics
 from .proxy import MemoryProxy, install_pointer_casts
 # (callers use hooks.*)
 from .kernels import (autotune_parts, innermost, is_kernel, pre_run_hooks, python_fn,  # noqa: F401
                       unspecialized)
 
-# --------------------------------------------------------------------------------------------------------
-# rewritten kernels: the interpreter runs a source-rewritten copy; ours is cached here, not in Triton's
-# class-level cache, so tracing leaves InterpretedFunction.rewritten_fn as it was
-# --------------------------------------------------------------------------------------------------------
-_TRITON_DIR = triton.__path__[0]
-_REWRITTEN: dict = {}
-
-
-_REWRITER: list = []
-
-
-def _rewriter_class():
-    """Triton's source rewrite of a kernel, plus the compiler's meaning of ``and`` / ``or`` / ``not``.
-    Made on first use, so a Triton without FunctionRewriter fails in ``require_seams`` with its message."""
-    if not _REWRITER:
-        class Rewriter(_ti.FunctionRewriter):
-            kernel = False      # the launched function (its early exits rewritten), not a helper
-
-            def _transform_ast(self, src):
-                return looprewrite.transform(pylogic.transform(super()._transform_ast(src)), self.kernel)
-
-            def _prepare_source(self, lines):
-                frames.remember_source(self.fn, "".join(lines), self.filename, self.def_file_lineno)
-                return super()._prepare_source(lines)
-
-            def _compile_and_exec(self, transformed_ast):
-                pylogic.provide(self.fn.__globals__)
-                looprewrite.provide(self.fn.__globals__)
-                if self.fn.__code__.co_freevars:
-                    return binding.with_closure(self.fn, transformed_ast, self.filename, vars(_ti))
-                return super()._compile_and_exec(transformed_ast)
-        _REWRITER.append(Rewriter)
-    return _REWRITER[0]
-
-
-def rewritten(fn, kernel: bool = False):
-    """``fn`` as the interpreter runs it, rewritten; a ``kernel`` (the launched function) with its early
-    exits rewritten too (a helper's ``return`` leaves only the helper)."""
-    out = _REWRITTEN.get((fn, kernel))
-    if out is None:
-        rewriter = _rewriter_class()(fn)
-        rewriter.kernel = kernel
-        out = _REWRITTEN[(fn, kernel)] = rewriter.rewrite_ast()
-        # Triton's own library functions (tl.sum, tl.softmax, ...) are not "user lines": an op inside them
-        # is reported at the user's line that called them.
-        if not (out.__code__.co_filename or "").startswith(_TRITON_DIR):
-            frames.register_codes(out.__code__)
-    return out
+_TRITON_DIR = rewrites.TRITON_DIR
+rewritten = rewrites.rewritten      # (callers use hooks.rewritten)
 
 
 _LANGUAGE_DIR = os.path.join(_TRITON_DIR, "language")

@@ -51,7 +51,7 @@ PRIVATE = {
                                 "(gpu/dotscaled)",
         "_patch_lang": "interp/hooks", "_implicit_cvt": "interp/semantics",
         "GridExecutor": "interp/hooks", "InterpretedFunction": "interp/hooks, interp/kernels",
-        "FunctionRewriter": "interp/hooks",
+        "FunctionRewriter": "interp/rewrites",
         "ReduceOps": "interp/compute, interp/access (for checks/padding, gpu/compiledops, gpu/lowp)",
         "ScanOps": "interp/compute, interp/access (for gpu/compiledops, gpu/lowp)",
         "InterpreterBuilder": "interp/hooks",
