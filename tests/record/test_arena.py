@@ -275,6 +275,13 @@ def test_arrays_made_inside_are_mapped_without_huge_page_advice(monkeypatch):
     # 40 MB: above glibc's largest dynamic mmap threshold (32 MB), so numpy's own allocator maps each array
     # afresh instead of reusing heap that an earlier test's array left with advice on it
     size = 5 << 20
+    # numpy's advice setting is one process-wide flag, and small_pages() only sets it for the first of its
+    # users: a launch or analysis still running in another thread (an earlier test's server) would keep the
+    # window open while this test turns the flag on. Wait for such windows to close first.
+    deadline = time.monotonic() + 60
+    while arena._pages_users and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert arena._pages_users == 0, "a small_pages() window of another thread stayed open for 60 s"
     setter = arena._madvise_setter()
     before = setter(True)
     try:
