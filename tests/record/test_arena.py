@@ -2,6 +2,7 @@
 and zeros are what numpy would give, the handler is numpy's own again after every launch (failed ones too,
 and in other threads all along), what the arena kept is unmapped when the last launch ends, and a launch
 records the same bits with it as without it."""
+import gc
 import os
 import subprocess
 import sys
@@ -276,10 +277,12 @@ def test_arrays_made_inside_are_mapped_without_huge_page_advice(monkeypatch):
     # afresh instead of reusing heap that an earlier test's array left with advice on it
     size = 5 << 20
     # numpy's advice setting is one process-wide flag, and small_pages() only sets it for the first of its
-    # users: a launch or analysis still running in another thread (an earlier test's server) would keep the
-    # window open while this test turns the flag on. Wait for such windows to close first.
+    # users: a window still open (an earlier test's launch abandoned in a suspended frame, closed when the
+    # collector finalizes it, or another thread's analysis) would keep it while this test turns the flag on.
+    # Let such windows close first.
     deadline = time.monotonic() + 60
     while arena._pages_users and time.monotonic() < deadline:
+        gc.collect()
         time.sleep(0.05)
     assert arena._pages_users == 0, "a small_pages() window of another thread stayed open for 60 s"
     setter = arena._madvise_setter()
