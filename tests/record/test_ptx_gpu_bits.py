@@ -104,14 +104,18 @@ def test_the_reruns_differences_are_covered():
     assert sorted(_rows_of("gpu_2026-12-07c")) == sorted(_RERUN)
 
 
-@pytest.mark.parametrize("case", _RERUN)
-def test_rerun_examples_bit_for_bit(case):
+def _replay(case: str, row: dict) -> tuple:
+    """The traced bits of a GPU run's saved examples of ``case``, beside the GPU's, as hex strings."""
     asm, cons, kinds, out_kind, pack = HARNESS.CASES[case]
-    row = _rows_of("gpu_2026-12-07c")[case]
     inputs = [np.array([int(e["inputs"][k], 16) for e in row["examples"]], dtype=np.uint64).astype(HARNESS._NP[kind])
               for k, kind in enumerate(kinds)]
-    got = run(asm, cons, inputs, HARNESS._NP[out_kind])
-    assert [hex(int(g)) for g in got] == [e["gpu"] for e in row["examples"]]
+    return [hex(int(g)) for g in run(asm, cons, inputs, HARNESS._NP[out_kind])], [e["gpu"] for e in row["examples"]]
+
+
+@pytest.mark.parametrize("case", _RERUN)
+def test_rerun_examples_bit_for_bit(case):
+    got, gpu = _replay(case, _rows_of("gpu_2026-12-07c")[case])
+    assert got == gpu
 
 
 # the third run (gpu_2026-12-07e): 95 of 100 bit-exact, the four approximations and fma.rn.f64 of a finite
@@ -121,13 +125,8 @@ def test_the_third_runs_differences_are_covered():
 
 
 def test_fma_f64_of_a_product_past_the_range_has_the_gpus_bits():
-    case = "fma.rn.f64"
-    asm, cons, kinds, out_kind, pack = HARNESS.CASES[case]
-    row = _rows_of("gpu_2026-12-07e")[case]
-    inputs = [np.array([int(e["inputs"][k], 16) for e in row["examples"]], dtype=np.uint64).astype(HARNESS._NP[kind])
-              for k, kind in enumerate(kinds)]
-    got = run(asm, cons, inputs, HARNESS._NP[out_kind])
-    assert [hex(int(g)) for g in got] == [e["gpu"] for e in row["examples"]]
+    got, gpu = _replay("fma.rn.f64", _rows_of("gpu_2026-12-07e")["fma.rn.f64"])
+    assert got == gpu
 
 
 def test_fma_f64_past_the_range_with_a_finite_addend_against_fractions():
